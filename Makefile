@@ -1,0 +1,54 @@
+# latent-node — see README.md. Only Go is needed for build, test and run;
+# `make wasm` needs wat2wasm (Debian: apt-get install wabt).
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 30s
+BENCHCOUNT  ?= 6
+
+.PHONY: all build test check bench fuzz stress run wasm clean
+
+all: build
+
+build:
+	$(GO) build -o bin/latent-node ./cmd/latent-node
+
+# The README's test command: race detector, -short (long tests live in stress/).
+test:
+	$(GO) test -race -short -timeout 9m ./...
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	$(GO) test -count=1 ./internal/importcheck
+	@cp go.mod /tmp/latent-go.mod.bak; cp go.sum /tmp/latent-go.sum.bak; \
+		$(GO) mod tidy; \
+		if ! git diff --quiet -- go.mod go.sum; then \
+			echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; \
+			cp /tmp/latent-go.mod.bak go.mod; cp /tmp/latent-go.sum.bak go.sum; exit 1; fi
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./catalog/
+
+# Each fuzz target runs for FUZZTIME (go test -fuzz takes one target at a time).
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./catalog/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRecord$$' -fuzztime=$(FUZZTIME) ./catalog/
+	$(GO) test -run='^$$' -fuzz='^FuzzValidateName$$' -fuzztime=$(FUZZTIME) ./catalog/
+
+stress:
+	$(GO) test -race -tags stress -timeout 60m ./stress/...
+
+run:
+	$(GO) run ./cmd/latent-node serve --demo
+
+# Rebuild the WAT fixtures; a test checks the committed .wasm match.
+wasm:
+	@for f in testdata/wasm/*.wat; do \
+		echo "wat2wasm $$f -o $${f%.wat}.wasm"; \
+		wat2wasm "$$f" -o "$${f%.wat}.wasm" || exit 1; \
+	done
+
+clean:
+	rm -rf bin

@@ -1,0 +1,84 @@
+// Package catalog is the pinned deployment catalog of a latent-node and the
+// vocabulary every later layer shares: tenant, service, route, revision and
+// release identities, cell classes, budgets, execution requirements,
+// placement and trust classes.
+//
+// # What it guarantees
+//
+// A release manifest names one service's revisions (each a module by its
+// sha256 digest, a trust class, a threading model, required features, a
+// deployment ceiling and optional placement restrictions) and its routes
+// (each a function and weighted targets). Deploy validates the manifest
+// (every problem names its field), inspects each module through a
+// ModuleInspector (the runner implements it; tests use a fake), derives
+// deterministic identities, takes the next catalog-wide Generation, persists
+// the release and only then publishes it. Delete is a generation too. On any
+// error nothing changes: the previous release keeps serving.
+//
+// Identities are derived from content, never from time or order: a revision
+// id ("rev1-" + 64 hex digits) hashes a canonical length-prefixed encoding of
+// the tenant, service and the revision's validated fields; a release id
+// ("rel1-" + 64 hex digits) hashes the revision ids and the routes in manifest
+// order. Both are 69 bytes (at most MaxGeneratedIDBytes) and identical across
+// restarts.
+//
+// Pin returns an immutable view (copy-on-write behind one atomic pointer).
+// Pin.Resolve picks a revision of a route; Pin.Policy verifies the whole
+// tenant/service/route/function/revision/release/generation tuple of a
+// ResolvedRevision against the same pin and returns the revision's
+// RevisionPolicy: a small typed record (ceilings, requirements, placement,
+// trust class, artifact digest) that admission reads. Policy never reselects
+// with another routing key, ignores the untrusted attributes a caller may
+// forge, and is a bounded in-memory lookup: no filesystem, no artifact bytes,
+// no compilation. A pin taken before a replacement or a deletion keeps serving
+// its exact policy; a newer pin refuses the old generation with
+// ErrRevisionNotAvailable.
+//
+// Weighted routes are deterministic. The routing hash is FNV-1a (64-bit) over
+// tenant, service, route and routing key separated by 0x00, finished with the
+// SplitMix64 mixer; the point hash mod Σweights falls in the interval of one
+// target, the targets owning consecutive intervals in manifest order. The same
+// key therefore always picks the same revision within a pin, and the hash
+// does not depend on the release, so a key only moves when its point changes
+// interval.
+//
+// # Persistence
+//
+// Under the data directory, artifacts live at artifacts/sha256/<hex>
+// (verified on write and on read), the last generation issued at
+// catalog/state.rec, and one record per service at catalog/services/<hex>.rec.
+// Records carry a header with their kind, length and sha256 checksum. Every
+// write goes to a temporary file, is fsynced, renamed and its directory
+// fsynced. Open rebuilds identical ids and policies, or fails with an error
+// naming the file (ErrCorruptRecord): nothing is skipped, nothing is
+// half-applied.
+//
+// # Non-goals
+//
+// The catalog does not authenticate (the node checks that a deployer belongs
+// to the manifest's tenant), does not know the node's configured tenants,
+// trust classes or cell classes (admission checks policy against them), and
+// never executes modules.
+//
+// # Internal organization
+//
+//   - ids.go, vocab.go: names, digests, CellClass, Budget, Requirements,
+//     Placement, ByteSize, Duration.
+//   - manifest.go: Manifest, DecodeManifest, validation into a spec.
+//   - release.go: RevisionPolicy, Deployment, identity derivation, the
+//     immutable per-service index.
+//   - pin.go: Pin, Resolve, Policy, the routing hash.
+//   - catalog.go: Catalog (Open, PutArtifact, Deploy, Delete, Pin).
+//   - store.go: the on-disk layout, atomic writes, record encoding.
+//   - inspect.go: ModuleInspector and ModuleInfo.
+//
+// # Usage
+//
+//	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
+//	err = cat.PutArtifact(ctx, digest, moduleReader)
+//	dep, err := cat.Deploy(ctx, manifest)
+//
+//	pin := cat.Pin()
+//	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)
+//	policy, err := pin.Policy(rev) // what admission reads, against the same pin
+package catalog

@@ -1,0 +1,171 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+)
+
+// fakeInspector answers from a table keyed by digest; unknown digests get
+// defaultInfo. It counts calls so tests can prove when inspection happens.
+type fakeInspector struct {
+	mu     sync.Mutex
+	infos  map[Digest]ModuleInfo
+	errs   map[Digest]error
+	calls  atomic.Int64
+	onCall func()
+}
+
+func newFakeInspector() *fakeInspector {
+	return &fakeInspector{infos: map[Digest]ModuleInfo{}, errs: map[Digest]error{}}
+}
+
+func defaultInfo() ModuleInfo {
+	return ModuleInfo{
+		MinMemoryBytes: 65536, MaxMemoryBytes: MaxWasm32MemoryBytes,
+		Threading: ThreadingSingle, Exports: []FunctionName{"_start", "helper"},
+	}
+}
+
+func (f *fakeInspector) set(d Digest, info ModuleInfo) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.infos[d] = info
+}
+
+func (f *fakeInspector) reject(d Digest, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs[d] = err
+}
+
+func (f *fakeInspector) Inspect(ctx context.Context, d Digest, module []byte) (ModuleInfo, error) {
+	f.calls.Add(1)
+	if f.onCall != nil {
+		f.onCall()
+	}
+	if DigestOf(sha256.Sum256(module)) != d {
+		return ModuleInfo{}, errors.New("fake inspector: bytes do not match digest")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.errs[d]; err != nil {
+		return ModuleInfo{}, err
+	}
+	if info, ok := f.infos[d]; ok {
+		return info, nil
+	}
+	return defaultInfo(), nil
+}
+
+type fixture struct {
+	t    *testing.T
+	dir  string
+	insp *fakeInspector
+	cat  *Catalog
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector()}
+	fx.cat = fx.open()
+	return fx
+}
+
+func (fx *fixture) open() *Catalog {
+	fx.t.Helper()
+	c, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: fx.insp})
+	if err != nil {
+		fx.t.Fatalf("open: %v", err)
+	}
+	return c
+}
+
+// module uploads distinct bytes and returns their digest.
+func (fx *fixture) module(content string) Digest {
+	fx.t.Helper()
+	d := DigestOf(sha256.Sum256([]byte(content)))
+	if err := fx.cat.PutArtifact(context.Background(), d, strings.NewReader(content)); err != nil {
+		fx.t.Fatalf("put artifact: %v", err)
+	}
+	return d
+}
+
+func (fx *fixture) deploy(m Manifest) Deployment {
+	fx.t.Helper()
+	d, err := fx.cat.Deploy(context.Background(), m)
+	if err != nil {
+		fx.t.Fatalf("deploy: %v", err)
+	}
+	return d
+}
+
+func revision(name string, art Digest) ManifestRevision {
+	return ManifestRevision{
+		Name: RevisionName(name), Artifact: art, TrustClass: "untrusted",
+		Ceiling: &ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: Duration(2e9)},
+	}
+}
+
+func mroute(name string, targets ...ManifestTarget) ManifestRoute {
+	return ManifestRoute{Name: RouteName(name), Function: "_start", Targets: targets}
+}
+
+func target(rev string, weight int64) ManifestTarget {
+	return ManifestTarget{Revision: RevisionName(rev), Weight: weight}
+}
+
+// twoRevisions is acme/images with v1 and v2 split 90/10 on "thumbnail" and
+// v1 alone on "stable".
+func twoRevisions(a, b Digest) Manifest {
+	return Manifest{
+		Tenant: "acme", Service: "images",
+		Revisions: []ManifestRevision{revision("v1", a), revision("v2", b)},
+		Routes: []ManifestRoute{
+			mroute("thumbnail", target("v1", 90), target("v2", 10)),
+			mroute("stable", target("v1", 1)),
+		},
+	}
+}
+
+// poisonStore fails the test on any artifact access.
+type poisonStore struct{ t *testing.T }
+
+func (p poisonStore) put(Digest, io.Reader, int64) error {
+	p.t.Error("artifact store touched: put")
+	return errors.New("poisoned")
+}
+
+func (p poisonStore) get(Digest, int64) ([]byte, error) {
+	p.t.Error("artifact store touched: get")
+	return nil, errors.New("poisoned")
+}
+
+func problemFields(t *testing.T, err error) []string {
+	t.Helper()
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want a *ValidationError, have %T: %v", err, err)
+	}
+	var out []string
+	for _, p := range ve.Problems {
+		out = append(out, p.Field)
+	}
+	return out
+}
+
+func mustReadAll(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(r); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}

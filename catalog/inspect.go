@@ -1,0 +1,66 @@
+package catalog
+
+import (
+	"context"
+	"slices"
+
+	"github.com/cockroachdb/errors"
+)
+
+// ModuleInspector examines a module at deploy time: it validates the binary,
+// refuses imports outside the guest ABI, reads the features and memory limits
+// the module uses, and prepares it for execution (the runner instruments and
+// compiles it). The catalog calls it once per artifact on deploy and again when
+// it reopens its records after a restart; it never calls it while pins are
+// read. Implementations must be safe for concurrent use and deterministic: the
+// same bytes give the same ModuleInfo.
+type ModuleInspector interface {
+	// Inspect returns what the catalog needs to know about module, whose
+	// sha256 digest is digest. An error means the module cannot be deployed;
+	// its message is shown to the deployer, so it must say what to fix (for
+	// example which import is not allowed) and must not contain host paths.
+	Inspect(ctx context.Context, digest Digest, module []byte) (ModuleInfo, error)
+}
+
+// ModuleInfo is what inspection learns from a module's binary.
+type ModuleInfo struct {
+	// MinMemoryBytes and MaxMemoryBytes are the module's own memory limits
+	// (initial size; declared maximum or MaxWasm32MemoryBytes).
+	MinMemoryBytes uint64 `json:"min_memory_bytes"`
+	MaxMemoryBytes uint64 `json:"max_memory_bytes"`
+	// Features are the post-MVP features the module uses.
+	Features FeatureSet `json:"features"`
+	// Threading is ThreadingShared when the module uses shared memory.
+	Threading Threading `json:"threading"`
+	// Exports are the names of the exported functions, sorted.
+	Exports []FunctionName `json:"exports"`
+}
+
+// ErrModuleRejected marks an inspector's refusal of a module.
+var ErrModuleRejected = errors.New("catalog: module rejected")
+
+func (m ModuleInfo) validate() error {
+	switch {
+	case m.MaxMemoryBytes > MaxWasm32MemoryBytes:
+		return errors.New("module info: maximum memory exceeds the wasm32 limit")
+	case m.MinMemoryBytes > m.MaxMemoryBytes:
+		return errors.New("module info: initial memory exceeds maximum")
+	case m.Threading != ThreadingSingle && m.Threading != ThreadingShared:
+		return errors.New("module info: unknown threading model")
+	case m.Features>>numFeatures != 0:
+		return errors.New("module info: unknown feature")
+	case !slices.IsSorted(m.Exports):
+		return errors.New("module info: exports are not sorted")
+	}
+	return nil
+}
+
+func (m ModuleInfo) exports(f FunctionName) bool {
+	_, ok := slices.BinarySearch(m.Exports, f)
+	return ok
+}
+
+func (m ModuleInfo) equal(o ModuleInfo) bool {
+	return m.MinMemoryBytes == o.MinMemoryBytes && m.MaxMemoryBytes == o.MaxMemoryBytes &&
+		m.Features == o.Features && m.Threading == o.Threading && slices.Equal(m.Exports, o.Exports)
+}

@@ -1,0 +1,428 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/cockroachdb/errors"
+)
+
+// Bounds on a release manifest. They keep the catalog's memory, the policy
+// records and the deploy work proportional to a small constant per service.
+const (
+	MaxManifestBytes       = 256 << 10 // encoded JSON
+	MaxRevisions           = 32
+	MaxRoutes              = 64
+	MaxTargetsPerRoute     = 16
+	MaxWeight              = 10_000
+	MaxPlacementValues     = 16 // per list
+	MaxRevisionAttributes  = 16
+	MaxAttributeValueBytes = 256
+	MaxCeilingWallTime     = 24 * time.Hour
+)
+
+// DefaultFunction is the entrypoint of the wasi-stdio contract.
+const DefaultFunction FunctionName = "_start"
+
+// Manifest is a release manifest: what a deployer sends to activate a
+// release of one service (JSON over HTTP; the CLI reads the TOML form and
+// uploads the modules it names first).
+type Manifest struct {
+	Tenant    TenantID           `json:"tenant"`
+	Service   ServiceName        `json:"service"`
+	Revisions []ManifestRevision `json:"revisions"`
+	Routes    []ManifestRoute    `json:"routes"`
+}
+
+// ManifestRevision is one revision of a manifest.
+type ManifestRevision struct {
+	Name     RevisionName `json:"name"`
+	Artifact Digest       `json:"artifact"`
+	// Module is the CLI's path form; the catalog refuses it with a hint.
+	Module     string             `json:"module,omitempty"`
+	TrustClass TrustClass         `json:"trust_class"`
+	Threading  string             `json:"threading,omitempty"` // "single" (default) or "shared"
+	Features   []string           `json:"features,omitempty"`  // required features
+	Ceiling    *ManifestCeiling   `json:"ceiling"`             // deployment ceiling, required
+	Placement  *ManifestPlacement `json:"placement,omitempty"`
+	Attributes map[string]string  `json:"attributes,omitempty"` // informational labels, never policy
+}
+
+// ManifestCeiling is a revision's deployment ceiling; every field is required
+// and positive.
+type ManifestCeiling struct {
+	CPUFuel     uint64   `json:"cpu_fuel"`
+	MemoryBytes ByteSize `json:"memory_bytes"`
+	WallTime    Duration `json:"wall_time"`
+}
+
+// ManifestPlacement restricts where a revision may run; empty lists allow any.
+type ManifestPlacement struct {
+	Architectures []string `json:"architectures,omitempty"`
+	Regions       []string `json:"regions,omitempty"`
+	Zones         []string `json:"zones,omitempty"`
+}
+
+// ManifestRoute is one route of a manifest.
+type ManifestRoute struct {
+	Name     RouteName        `json:"name"`
+	Function FunctionName     `json:"function,omitempty"` // default "_start"
+	Targets  []ManifestTarget `json:"targets"`
+}
+
+// ManifestTarget is one weighted target of a route.
+type ManifestTarget struct {
+	Revision RevisionName `json:"revision"`
+	Weight   int64        `json:"weight"`
+}
+
+// ErrInvalidManifest marks every manifest the catalog refuses for its content.
+var ErrInvalidManifest = errors.New("catalog: invalid release manifest")
+
+// FieldError is one problem in a manifest, with the path of the field
+// (for example "revisions[1].ceiling.wall_time").
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (f FieldError) String() string { return f.Field + ": " + f.Problem }
+
+// ValidationError lists every problem found in a manifest.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "invalid release manifest: " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalidManifest) hold.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidManifest }
+
+type problems struct{ list []FieldError }
+
+func (p *problems) add(field, format string, args ...any) {
+	p.list = append(p.list, FieldError{Field: field, Problem: errors.Newf(format, args...).Error()})
+}
+
+func (p *problems) addErr(field string, err error) {
+	p.list = append(p.list, FieldError{Field: field, Problem: err.Error()})
+}
+
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: p.list}
+}
+
+// DecodeManifest reads a JSON manifest of at most MaxManifestBytes, refusing
+// unknown fields and trailing data. It does not validate the content: Deploy
+// does (see ValidateManifest).
+func DecodeManifest(r io.Reader) (Manifest, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxManifestBytes+1))
+	if err != nil {
+		return Manifest{}, errors.Wrap(err, "catalog: read manifest")
+	}
+	if len(data) > MaxManifestBytes {
+		return Manifest{}, &ValidationError{Problems: []FieldError{{Field: "(manifest)", Problem: "larger than " + strconv.Itoa(MaxManifestBytes) + " bytes"}}}
+	}
+	var m Manifest
+	if err := decodeStrict(data, &m); err != nil {
+		return Manifest{}, &ValidationError{Problems: []FieldError{jsonFieldError(err)}}
+	}
+	return m, nil
+}
+
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func jsonFieldError(err error) FieldError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return FieldError{Field: te.Field, Problem: "want a JSON " + te.Type.Kind().String() + ", not a " + te.Value}
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return FieldError{Field: "(manifest)", Problem: "malformed JSON at byte " + strconv.FormatInt(se.Offset, 10)}
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		return FieldError{Field: strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), Problem: "unknown field"}
+	}
+	return FieldError{Field: "(manifest)", Problem: strings.TrimPrefix(msg, "json: ")}
+}
+
+// spec is a validated manifest in the catalog's own types.
+type spec struct {
+	tenant    TenantID
+	service   ServiceName
+	revisions []revisionSpec
+	routes    []routeSpec
+}
+
+type revisionSpec struct {
+	name       RevisionName
+	artifact   Digest
+	trustClass TrustClass
+	threading  Threading
+	features   FeatureSet
+	ceiling    Budget
+	placement  Placement
+	attributes []Attribute
+}
+
+type routeSpec struct {
+	name     RouteName
+	function FunctionName
+	targets  []targetSpec
+}
+
+type targetSpec struct {
+	revision int // index into spec.revisions
+	weight   uint32
+}
+
+// Attribute is an informational key/value label of a revision. Attributes are
+// never policy.
+type Attribute struct {
+	Key, Value string
+}
+
+// ValidateManifest checks a manifest without touching artifacts and returns
+// every problem, each naming its field.
+func ValidateManifest(m Manifest) error {
+	_, err := validate(m)
+	return err
+}
+
+func validate(m Manifest) (spec, error) {
+	var p problems
+	s := spec{tenant: m.Tenant, service: m.Service}
+	if err := ValidatePathName(string(m.Tenant)); err != nil {
+		p.addErr("tenant", err)
+	}
+	if err := ValidatePathName(string(m.Service)); err != nil {
+		p.addErr("service", err)
+	}
+	switch {
+	case len(m.Revisions) == 0:
+		p.add("revisions", "at least one revision is required")
+	case len(m.Revisions) > MaxRevisions:
+		p.add("revisions", "at most %d revisions are allowed", MaxRevisions)
+	}
+	switch {
+	case len(m.Routes) == 0:
+		p.add("routes", "at least one route is required")
+	case len(m.Routes) > MaxRoutes:
+		p.add("routes", "at most %d routes are allowed", MaxRoutes)
+	}
+	if len(p.list) > 0 && (len(m.Revisions) > MaxRevisions || len(m.Routes) > MaxRoutes) {
+		return spec{}, p.err() // do not walk oversized lists
+	}
+
+	index := make(map[RevisionName]int, len(m.Revisions))
+	for i, r := range m.Revisions {
+		f := "revisions[" + strconv.Itoa(i) + "]"
+		rs := validateRevision(&p, f, r)
+		if ValidateName(string(r.Name)) == nil {
+			if _, dup := index[r.Name]; dup {
+				p.add(f+".name", "duplicate revision name")
+			} else {
+				index[r.Name] = i
+			}
+		}
+		s.revisions = append(s.revisions, rs)
+	}
+
+	referenced := make([]bool, len(m.Revisions))
+	routeNames := make(map[RouteName]bool, len(m.Routes))
+	for i, r := range m.Routes {
+		f := "routes[" + strconv.Itoa(i) + "]"
+		rs := routeSpec{name: r.Name, function: r.Function}
+		if err := ValidatePathName(string(r.Name)); err != nil {
+			p.addErr(f+".name", err)
+		} else if routeNames[r.Name] {
+			p.add(f+".name", "duplicate route name")
+		}
+		routeNames[r.Name] = true
+		if rs.function == "" {
+			rs.function = DefaultFunction
+		}
+		if err := ValidateName(string(rs.function)); err != nil {
+			p.addErr(f+".function", err)
+		}
+		switch {
+		case len(r.Targets) == 0:
+			p.add(f+".targets", "at least one target is required")
+		case len(r.Targets) > MaxTargetsPerRoute:
+			p.add(f+".targets", "at most %d targets are allowed", MaxTargetsPerRoute)
+			continue
+		}
+		seen := make(map[RevisionName]bool, len(r.Targets))
+		for j, t := range r.Targets {
+			tf := f + ".targets[" + strconv.Itoa(j) + "]"
+			idx, ok := index[t.Revision]
+			switch {
+			case t.Revision == "":
+				p.add(tf+".revision", "must name a revision")
+			case !ok:
+				p.add(tf+".revision", "names no revision of this manifest")
+			case seen[t.Revision]:
+				p.add(tf+".revision", "duplicate target")
+			}
+			seen[t.Revision] = true
+			if t.Weight < 1 || t.Weight > MaxWeight {
+				p.add(tf+".weight", "must be an integer from 1 to %d", MaxWeight)
+			}
+			if ok {
+				referenced[idx] = true
+				rs.targets = append(rs.targets, targetSpec{revision: idx, weight: uint32(max(t.Weight, 0))})
+			}
+		}
+		s.routes = append(s.routes, rs)
+	}
+	for i, r := range m.Revisions {
+		if _, ok := index[r.Name]; ok && index[r.Name] == i && !referenced[i] {
+			p.add("revisions["+strconv.Itoa(i)+"]", "no route targets this revision")
+		}
+	}
+	if err := p.err(); err != nil {
+		return spec{}, err
+	}
+	return s, nil
+}
+
+func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
+	rs := revisionSpec{name: r.Name, artifact: r.Artifact, trustClass: r.TrustClass, threading: ThreadingSingle}
+	if err := ValidateName(string(r.Name)); err != nil {
+		p.addErr(f+".name", err)
+	}
+	if r.Module != "" {
+		p.add(f+".module", "module paths are read by the CLI; upload the module and name it by artifact digest")
+	}
+	if _, err := ParseDigest(string(r.Artifact)); err != nil {
+		p.addErr(f+".artifact", err)
+	}
+	if err := ValidateName(string(r.TrustClass)); err != nil {
+		p.addErr(f+".trust_class", err)
+	}
+	if r.Threading != "" {
+		th, err := ParseThreading(r.Threading)
+		if err != nil {
+			p.addErr(f+".threading", err)
+		}
+		rs.threading = th
+	}
+	if len(r.Features) > int(numFeatures) {
+		p.add(f+".features", "at most %d features", numFeatures)
+	} else {
+		for j, name := range r.Features {
+			ft, err := ParseFeature(name)
+			ff := f + ".features[" + strconv.Itoa(j) + "]"
+			switch {
+			case err != nil:
+				p.addErr(ff, err)
+			case rs.features.Has(ft):
+				p.add(ff, "duplicate feature")
+			}
+			if err == nil {
+				rs.features |= FeatureSetOf(ft)
+			}
+		}
+	}
+	if rs.threading == ThreadingShared && !rs.features.Has(FeatureThreads) {
+		rs.features |= FeatureSetOf(FeatureThreads)
+	}
+	if r.Ceiling == nil {
+		p.add(f+".ceiling", "a deployment ceiling (cpu_fuel, memory_bytes, wall_time) is required")
+	} else {
+		c := r.Ceiling
+		if c.CPUFuel == 0 {
+			p.add(f+".ceiling.cpu_fuel", "must be positive")
+		}
+		switch {
+		case c.MemoryBytes == 0:
+			p.add(f+".ceiling.memory_bytes", "must be positive")
+		case c.MemoryBytes > MaxWasm32MemoryBytes:
+			p.add(f+".ceiling.memory_bytes", "must be at most 4GiB (the wasm32 limit)")
+		}
+		switch {
+		case c.WallTime <= 0:
+			p.add(f+".ceiling.wall_time", "must be positive")
+		case time.Duration(c.WallTime) > MaxCeilingWallTime:
+			p.add(f+".ceiling.wall_time", "must be at most %s", MaxCeilingWallTime)
+		}
+		rs.ceiling = Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
+	}
+	if r.Placement != nil {
+		lists := []struct {
+			name string
+			vals []string
+		}{{"architectures", r.Placement.Architectures}, {"regions", r.Placement.Regions}, {"zones", r.Placement.Zones}}
+		for _, l := range lists {
+			if len(l.vals) > MaxPlacementValues {
+				p.add(f+".placement."+l.name, "at most %d values", MaxPlacementValues)
+				continue
+			}
+			for j, v := range l.vals {
+				if err := ValidateName(v); err != nil {
+					p.addErr(f+".placement."+l.name+"["+strconv.Itoa(j)+"]", err)
+				}
+			}
+		}
+		rs.placement = NewPlacement(r.Placement.Architectures, r.Placement.Regions, r.Placement.Zones)
+	}
+	if len(r.Attributes) > MaxRevisionAttributes {
+		p.add(f+".attributes", "at most %d attributes", MaxRevisionAttributes)
+	} else {
+		keys := slices.Sorted(maps.Keys(r.Attributes))
+		for _, k := range keys {
+			v := r.Attributes[k]
+			if err := ValidateName(k); err != nil {
+				p.addErr(f+".attributes", errors.Wrap(err, "key"))
+				continue
+			}
+			if !validValue(v) {
+				p.add(f+".attributes."+k, "must be valid UTF-8 of at most %d bytes without control characters", MaxAttributeValueBytes)
+				continue
+			}
+			rs.attributes = append(rs.attributes, Attribute{Key: k, Value: v})
+		}
+	}
+	return rs
+}
+
+func validValue(v string) bool {
+	if len(v) > MaxAttributeValueBytes || !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,223 @@
+package catalog
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/cockroachdb/errors"
+)
+
+// ErrRevisionNotAvailable is returned when a target or a resolved revision does
+// not match the pinned catalog view: unknown tenant, service, route or
+// function, another release or generation, or a revision the route does not
+// target.
+var ErrRevisionNotAvailable = errors.New("catalog: revision not available")
+
+type serviceKey struct {
+	tenant  TenantID
+	service ServiceName
+}
+
+// snapshot is one immutable state of the catalog.
+type snapshot struct {
+	generation Generation // the latest generation issued when the snapshot was made
+	services   map[serviceKey]*service
+}
+
+// Pin is an immutable view of the catalog at one moment. Resolution and policy
+// lookup through one pin always agree with each other, and a pin keeps serving
+// exactly the policy it saw after the catalog moves on. A Pin is a trusted,
+// in-process capability: it is not serializable, and its holder must not
+// retain unbounded numbers of old pins (each keeps its snapshot alive).
+//
+// The zero Pin is an empty view: everything resolves to ErrRevisionNotAvailable.
+type Pin struct {
+	s *snapshot
+}
+
+// Generation returns the catalog generation of the view: the last generation
+// issued before the pin was taken.
+func (p Pin) Generation() Generation {
+	if p.s == nil {
+		return 0
+	}
+	return p.s.generation
+}
+
+// ResolvedRevision identifies the revision a route resolved to, within one
+// pinned view. Every identity field is verified again by Policy.
+type ResolvedRevision struct {
+	Tenant     TenantID
+	Service    ServiceName
+	Route      RouteName
+	Function   FunctionName
+	Revision   RevisionID
+	Release    ReleaseID
+	Generation Generation
+	// Attributes are the revision's informational labels (a fresh copy). They
+	// are untrusted for policy: Policy ignores them, and admission counts them
+	// only against its metadata bounds.
+	Attributes []Attribute
+}
+
+func (p Pin) service(t TenantID, s ServiceName) (*service, bool) {
+	if p.s == nil {
+		return nil, false
+	}
+	svc, ok := p.s.services[serviceKey{t, s}]
+	return svc, ok
+}
+
+// Resolve picks the revision of target for routingKey. A weighted route picks
+// deterministically: the same key gives the same revision within one pin (see
+// the package doc for the hash). Resolution does no I/O and allocates only to
+// copy the revision's attributes.
+func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error) {
+	svc, ok := p.service(target.Tenant, target.Service)
+	if !ok {
+		return ResolvedRevision{}, errors.Wrap(ErrRevisionNotAvailable, "no such service")
+	}
+	rt, ok := svc.routes[target.Route]
+	if !ok {
+		return ResolvedRevision{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
+	}
+	i := rt.targets[rt.pick(target, routingKey)]
+	pol := &svc.policies[i]
+	return ResolvedRevision{
+		Tenant: svc.tenant, Service: svc.name, Route: target.Route, Function: rt.function,
+		Revision: pol.ID, Release: svc.release, Generation: svc.generation,
+		Attributes: slices.Clone(svc.attributes[i]),
+	}, nil
+}
+
+// Policy returns the policy of a resolved revision after verifying its whole
+// identity tuple (tenant, service, route, function, revision, release,
+// generation) against this pin. It does not reselect: any revision the route
+// targets is accepted. Attributes are ignored. The lookup is a bounded
+// in-memory index operation: no filesystem, no artifact, no compilation.
+func (p Pin) Policy(r ResolvedRevision) (RevisionPolicy, error) {
+	svc, ok := p.service(r.Tenant, r.Service)
+	if !ok {
+		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such service")
+	}
+	if svc.generation != r.Generation || svc.release != r.Release {
+		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "another generation")
+	}
+	rt, ok := svc.routes[r.Route]
+	if !ok || rt.function != r.Function {
+		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
+	}
+	i, ok := svc.byID[r.Revision]
+	if !ok || !slices.Contains(rt.targets, i) {
+		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "revision not targeted by the route")
+	}
+	return svc.policies[i], nil
+}
+
+// Deployment returns the active release of a service in this view.
+func (p Pin) Deployment(tenant TenantID, name ServiceName) (Deployment, bool) {
+	svc, ok := p.service(tenant, name)
+	if !ok {
+		return Deployment{}, false
+	}
+	return svc.deployment(), true
+}
+
+// Manifest returns a copy of the manifest of the active release of a service.
+func (p Pin) Manifest(tenant TenantID, name ServiceName) (Manifest, bool) {
+	svc, ok := p.service(tenant, name)
+	if !ok {
+		return Manifest{}, false
+	}
+	return cloneManifest(svc.manifest), true
+}
+
+// Services returns the deployments of a tenant in this view, ordered by service name.
+func (p Pin) Services(tenant TenantID) []Deployment {
+	var out []Deployment
+	if p.s == nil {
+		return out
+	}
+	for k, svc := range p.s.services {
+		if k.tenant == tenant {
+			out = append(out, svc.deployment())
+		}
+	}
+	slices.SortFunc(out, func(a, b Deployment) int {
+		switch {
+		case a.Service < b.Service:
+			return -1
+		case a.Service > b.Service:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Artifacts returns the digests every deployed revision of this view uses,
+// sorted and without duplicates (for preparing modules after a restart).
+func (p Pin) Artifacts() []Digest {
+	var out []Digest
+	if p.s == nil {
+		return out
+	}
+	for _, svc := range p.s.services {
+		for _, pol := range svc.policies {
+			out = append(out, pol.Artifact)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func cloneManifest(m Manifest) Manifest {
+	// A manifest is small and bounded; a JSON round trip is the simplest deep copy
+	// and cannot fail for a manifest that was decoded or validated before.
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic(errors.AssertionFailedf("catalog: marshal manifest: %v", err))
+	}
+	var out Manifest
+	if err := json.Unmarshal(data, &out); err != nil {
+		panic(errors.AssertionFailedf("catalog: unmarshal manifest: %v", err))
+	}
+	return out
+}
+
+// pick returns the index of the target that routingKey selects. The point is
+// h mod total, where h is the routing hash of the target and key; the targets
+// own consecutive intervals of [0, total) in manifest order, each as wide as
+// its weight.
+func (r *route) pick(t Target, routingKey string) int {
+	if len(r.targets) == 1 {
+		return 0
+	}
+	total := r.cumulative[len(r.cumulative)-1]
+	point := uint32(routingHash(t, routingKey) % uint64(total))
+	i, _ := slices.BinarySearch(r.cumulative, point+1)
+	return i
+}
+
+// routingHash is FNV-1a (64-bit) over tenant, service, route and key separated
+// by 0x00 bytes, finished with the SplitMix64 mixer so that nearby keys
+// ("user-1", "user-2") spread evenly. It depends only on the target and the key,
+// not on the release, so a key stays on its revision across redeploys unless
+// the weights move its point into another interval.
+func routingHash(t Target, key string) uint64 {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for _, s := range [...]string{string(t.Tenant), string(t.Service), string(t.Route), key} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+		h *= prime // the 0x00 separator: h ^= 0 is a no-op
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}

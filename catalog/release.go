@@ -1,0 +1,209 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"strconv"
+)
+
+// RevisionPolicy is the small typed record admission reads for a revision of
+// a release: everything policy needs and nothing else (no artifact bytes, no
+// compiled code, no manifest tree). Attributes are deliberately absent.
+type RevisionPolicy struct {
+	Tenant     TenantID
+	Service    ServiceName
+	Name       RevisionName
+	ID         RevisionID
+	Release    ReleaseID
+	Generation Generation
+	Artifact   Digest
+	TrustClass TrustClass
+	// Ceiling is the deployment ceiling from the manifest (all three positive).
+	Ceiling Budget
+	// Capsule is the module's own memory limits.
+	Capsule Capsule
+	// Requirements are the declared threading model and the union of the
+	// declared features and the features the module uses.
+	Requirements Requirements
+	Placement    Placement
+}
+
+// RevisionRef names a revision of a deployed release.
+type RevisionRef struct {
+	Name RevisionName `json:"name"`
+	ID   RevisionID   `json:"id"`
+}
+
+// Deployment summarizes the active release of a service.
+type Deployment struct {
+	Tenant     TenantID      `json:"tenant"`
+	Service    ServiceName   `json:"service"`
+	Release    ReleaseID     `json:"release"`
+	Generation Generation    `json:"generation"`
+	Revisions  []RevisionRef `json:"revisions"`
+}
+
+// service is one deployed service inside a snapshot. It is immutable.
+type service struct {
+	tenant     TenantID
+	name       ServiceName
+	generation Generation
+	release    ReleaseID
+	manifest   Manifest     // as deployed; never handed out without a deep copy
+	modules    []ModuleInfo // per revision, as inspected
+	policies   []RevisionPolicy
+	attributes [][]Attribute // per revision
+	byID       map[RevisionID]int
+	routes     map[RouteName]*route
+}
+
+type route struct {
+	function   FunctionName
+	targets    []int    // indices into service.policies
+	cumulative []uint32 // running sums of the weights
+}
+
+func (s *service) deployment() Deployment {
+	d := Deployment{Tenant: s.tenant, Service: s.name, Release: s.release, Generation: s.generation,
+		Revisions: make([]RevisionRef, len(s.policies))}
+	for i, p := range s.policies {
+		d.Revisions[i] = RevisionRef{Name: p.Name, ID: p.ID}
+	}
+	return d
+}
+
+// buildService turns a validated spec and the inspection of its modules into
+// an immutable service. Problems that need the modules (memory, exports,
+// threading) are reported with their manifest field.
+func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*service, error) {
+	var p problems
+	release := releaseID(s)
+	svc := &service{
+		tenant: s.tenant, name: s.service, generation: gen, release: release, manifest: m, modules: modules,
+		policies:   make([]RevisionPolicy, len(s.revisions)),
+		attributes: make([][]Attribute, len(s.revisions)),
+		byID:       make(map[RevisionID]int, len(s.revisions)),
+		routes:     make(map[RouteName]*route, len(s.routes)),
+	}
+	for i, r := range s.revisions {
+		f := "revisions[" + strconv.Itoa(i) + "]"
+		mod := modules[i]
+		if err := mod.validate(); err != nil {
+			p.addErr(f+".artifact", err)
+			continue
+		}
+		if r.ceiling.MemoryBytes < mod.MinMemoryBytes {
+			p.add(f+".ceiling.memory_bytes", "is smaller than the module's initial memory of %d bytes", mod.MinMemoryBytes)
+		}
+		if mod.Threading == ThreadingShared && r.threading != ThreadingShared {
+			p.add(f+".threading", `the module uses shared memory; declare threading = "shared"`)
+		}
+		id := revisionID(s, r)
+		svc.policies[i] = RevisionPolicy{
+			Tenant: s.tenant, Service: s.service, Name: r.name, ID: id, Release: release, Generation: gen,
+			Artifact: r.artifact, TrustClass: r.trustClass, Ceiling: r.ceiling,
+			Capsule:      Capsule{MinMemoryBytes: mod.MinMemoryBytes, MaxMemoryBytes: mod.MaxMemoryBytes},
+			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
+			Placement:    r.placement,
+		}
+		svc.attributes[i] = r.attributes
+		svc.byID[id] = i
+	}
+	for i, r := range s.routes {
+		rt := &route{function: r.function, targets: make([]int, len(r.targets)), cumulative: make([]uint32, len(r.targets))}
+		var sum uint32
+		for j, t := range r.targets {
+			if !modules[t.revision].exports(r.function) {
+				p.add("routes["+strconv.Itoa(i)+"].function", "revision %q does not export this function", s.revisions[t.revision].name)
+			}
+			sum += t.weight
+			rt.targets[j], rt.cumulative[j] = t.revision, sum
+		}
+		svc.routes[r.name] = rt
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return svc, nil
+}
+
+// Identity derivation. Both ids hash a length-prefixed canonical encoding of
+// the validated spec (never the JSON text), so field order, whitespace, size
+// spellings ("32MiB" or 33554432) and attribute order do not matter, and the
+// same content gives the same id on every run. The "rev1"/"rel1" prefixes
+// version the derivation; a change to it must change the prefix.
+
+type canon struct{ h hash.Hash }
+
+func newCanon(domain string) canon {
+	c := canon{h: sha256.New()}
+	c.str(domain)
+	return c
+}
+
+func (c canon) str(s string) {
+	var b [binary.MaxVarintLen64]byte
+	c.h.Write(b[:binary.PutUvarint(b[:], uint64(len(s)))])
+	c.h.Write([]byte(s))
+}
+
+func (c canon) u64(v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	c.h.Write(b[:])
+}
+
+func (c canon) strs(ss []string) {
+	c.u64(uint64(len(ss)))
+	for _, s := range ss {
+		c.str(s)
+	}
+}
+
+func (c canon) hex() string { return hex.EncodeToString(c.h.Sum(nil)) }
+
+func revisionID(s spec, r revisionSpec) RevisionID {
+	c := newCanon("latent-node revision v1")
+	c.str(string(s.tenant))
+	c.str(string(s.service))
+	c.str(string(r.name))
+	c.str(string(r.artifact))
+	c.str(string(r.trustClass))
+	c.u64(uint64(r.threading))
+	c.u64(uint64(r.features))
+	c.u64(r.ceiling.CPUFuel)
+	c.u64(r.ceiling.MemoryBytes)
+	c.u64(uint64(r.ceiling.WallTime))
+	c.strs(r.placement.architectures)
+	c.strs(r.placement.regions)
+	c.strs(r.placement.zones)
+	c.u64(uint64(len(r.attributes)))
+	for _, a := range r.attributes {
+		c.str(a.Key)
+		c.str(a.Value)
+	}
+	return RevisionID(revisionIDPrefix + c.hex())
+}
+
+func releaseID(s spec) ReleaseID {
+	c := newCanon("latent-node release v1")
+	c.str(string(s.tenant))
+	c.str(string(s.service))
+	c.u64(uint64(len(s.revisions)))
+	for _, r := range s.revisions {
+		c.str(string(revisionID(s, r)))
+	}
+	c.u64(uint64(len(s.routes)))
+	for _, r := range s.routes {
+		c.str(string(r.name))
+		c.str(string(r.function))
+		c.u64(uint64(len(r.targets)))
+		for _, t := range r.targets {
+			c.str(string(s.revisions[t.revision].name))
+			c.u64(uint64(t.weight))
+		}
+	}
+	return ReleaseID(releaseIDPrefix + c.hex())
+}

@@ -1,0 +1,406 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// CellClass is a size class of execution cells, ordered from tiny to xlarge.
+// The zero value is not a class.
+type CellClass uint8
+
+// The cell classes in their fixed order (ties in cell selection go to the
+// smaller class).
+const (
+	CellTiny CellClass = iota + 1
+	CellSmall
+	CellStandard
+	CellLarge
+	CellXLarge
+)
+
+// CellClasses lists every cell class in order.
+var CellClasses = [...]CellClass{CellTiny, CellSmall, CellStandard, CellLarge, CellXLarge}
+
+var cellClassNames = [...]string{"", "tiny", "small", "standard", "large", "xlarge"}
+
+// String returns the configuration name of the class.
+func (c CellClass) String() string {
+	if c.Valid() {
+		return cellClassNames[c]
+	}
+	return "cell-class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Valid reports whether c is one of the five classes.
+func (c CellClass) Valid() bool { return c >= CellTiny && c <= CellXLarge }
+
+// ParseCellClass parses a configuration name.
+func ParseCellClass(s string) (CellClass, error) {
+	for i := 1; i < len(cellClassNames); i++ {
+		if cellClassNames[i] == s {
+			return CellClass(i), nil
+		}
+	}
+	return 0, errors.New("unknown cell class (want tiny, small, standard, large or xlarge)")
+}
+
+// Threading is the threading model a revision needs and a cell offers.
+type Threading uint8
+
+// Threading models. Single is the default.
+const (
+	ThreadingSingle Threading = iota + 1
+	ThreadingShared
+)
+
+// String returns the manifest name.
+func (t Threading) String() string {
+	switch t {
+	case ThreadingSingle:
+		return "single"
+	case ThreadingShared:
+		return "shared"
+	}
+	return "threading(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseThreading parses a manifest name.
+func ParseThreading(s string) (Threading, error) {
+	switch s {
+	case "single":
+		return ThreadingSingle, nil
+	case "shared":
+		return ThreadingShared, nil
+	}
+	return 0, errors.New(`unknown threading model (want "single" or "shared")`)
+}
+
+// Feature is one WebAssembly feature beyond the MVP.
+type Feature uint8
+
+// The features a revision may require and a cell may offer.
+const (
+	FeatureBulkMemory Feature = iota
+	FeatureSIMD
+	FeatureMultiValue
+	FeatureSignExtension
+	FeatureNontrappingF2I
+	FeatureReferenceTypes
+	FeatureThreads
+	numFeatures
+)
+
+var featureNames = [numFeatures]string{
+	"bulk-memory", "simd", "multi-value", "sign-extension", "nontrapping-f2i", "reference-types", "threads",
+}
+
+// String returns the manifest name.
+func (f Feature) String() string {
+	if f < numFeatures {
+		return featureNames[f]
+	}
+	return "feature(" + strconv.Itoa(int(f)) + ")"
+}
+
+// ParseFeature parses a manifest name.
+func ParseFeature(s string) (Feature, error) {
+	for i, n := range featureNames {
+		if n == s {
+			return Feature(i), nil
+		}
+	}
+	return 0, errors.Newf("unknown feature (want one of %s)", strings.Join(featureNames[:], ", "))
+}
+
+// FeatureSet is a set of features; the zero value is empty.
+type FeatureSet uint32
+
+// FeatureSetOf returns the set holding fs.
+func FeatureSetOf(fs ...Feature) FeatureSet {
+	var s FeatureSet
+	for _, f := range fs {
+		s |= 1 << f
+	}
+	return s
+}
+
+// Has reports whether f is in s.
+func (s FeatureSet) Has(f Feature) bool { return s&(1<<f) != 0 }
+
+// Union returns s ∪ o.
+func (s FeatureSet) Union(o FeatureSet) FeatureSet { return s | o }
+
+// SubsetOf reports whether every feature of s is in o.
+func (s FeatureSet) SubsetOf(o FeatureSet) bool { return s&^o == 0 }
+
+// Len returns the number of features in s.
+func (s FeatureSet) Len() int { return bits.OnesCount32(uint32(s)) }
+
+// Names returns the manifest names of the features in s, in fixed order.
+func (s FeatureSet) Names() []string {
+	out := make([]string, 0, s.Len())
+	for f := Feature(0); f < numFeatures; f++ {
+		if s.Has(f) {
+			out = append(out, f.String())
+		}
+	}
+	return out
+}
+
+// String renders the set as a comma-separated list.
+func (s FeatureSet) String() string { return strings.Join(s.Names(), ",") }
+
+// Requirements are what a revision needs from a cell.
+type Requirements struct {
+	Threading Threading
+	Features  FeatureSet
+}
+
+// Placement restricts where a revision may run. An empty list allows any value.
+// The lists are sorted, free of duplicates and private: a Placement is
+// immutable once built.
+type Placement struct {
+	architectures, regions, zones []string
+}
+
+// NewPlacement builds a placement from lists of allowed values. The lists are
+// copied, sorted and deduplicated.
+func NewPlacement(architectures, regions, zones []string) Placement {
+	return Placement{architectures: sortedSet(architectures), regions: sortedSet(regions), zones: sortedSet(zones)}
+}
+
+func sortedSet(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Allows reports whether a node with this identity satisfies the placement.
+func (p Placement) Allows(architecture, region, zone string) bool {
+	return allowed(p.architectures, architecture) && allowed(p.regions, region) && allowed(p.zones, zone)
+}
+
+func allowed(set []string, v string) bool {
+	if len(set) == 0 {
+		return true
+	}
+	_, ok := slices.BinarySearch(set, v)
+	return ok
+}
+
+// Architectures returns a copy of the allowed architectures (empty: any).
+func (p Placement) Architectures() []string { return slices.Clone(p.architectures) }
+
+// Regions returns a copy of the allowed regions (empty: any).
+func (p Placement) Regions() []string { return slices.Clone(p.regions) }
+
+// Zones returns a copy of the allowed zones (empty: any).
+func (p Placement) Zones() []string { return slices.Clone(p.zones) }
+
+// Equal reports whether two placements allow the same values.
+func (p Placement) Equal(o Placement) bool {
+	return slices.Equal(p.architectures, o.architectures) && slices.Equal(p.regions, o.regions) && slices.Equal(p.zones, o.zones)
+}
+
+// Budget is an amount of every resource dimension an activation can be granted.
+// Phase 1 meters CPU fuel, memory and relative wall time; the later-phase
+// dimensions exist so that requests naming them are refused explicitly rather
+// than ignored, and must be zero.
+type Budget struct {
+	CPUFuel     uint64        // fuel units (≈ one per executed instruction)
+	MemoryBytes uint64        // linear memory
+	WallTime    time.Duration // relative to admission; 0 in a request means "no restriction at this layer"
+
+	// Later-phase dimensions: must be zero in Phase 1.
+	NetworkEgressBytes uint64
+	StorageBytes       uint64
+	Accelerators       uint64
+}
+
+// ErrUnsupportedBudgetDimension marks a budget that names a later-phase dimension.
+var ErrUnsupportedBudgetDimension = errors.New("catalog: unsupported budget dimension")
+
+// CheckPhase1 returns an error naming the first later-phase dimension that is
+// not zero.
+func (b Budget) CheckPhase1() error {
+	switch {
+	case b.NetworkEgressBytes != 0:
+		return errors.Wrap(ErrUnsupportedBudgetDimension, "network-egress-bytes")
+	case b.StorageBytes != 0:
+		return errors.Wrap(ErrUnsupportedBudgetDimension, "storage-bytes")
+	case b.Accelerators != 0:
+		return errors.Wrap(ErrUnsupportedBudgetDimension, "accelerators")
+	}
+	return nil
+}
+
+// Capsule is the ceiling a module sets on itself, read from the binary.
+type Capsule struct {
+	MinMemoryBytes uint64 // initial linear memory
+	MaxMemoryBytes uint64 // declared maximum, or 4 GiB (the wasm32 limit) when none is declared
+}
+
+// MaxWasm32MemoryBytes is the largest linear memory of a wasm32 module.
+const MaxWasm32MemoryBytes = 65536 * 65536
+
+// ByteSize is a number of bytes written as an integer or a string with a unit:
+// "512", "64KiB", "32MiB", "1GiB", "1TiB" (binary) or "1KB", "1MB", "1GB"
+// (decimal).
+type ByteSize uint64
+
+var byteUnits = []struct {
+	suffix string
+	mult   uint64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"B", 1},
+}
+
+// ParseByteSize parses "64MiB" and friends.
+func ParseByteSize(s string) (ByteSize, error) {
+	num, mult := s, uint64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	num = strings.ReplaceAll(num, "_", "")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || num == "" || num[0] == '+' {
+		return 0, errors.New(`want a byte size such as 1048576, "512KiB", "64MiB" or "1GiB"`)
+	}
+	hi, lo := bits.Mul64(n, mult)
+	if hi != 0 {
+		return 0, errors.New("byte size overflows 64 bits")
+	}
+	return ByteSize(lo), nil
+}
+
+// String renders the size in the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && uint64(b)%u.mult == 0 {
+			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(uint64(b), 10)
+}
+
+// UnmarshalJSON accepts a JSON number or string.
+func (b *ByteSize) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '"' {
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			return err
+		}
+		v, err := ParseByteSize(s)
+		if err != nil {
+			return err
+		}
+		*b = v
+		return nil
+	}
+	n, err := strconv.ParseUint(string(data), 10, 64)
+	if err != nil {
+		return errors.New(`want a non-negative integer of bytes or a string such as "64MiB"`)
+	}
+	*b = ByteSize(n)
+	return nil
+}
+
+// MarshalJSON renders the size as a JSON integer (exact, unit-free).
+func (b ByteSize) MarshalJSON() ([]byte, error) {
+	return strconv.AppendUint(nil, uint64(b), 10), nil
+}
+
+// UnmarshalText accepts the string forms (for TOML and flags).
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	v, err := ParseByteSize(string(text))
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// Duration is a time.Duration written as a Go duration string ("2s", "150ms").
+type Duration time.Duration
+
+// MarshalJSON renders the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts a Go duration string.
+func (d *Duration) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return errors.New(`want a duration string such as "2s" or "150ms"`)
+	}
+	return d.UnmarshalText([]byte(s))
+}
+
+// UnmarshalText accepts a Go duration string.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return errors.New(`want a duration string such as "2s" or "150ms"`)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON renders the set as a list of feature names.
+func (s FeatureSet) MarshalJSON() ([]byte, error) { return json.Marshal(s.Names()) }
+
+// UnmarshalJSON accepts a list of feature names.
+func (s *FeatureSet) UnmarshalJSON(data []byte) error {
+	var names []string
+	if err := json.Unmarshal(data, &names); err != nil {
+		return errors.New("want a list of feature names")
+	}
+	var out FeatureSet
+	for _, n := range names {
+		f, err := ParseFeature(n)
+		if err != nil {
+			return err
+		}
+		out |= FeatureSetOf(f)
+	}
+	*s = out
+	return nil
+}
+
+// MarshalJSON renders the model by name.
+func (t Threading) MarshalJSON() ([]byte, error) { return json.Marshal(t.String()) }
+
+// UnmarshalJSON accepts a model name.
+func (t *Threading) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return errors.New(`want "single" or "shared"`)
+	}
+	v, err := ParseThreading(s)
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}

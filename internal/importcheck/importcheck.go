@@ -1,0 +1,84 @@
+// Package importcheck enforces the architecture of DESIGN.md §2 and the house
+// rules that a linter does not: imports inside the module point only upstream,
+// nothing but cmd, stress and bench imports node or cmd, errors come from
+// github.com/cockroachdb/errors, and the clock-free packages never read the
+// wall clock. TestRepository runs it over the module (make check and make test).
+package importcheck
+
+import (
+	"slices"
+	"strings"
+)
+
+// Allowed maps each layered top-level package to the top-level packages of
+// this module it may import. Packages not listed (node, cmd, stress, bench,
+// internal) may import anything upstream of them.
+var Allowed = map[string][]string{
+	"catalog":    {"internal"},
+	"loadsource": {"internal"},
+	"admission":  {"catalog", "loadsource", "internal"},
+	"cellpool":   {"catalog", "internal"},
+	"runner":     {"catalog", "admission", "cellpool", "internal"},
+	"scheduler":  {"catalog", "admission", "internal"},
+	"client":     {"internal"},
+}
+
+// mayImportNode lists the top-level packages that may import node or cmd.
+var mayImportNode = []string{"cmd", "stress", "bench", "node"}
+
+// Forbidden maps import paths to the reason they are refused.
+var Forbidden = map[string]string{
+	"errors":                "use github.com/cockroachdb/errors",
+	"github.com/pkg/errors": "use github.com/cockroachdb/errors",
+}
+
+// Package is what the check needs from `go list -json`.
+type Package struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+func top(rel string) string {
+	top, _, _ := strings.Cut(rel, "/")
+	return top
+}
+
+// Check returns one line per violation, sorted.
+func Check(module string, pkgs []Package) []string {
+	var bad []string
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		me := top(rel)
+		internalTestdata := strings.HasPrefix(rel, "internal/") && strings.Contains(rel, "/testdata/")
+		for _, imp := range p.Imports {
+			if why, ok := Forbidden[imp]; ok {
+				bad = append(bad, rel+" imports "+imp+": "+why)
+			}
+			if !strings.HasPrefix(imp, module+"/") || internalTestdata {
+				continue
+			}
+			other := strings.TrimPrefix(imp, module+"/")
+			o := top(other)
+			switch {
+			case o == me:
+			case o == "node" || o == "cmd":
+				if !slices.Contains(mayImportNode, me) {
+					bad = append(bad, rel+" imports "+other+": only cmd, stress and bench may import node or cmd")
+				}
+			default:
+				if allowed, layered := Allowed[me]; layered && !slices.Contains(allowed, o) {
+					bad = append(bad, rel+" imports "+other+": "+me+" may import only "+strings.Join(allowed, ", ")+" of this module")
+				}
+			}
+		}
+		for _, imp := range append(slices.Clone(p.TestImports), p.XTestImports...) {
+			if why, ok := Forbidden[imp]; ok {
+				bad = append(bad, rel+" (tests) imports "+imp+": "+why)
+			}
+		}
+	}
+	slices.Sort(bad)
+	return slices.Compact(bad)
+}

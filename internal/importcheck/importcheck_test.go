@@ -1,0 +1,126 @@
+package importcheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/latent-node/latent-node"
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  Package
+		want int
+	}{
+		{"upstream import is fine", Package{ImportPath: mod + "/admission", Imports: []string{mod + "/catalog", "fmt"}}, 0},
+		{"downstream import is refused", Package{ImportPath: mod + "/catalog", Imports: []string{mod + "/admission"}}, 1},
+		{"sideways import is refused", Package{ImportPath: mod + "/scheduler", Imports: []string{mod + "/runner"}}, 1},
+		{"node from a layer is refused", Package{ImportPath: mod + "/runner", Imports: []string{mod + "/node/config"}}, 1},
+		{"cmd may import node", Package{ImportPath: mod + "/cmd/latent-node", Imports: []string{mod + "/node", mod + "/client"}}, 0},
+		{"client imports nothing", Package{ImportPath: mod + "/client", Imports: []string{mod + "/catalog"}}, 1},
+		{"subpackage counts as its top", Package{ImportPath: mod + "/runner/internal/fuel", Imports: []string{mod + "/scheduler"}}, 1},
+		{"stdlib errors is refused", Package{ImportPath: mod + "/catalog", Imports: []string{"errors"}}, 1},
+		{"stdlib errors in tests is refused", Package{ImportPath: mod + "/catalog", XTestImports: []string{"errors"}}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			have := Check(mod, []Package{tc.pkg})
+			if len(have) != tc.want {
+				t.Fatalf("want %d violations, have %q", tc.want, have)
+			}
+		})
+	}
+}
+
+// TestRepository checks the module itself.
+func TestRepository(t *testing.T) {
+	root := moduleRoot(t)
+	cmd := exec.Command("go", "list", "-e", "-json", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p Package
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	for _, v := range Check(mod, pkgs) {
+		t.Error(v)
+	}
+}
+
+// clockFree lists directories whose code must not read the wall clock: time
+// enters them through an injected clock (STYLE.md).
+var clockFree = []string{"catalog"}
+
+var wallClock = regexp.MustCompile(`\btime\.(Now|Since|Until)\(|\bfmt\.Errorf\(`)
+
+// TestSourceRules greps for calls a linter does not flag: wall-clock reads in
+// clock-free packages, and fmt.Errorf anywhere (errors come from
+// cockroachdb/errors).
+func TestSourceRules(t *testing.T) {
+	root := moduleRoot(t)
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range wallClock.FindAll(src, -1) {
+			call := string(m)
+			if strings.HasPrefix(call, "fmt.") {
+				t.Errorf("%s: %s: use errors.Newf/Wrapf from github.com/cockroachdb/errors", rel, call)
+				continue
+			}
+			for _, dir := range clockFree {
+				if strings.HasPrefix(rel, dir+string(filepath.Separator)) {
+					t.Errorf("%s: %s: %s takes time from an injected clock", rel, call, dir)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("module root not found at %s", dir)
+	}
+	return dir
+}
