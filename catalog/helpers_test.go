@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"io"
@@ -66,13 +65,13 @@ func (f *fakeInspector) Inspect(ctx context.Context, d Digest, module []byte) (M
 }
 
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	insp *fakeInspector
 	cat  *Catalog
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector()}
 	fx.cat = fx.open()
@@ -135,16 +134,16 @@ func twoRevisions(a, b Digest) Manifest {
 	}
 }
 
-// poisonStore fails the test on any artifact access.
-type poisonStore struct{ t *testing.T }
+// poisonStore counts and refuses every artifact access.
+type poisonStore struct{ touched *atomic.Int64 }
 
 func (p poisonStore) put(Digest, io.Reader, int64) error {
-	p.t.Error("artifact store touched: put")
+	p.touched.Add(1)
 	return errors.New("poisoned")
 }
 
 func (p poisonStore) get(Digest, int64) ([]byte, error) {
-	p.t.Error("artifact store touched: get")
+	p.touched.Add(1)
 	return nil, errors.New("poisoned")
 }
 
@@ -159,13 +158,4 @@ func problemFields(t *testing.T, err error) []string {
 		out = append(out, p.Field)
 	}
 	return out
-}
-
-func mustReadAll(t *testing.T, r io.Reader) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(r); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
