@@ -1,0 +1,262 @@
+package admission
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// rewrite regenerates the expected output of the golden scripts:
+//
+//	go test ./admission -run TestLedger_golden -rewrite
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
+
+// TestLedger_golden runs the scripts in testdata/*.txt. Each block is one
+// command line, a "----" line, and the expected output; blocks are separated
+// by blank lines and "#" lines are comments. Commands:
+//
+//	admit id=<id> [svc=images] [tenant=acme] [subject=alice] [kind=user|service]
+//	      [principal-tenant=acme] [service-identity=<s>] [prio=N] [payload=N]
+//	      [fuel=N] [mem=BYTES] [wall=DUR] [deadline=DUR] [attrs=N] [claims=N]
+//	      [forge]
+//	start id=<id>        consume the admission permit
+//	release id=<id>      release the permit (execution permit once started)
+//	ensure id=<id>       EnsureSchedulable
+//	advance d=DUR        move the clock
+//	load cpu=F mem=F     publish a load sample taken now
+//	delay cell=C d=DUR   set the scheduler's observed queue delay
+//	snapshot             the non-zero counters of every scope
+//
+// Every admit prints the grant or the rejection; the harness's catalog
+// deploys the services of testServices (one route "run" each).
+func TestLedger_golden(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txt")
+	if len(files) == 0 {
+		t.Fatal("no golden scripts")
+	}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
+	}
+}
+
+type scriptState struct {
+	h    *harness
+	adm  map[string]*AdmissionPermit
+	exec map[string]*ExecutionPermit
+}
+
+func runScript(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &scriptState{h: newHarness(t, testPolicy()), adm: map[string]*AdmissionPermit{}, exec: map[string]*ExecutionPermit{}}
+	var out strings.Builder
+	lines := strings.Split(string(data), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			out.WriteString(line + "\n")
+			continue
+		}
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s:%d: command without a ---- line", file, i+1)
+		}
+		var want []string
+		j := i + 2
+		for ; j < len(lines) && lines[j] != ""; j++ {
+			want = append(want, lines[j])
+		}
+		have := st.run(t, line)
+		if !*rewrite && strings.Join(want, "\n") != have {
+			t.Errorf("%s:%d: %s\nwant:\n%s\nhave:\n%s", file, i+1, line, strings.Join(want, "\n"), have)
+		}
+		out.WriteString(line + "\n----\n" + have + "\n")
+		i = j - 1
+	}
+	if *rewrite {
+		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (st *scriptState) run(t *testing.T, line string) string {
+	fields := strings.Fields(line)
+	args := map[string]string{}
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(f, "=")
+		if strings.HasPrefix(v, `"`) {
+			u, err := strconv.Unquote(v)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			v = u
+		}
+		args[k] = v
+	}
+	num := func(k string) uint64 {
+		n, err := strconv.ParseUint(args[k], 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %s=%q: %v", line, k, args[k], err)
+		}
+		return n
+	}
+	dur := func(k string) time.Duration {
+		d, err := time.ParseDuration(args[k])
+		if err != nil {
+			t.Fatalf("%s: %s=%q: %v", line, k, args[k], err)
+		}
+		return d
+	}
+	h := st.h
+	switch fields[0] {
+	case "admit":
+		return st.admit(t, args, num, dur)
+	case "start":
+		a := st.adm[args["id"]]
+		e, err := a.StartExecution()
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		st.exec[args["id"]] = e
+		return "ok"
+	case "release":
+		var err error
+		if e, ok := st.exec[args["id"]]; ok {
+			err = e.Release()
+		} else {
+			err = st.adm[args["id"]].Release()
+		}
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	case "ensure":
+		if err := st.adm[args["id"]].EnsureSchedulable(); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	case "advance":
+		h.clock.advance(dur("d"))
+		return "ok"
+	case "load":
+		cpu, _ := strconv.ParseFloat(args["cpu"], 64)
+		mem, _ := strconv.ParseFloat(args["mem"], 64)
+		h.setLoad(cpu, mem)
+		return "ok"
+	case "delay":
+		c, err := catalog.ParseCellClass(args["cell"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.delay[c] = dur("d")
+		return "ok"
+	case "snapshot":
+		return formatSnapshot(h.prov.Snapshot())
+	}
+	t.Fatalf("unknown command %q", fields[0])
+	return ""
+}
+
+func (st *scriptState) admit(t *testing.T, args map[string]string, num func(string) uint64, dur func(string) time.Duration) string {
+	h := st.h
+	get := func(k, def string) string {
+		if v, ok := args[k]; ok {
+			return v
+		}
+		return def
+	}
+	req := h.request(args["id"], catalog.TenantID(get("tenant", "acme")), catalog.ServiceName(get("svc", "images")))
+	req.Principal.Subject = get("subject", "alice")
+	req.Principal.Tenant = catalog.TenantID(get("principal-tenant", string(req.Revision.Tenant)))
+	if get("kind", "user") == "service" {
+		req.Principal.Kind = KindService
+	}
+	req.Principal.ServiceIdentity = args["service-identity"]
+	if _, ok := args["prio"]; ok {
+		req.Priority = uint32(num("prio"))
+	}
+	if _, ok := args["payload"]; ok {
+		req.PayloadBytes = num("payload")
+	}
+	if _, ok := args["fuel"]; ok {
+		req.Budget.CPUFuel, req.Budget.HasCPUFuel = num("fuel"), true
+	}
+	if _, ok := args["mem"]; ok {
+		req.Budget.MemoryBytes, req.Budget.HasMemoryBytes = num("mem"), true
+	}
+	if _, ok := args["wall"]; ok {
+		req.Budget.WallTime, req.Budget.HasWallTime = dur("wall"), true
+	}
+	if _, ok := args["network"]; ok {
+		req.Budget.NetworkEgressBytes = num("network")
+	}
+	if _, ok := args["deadline"]; ok {
+		req.Deadline = h.clock.Now().Add(dur("deadline"))
+	}
+	if _, ok := args["attrs"]; ok {
+		for i := uint64(0); i < num("attrs"); i++ {
+			req.Attributes = append(req.Attributes, catalog.Attribute{Key: "k" + strconv.FormatUint(i, 10), Value: strings.Repeat("v", 20)})
+		}
+	}
+	if _, ok := args["claims"]; ok {
+		for i := uint64(0); i < num("claims"); i++ {
+			req.Principal.Claims = append(req.Principal.Claims, catalog.Attribute{Key: "c" + strconv.FormatUint(i, 10), Value: "x"})
+		}
+	}
+	if _, ok := args["forge"]; ok {
+		req.Revision.Attributes = []catalog.Attribute{{Key: "trust_class", Value: "trusted"}}
+		req.Revision.Generation++
+	}
+	now := h.clock.Now()
+	p, err := h.admit(req)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	st.adm[args["id"]] = p
+	delete(st.exec, args["id"])
+	b, o := p.Budget(), p.Obligations()
+	return fmt.Sprintf("ok cell=%s queue=%s trust=%s fuel=%d mem=%s wall=%s deadline=+%s",
+		o.CellClass, o.QueueClass, o.TrustClass, b.CPUFuel, catalog.ByteSize(b.MemoryBytes), b.WallTime, p.Deadline().Sub(now))
+}
+
+func formatSnapshot(s QuotaSnapshot) string {
+	var b strings.Builder
+	scope := func(kind string, sc ScopeSnapshot) {
+		u := sc.Usage
+		if u == (Usage{}) {
+			return
+		}
+		fmt.Fprintf(&b, "%s %s: live=%d queued=%d fuel=%d mem=%s\n", kind, sc.Name, u.LiveActivations, u.Queued,
+			u.ReservedFuel, catalog.ByteSize(u.ReservedMemory))
+	}
+	scope("node", s.Node)
+	for _, t := range s.Tenants {
+		scope("tenant", t)
+	}
+	for _, t := range s.TrustClasses {
+		scope("trust", t)
+	}
+	for _, q := range s.QueueClasses {
+		if q.Queued != 0 {
+			fmt.Fprintf(&b, "queue %s: queued=%d\n", q.Name, q.Queued)
+		}
+	}
+	for _, c := range s.CellClasses {
+		if c.Live != 0 {
+			fmt.Fprintf(&b, "cell %s: live=%d\n", c.Class, c.Live)
+		}
+	}
+	if b.Len() == 0 {
+		return "empty"
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

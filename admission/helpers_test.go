@@ -1,0 +1,213 @@
+package admission
+
+import (
+	"context"
+	"crypto/sha256"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/loadsource"
+)
+
+// fakeClock is a manual clock. Every Now call also applies step (for tests
+// that need time to move between the samples admission takes).
+type fakeClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+}
+
+var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.now
+	c.now = c.now.Add(c.step)
+	return t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+const mib = 1 << 20
+
+func testPolicy() NodeAdmissionPolicy {
+	all := catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
+		catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)
+	single := []catalog.Threading{catalog.ThreadingSingle}
+	return NodeAdmissionPolicy{
+		BudgetCeiling: catalog.Budget{CPUFuel: 1_000_000_000, MemoryBytes: 512 * mib, WallTime: 30 * time.Second},
+		Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 8, MaxQueued: 6, MaxReservedFuel: 10_000_000_000,
+			MaxReservedMemory: 4096 * mib}, MaxPayloadBytes: 1 * mib, MaxPriority: 9},
+		QueueClasses: []QueueClassPolicy{
+			{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: 4},
+			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 4, ReservedCells: 1},
+		},
+		CellClasses: map[catalog.CellClass]CellClassPolicy{
+			catalog.CellTiny:     {MemoryBytes: 16 * mib, Parallelism: 2, Threading: single, Features: all},
+			catalog.CellSmall:    {MemoryBytes: 64 * mib, Parallelism: 2, Threading: single, Features: all},
+			catalog.CellStandard: {MemoryBytes: 256 * mib, Parallelism: 1, Threading: []catalog.Threading{catalog.ThreadingSingle, catalog.ThreadingShared}, Features: all | catalog.FeatureSetOf(catalog.FeatureThreads)},
+			catalog.CellXLarge:   {MemoryBytes: 1024 * mib, Parallelism: 1, Threading: single, Features: all},
+		},
+		TrustClasses: map[catalog.TrustClass]TrustClassPolicy{
+			"untrusted": {CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard},
+				Limits: Limits{MaxLiveActivations: 6, MaxQueued: 5, MaxReservedFuel: 10_000_000_000, MaxReservedMemory: 4096 * mib}},
+			"trusted": {CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard, catalog.CellXLarge},
+				Limits: Limits{MaxLiveActivations: 6, MaxQueued: 6, MaxReservedFuel: 10_000_000_000, MaxReservedMemory: 4096 * mib}},
+		},
+		Tenants: map[catalog.TenantID]TenantPolicy{
+			"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
+				CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard},
+				Subjects:    []string{"alice", "thumbnailer"}, Kinds: []PrincipalKind{KindUser, KindService},
+				Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 4, MaxQueued: 4, MaxReservedFuel: 5_000_000_000,
+					MaxReservedMemory: 1024 * mib}, MaxPayloadBytes: 1024, MaxPriority: 6}},
+			"beta": {TrustClasses: []catalog.TrustClass{"untrusted", "trusted"},
+				CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard, catalog.CellXLarge},
+				Subjects:    []string{"bob"}, Kinds: []PrincipalKind{KindUser},
+				Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 4, MaxQueued: 4, MaxReservedFuel: 5_000_000_000,
+					MaxReservedMemory: 2048 * mib}, MaxPayloadBytes: 4096, MaxPriority: 9}},
+		},
+		Overload: OverloadPolicy{CPUThreshold: 0.9, MemoryThreshold: 0.9, MaxObservationAge: 2 * time.Second},
+		Deadline: DeadlinePolicy{EstimatedServiceTime: 20 * time.Millisecond, MinimumExecutionTime: time.Millisecond,
+			SafetyMargin: 2 * time.Millisecond},
+		Metadata:       MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 4, MaxBytes: 128},
+		Placement:      NodePlacement{Architecture: "x86_64", Region: "local", Zone: "local-a"},
+		CallDepthLimit: 10_000,
+	}
+}
+
+// inspector is a catalog.ModuleInspector whose answers depend on the module text.
+type inspector struct{}
+
+func (inspector) Inspect(_ context.Context, _ catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
+	info := catalog.ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
+		Threading: catalog.ThreadingSingle, Exports: []catalog.FunctionName{"_start"}}
+	switch string(module) {
+	case "shared":
+		info.Threading = catalog.ThreadingShared
+		info.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
+	case "small-capsule":
+		info.MaxMemoryBytes = 4 * mib
+	case "big-initial":
+		info.MinMemoryBytes = 8 * mib
+	}
+	return info, nil
+}
+
+type service struct {
+	tenant     catalog.TenantID
+	name       catalog.ServiceName
+	module     string
+	trust      catalog.TrustClass
+	threading  string
+	features   []string
+	ceiling    catalog.ManifestCeiling
+	placement  *catalog.ManifestPlacement
+	attributes map[string]string
+}
+
+// testServices are deployed by newHarness; each has one route "run".
+var testServices = []service{
+	{tenant: "acme", name: "images", module: "plain", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "tiny", module: "plain", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(time.Second)}},
+	{tenant: "acme", name: "big", module: "plain", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 200 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "huge", module: "plain", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 400 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "simd", module: "plain", trust: "untrusted", features: []string{"simd"},
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "threads", module: "shared", trust: "untrusted", threading: "shared",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "eu", module: "plain", trust: "untrusted", placement: &catalog.ManifestPlacement{Regions: []string{"eu"}},
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "trusted", module: "plain", trust: "trusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "capsule", module: "small-capsule", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "labelled", module: "plain", trust: "untrusted", attributes: map[string]string{"team": "media", "tier": "gold"},
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "beta", name: "pool", module: "plain", trust: "trusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 800 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "beta", name: "images", module: "plain", trust: "untrusted",
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+}
+
+type harness struct {
+	t     testing.TB
+	clock *fakeClock
+	load  *loadsource.State
+	cat   *catalog.Catalog
+	prov  *LocalQuotaProvider
+	delay map[catalog.CellClass]time.Duration
+}
+
+func (h *harness) ObservedQueueDelay(c catalog.CellClass) time.Duration { return h.delay[c] }
+
+func newHarness(t testing.TB, policy NodeAdmissionPolicy) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: &fakeClock{now: epoch}, load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{}}
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: inspector{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cat = cat
+	for _, s := range testServices {
+		d := catalog.DigestOf(sha256.Sum256([]byte(s.module)))
+		if err := cat.PutArtifact(context.Background(), d, strings.NewReader(s.module)); err != nil {
+			t.Fatal(err)
+		}
+		ceiling := s.ceiling
+		m := catalog.Manifest{Tenant: s.tenant, Service: s.name,
+			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading,
+				Features: s.features, Ceiling: &ceiling, Placement: s.placement, Attributes: s.attributes}},
+			Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+		if _, err := cat.Deploy(context.Background(), m); err != nil {
+			t.Fatalf("deploy %s/%s: %v", s.tenant, s.name, err)
+		}
+	}
+	h.setLoad(0.1, 0.1)
+	prov, err := NewLocalQuotaProvider(policy, Options{Clock: h.clock, Load: h.load, QueueDelay: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.prov = prov
+	return h
+}
+
+// setLoad publishes a sample taken now (a sample must be newer than the last;
+// the fake clock moves by 1ns to keep samples ordered).
+func (h *harness) setLoad(cpu, mem float64) {
+	h.clock.advance(time.Nanosecond)
+	if err := h.load.Publish(loadsource.Sample{CPU: cpu, Memory: mem, TakenAt: h.clock.Now()}); err != nil {
+		h.t.Fatalf("publish: %v", err)
+	}
+}
+
+// request builds a request for tenant/service/run by alice of acme.
+func (h *harness) request(id string, tenant catalog.TenantID, svc catalog.ServiceName) *Request {
+	h.t.Helper()
+	pin := h.cat.Pin()
+	rev, err := pin.Resolve(catalog.Target{Tenant: tenant, Service: svc, Route: "run"}, id)
+	if err != nil {
+		h.t.Fatalf("resolve %s/%s: %v", tenant, svc, err)
+	}
+	return &Request{ActivationID: id, Revision: rev,
+		Principal: Principal{Subject: "alice", Kind: KindUser, Tenant: "acme"}}
+}
+
+func (h *harness) admit(req *Request) (*AdmissionPermit, error) {
+	return h.prov.WithPolicySource(h.cat.Pin()).Admit(req)
+}
+
+func loadSampleNow() loadsource.Sample {
+	return loadsource.Sample{CPU: 0.1, Memory: 0.1, TakenAt: time.Now()}
+}

@@ -1,0 +1,358 @@
+package admission
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// Options wire a provider to its clock and observations.
+type Options struct {
+	Clock Clock      // required
+	Load  LoadSource // required
+	// QueueDelay is optional (the scheduler); absent means zero observed delay.
+	QueueDelay QueueDelaySource
+}
+
+// counters are the concurrent reservations of one scope.
+type counters struct {
+	live, queued, fuel, memory uint64
+}
+
+type tenantState struct {
+	index     int
+	policy    TenantPolicy
+	subjects  map[string]struct{}
+	kinds     uint8 // bit per PrincipalKind
+	trust     map[catalog.TrustClass]struct{}
+	cellMask  uint8 // bit per catalog.CellClass
+	limits    TenantLimits
+	snapshotN string
+}
+
+type trustState struct {
+	index    int
+	name     catalog.TrustClass
+	cellMask uint8
+	limits   Limits
+}
+
+type cellState struct {
+	configured  bool
+	memory      uint64
+	parallelism uint64
+	threading   uint8 // bit per catalog.Threading
+	features    catalog.FeatureSet
+}
+
+const (
+	stateQueued uint8 = iota + 1
+	stateExecuting
+)
+
+// reservation is the ledger's record of one live activation.
+type reservation struct {
+	seq    uint64
+	state  uint8
+	tenant int
+	trust  int
+	queue  int
+	cell   catalog.CellClass
+	fuel   uint64
+	memory uint64
+}
+
+// LocalQuotaProvider is the node's one admission ledger: immutable policy and
+// one mutex over the node, tenant, trust-class, queue-class and cell-class
+// counters of concurrent reservations (live activations, queued
+// reservations, reserved fuel, reserved memory). Create exactly one per node
+// and derive every Controller from it with WithPolicySource; independent
+// providers would mean independent limits. It starts no goroutines.
+//
+// Live bookkeeping is bounded by the node's MaxLiveActivations (the live
+// map), identifier sizes and the configured tenant and class sets. Nothing
+// grows with rejected requests.
+type LocalQuotaProvider struct {
+	policy       NodeAdmissionPolicy
+	opts         Options
+	tenants      map[catalog.TenantID]*tenantState
+	tenantByIdx  []*tenantState
+	trust        map[catalog.TrustClass]*trustState
+	trustByIdx   []*trustState
+	cells        [len(catalog.CellClasses) + 1]cellState
+	prioToQueue  []int // priority → queue class index
+	queueClasses []QueueClassPolicy
+
+	leaked atomic.Uint64
+
+	// Lock order: mu is a leaf; nothing is called with it held except the
+	// clock, the load source and the queue-delay source, which must not block.
+	mu struct {
+		sync.Mutex
+		seq     uint64
+		node    counters
+		tenants []counters // by tenantState.index
+		trust   []counters // by trustState.index
+		queues  []uint64   // queued, by queue class index
+		cells   [len(catalog.CellClasses) + 1]uint64
+		live    map[string]reservation
+	}
+}
+
+// NewLocalQuotaProvider validates policy and builds the ledger. The policy
+// is copied; later changes to the caller's value have no effect.
+func NewLocalQuotaProvider(policy NodeAdmissionPolicy, opts Options) (*LocalQuotaProvider, error) {
+	if err := policy.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Clock == nil || opts.Load == nil {
+		return nil, errors.AssertionFailedf("admission: Options.Clock and Options.Load are required")
+	}
+	p := &LocalQuotaProvider{policy: policy, opts: opts,
+		tenants: map[catalog.TenantID]*tenantState{}, trust: map[catalog.TrustClass]*trustState{}}
+	for c, cc := range policy.CellClasses {
+		cs := cellState{configured: true, memory: cc.MemoryBytes, parallelism: uint64(cc.Parallelism), features: cc.Features}
+		for _, th := range cc.Threading {
+			cs.threading |= 1 << th
+		}
+		p.cells[c] = cs
+	}
+	for i, name := range slices.Sorted(maps.Keys(policy.TrustClasses)) {
+		tc := policy.TrustClasses[name]
+		ts := &trustState{index: i, name: name, cellMask: cellMask(tc.CellClasses), limits: tc.Limits}
+		p.trust[name], p.trustByIdx = ts, append(p.trustByIdx, ts)
+	}
+	for i, name := range slices.Sorted(maps.Keys(policy.Tenants)) {
+		tp := policy.Tenants[name]
+		ts := &tenantState{index: i, policy: tp, subjects: map[string]struct{}{}, trust: map[catalog.TrustClass]struct{}{},
+			cellMask: cellMask(tp.CellClasses), limits: tp.Limits, snapshotN: string(name)}
+		for _, s := range tp.Subjects {
+			ts.subjects[s] = struct{}{}
+		}
+		for _, k := range tp.Kinds {
+			ts.kinds |= 1 << k
+		}
+		for _, t := range tp.TrustClasses {
+			ts.trust[t] = struct{}{}
+		}
+		p.tenants[name], p.tenantByIdx = ts, append(p.tenantByIdx, ts)
+	}
+	p.queueClasses = slices.Clone(policy.QueueClasses)
+	p.prioToQueue = make([]int, policy.Limits.MaxPriority+1)
+	for prio := range p.prioToQueue {
+		p.prioToQueue[prio] = slices.IndexFunc(p.queueClasses, func(q QueueClassPolicy) bool {
+			return q.MinPriority <= uint32(prio) && uint32(prio) <= q.MaxPriority
+		})
+	}
+	p.mu.tenants = make([]counters, len(p.tenantByIdx))
+	p.mu.trust = make([]counters, len(p.trustByIdx))
+	p.mu.queues = make([]uint64, len(p.queueClasses))
+	p.mu.live = make(map[string]reservation)
+	return p, nil
+}
+
+func cellMask(cs []catalog.CellClass) uint8 {
+	var m uint8
+	for _, c := range cs {
+		m |= 1 << c
+	}
+	return m
+}
+
+// Policy returns a copy of the validated policy.
+func (p *LocalQuotaProvider) Policy() NodeAdmissionPolicy { return p.policy }
+
+// LeakedPermits counts permits reclaimed by the garbage-collection safety net
+// (dropped without Release or StartExecution). Each is a bug in the owner.
+func (p *LocalQuotaProvider) LeakedPermits() uint64 { return p.leaked.Load() }
+
+// WithPolicySource returns a controller that resolves policy through pin and
+// reserves in this same ledger.
+func (p *LocalQuotaProvider) WithPolicySource(pin catalog.Pin) Controller {
+	return Controller{p: p, pin: pin}
+}
+
+// reserveLocked checks every scope with checked arithmetic and, only when all
+// pass, records the reservation. It returns the rejection of the first scope
+// that refuses.
+//
+// REQUIRES: p.mu held.
+func (p *LocalQuotaProvider) reserveLocked(id string, r reservation, tenant *tenantState, trust *trustState) *Rejection {
+	add := counters{live: 1, queued: 1, fuel: r.fuel, memory: r.memory}
+	if rej := fits(scopeNode, p.mu.node, add, p.policy.Limits.Limits); rej != nil {
+		return rej
+	}
+	if rej := fits(scopeTenant, p.mu.tenants[tenant.index], add, tenant.limits.Limits); rej != nil {
+		return rej
+	}
+	if rej := fits(scopeTrust, p.mu.trust[trust.index], add, trust.limits); rej != nil {
+		return rej
+	}
+	if p.mu.queues[r.queue] >= p.queueClasses[r.queue].MaxQueued {
+		return rejCapacity[scopeQueue][dimQueued]
+	}
+	p.mu.node = plus(p.mu.node, add)
+	p.mu.tenants[tenant.index] = plus(p.mu.tenants[tenant.index], add)
+	p.mu.trust[trust.index] = plus(p.mu.trust[trust.index], add)
+	p.mu.queues[r.queue]++
+	p.mu.cells[r.cell]++
+	p.mu.seq++
+	r.seq = p.mu.seq
+	p.mu.live[id] = r
+	return nil
+}
+
+// fits reports the first dimension in which cur+add exceeds lim. cur ≤ lim
+// always holds, so lim-cur cannot underflow and the comparison cannot overflow.
+func fits(s scope, cur, add counters, lim Limits) *Rejection {
+	switch {
+	case add.live > lim.MaxLiveActivations-min(cur.live, lim.MaxLiveActivations):
+		return rejCapacity[s][dimLive]
+	case add.queued > lim.MaxQueued-min(cur.queued, lim.MaxQueued):
+		return rejCapacity[s][dimQueued]
+	case add.fuel > lim.MaxReservedFuel-min(cur.fuel, lim.MaxReservedFuel):
+		return rejCapacity[s][dimFuel]
+	case add.memory > lim.MaxReservedMemory-min(cur.memory, lim.MaxReservedMemory):
+		return rejCapacity[s][dimMemory]
+	}
+	return nil
+}
+
+func plus(a, b counters) counters {
+	return counters{a.live + b.live, a.queued + b.queued, a.fuel + b.fuel, a.memory + b.memory}
+}
+
+func minus(a, b counters) counters {
+	return counters{a.live - b.live, a.queued - b.queued, a.fuel - b.fuel, a.memory - b.memory}
+}
+
+// releaseLocked returns the whole reservation of id if it is the live
+// reservation seq in state want. It reports whether it released anything.
+//
+// REQUIRES: p.mu held.
+func (p *LocalQuotaProvider) releaseLocked(id string, seq uint64, want uint8) bool {
+	r, ok := p.mu.live[id]
+	if !ok || r.seq != seq || r.state != want {
+		return false
+	}
+	sub := counters{live: 1, fuel: r.fuel, memory: r.memory}
+	if r.state == stateQueued {
+		sub.queued = 1
+		p.mu.queues[r.queue]--
+	}
+	p.mu.node = minus(p.mu.node, sub)
+	p.mu.tenants[r.tenant] = minus(p.mu.tenants[r.tenant], sub)
+	p.mu.trust[r.trust] = minus(p.mu.trust[r.trust], sub)
+	p.mu.cells[r.cell]--
+	delete(p.mu.live, id)
+	return true
+}
+
+// Usage is the concurrent reservation of a scope.
+type Usage struct {
+	LiveActivations uint64 `json:"live_activations"`
+	Queued          uint64 `json:"queued"`
+	ReservedFuel    uint64 `json:"reserved_fuel"`
+	ReservedMemory  uint64 `json:"reserved_memory_bytes"`
+}
+
+// ScopeSnapshot is the limits and usage of one scope.
+type ScopeSnapshot struct {
+	Name   string `json:"name"`
+	Limits Limits `json:"limits"`
+	Usage  Usage  `json:"usage"`
+}
+
+// QueueSnapshot is one queue class's queued reservations.
+type QueueSnapshot struct {
+	Name      string `json:"name"`
+	MaxQueued uint64 `json:"max_queued"`
+	Queued    uint64 `json:"queued"`
+}
+
+// CellSnapshot is one cell class's live reservations.
+type CellSnapshot struct {
+	Class       string `json:"class"`
+	Parallelism uint64 `json:"parallelism"`
+	Live        uint64 `json:"live"`
+}
+
+// QuotaSnapshot is the ledger at one moment. These are concurrent
+// reservations, not rates: there is no reset time. A snapshot is a trusted
+// administrative surface; the API must authorize access to each tenant.
+type QuotaSnapshot struct {
+	Node         ScopeSnapshot   `json:"node"`
+	Tenants      []ScopeSnapshot `json:"tenants"`
+	TrustClasses []ScopeSnapshot `json:"trust_classes"`
+	QueueClasses []QueueSnapshot `json:"queue_classes"`
+	CellClasses  []CellSnapshot  `json:"cell_classes"`
+}
+
+func usage(c counters) Usage {
+	return Usage{LiveActivations: c.live, Queued: c.queued, ReservedFuel: c.fuel, ReservedMemory: c.memory}
+}
+
+// Snapshot returns every scope's limits and usage (queued reservations included).
+func (p *LocalQuotaProvider) Snapshot() QuotaSnapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := QuotaSnapshot{Node: ScopeSnapshot{Name: "node", Limits: p.policy.Limits.Limits, Usage: usage(p.mu.node)}}
+	for i, t := range p.tenantByIdx {
+		s.Tenants = append(s.Tenants, ScopeSnapshot{Name: t.snapshotN, Limits: t.limits.Limits, Usage: usage(p.mu.tenants[i])})
+	}
+	for i, t := range p.trustByIdx {
+		s.TrustClasses = append(s.TrustClasses, ScopeSnapshot{Name: string(t.name), Limits: t.limits, Usage: usage(p.mu.trust[i])})
+	}
+	for i, q := range p.queueClasses {
+		s.QueueClasses = append(s.QueueClasses, QueueSnapshot{Name: q.Name, MaxQueued: q.MaxQueued, Queued: p.mu.queues[i]})
+	}
+	for _, c := range catalog.CellClasses {
+		if p.cells[c].configured {
+			s.CellClasses = append(s.CellClasses, CellSnapshot{Class: c.String(), Parallelism: p.cells[c].parallelism, Live: p.mu.cells[c]})
+		}
+	}
+	return s
+}
+
+// TenantSnapshot returns one tenant's limits and usage.
+func (p *LocalQuotaProvider) TenantSnapshot(t catalog.TenantID) (ScopeSnapshot, bool) {
+	ts, ok := p.tenants[t]
+	if !ok {
+		return ScopeSnapshot{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ScopeSnapshot{Name: ts.snapshotN, Limits: ts.limits.Limits, Usage: usage(p.mu.tenants[ts.index])}, true
+}
+
+// queueWait is floor(n/p)·est, or false when it overflows.
+func queueWait(n, p uint64, est time.Duration) (time.Duration, bool) {
+	waves := n / p
+	if est == 0 || waves == 0 {
+		return 0, true
+	}
+	if waves > uint64(maxDuration/est) {
+		return 0, false
+	}
+	return time.Duration(waves) * est, true
+}
+
+const maxDuration = time.Duration(1<<63 - 1)
+
+// addDurations adds non-negative durations, or reports overflow.
+func addDurations(ds ...time.Duration) (time.Duration, bool) {
+	var sum time.Duration
+	for _, d := range ds {
+		if d < 0 || d > maxDuration-sum {
+			return 0, false
+		}
+		sum += d
+	}
+	return sum, true
+}

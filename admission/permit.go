@@ -1,0 +1,216 @@
+package admission
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// Permit errors (programming errors of the owner, not rejections).
+var (
+	// ErrPermitUsed: the permit was already consumed by StartExecution or released.
+	ErrPermitUsed = errors.New("admission: permit already consumed or released")
+	// ErrPermitInvalid: the permit was not issued by admission (a zero value).
+	ErrPermitInvalid = errors.New("admission: permit not issued by admission")
+)
+
+// rejDeadlineInQueue refuses a queued permit whose deadline passed before
+// execution started.
+var rejDeadlineInQueue = &Rejection{CodeDeadlineExceeded, "deadline-exceeded", ScopeQueueClass, "wall-time", false}
+
+// noCopy makes go vet's copylocks check flag copies of permits.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// permitCore is the immutable identity and obligations of an admitted
+// activation, shared by its admission and execution permits.
+type permitCore struct {
+	p           *LocalQuotaProvider
+	id          string
+	seq         uint64 // the ledger's sequence number of this reservation
+	budget      catalog.Budget
+	deadline    time.Time
+	admittedAt  time.Time
+	obligations Obligations
+}
+
+// ID returns the activation id.
+func (c *permitCore) ID() string { return c.id }
+
+// Budget returns the effective budget: the granted fuel, memory and relative
+// wall time. Initialize execution accounting from it; never reset the wall
+// time at dequeue.
+func (c *permitCore) Budget() catalog.Budget { return c.budget }
+
+// Deadline returns the monotonic deadline bound at admission.
+func (c *permitCore) Deadline() time.Time { return c.deadline }
+
+// AdmittedAt returns the admission time (for queue-wait accounting).
+func (c *permitCore) AdmittedAt() time.Time { return c.admittedAt }
+
+// Obligations returns what the activation must be executed with.
+func (c *permitCore) Obligations() Obligations { return c.obligations }
+
+// AdmissionPermit owns an admitted activation's reservation while it is
+// queued: a queue slot, a live activation, its fuel and its memory, in every
+// scope. Only admission issues permits; the zero value is inert. Transfer it
+// with the queued work; then exactly one of StartExecution or Release
+// consumes it. A permit dropped without either is reclaimed by a
+// garbage-collection safety net and counted in LeakedPermits: that is a bug in
+// its owner, never the intended path.
+type AdmissionPermit struct {
+	_ noCopy
+	permitCore
+	used atomic.Bool
+}
+
+// ExecutionPermit owns the reservation of an executing activation (live,
+// fuel, memory; the queue slot was returned at StartExecution). Hold it until
+// the guest has stopped, accounting is final and the cell was released or
+// quarantined; then Release it, once.
+type ExecutionPermit struct {
+	_ noCopy
+	permitCore
+	used atomic.Bool
+}
+
+// The safety net uses runtime.SetFinalizer rather than runtime.AddCleanup:
+// AddCleanup allocates its argument and a closure per call (two allocations
+// on the admission hot path, measured by BenchmarkSafetyNet), SetFinalizer
+// none. The finalizer only reads the permit's immutable fields and never
+// resurrects it beyond that call. See RATIONALE.md.
+
+func (a *AdmissionPermit) track() { runtime.SetFinalizer(a, reclaimAdmission) }
+
+func (e *ExecutionPermit) track() { runtime.SetFinalizer(e, reclaimExecution) }
+
+func reclaimAdmission(a *AdmissionPermit) {
+	if !a.used.Load() {
+		a.p.reclaim(a.id, a.seq, stateQueued)
+	}
+}
+
+func reclaimExecution(e *ExecutionPermit) {
+	if !e.used.Load() {
+		e.p.reclaim(e.id, e.seq, stateExecuting)
+	}
+}
+
+func (p *LocalQuotaProvider) reclaim(id string, seq uint64, state uint8) {
+	p.mu.Lock()
+	ok := p.releaseLocked(id, seq, state)
+	p.mu.Unlock()
+	if ok {
+		p.leaked.Add(1)
+	}
+}
+
+func (a *AdmissionPermit) take() error {
+	if a.p == nil {
+		return ErrPermitInvalid
+	}
+	if !a.used.CompareAndSwap(false, true) {
+		return ErrPermitUsed
+	}
+	runtime.SetFinalizer(a, nil)
+	return nil
+}
+
+// EnsureSchedulable reports whether the queued activation may still be handed
+// to a cell: its deadline has not passed. Call it immediately before leasing
+// a cell, after checking the caller's cancellation. It consumes nothing.
+func (a *AdmissionPermit) EnsureSchedulable() error {
+	switch {
+	case a.p == nil:
+		return ErrPermitInvalid
+	case a.used.Load():
+		return ErrPermitUsed
+	case !a.deadline.After(a.p.opts.Clock.Now()):
+		return rejDeadlineInQueue
+	}
+	return nil
+}
+
+// StartExecution consumes the permit once a cell was leased: time is sampled
+// again under the ledger lock, and if the deadline has not passed only the
+// queue slot is returned and the rest of the reservation moves to the
+// returned ExecutionPermit. On error the whole reservation is released, and
+// the caller must release or quarantine its lease.
+func (a *AdmissionPermit) StartExecution() (*ExecutionPermit, error) {
+	if err := a.take(); err != nil {
+		return nil, err
+	}
+	p := a.p
+	p.mu.Lock()
+	if !a.deadline.After(p.opts.Clock.Now()) {
+		p.releaseLocked(a.id, a.seq, stateQueued)
+		p.mu.Unlock()
+		return nil, rejDeadlineInQueue
+	}
+	ok := p.startLocked(a.id, a.seq)
+	p.mu.Unlock()
+	if !ok {
+		return nil, ErrPermitUsed // a copy of this permit released or started it
+	}
+	e := &ExecutionPermit{permitCore: a.permitCore}
+	e.track()
+	return e, nil
+}
+
+// startLocked moves a queued reservation to executing and returns its queue slot.
+//
+// REQUIRES: p.mu held.
+func (p *LocalQuotaProvider) startLocked(id string, seq uint64) bool {
+	r, ok := p.mu.live[id]
+	if !ok || r.seq != seq || r.state != stateQueued {
+		return false
+	}
+	r.state = stateExecuting
+	p.mu.live[id] = r
+	p.mu.node.queued--
+	p.mu.tenants[r.tenant].queued--
+	p.mu.trust[r.trust].queued--
+	p.mu.queues[r.queue]--
+	return true
+}
+
+// Release returns the whole reservation of a queued activation (enqueue
+// failure, cancellation, expiry, shutdown). It may be called once.
+func (a *AdmissionPermit) Release() error {
+	if err := a.take(); err != nil {
+		return err
+	}
+	if !a.p.release(a.id, a.seq, stateQueued) {
+		return ErrPermitUsed // a copy of this permit released or started it
+	}
+	return nil
+}
+
+// Release returns the whole reservation of an executed activation, whatever
+// it consumed. Call it after the guest stopped and the cell was released or
+// quarantined. It may be called once.
+func (e *ExecutionPermit) Release() error {
+	if e.p == nil {
+		return ErrPermitInvalid
+	}
+	if !e.used.CompareAndSwap(false, true) {
+		return ErrPermitUsed
+	}
+	runtime.SetFinalizer(e, nil)
+	if !e.p.release(e.id, e.seq, stateExecuting) {
+		return ErrPermitUsed // a copy of this permit released it
+	}
+	return nil
+}
+
+func (p *LocalQuotaProvider) release(id string, seq uint64, state uint8) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.releaseLocked(id, seq, state)
+}

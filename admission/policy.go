@@ -1,0 +1,338 @@
+package admission
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// NodeAdmissionPolicy is the node's admission configuration. It is validated
+// once, by NewLocalQuotaProvider, and immutable afterwards. There is no
+// permissive default tenant and no wildcard: everything a caller may use is
+// listed. Zero in a limit grants no capacity.
+type NodeAdmissionPolicy struct {
+	// BudgetCeiling is the hard per-activation ceiling; all three Phase 1
+	// dimensions must be positive (the wall time is finite by construction).
+	BudgetCeiling catalog.Budget
+	// Limits are the node-scope limits, including the payload and priority ceilings.
+	Limits TenantLimits
+	// QueueClasses are named, non-overlapping priority ranges; every priority
+	// from 0 to Limits.MaxPriority maps to exactly one.
+	QueueClasses []QueueClassPolicy
+	// CellClasses are the configured cell classes (a subset of the five).
+	CellClasses map[catalog.CellClass]CellClassPolicy
+	// TrustClasses are the configured trust classes.
+	TrustClasses map[catalog.TrustClass]TrustClassPolicy
+	// Tenants are the configured tenants.
+	Tenants map[catalog.TenantID]TenantPolicy
+	// Overload sets the load-pressure thresholds.
+	Overload OverloadPolicy
+	// Deadline sets the queue-feasibility estimate.
+	Deadline DeadlinePolicy
+	// Metadata bounds identifiers and metadata.
+	Metadata MetadataPolicy
+	// Placement is this node's identity, checked against revision placement.
+	Placement NodePlacement
+	// CallDepthLimit is the call-depth bound every execution must enforce (> 0).
+	CallDepthLimit uint32
+}
+
+// Limits are the four concurrent-reservation limits of a scope.
+type Limits struct {
+	MaxLiveActivations uint64 // queued + executing
+	MaxQueued          uint64
+	MaxReservedFuel    uint64
+	MaxReservedMemory  uint64 // bytes
+}
+
+// TenantLimits are Limits plus the payload and priority ceilings that exist
+// at node and tenant scope.
+type TenantLimits struct {
+	Limits
+	MaxPayloadBytes uint64 // equality is accepted
+	MaxPriority     uint32
+}
+
+// QueueClassPolicy is one queue class.
+type QueueClassPolicy struct {
+	Name          string
+	MinPriority   uint32
+	MaxPriority   uint32 // inclusive
+	MaxQueued     uint64
+	ReservedCells uint32 // per cell class; used by the scheduler
+}
+
+// CellClassPolicy is the capability of one configured cell class.
+type CellClassPolicy struct {
+	MemoryBytes uint64 // > 0
+	Parallelism uint32 // > 0; must equal the usable pool capacity
+	Threading   []catalog.Threading
+	Features    catalog.FeatureSet
+}
+
+// TrustClassPolicy is one trust class.
+type TrustClassPolicy struct {
+	CellClasses []catalog.CellClass
+	Limits      Limits
+}
+
+// PrincipalKind is the kind of an authenticated principal.
+type PrincipalKind uint8
+
+// Principal kinds.
+const (
+	KindUser PrincipalKind = iota + 1
+	KindService
+)
+
+// String returns the configuration name.
+func (k PrincipalKind) String() string {
+	switch k {
+	case KindUser:
+		return "user"
+	case KindService:
+		return "service"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// TenantPolicy is one tenant's authorization and limits. Empty allowlists deny.
+type TenantPolicy struct {
+	TrustClasses []catalog.TrustClass
+	CellClasses  []catalog.CellClass
+	Subjects     []string
+	Kinds        []PrincipalKind
+	Limits       TenantLimits
+}
+
+// OverloadPolicy sets load thresholds: pressure at or above a threshold rejects.
+type OverloadPolicy struct {
+	CPUThreshold      float64 // (0, 1]
+	MemoryThreshold   float64 // (0, 1]
+	MaxObservationAge time.Duration
+}
+
+// DeadlinePolicy sets the bounded-backlog feasibility estimate.
+type DeadlinePolicy struct {
+	EstimatedServiceTime time.Duration
+	MinimumExecutionTime time.Duration
+	SafetyMargin         time.Duration
+}
+
+// MetadataPolicy bounds caller-selected identifiers and metadata.
+type MetadataPolicy struct {
+	MaxIdentifierBytes int // caller-chosen activation ids and target names
+	MaxEntries         int // across claims, request attributes and revision attributes
+	MaxBytes           int // keys + values, across the same
+}
+
+// NodePlacement is the node's placement identity.
+type NodePlacement struct {
+	Architecture, Region, Zone string
+}
+
+// PolicyError lists every problem in a policy, each with its configuration path.
+type PolicyError struct {
+	Problems []catalog.FieldError
+}
+
+func (e *PolicyError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "admission: invalid policy: " + strings.Join(parts, "; ")
+}
+
+// ErrInvalidPolicy marks a *PolicyError.
+var ErrInvalidPolicy = errors.New("admission: invalid policy")
+
+// Is makes errors.Is(err, ErrInvalidPolicy) hold.
+func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }
+
+type policyProblems []catalog.FieldError
+
+func (p *policyProblems) add(field, problem string) {
+	*p = append(*p, catalog.FieldError{Field: field, Problem: problem})
+}
+
+// Validate checks the policy and returns a *PolicyError listing every problem.
+func (p *NodeAdmissionPolicy) Validate() error {
+	var probs policyProblems
+	b := p.BudgetCeiling
+	if b.CPUFuel == 0 {
+		probs.add("node.budget_ceiling.cpu_fuel", "must be positive")
+	}
+	if b.MemoryBytes == 0 {
+		probs.add("node.budget_ceiling.memory_bytes", "must be positive")
+	}
+	if b.WallTime <= 0 {
+		probs.add("node.budget_ceiling.wall_time", "must be positive and finite")
+	}
+	if b.CheckPhase1() != nil {
+		probs.add("node.budget_ceiling", "later-phase dimensions must be zero")
+	}
+	if p.CallDepthLimit == 0 {
+		probs.add("node.call_depth_limit", "must be positive")
+	}
+	if p.Limits.MaxPriority > maxPriority {
+		probs.add("node.limits.max_priority", "must be at most "+strconv.Itoa(maxPriority))
+	}
+
+	// Queue classes: named, non-overlapping, covering 0..node max priority.
+	if len(p.QueueClasses) == 0 {
+		probs.add("queue_classes", "at least one queue class is required")
+	}
+	names := map[string]bool{}
+	for i, q := range p.QueueClasses {
+		f := "queue_classes[" + strconv.Itoa(i) + "]"
+		if err := catalog.ValidateName(q.Name); err != nil {
+			probs.add(f+".name", err.Error())
+		} else if names[q.Name] {
+			probs.add(f+".name", "duplicate queue class")
+		}
+		names[q.Name] = true
+		if q.MinPriority > q.MaxPriority {
+			probs.add(f+".priorities", "the range is empty (first > last)")
+		}
+		for j := 0; j < i; j++ {
+			o := p.QueueClasses[j]
+			if q.MinPriority <= o.MaxPriority && o.MinPriority <= q.MaxPriority {
+				probs.add(f+".priorities", "overlaps queue_classes["+strconv.Itoa(j)+"]")
+			}
+		}
+	}
+	if p.Limits.MaxPriority <= maxPriority {
+		for prio := uint32(0); prio <= p.Limits.MaxPriority; prio++ {
+			if !slices.ContainsFunc(p.QueueClasses, func(q QueueClassPolicy) bool { return q.MinPriority <= prio && prio <= q.MaxPriority }) {
+				probs.add("queue_classes", "priority "+strconv.Itoa(int(prio))+" (allowed by node.limits.max_priority) maps to no queue class")
+				break
+			}
+		}
+	}
+
+	// Cell classes.
+	if len(p.CellClasses) == 0 {
+		probs.add("cell_classes", "at least one cell class is required")
+	}
+	for _, c := range slices.Sorted(maps.Keys(p.CellClasses)) {
+		cc := p.CellClasses[c]
+		f := "cell_classes." + c.String()
+		if !c.Valid() {
+			probs.add("cell_classes", "unknown cell class")
+			continue
+		}
+		if cc.MemoryBytes == 0 {
+			probs.add(f+".memory", "must be positive")
+		}
+		if cc.Parallelism == 0 {
+			probs.add(f+".parallelism", "must be positive")
+		}
+		if len(cc.Threading) == 0 {
+			probs.add(f+".threading", "at least one threading model is required")
+		}
+	}
+
+	// Trust classes.
+	for _, name := range slices.Sorted(maps.Keys(p.TrustClasses)) {
+		tc := p.TrustClasses[name]
+		f := "trust_classes." + string(name)
+		if err := catalog.ValidateName(string(name)); err != nil {
+			probs.add("trust_classes", "invalid trust class name: "+err.Error())
+		}
+		for _, c := range tc.CellClasses {
+			if _, ok := p.CellClasses[c]; !ok {
+				probs.add(f+".cell_classes", "names "+c.String()+", which is not a configured cell class")
+			}
+		}
+	}
+
+	// Tenants.
+	if len(p.Tenants) == 0 {
+		probs.add("tenants", "at least one tenant is required (there is no default tenant)")
+	}
+	for _, name := range slices.Sorted(maps.Keys(p.Tenants)) {
+		t := p.Tenants[name]
+		f := "tenants." + string(name)
+		if err := catalog.ValidatePathName(string(name)); err != nil {
+			probs.add("tenants", "invalid tenant name: "+err.Error())
+		}
+		for _, tc := range t.TrustClasses {
+			if _, ok := p.TrustClasses[tc]; !ok {
+				probs.add(f+".trust_classes", "names a trust class that is not configured")
+			}
+		}
+		for _, c := range t.CellClasses {
+			if _, ok := p.CellClasses[c]; !ok {
+				probs.add(f+".cell_classes", "names "+c.String()+", which is not a configured cell class")
+			}
+		}
+		for _, s := range t.Subjects {
+			if err := catalog.ValidateName(s); err != nil {
+				probs.add(f+".subjects", "invalid subject: "+err.Error())
+			}
+		}
+		for _, k := range t.Kinds {
+			if k != KindUser && k != KindService {
+				probs.add(f+".kinds", "unknown principal kind")
+			}
+		}
+		if t.Limits.MaxPriority > maxPriority {
+			probs.add(f+".limits.max_priority", "must be at most "+strconv.Itoa(maxPriority))
+		}
+	}
+
+	// Load and deadline.
+	o := p.Overload
+	if !(o.CPUThreshold > 0 && o.CPUThreshold <= 1) {
+		probs.add("overload.cpu_threshold", "must be in (0, 1]")
+	}
+	if !(o.MemoryThreshold > 0 && o.MemoryThreshold <= 1) {
+		probs.add("overload.memory_threshold", "must be in (0, 1]")
+	}
+	if o.MaxObservationAge <= 0 {
+		probs.add("overload.max_observation_age", "must be positive")
+	}
+	d := p.Deadline
+	if d.EstimatedServiceTime < 0 {
+		probs.add("deadline.estimated_service_time", "must not be negative")
+	}
+	if d.MinimumExecutionTime < 0 {
+		probs.add("deadline.minimum_execution_time", "must not be negative")
+	}
+	if d.SafetyMargin < 0 {
+		probs.add("deadline.safety_margin", "must not be negative")
+	}
+
+	m := p.Metadata
+	if m.MaxIdentifierBytes < 1 || m.MaxIdentifierBytes > catalog.MaxNameBytes {
+		probs.add("metadata.maximum_identifier_bytes", "must be from 1 to "+strconv.Itoa(catalog.MaxNameBytes))
+	}
+	if m.MaxEntries < 0 || m.MaxEntries > math.MaxInt32 {
+		probs.add("metadata.maximum_metadata_entries", "must not be negative")
+	}
+	if m.MaxBytes < 0 || m.MaxBytes > math.MaxInt32 {
+		probs.add("metadata.maximum_metadata_bytes", "must not be negative")
+	}
+	for _, v := range []struct{ field, value string }{
+		{"node.architecture", p.Placement.Architecture}, {"node.region", p.Placement.Region}, {"node.zone", p.Placement.Zone},
+	} {
+		if err := catalog.ValidateName(v.value); err != nil {
+			probs.add(v.field, err.Error())
+		}
+	}
+	if len(probs) > 0 {
+		return &PolicyError{Problems: probs}
+	}
+	return nil
+}
+
+// maxPriority bounds configured priorities so that validation stays cheap.
+const maxPriority = 1000

@@ -1,0 +1,88 @@
+package admission
+
+import (
+	"time"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/loadsource"
+)
+
+// Clock is admission's only source of time. The node injects a real clock;
+// tests inject a fake. Time is never taken from a caller.
+type Clock interface {
+	Now() time.Time
+}
+
+// LoadSource supplies trusted node-wide load observations; *loadsource.State
+// implements it. Reads fail closed.
+type LoadSource interface {
+	Read(now time.Time) (loadsource.Sample, error)
+}
+
+// QueueDelaySource reports the observed queue delay of a cell class (the
+// scheduler's EWMA). A node that loses usable capacity must report a
+// conservative delay.
+type QueueDelaySource interface {
+	ObservedQueueDelay(catalog.CellClass) time.Duration
+}
+
+// Principal is an authenticated caller. The node derives every field from
+// the caller's API key, never from request headers or the body.
+type Principal struct {
+	Subject         string
+	Kind            PrincipalKind
+	Tenant          catalog.TenantID
+	ServiceIdentity string // required for KindService
+	// Claims are untrusted labels; they count against the metadata bounds and
+	// never grant access, priority, trust or cells.
+	Claims []catalog.Attribute
+}
+
+// BudgetRequest is what a caller asks for; the grant can only be lower.
+// A dimension that is not Has… adds no restriction at the request layer.
+type BudgetRequest struct {
+	CPUFuel     uint64
+	MemoryBytes uint64
+	WallTime    time.Duration
+
+	HasCPUFuel, HasMemoryBytes, HasWallTime bool
+
+	// Later-phase dimensions: must be zero.
+	NetworkEgressBytes, StorageBytes, Accelerators uint64
+}
+
+// Request is one activation to admit. It comes from the authenticated adapter
+// (the node), which measured PayloadBytes from the body it read.
+type Request struct {
+	ActivationID string
+	Principal    Principal
+	// Revision is what the same pin's Resolve returned; Admit verifies it
+	// against the controller's pin.
+	Revision     catalog.ResolvedRevision
+	Budget       BudgetRequest
+	Deadline     time.Time // the caller's absolute deadline; zero: none
+	PayloadBytes uint64
+	Priority     uint32
+	// Attributes are untrusted request metadata (Latent-Meta-* headers).
+	Attributes []catalog.Attribute
+}
+
+// Obligations are what an admitted activation must be executed with.
+type Obligations struct {
+	Tenant         catalog.TenantID
+	Subject        string
+	Service        catalog.ServiceName
+	Route          catalog.RouteName
+	Function       catalog.FunctionName
+	Revision       catalog.RevisionID
+	Release        catalog.ReleaseID
+	Artifact       catalog.Digest
+	CellClass      catalog.CellClass
+	QueueClass     string
+	QueueIndex     int // index into NodeAdmissionPolicy.QueueClasses
+	TrustClass     catalog.TrustClass
+	Priority       uint32
+	Threading      catalog.Threading
+	Features       catalog.FeatureSet
+	CallDepthLimit uint32
+}

@@ -1,0 +1,9 @@
+// Command forge_fields tries to mint a permit with a reservation: it must not compile.
+package main
+
+import "github.com/latent-node/latent-node/admission"
+
+func main() {
+	p := &admission.AdmissionPermit{id: "x", seq: 1}
+	_, _ = p.StartExecution()
+}
