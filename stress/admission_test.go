@@ -1,0 +1,225 @@
+package stress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/loadsource"
+)
+
+// The isolated admission regression of seed 001: in a child process with a
+// fixed deadline, submit many distinct rejected service targets and complete
+// 100 reservations, then check that the process's threads, descriptors,
+// sockets and children are unchanged and every tenant counter is empty.
+// TestAdmissionIsolated1k runs in `make test`; the 100k variant needs the
+// stress tag (`make stress`).
+
+const childEnv = "LATENT_STRESS_ADMISSION_TARGETS"
+
+func TestAdmissionIsolated1k(t *testing.T) { runIsolated(t, 1_000, time.Minute) }
+
+// runIsolated re-executes this test binary as the child, kills it at the
+// deadline and reaps it either way.
+func runIsolated(t *testing.T, targets int, deadline time.Duration) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the isolated regression reads /proc")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestAdmissionChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+strconv.Itoa(targets))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run() // Run waits: the child is reaped on success, failure and kill
+	if ctx.Err() != nil {
+		t.Fatalf("child exceeded its %s deadline and was killed:\n%s", deadline, out.String())
+	}
+	if err != nil || !strings.Contains(out.String(), "ISOLATED-OK") {
+		t.Fatalf("child failed (%v):\n%s", err, out.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "isolated:") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
+}
+
+// TestAdmissionChild is the child half; it does nothing unless started by runIsolated.
+func TestAdmissionChild(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv(childEnv))
+	if err != nil {
+		t.Skip("runs only as the child of TestAdmissionIsolated*")
+	}
+	h := newAdmissionHarness(t)
+	// Warm up with the same load: the Go runtime starts its GC worker threads
+	// now, not during the measurement.
+	h.cycle(t, 0, n, 100)
+	runtime.GC()
+	before := processCounts(t)
+	h.cycle(t, 1, n, 100)
+	runtime.GC()
+	after := processCounts(t)
+	if before != after {
+		t.Fatalf("process resources changed: before %+v, after %+v", before, after)
+	}
+	snap := h.prov.Snapshot()
+	for _, s := range append([]admission.ScopeSnapshot{snap.Node}, append(snap.Tenants, snap.TrustClasses...)...) {
+		if s.Usage != (admission.Usage{}) {
+			t.Fatalf("scope %s retained %+v", s.Name, s.Usage)
+		}
+	}
+	if len(snap.Tenants) != 1 {
+		t.Fatalf("tenant counters grew: %d", len(snap.Tenants))
+	}
+	t.Logf("isolated: %d rejected targets, 100 completed reservations, counts %+v", n, after)
+	t.Log("ISOLATED-OK")
+}
+
+type counts struct{ Goroutines, Threads, FDs, Sockets, Children int }
+
+func processCounts(t *testing.T) counts {
+	c := counts{Goroutines: runtime.NumGoroutine()}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			c.Threads, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		c.FDs++
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, "socket:") {
+			c.Sockets++
+		}
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, f := range tasks {
+		data, _ := os.ReadFile(f)
+		c.Children += len(strings.Fields(string(data)))
+	}
+	return c
+}
+
+type clock struct{ now atomic.Int64 }
+
+func (c *clock) Now() time.Time { return time.Unix(0, c.now.Load()) }
+
+type inspector struct{}
+
+func (inspector) Inspect(context.Context, catalog.Digest, []byte) (catalog.ModuleInfo, error) {
+	return catalog.ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 1 << 30, Threading: catalog.ThreadingSingle,
+		Exports: []catalog.FunctionName{"_start"}}, nil
+}
+
+type admissionHarness struct {
+	clock *clock
+	cat   *catalog.Catalog
+	prov  *admission.LocalQuotaProvider
+}
+
+func newAdmissionHarness(t *testing.T) *admissionHarness {
+	h := &admissionHarness{clock: &clock{}}
+	h.clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: inspector{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := catalog.DigestOf(sha256.Sum256([]byte("m")))
+	if err := cat.PutArtifact(context.Background(), d, strings.NewReader("m")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cat.Deploy(context.Background(), catalog.Manifest{Tenant: "acme", Service: "images",
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
+			Ceiling: &catalog.ManifestCeiling{CPUFuel: 1000, MemoryBytes: 1 << 20, WallTime: catalog.Duration(time.Second)}}},
+		Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cat = cat
+	load := loadsource.NewState(time.Hour)
+	if err := load.Publish(loadsource.Sample{CPU: 0.1, Memory: 0.1, TakenAt: h.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	limits := admission.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1 << 40, MaxReservedMemory: 1 << 40}
+	cells := []catalog.CellClass{catalog.CellTiny}
+	policy := admission.NodeAdmissionPolicy{
+		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 30, MemoryBytes: 1 << 30, WallTime: time.Minute},
+		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 0},
+		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 16}},
+		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{
+			catalog.CellTiny: {MemoryBytes: 1 << 30, Parallelism: 4, Threading: []catalog.Threading{catalog.ThreadingSingle}}},
+		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
+		Tenants: map[catalog.TenantID]admission.TenantPolicy{"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
+			CellClasses: cells, Subjects: []string{"alice"}, Kinds: []admission.PrincipalKind{admission.KindUser},
+			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20}}},
+		Overload:       admission.OverloadPolicy{CPUThreshold: 0.9, MemoryThreshold: 0.9, MaxObservationAge: time.Hour},
+		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
+		Placement:      admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
+		CallDepthLimit: 1000,
+	}
+	h.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: h.clock, Load: load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// cycle submits n requests for distinct services that do not exist (each
+// refused as revision-not-available) and completes k reservations.
+func (h *admissionHarness) cycle(t *testing.T, round, n, k int) {
+	pin := h.cat.Pin()
+	c := h.prov.WithPolicySource(pin)
+	good, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "r" + strconv.Itoa(round) + "-"
+	for i := 0; i < n; i++ {
+		svc := catalog.ServiceName(prefix + "svc-" + strconv.Itoa(i))
+		if _, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: svc, Route: "run"}, ""); !errors.Is(err, catalog.ErrRevisionNotAvailable) {
+			t.Fatalf("resolve of an unknown service: %v", err)
+		}
+		forged := good
+		forged.Service = svc
+		req := &admission.Request{ActivationID: prefix + "rej-" + strconv.Itoa(i), Revision: forged,
+			Principal: admission.Principal{Subject: "alice", Kind: admission.KindUser, Tenant: "acme"}}
+		if _, err := c.Admit(req); !errors.Is(err, admission.ErrRevisionNotAvailable) {
+			t.Fatalf("want revision-not-available, have %v", err)
+		}
+	}
+	for i := 0; i < k; i++ {
+		req := &admission.Request{ActivationID: prefix + "ok-" + strconv.Itoa(i), Revision: good,
+			Principal: admission.Principal{Subject: "alice", Kind: admission.KindUser, Tenant: "acme"}}
+		p, err := c.Admit(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := p.StartExecution()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
