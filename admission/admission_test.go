@@ -565,3 +565,45 @@ func TestLedger_hammer(t *testing.T) {
 	}
 	t.Logf("%d admitted, %d refused", admitted, refused)
 }
+
+func TestAdmit_identifierBounds(t *testing.T) {
+	h := newHarness(t, testPolicy())
+	tests := []struct {
+		name   string
+		mutate func(r *Request)
+		want   *Rejection
+	}{
+		{"over-long revision id", func(r *Request) { r.Revision.Revision += catalog.RevisionID(strings.Repeat("0", 40)) }, rejGeneratedID},
+		{"over-long release id", func(r *Request) { r.Revision.Release += catalog.ReleaseID(strings.Repeat("0", 40)) }, rejGeneratedID},
+		{"forged revision id within bounds", func(r *Request) { r.Revision.Revision = "rev1-forged" }, rejRevision},
+		{"over-long route", func(r *Request) { r.Revision.Route = catalog.RouteName(strings.Repeat("r", 65)) }, rejTargetName},
+		{"control in function", func(r *Request) { r.Revision.Function = "_st\x00art" }, rejTargetName},
+		{"bad metadata key", func(r *Request) { r.Attributes = []catalog.Attribute{{Key: "a b", Value: "v"}} }, rejMetadataKey},
+		{"metadata bytes", func(r *Request) {
+			r.Attributes = []catalog.Attribute{{Key: "k", Value: strings.Repeat("v", 128)}}
+		}, rejMetadataBytes},
+		{"metadata bytes at the bound", func(r *Request) {
+			r.Attributes = []catalog.Attribute{{Key: "k", Value: strings.Repeat("v", 127)}}
+		}, nil},
+		{"storage dimension", func(r *Request) { r.Budget.StorageBytes = 1 }, rejStorageDimension},
+		{"accelerator dimension", func(r *Request) { r.Budget.Accelerators = 1 }, rejAccelDimension},
+		{"unknown principal kind", func(r *Request) { r.Principal.Kind = 7 }, rejPrincipal},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := h.request("a", "acme", "images")
+			tc.mutate(req)
+			p, err := h.admit(req)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("want admitted, have %v", err)
+				}
+				_ = p.Release()
+				return
+			}
+			if err != tc.want {
+				t.Fatalf("want %v, have %v", tc.want, err)
+			}
+		})
+	}
+}

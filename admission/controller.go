@@ -194,7 +194,8 @@ func (p *LocalQuotaProvider) checkIdentifiers(req *Request) *Rejection {
 			return rejTargetName
 		}
 	}
-	if catalog.ValidateGeneratedID(string(r.Revision)) != nil || catalog.ValidateGeneratedID(string(r.Release)) != nil {
+	// Generated ids have their own bound; the pin then matches them exactly.
+	if len(r.Revision) > catalog.MaxGeneratedIDBytes || len(r.Release) > catalog.MaxGeneratedIDBytes {
 		return rejGeneratedID
 	}
 	entries, size := 0, 0

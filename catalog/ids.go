@@ -92,18 +92,35 @@ func ValidateNameWithin(s string, maxBytes int) error {
 	return validateName(s, maxBytes)
 }
 
+var errInvalidChars = errors.Mark(errors.New("must not contain whitespace or control characters"), ErrInvalidName)
+
 func validateName(s string, maxBytes int) error {
 	switch {
 	case s == "":
 		return errors.Mark(errors.New("must not be empty"), ErrInvalidName)
 	case len(s) > maxBytes:
 		return errors.Mark(errors.Newf("must be at most %d bytes", maxBytes), ErrInvalidName)
-	case !utf8.ValidString(s):
+	}
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		if c <= ' ' || c == 0x7f { // ASCII whitespace and control characters
+			return errInvalidChars
+		}
+	}
+	if ascii {
+		return nil
+	}
+	if !utf8.ValidString(s) {
 		return errors.Mark(errors.New("must be valid UTF-8"), ErrInvalidName)
 	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || r == utf8.RuneError {
-			return errors.Mark(errors.New("must not contain whitespace or control characters"), ErrInvalidName)
+			return errInvalidChars
 		}
 	}
 	return nil
