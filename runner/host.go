@@ -1,0 +1,213 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/runner/internal/fuel"
+)
+
+// activation is the host-side state of one running guest. Host functions
+// find it in the call's context.
+type activation struct {
+	ctx       context.Context // the run context: the permit's deadline and the caller's cancellation
+	remaining uint64          // fuel not yet handed to the guest
+	budget    uint64
+	slice     uint64
+	mod       api.Module // set after instantiation (nil while a start section runs)
+
+	memLimitPages uint32
+	memPeakPages  uint32
+	memRefused    bool
+
+	stdout cappedWriter
+	stderr tailWriter
+}
+
+type activationKey struct{}
+
+func activationFrom(ctx context.Context) *activation {
+	a, _ := ctx.Value(activationKey{}).(*activation)
+	if a == nil {
+		panic(errors.AssertionFailedf("runner: host function called outside an activation"))
+	}
+	return a
+}
+
+// stopErr is the typed stop for a done run context.
+func (a *activation) stopErr() error {
+	if errors.Is(context.Cause(a.ctx), errDeadline) || errors.Is(a.ctx.Err(), context.DeadlineExceeded) {
+		return errDeadline
+	}
+	return errCancelled
+}
+
+// fuelGlobal returns the calling module's fuel global.
+func fuelGlobal(mod api.Module) api.MutableGlobal {
+	g, ok := mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
+	if !ok {
+		panic(errors.AssertionFailedf("runner: instrumented module without a mutable fuel global"))
+	}
+	return g
+}
+
+// tick is the fuel slow path: the guest's fuel global went negative. It checks
+// the run context (deadline, cancellation) and hands out the next slice of
+// the budget, trapping with errFuelExhausted when the budget cannot cover
+// the debt. It is also the guest's only regular safe point for Go's
+// scheduler and garbage collector.
+func tick(ctx context.Context, mod api.Module, _ []uint64) {
+	a := activationFrom(ctx)
+	if a.ctx.Err() != nil {
+		panic(a.stopErr())
+	}
+	g := fuelGlobal(mod)
+	cur := int64(g.Get())
+	for cur < 0 {
+		if a.remaining == 0 {
+			g.Set(uint64(cur))
+			panic(errFuelExhausted)
+		}
+		give := min(a.slice, a.remaining)
+		a.remaining -= give
+		cur += int64(give)
+	}
+	g.Set(uint64(cur))
+}
+
+// charge takes n units from the guest's fuel (host work done on its behalf),
+// running the slow path when that empties the global.
+func (a *activation) charge(ctx context.Context, n uint64) {
+	if a.mod == nil || n == 0 {
+		return
+	}
+	g := fuelGlobal(a.mod)
+	g.Set(uint64(int64(g.Get()) - int64(n)))
+	if int64(g.Get()) < 0 {
+		tick(ctx, a.mod, nil)
+	}
+}
+
+// grow replaces memory.grow: it grows memory 0 within the activation's
+// granted pages, charges one unit per page, and records a refusal so the
+// outcome says memory-exhausted instead of a silent -1.
+func grow(ctx context.Context, mod api.Module, stack []uint64) {
+	a := activationFrom(ctx)
+	delta := uint32(stack[0])
+	mem := mod.Memory()
+	if mem == nil {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	old := mem.Size() / 65536
+	if uint64(old)+uint64(delta) > uint64(a.memLimitPages) {
+		a.memRefused = true
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	prev, ok := mem.Grow(delta)
+	if !ok {
+		a.memRefused = true
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	a.memPeakPages = max(a.memPeakPages, prev+delta)
+	stack[0] = api.EncodeI32(int32(prev))
+	if a.mod != nil && delta > 0 {
+		a.charge(ctx, uint64(delta))
+	}
+}
+
+// depthExceeded traps: the guest nested calls deeper than its bound.
+func depthExceeded(context.Context, api.Module, []uint64) {
+	panic(errCallDepth)
+}
+
+// instantiateHost defines the fuel host module in rt.
+func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(fuel.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(tick), nil, nil).Export(fuel.TickName).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(grow), []api.ValueType{api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(fuel.GrowName).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(depthExceeded), nil, nil).Export(fuel.DepthName).
+		Instantiate(ctx)
+	return errors.Wrap(err, "runner: define the fuel host module")
+}
+
+// cappedWriter keeps stdout up to its cap; a write past the cap fails (the
+// guest sees an I/O error) and marks the overflow.
+type cappedWriter struct {
+	a        *activation
+	buf      []byte
+	cap      int
+	overflow bool
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	w.a.charge(w.a.ctx, uint64(len(p))>>6)
+	if len(w.buf)+len(p) > w.cap {
+		w.overflow = true
+		n := w.cap - len(w.buf)
+		w.buf = append(w.buf, p[:n]...)
+		return n, errors.New("runner: output limit exceeded")
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// tailWriter keeps the last len(buf) bytes written.
+type tailWriter struct {
+	buf [4096]byte
+	n   int // bytes retained so far, modulo positions
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	total := len(p)
+	if len(p) > len(w.buf) {
+		p = p[len(p)-len(w.buf):]
+	}
+	for _, c := range p {
+		w.buf[w.n%len(w.buf)] = c
+		w.n++
+	}
+	return total, nil
+}
+
+// Bytes returns the retained tail in order.
+func (w *tailWriter) Bytes() []byte {
+	if w.n <= len(w.buf) {
+		return append([]byte(nil), w.buf[:w.n]...)
+	}
+	start := w.n % len(w.buf)
+	return append(append([]byte(nil), w.buf[start:]...), w.buf[:start]...)
+}
+
+// chargedReader charges fuel for stdin as the guest reads it.
+type chargedReader struct {
+	a *activation
+	r io.Reader
+}
+
+func (r chargedReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.a.charge(r.a.ctx, uint64(n)>>6)
+	return n, err
+}
+
+// nanosleep sleeps for the guest (poll_oneoff, sched) but wakes when the run
+// context is done; the next tick then stops the guest.
+func (a *activation) nanosleep(ns int64) {
+	if ns <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.ctx.Done():
+	}
+}

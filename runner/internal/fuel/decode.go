@@ -1,0 +1,260 @@
+package fuel
+
+import (
+	"github.com/cockroachdb/errors"
+)
+
+// decode reads one instruction, range-checks its indices and records the
+// features it uses. For br and br_if in.imm is the label depth; for br_table
+// the labels (default last) are left in rw.targets. Label depths are checked
+// by the caller, which knows the block nesting.
+func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
+	m := rw.m
+	at := r.offset()
+	in := instr{start: int32(r.pos)}
+	op, err := r.byte()
+	if err != nil {
+		return in, err
+	}
+	in.op = uint16(op)
+	unsupported := func(what string) error {
+		return errors.Wrapf(ErrUnsupported, "offset %#x: %s", at, what)
+	}
+	invalid := func(format string, args ...any) error {
+		return errors.Wrapf(ErrInvalid, "offset %#x: "+format, append([]any{at}, args...)...)
+	}
+	index := func(what string, limit uint64) (uint32, error) {
+		v, err := r.u32()
+		if err == nil && uint64(v) >= limit {
+			err = invalid("%s index %d out of range", what, v)
+		}
+		return v, err
+	}
+	needMemory := func() error {
+		if m.memory == nil {
+			return invalid("memory instruction without a memory")
+		}
+		return nil
+	}
+	memarg := func() error {
+		if err := needMemory(); err != nil {
+			return err
+		}
+		align, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if align&0x40 != 0 {
+			return unsupported("memory index in memarg (multi-memory)")
+		}
+		_, err = r.u32()
+		return err
+	}
+	memIndex := func() error {
+		mat := r.offset()
+		b, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if b != 0 {
+			return errors.Wrapf(ErrUnsupported, "offset %#x: memory index %d (multi-memory)", mat, b)
+		}
+		return needMemory()
+	}
+	table := func() error {
+		_, err := m.tableIndex(r)
+		return err
+	}
+
+	switch {
+	case op == opBlock || op == opLoop || op == opIf:
+		bt, err := r.sleb(33)
+		if err != nil {
+			return in, err
+		}
+		switch {
+		case bt >= 0:
+			if bt >= int64(len(m.types)) {
+				return in, invalid("block type index %d out of range", bt)
+			}
+			m.features |= FeatureMultiValue
+		case bt == -0x40:
+		default:
+			switch t := byte(bt & 0x7f); t {
+			case valI32, valI64, valF32, valF64, valV128, valFuncref, valExternref:
+				m.noteValType(t)
+			default:
+				return in, unsupported("block type " + hexByte(t))
+			}
+		}
+	case op == opBr || op == opBrIf:
+		in.imm, err = r.u32()
+	case op == opBrTable:
+		n, err := r.count()
+		if err != nil {
+			return in, err
+		}
+		rw.targets = rw.targets[:0]
+		for range n + 1 {
+			l, err := r.u32()
+			if err != nil {
+				return in, err
+			}
+			rw.targets = append(rw.targets, l)
+		}
+	case op == opCall:
+		in.imm, err = index("function", uint64(m.numFuncs()))
+	case op == opCallIndirect:
+		if _, err = index("type", uint64(len(m.types))); err == nil {
+			err = table()
+		}
+	case op == opSelectTyped:
+		m.features |= FeatureReferenceTypes
+		n, err := r.u32()
+		if err != nil {
+			return in, err
+		}
+		if n != 1 {
+			return in, invalid("select with %d types", n)
+		}
+		t, err := r.valType()
+		if err != nil {
+			return in, err
+		}
+		m.noteValType(t)
+	case op >= opLocalGet && op <= opLocalTee:
+		_, err = index("local", numLocals)
+	case op == opGlobalGet || op == opGlobalSet:
+		_, err = index("global", uint64(m.numGlobals()))
+	case op == opTableGet || op == opTableSet:
+		m.features |= FeatureReferenceTypes
+		err = table()
+	case op >= opI32Load && op <= opI64Store32:
+		err = memarg()
+	case op == opMemorySize || op == opMemoryGrow:
+		err = memIndex()
+	case op == opI32Const:
+		_, err = r.sleb(32)
+	case op == opI64Const:
+		_, err = r.sleb(64)
+	case op == opF32Const:
+		_, err = r.bytes(4)
+	case op == opF64Const:
+		_, err = r.bytes(8)
+	case op == opRefNull:
+		m.features |= FeatureReferenceTypes
+		var t byte
+		if t, err = r.refType(); err == nil {
+			m.noteValType(t)
+		}
+	case op == opRefIsNull:
+		m.features |= FeatureReferenceTypes
+	case op == opRefFunc:
+		m.features |= FeatureReferenceTypes
+		in.imm, err = index("function", uint64(m.numFuncs()))
+	case op == prefixMisc:
+		err = rw.decodeMisc(r, &in, at, index, memIndex, table)
+	case op == prefixSIMD:
+		err = rw.decodeSIMD(r, &in, at, memarg)
+	case op >= opI32Extend8S && op <= opI64Extend32S:
+		m.features |= FeatureSignExtension
+	case op <= opNop || op == opElse || op == opEnd || op == opReturn ||
+		op == opDrop || op == opSelect || op >= opI32Eqz && op < opI32Extend8S:
+		// No immediates.
+	default:
+		if what, ok := unsupportedOps[op]; ok {
+			return in, unsupported(what)
+		}
+		return in, unsupported("unknown opcode " + hexByte(op))
+	}
+	if err != nil {
+		return in, err
+	}
+	in.end = int32(r.pos)
+	return in, nil
+}
+
+func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
+	index func(string, uint64) (uint32, error), memIndex, table func() error,
+) error {
+	m := rw.m
+	sub, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if sub > miscTableFill {
+		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfc %d", at, sub)
+	}
+	in.op = prefixMisc<<8 | uint16(sub)
+	dataLimit := uint64(m.numData)
+	if m.dataCount != nil {
+		dataLimit = uint64(*m.dataCount)
+	}
+	switch {
+	case sub <= miscTruncSatLast:
+		m.features |= FeatureNontrappingF2I
+	case sub == miscMemoryInit:
+		m.features |= FeatureBulkMemory
+		if _, err = index("data", dataLimit); err == nil {
+			err = memIndex()
+		}
+	case sub == miscDataDrop:
+		m.features |= FeatureBulkMemory
+		_, err = index("data", dataLimit)
+	case sub == miscMemoryCopy:
+		m.features |= FeatureBulkMemory
+		if err = memIndex(); err == nil {
+			err = memIndex()
+		}
+	case sub == miscMemoryFill:
+		m.features |= FeatureBulkMemory
+		err = memIndex()
+	case sub == miscTableInit:
+		m.features |= FeatureBulkMemory
+		if _, err = index("element", uint64(m.numElems())); err == nil {
+			err = table()
+		}
+	case sub == miscElemDrop:
+		m.features |= FeatureBulkMemory
+		_, err = index("element", uint64(m.numElems()))
+	case sub == miscTableCopy:
+		m.features |= FeatureBulkMemory
+		if err = table(); err == nil {
+			err = table()
+		}
+	default: // table.grow, table.size, table.fill
+		m.features |= FeatureReferenceTypes
+		err = table()
+	}
+	return err
+}
+
+func (rw *rewriter) decodeSIMD(r *reader, in *instr, at int, memarg func() error) error {
+	rw.m.features |= FeatureSIMD
+	sub, err := r.u32()
+	if err != nil {
+		return err
+	}
+	if sub > 0xff || simdUnused[sub] {
+		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfd %#x", at, sub)
+	}
+	in.op = prefixSIMD<<8 | uint16(sub)
+	switch {
+	case sub <= simdStore, sub == simdLoadZero32, sub == simdLoadZero64:
+		return memarg()
+	case sub == simdV128Const, sub == simdShuffle:
+		_, err = r.bytes(16)
+	case sub >= simdLaneFirst && sub <= simdLaneLast:
+		_, err = r.byte()
+	case sub >= simdLoadLaneFrst && sub <= simdLoadLaneLast:
+		if err = memarg(); err == nil {
+			_, err = r.byte()
+		}
+	}
+	return err
+}
+
+func hexByte(b byte) string {
+	const digits = "0123456789abcdef"
+	return "0x" + string([]byte{digits[b>>4], digits[b&15]})
+}

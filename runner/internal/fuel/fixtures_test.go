@@ -1,0 +1,70 @@
+package fuel
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+func TestInstrument_fixtures(t *testing.T) {
+	for _, name := range testwasm.Names() {
+		t.Run(name, func(t *testing.T) {
+			res := mustInstrument(t, testwasm.Bytes(t, name), Config{})
+			if name == "bad_import" {
+				want := Import{Module: "env", Name: "host_log", Kind: ExternFunc}
+				if !slices.Contains(res.Info.Imports, want) {
+					t.Errorf("Info.Imports = %v, want it to list %v", res.Info.Imports, want)
+				}
+			}
+			if !res.Info.HasMemory || res.Info.MemoryMinPages < 1 || res.Info.HasMemoryMax {
+				t.Errorf("memory info = %+v", res.Info)
+			}
+			if !slices.Contains(res.Info.Exports, Export{Name: "_start", Kind: ExternFunc}) {
+				t.Errorf("Info.Exports = %v, want _start", res.Info.Exports)
+			}
+			if _, err := getEngine(t, true).rt.CompileModule(t.Context(), res.Module); err != nil {
+				t.Fatalf("compiler: %v", err)
+			}
+		})
+	}
+}
+
+func TestInstrument_sameBehaviour(t *testing.T) {
+	tests := []struct {
+		name, stdin string
+	}{
+		{"echo", "hello\nworld\n"},
+		{"compute", "1000"},
+		{"compute", "x"},
+		{"fib", "20"},
+		{"exit", "42"},
+		{"exit", ""},
+		{"hello", "bob\n"},
+		{"hello", ""},
+		{"trap_unreachable", ""},
+		{"trap_divzero", ""},
+		{"trap_oob", ""},
+		{"trivial", ""},
+		{"bad_import", ""},
+	}
+	e := getEngine(t, true)
+	for _, tc := range tests {
+		t.Run(tc.name+"/"+tc.stdin, func(t *testing.T) {
+			orig := testwasm.Bytes(t, tc.name)
+			res := mustInstrument(t, orig, Config{})
+			want := e.run(t, orig, tc.stdin, "", nil)
+			have := e.run(t, res.Module, tc.stdin, "", nil)
+			if want.behaviour() != have.behaviour() {
+				t.Errorf("behaviour differs:\nwant %s\nhave %s", want.behaviour(), have.behaviour())
+			}
+			if have.fuel <= 0 && tc.name != "trivial" {
+				t.Errorf("fuel = %d, want > 0", have.fuel)
+			}
+			if have.trap == "" && have.exit < 0 && have.depth != 0 {
+				t.Errorf("call depth after return = %d, want 0", have.depth)
+			}
+			t.Logf("%s: fuel %d, %s", tc.name, have.fuel, have.behaviour())
+		})
+	}
+}

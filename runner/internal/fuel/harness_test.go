@@ -1,0 +1,254 @@
+package fuel
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// This file is a small stand-in for the runner's host side: the fuel, grow
+// and depth imports and a way to run a module with a budget.
+
+// Typed errors the host functions panic with; wazero hands them back
+// wrapped, so errors.Is finds them.
+var (
+	errFuelExhausted = errors.New("test host: fuel exhausted")
+	errDepthExceeded = errors.New("test host: call depth exceeded")
+)
+
+// meter is one activation's host-side state.
+type meter struct {
+	budget  int64 // the activation's budget
+	left    int64 // not yet handed to the guest
+	slice   int64 // handed out per tick
+	pageCap uint32
+
+	ticks    int
+	refusals int
+	grows    int
+	fuel     api.MutableGlobal // the guest's fuel global, once known
+}
+
+func newMeter(budget int64) *meter {
+	return &meter{budget: budget, left: budget, slice: 1 << 20, pageCap: 64}
+}
+
+// used is the fuel the guest consumed: what it was handed minus what it did
+// not spend.
+func (me *meter) used() int64 {
+	handed := me.budget - me.left
+	if me.fuel == nil {
+		return handed
+	}
+	if f := int64(me.fuel.Get()); f > 0 {
+		return handed - f
+	}
+	return handed
+}
+
+type meterKey struct{}
+
+func meterFrom(ctx context.Context) *meter { return ctx.Value(meterKey{}).(*meter) }
+
+// tick implements the slow-path contract: add slices to the global until it
+// is non-negative, check the context, trap when the budget is spent.
+func tick(ctx context.Context, mod api.Module) {
+	me := meterFrom(ctx)
+	if me.fuel == nil {
+		me.fuel = mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
+	}
+	me.ticks++
+	if err := ctx.Err(); err != nil {
+		panic(err)
+	}
+	f := int64(me.fuel.Get())
+	for f < 0 {
+		if me.left == 0 {
+			panic(errFuelExhausted)
+		}
+		take := min(me.slice, me.left)
+		me.left -= take
+		f += take
+		me.fuel.Set(uint64(f))
+	}
+}
+
+func grow(ctx context.Context, mod api.Module, delta uint32) uint32 {
+	me := meterFrom(ctx)
+	mem := mod.Memory()
+	pages := mem.Size() / 65536
+	if uint64(pages)+uint64(delta) > uint64(me.pageCap) {
+		me.refusals++
+		return 0xffffffff
+	}
+	old, ok := mem.Grow(delta)
+	if !ok {
+		return 0xffffffff
+	}
+	me.grows++
+	return old
+}
+
+func depthExceeded(context.Context) { panic(errDepthExceeded) }
+
+// engine is a wazero runtime with WASI, the fuel host module and a shared
+// compilation cache.
+type engine struct {
+	rt wazero.Runtime
+}
+
+var (
+	cache   = wazero.NewCompilationCache()
+	engines sync.Map // bool (compiler) -> *engine
+	engMu   sync.Mutex
+)
+
+func getEngine(t testing.TB, compiler bool) *engine {
+	t.Helper()
+	engMu.Lock()
+	defer engMu.Unlock()
+	if e, ok := engines.Load(compiler); ok {
+		return e.(*engine)
+	}
+	ctx := context.Background()
+	cfg := wazero.NewRuntimeConfigInterpreter()
+	if compiler {
+		cfg = wazero.NewRuntimeConfigCompiler()
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg.WithCompilationCache(cache).WithCoreFeatures(api.CoreFeaturesV2))
+	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	_, err := rt.NewHostModuleBuilder(ImportModule).
+		NewFunctionBuilder().WithFunc(tick).Export(TickName).
+		NewFunctionBuilder().WithFunc(grow).Export(GrowName).
+		NewFunctionBuilder().WithFunc(depthExceeded).Export(DepthName).
+		Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.NewHostModuleBuilder("env").
+		NewFunctionBuilder().WithFunc(func(context.Context, uint32, uint32) {}).Export("host_log").
+		NewFunctionBuilder().WithFunc(func(_ context.Context, x uint32) uint32 { return x*3 + 1 }).Export("f").
+		Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{rt: rt}
+	engines.Store(compiler, e)
+	return e
+}
+
+// outcome is what one run of a module did.
+type outcome struct {
+	stdout, stderr string
+	exit           int    // proc_exit code, -1 if none
+	trap           string // first line of any other error
+	err            error
+	results        []uint64
+	fuel           int64 // consumed (instrumented runs)
+	depth          uint32
+	me             *meter
+}
+
+func (o outcome) behaviour() string {
+	return "stdout=" + strconv.Quote(o.stdout) + " exit=" + strconv.Itoa(o.exit) + " trap=" + o.trap
+}
+
+// run instantiates wasm (without running start functions named _start) and
+// calls fn with args, or _start if fn is empty. A nil meter gets a large
+// budget.
+func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, args ...uint64) outcome {
+	t.Helper()
+	if me == nil {
+		me = newMeter(1 << 40)
+	}
+	ctx := context.WithValue(context.Background(), meterKey{}, me)
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	defer func() { _ = cm.Close(ctx) }()
+	var stdout, stderr bytes.Buffer
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
+		WithStdin(strings.NewReader(stdin)).WithStdout(&stdout).WithStderr(&stderr)
+	o := outcome{exit: -1, me: me}
+	mod, err := e.rt.InstantiateModule(ctx, cm, cfg)
+	if err == nil {
+		defer func() { _ = mod.Close(ctx) }()
+		if fn == "" {
+			fn = "_start"
+		}
+		f := mod.ExportedFunction(fn)
+		if f == nil {
+			t.Fatalf("no export %q", fn)
+		}
+		o.results, err = f.Call(ctx, args...)
+	}
+	o.stdout, o.stderr = stdout.String(), stderr.String()
+	var exit *sys.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		o.exit = int(exit.ExitCode())
+	default:
+		o.err = err
+		o.trap, _, _ = strings.Cut(err.Error(), "\n")
+	}
+	if mod != nil {
+		if g := mod.ExportedGlobal(FuelExport); g != nil {
+			me.fuel = g.(api.MutableGlobal)
+			im := mod.(experimental.InternalModule)
+			o.depth = uint32(im.Global(im.NumGlobal() - 1).Get())
+		}
+	}
+	o.fuel = me.used()
+	return o
+}
+
+// mustInstrument instruments wasm and checks the output with wazero and,
+// when installed, wasm-validate.
+func mustInstrument(t testing.TB, wasm []byte, cfg Config) *Result {
+	t.Helper()
+	res, err := Instrument(wasm, cfg)
+	if err != nil {
+		t.Fatalf("Instrument: %+v", err)
+	}
+	if err := validate(res.Module); err != nil {
+		t.Fatalf("instrumented module does not validate: %v", err)
+	}
+	wasmValidate(t, res.Module)
+	return res
+}
+
+var wasmValidatePath = sync.OnceValue(func() string {
+	p, _ := exec.LookPath("wasm-validate")
+	return p
+})
+
+// wasmValidate runs wabt's wasm-validate on wasm when it is installed.
+func wasmValidate(t testing.TB, wasm []byte) {
+	t.Helper()
+	p := wasmValidatePath()
+	if p == "" {
+		return
+	}
+	f := t.TempDir() + "/m.wasm"
+	if err := os.WriteFile(f, wasm, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(p, f)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("wasm-validate: %v\n%s", err, out)
+	}
+}

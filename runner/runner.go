@@ -1,0 +1,265 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner/internal/fuel"
+)
+
+// WASIModule is the only import module a guest may use.
+const WASIModule = "wasi_snapshot_preview1"
+
+// Defaults of Config.
+const (
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultFuelSlice      = 1 << 20 // ≈ 1 ms of compiled code between context checks
+)
+
+// Config configures a Runner.
+type Config struct {
+	// CacheDir holds wazero's compilation cache, so a restart does not
+	// recompile from scratch. Empty: an in-memory cache.
+	CacheDir string
+	// MaxOutputBytes caps a guest's stdout (default 1 MiB).
+	MaxOutputBytes int
+	// MaxCallDepth bounds nested calls of defined functions (default
+	// fuel.DefaultMaxCallDepth). Admission's CallDepthLimit must not exceed it.
+	MaxCallDepth uint32
+	// FuelSlice is how much fuel the guest gets between two slow-path checks
+	// of its context (default 1<<20).
+	FuelSlice uint64
+}
+
+// Cell is what Run needs from a leased execution cell: linear memory for one
+// activation, capped at limitBytes (cellpool.Lease implements it).
+type Cell interface {
+	WithMemory(ctx context.Context, limitBytes uint64) context.Context
+}
+
+// Runner executes admitted activations in wazero. It compiles each artifact
+// once, at deploy (it implements catalog.ModuleInspector), and never at
+// admission or execution. It starts no goroutines.
+type Runner struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+
+	mu      sync.RWMutex
+	modules map[catalog.Digest]wazero.CompiledModule
+}
+
+var _ catalog.ModuleInspector = (*Runner)(nil)
+
+// New creates the wazero runtime (compiler engine, core features 2.0, the
+// compilation cache) with WASI and the fuel host module defined.
+// WithCloseOnContextDone stays off: deadlines go through the fuel slow path.
+func New(ctx context.Context, cfg Config) (*Runner, error) {
+	if cfg.MaxOutputBytes <= 0 {
+		cfg.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if cfg.MaxCallDepth == 0 {
+		cfg.MaxCallDepth = fuel.DefaultMaxCallDepth
+	}
+	if cfg.FuelSlice == 0 {
+		cfg.FuelSlice = DefaultFuelSlice
+	}
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		var err error
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+			return nil, errors.Wrap(err, "runner: compilation cache")
+		}
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
+		WithCoreFeatures(api.CoreFeaturesV2).WithCompilationCache(cache))
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, errors.Wrap(err, "runner: define WASI")
+	}
+	if err := instantiateHost(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	return &Runner{cfg: cfg, rt: rt, cache: cache, modules: map[catalog.Digest]wazero.CompiledModule{}}, nil
+}
+
+// Close releases the runtime and every compiled module.
+func (r *Runner) Close(ctx context.Context) error {
+	err := r.rt.Close(ctx)
+	return errors.CombineErrors(err, r.cache.Close(ctx))
+}
+
+// Inspect validates module, refuses imports outside WASI, reads its memory
+// limits, features and exports, instruments it for fuel and compiles it (once
+// per digest; the compilation cache makes a restart cheap). Errors name what
+// to fix and contain no host paths.
+func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
+	res, err := fuel.Instrument(module, fuel.Config{MaxCallDepth: r.cfg.MaxCallDepth})
+	if err != nil {
+		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
+	}
+	info, err := moduleInfo(res.Info)
+	if err != nil {
+		return catalog.ModuleInfo{}, err
+	}
+	r.mu.RLock()
+	_, done := r.modules[digest]
+	r.mu.RUnlock()
+	if done {
+		return info, nil
+	}
+	compiled, err := r.rt.CompileModule(ctx, res.Module)
+	if err != nil {
+		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: compile")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, done := r.modules[digest]; done {
+		_ = compiled.Close(ctx)
+	} else {
+		r.modules[digest] = compiled
+	}
+	return info, nil
+}
+
+func moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
+	for _, imp := range in.Imports {
+		if imp.Module != WASIModule {
+			return catalog.ModuleInfo{}, errors.Newf("runner: import %s.%s is not allowed (only %s imports are)",
+				imp.Module, imp.Name, WASIModule)
+		}
+	}
+	var exports []catalog.FunctionName
+	hasMemory, hasStart := false, false
+	for _, e := range in.Exports {
+		switch {
+		case e.Kind == fuel.ExternFunc:
+			exports = append(exports, catalog.FunctionName(e.Name))
+			hasStart = hasStart || e.Name == "_start"
+		case e.Kind == fuel.ExternMemory && e.Name == "memory":
+			hasMemory = true
+		}
+	}
+	if !hasMemory || !hasStart {
+		return catalog.ModuleInfo{}, errors.New(`runner: a wasi-stdio guest exports "_start" and "memory"`)
+	}
+	slices.Sort(exports)
+	info := catalog.ModuleInfo{
+		MinMemoryBytes: uint64(in.MemoryMinPages) * 65536,
+		MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
+		Threading:      catalog.ThreadingSingle,
+		Exports:        slices.Compact(exports),
+	}
+	if in.HasMemoryMax {
+		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * 65536
+	}
+	for _, name := range in.Features.Names() {
+		f, err := catalog.ParseFeature(name)
+		if err != nil {
+			return catalog.ModuleInfo{}, errors.AssertionFailedf("runner: unknown feature %q", name)
+		}
+		info.Features |= catalog.FeatureSetOf(f)
+	}
+	return info, nil
+}
+
+// Prepared reports whether the artifact was compiled (by Inspect).
+func (r *Runner) Prepared(digest catalog.Digest) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.modules[digest]
+	return ok
+}
+
+// Run executes one activation on cell under exec's obligations and returns
+// its outcome. The permit's deadline and ctx's cancellation are enforced
+// through the fuel slow path. Run never panics: a panic anywhere is a
+// platform failure that quarantines the cell. The caller releases the cell
+// (Quarantine when Outcome.Quarantine) and then the permit.
+func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, input []byte) (out Outcome) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			out = Outcome{Kind: PlatformFailure, Quarantine: true, ExecutionTime: time.Since(start),
+				Err: errors.Newf("runner: panic: %v", p)}
+		}
+	}()
+	ob := exec.Obligations()
+	r.mu.RLock()
+	compiled, ok := r.modules[ob.Artifact]
+	r.mu.RUnlock()
+	if !ok {
+		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: artifact %s was not prepared", ob.Artifact)}
+	}
+	budget := exec.Budget()
+
+	runCtx, cancel := context.WithDeadlineCause(ctx, exec.Deadline(), errDeadline)
+	defer cancel()
+	a := &activation{remaining: budget.CPUFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
+		memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536))}
+	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
+	runCtx = context.WithValue(runCtx, activationKey{}, a)
+	a.ctx = runCtx
+	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
+
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
+		WithStdin(chargedReader{a: a, r: bytes.NewReader(input)}).WithStdout(&a.stdout).WithStderr(&a.stderr).
+		WithEnv("LATENT_ACTIVATION_ID", exec.ID()).WithEnv("LATENT_REVISION", string(ob.Revision)).
+		WithArgs(string(ob.Function)).
+		WithSysWalltime().WithSysNanotime().WithNanosleep(a.nanosleep)
+	mod, err := r.rt.InstantiateModule(callCtx, compiled, cfg)
+	if err == nil {
+		a.mod = mod
+		if m := mod.Memory(); m != nil {
+			a.memPeakPages = max(a.memPeakPages, m.Size()/65536)
+		}
+		fn := mod.ExportedFunction(string(ob.Function))
+		if fn == nil {
+			err = errors.AssertionFailedf("runner: entrypoint not exported")
+		} else {
+			_, err = fn.Call(callCtx)
+		}
+	}
+	elapsed := time.Since(start)
+	kind, code, trap := classify(a, err)
+	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: elapsed,
+		MemoryPeakBytes: uint64(a.memPeakPages) * 65536, Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
+	if mod != nil {
+		if cerr := mod.Close(callCtx); cerr != nil {
+			out.Quarantine = true
+			out.Err = errors.CombineErrors(out.Err, cerr)
+		}
+	}
+	if kind == PlatformFailure {
+		out.Quarantine = true
+	}
+	return out
+}
+
+// used is the fuel consumed: handed out minus what the guest still holds.
+func (a *activation) used() uint64 {
+	held := int64(0)
+	if a.mod != nil {
+		if g, ok := a.mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal); ok {
+			held = int64(g.Get())
+		}
+	}
+	handed := a.budget - a.remaining
+	if held <= 0 {
+		return handed
+	}
+	return handed - min(uint64(held), handed)
+}

@@ -1,0 +1,271 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/loadsource"
+)
+
+// plainCell uses wazero's default memory allocator.
+type plainCell struct{}
+
+func (plainCell) WithMemory(ctx context.Context, _ uint64) context.Context { return ctx }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// env is a catalog whose inspector is a real Runner, and an admission ledger
+// to issue permits: the path an activation takes in the node.
+type env struct {
+	t    testing.TB
+	r    *Runner
+	cat  *catalog.Catalog
+	prov *admission.LocalQuotaProvider
+	load *loadsource.State
+}
+
+var (
+	sharedOnce sync.Once
+	sharedR    *Runner
+	sharedErr  error
+)
+
+// sharedRunner compiles each fixture once per test process.
+func sharedRunner(t testing.TB) *Runner {
+	sharedOnce.Do(func() {
+		sharedR, sharedErr = New(context.Background(), Config{MaxOutputBytes: 64 << 10, MaxCallDepth: 1000})
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedR
+}
+
+func newEnv(t testing.TB) *env {
+	e := &env{t: t, r: sharedRunner(t), load: loadsource.NewState(time.Hour)}
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: e.r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cat = cat
+	limits := admission.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 40}
+	cells := []catalog.CellClass{catalog.CellStandard}
+	policy := admission.NodeAdmissionPolicy{
+		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 40, MemoryBytes: 1 << 30, WallTime: time.Minute},
+		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24, MaxPriority: 0},
+		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 64}},
+		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{
+			catalog.CellStandard: {MemoryBytes: 1 << 30, Parallelism: 8, Threading: []catalog.Threading{catalog.ThreadingSingle},
+				Features: catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
+					catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)}},
+		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
+		Tenants: map[catalog.TenantID]admission.TenantPolicy{"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
+			CellClasses: cells, Subjects: []string{"alice"}, Kinds: []admission.PrincipalKind{admission.KindUser},
+			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24}}},
+		Overload:       admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
+		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
+		Placement:      admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
+		CallDepthLimit: 1000,
+	}
+	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: wallClock{}, Load: e.load}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// deploy uploads wasm as service name with one route "run".
+func (e *env) deploy(name string, wasm []byte, ceiling catalog.ManifestCeiling) {
+	e.t.Helper()
+	d := catalog.DigestOf(sha256.Sum256(wasm))
+	if err := e.cat.PutArtifact(context.Background(), d, strings.NewReader(string(wasm))); err != nil {
+		e.t.Fatal(err)
+	}
+	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &ceiling}},
+		Routes:    []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+	if _, err := e.cat.Deploy(context.Background(), m); err != nil {
+		e.t.Fatalf("deploy %s: %v", name, err)
+	}
+}
+
+var idSeq struct {
+	sync.Mutex
+	n int
+}
+
+// permit admits and starts an activation of service name.
+func (e *env) permit(name string, budget admission.BudgetRequest) *admission.ExecutionPermit {
+	e.t.Helper()
+	if err := e.load.Publish(loadsource.Sample{CPU: 0, Memory: 0, TakenAt: time.Now()}); err != nil {
+		e.t.Fatal(err)
+	}
+	pin := e.cat.Pin()
+	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: catalog.ServiceName(name), Route: "run"}, "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	idSeq.Lock()
+	idSeq.n++
+	id := "act-" + strings.Repeat("x", 0) + string(rune('a'+idSeq.n%26)) + "-" + itoa(idSeq.n)
+	idSeq.Unlock()
+	p, err := e.prov.WithPolicySource(pin).Admit(&admission.Request{ActivationID: id, Revision: rev, Budget: budget,
+		Principal: admission.Principal{Subject: "alice", Kind: admission.KindUser, Tenant: "acme"}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	x, err := p.StartExecution()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return x
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
+
+func ceiling(fuel uint64, mem uint64, wall time.Duration) catalog.ManifestCeiling {
+	return catalog.ManifestCeiling{CPUFuel: fuel, MemoryBytes: catalog.ByteSize(mem), WallTime: catalog.Duration(wall)}
+}
+
+func (e *env) run(name, input string, budget admission.BudgetRequest) Outcome {
+	e.t.Helper()
+	x := e.permit(name, budget)
+	defer func() { _ = x.Release() }()
+	return e.r.Run(context.Background(), x, plainCell{}, []byte(input))
+}
+
+func TestRun_outcomes(t *testing.T) {
+	e := newEnv(t)
+	big := ceiling(1<<40, 64<<20, 10*time.Second)
+	for _, name := range []string{"echo", "compute", "infinite", "grow", "exit", "trap_unreachable", "trap_divzero",
+		"trap_oob", "recursion", "flood", "hello", "trivial", "fib"} {
+		e.deploy(name, testwasm.Bytes(t, name), big)
+	}
+	e.deploy("sleep", testwasm.Bytes(t, "sleep"), ceiling(1<<40, 1<<20, 500*time.Millisecond))
+	e.deploy("small-fuel", testwasm.Bytes(t, "infinite"), ceiling(100_000, 1<<20, 10*time.Second))
+	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*65536, 10*time.Second))
+
+	none := admission.BudgetRequest{}
+	tests := []struct {
+		name, service, input string
+		budget               admission.BudgetRequest
+		kind                 Kind
+		exit                 uint32
+		trap                 string
+		stdout               string
+	}{
+		{"echo", "echo", "hello there", none, Success, 0, "", "hello there"},
+		{"hello", "hello", "ada\n", none, Success, 0, "", "hello, ada\n"},
+		{"compute", "compute", "1000", none, Success, 0, "", "2926642762503582672\n"},
+		{"fib", "fib", "20", none, Success, 0, "", "6765\n"},
+		{"trivial", "trivial", "", none, Success, 0, "", ""},
+		{"exit 0", "exit", "0", none, Success, 0, "", ""},
+		{"exit 42", "exit", "42", none, DeclaredError, 42, "", ""},
+		{"unreachable", "trap_unreachable", "", none, Trap, 0, TrapUnreachable, ""},
+		{"divide by zero", "trap_divzero", "", none, Trap, 0, TrapDivideByZero, ""},
+		{"out of bounds", "trap_oob", "", none, Trap, 0, TrapOutOfBounds, ""},
+		{"recursion", "recursion", "", none, Trap, 0, TrapCallDepth, ""},
+		{"infinite: fuel", "small-fuel", "", none, FuelExhausted, 0, "", ""},
+		{"infinite: requested fuel", "infinite", "", admission.BudgetRequest{CPUFuel: 5_000_000, HasCPUFuel: true}, FuelExhausted, 0, "", ""},
+		{"grow capped", "grow-capped", "", none, MemoryExhausted, 0, "", "15\n"},
+		{"flood", "flood", "", none, OutputExceeded, 0, "", ""},
+		{"sleep", "sleep", "", none, DeadlineExceeded, 0, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out := e.run(tc.service, tc.input, tc.budget)
+			if out.Kind != tc.kind || out.ExitCode != tc.exit || out.TrapKind != tc.trap {
+				t.Fatalf("want %s/%d/%q, have %s/%d/%q (err %v)", tc.kind, tc.exit, tc.trap, out.Kind, out.ExitCode, out.TrapKind, out.Err)
+			}
+			if tc.stdout != "" && string(out.Stdout) != tc.stdout {
+				t.Fatalf("stdout: want %q, have %q", tc.stdout, out.Stdout)
+			}
+			if out.FuelUsed == 0 && tc.service != "trivial" {
+				t.Fatal("no fuel used")
+			}
+			if tc.name == "sleep" && time.Since(start) > 600*time.Millisecond {
+				t.Fatalf("a 500ms deadline stopped the 30s sleep after %v", time.Since(start))
+			}
+			if tc.kind == FuelExhausted && tc.budget.HasCPUFuel && out.FuelUsed != tc.budget.CPUFuel {
+				t.Fatalf("fuel-exhausted used %d of %d", out.FuelUsed, tc.budget.CPUFuel)
+			}
+			t.Logf("%s: fuel %d, memory peak %d, %v", out.Kind, out.FuelUsed, out.MemoryPeakBytes, out.ExecutionTime)
+		})
+	}
+}
+
+func TestRun_fuelExactAndDeterministic(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("compute", testwasm.Bytes(t, "compute"), ceiling(1<<40, 1<<20, 10*time.Second))
+	used := map[string]uint64{}
+	for _, n := range []string{"1000", "2000", "3000"} {
+		first := e.run("compute", n, admission.BudgetRequest{})
+		for i := 0; i < 3; i++ {
+			if again := e.run("compute", n, admission.BudgetRequest{}); again.FuelUsed != first.FuelUsed {
+				t.Fatalf("N=%s: fuel %d then %d", n, first.FuelUsed, again.FuelUsed)
+			}
+		}
+		used[n] = first.FuelUsed
+	}
+	// The loop dominates: the steps differ only by the printing of the
+	// result (its number of digits).
+	if d1, d2 := int64(used["2000"]-used["1000"]), int64(used["3000"]-used["2000"]); d1 < 1000 || d2-d1 > 100 || d1-d2 > 100 {
+		t.Fatalf("fuel not linear in N: %v", used)
+	}
+	// Exhaustion stops at exactly the budget.
+	out := e.run("compute", "3000", admission.BudgetRequest{CPUFuel: used["3000"] - 1, HasCPUFuel: true})
+	if out.Kind != FuelExhausted || out.FuelUsed != used["3000"]-1 {
+		t.Fatalf("one unit short: %s used %d", out.Kind, out.FuelUsed)
+	}
+	out = e.run("compute", "3000", admission.BudgetRequest{CPUFuel: used["3000"], HasCPUFuel: true})
+	if out.Kind != Success || out.FuelUsed != used["3000"] {
+		t.Fatalf("exact budget: %s used %d", out.Kind, out.FuelUsed)
+	}
+	t.Logf("compute fuel: %v", used)
+}
+
+func TestInspect_refusesForeignImports(t *testing.T) {
+	r := sharedRunner(t)
+	wasm := testwasm.Bytes(t, "bad_import")
+	_, err := r.Inspect(context.Background(), catalog.DigestOf(sha256.Sum256(wasm)), wasm)
+	if err == nil || !strings.Contains(err.Error(), "env.host_log") {
+		t.Fatalf("want a refusal naming env.host_log, have %v", err)
+	}
+	if _, err := r.Inspect(context.Background(), "sha256:00", []byte("not wasm")); err == nil {
+		t.Fatal("garbage inspected")
+	}
+}
+
+func TestRun_goGuest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the Go guest takes seconds to compile under -race")
+	}
+	e := newEnv(t)
+	e.deploy("go", testwasm.BuildGoGuest(t), ceiling(1<<40, 256<<20, 30*time.Second))
+	out := e.run("go", `{"words":["b","a","b"]}`, admission.BudgetRequest{})
+	if out.Kind != Success || !strings.Contains(string(out.Stdout), `"sorted"`) {
+		t.Fatalf("go guest: %s %q %v stderr %q", out.Kind, out.Stdout, out.Err, out.StderrTail)
+	}
+	out = e.run("go", `not json`, admission.BudgetRequest{})
+	if out.Kind != DeclaredError || out.ExitCode != 3 || len(out.StderrTail) == 0 {
+		t.Fatalf("go guest bad input: %s %d %q", out.Kind, out.ExitCode, out.StderrTail)
+	}
+}
