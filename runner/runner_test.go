@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -255,9 +256,6 @@ func TestInspect_refusesForeignImports(t *testing.T) {
 }
 
 func TestRun_goGuest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the Go guest takes seconds to compile under -race")
-	}
 	e := newEnv(t)
 	e.deploy("go", testwasm.BuildGoGuest(t), ceiling(1<<40, 256<<20, 30*time.Second))
 	out := e.run("go", `{"words":["b","a","b"]}`, admission.BudgetRequest{})
@@ -267,5 +265,80 @@ func TestRun_goGuest(t *testing.T) {
 	out = e.run("go", `not json`, admission.BudgetRequest{})
 	if out.Kind != DeclaredError || out.ExitCode != 3 || len(out.StderrTail) == 0 {
 		t.Fatalf("go guest bad input: %s %d %q", out.Kind, out.ExitCode, out.StderrTail)
+	}
+}
+
+// TestRunner_compilationCacheSurvivesRestart: a second runner on the same
+// cache directory reuses the compiled code instead of writing it again.
+func TestRunner_compilationCacheSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	wasm := testwasm.Bytes(t, "fib")
+	digest := catalog.DigestOf(sha256.Sum256(wasm))
+	files := func() map[string]time.Time {
+		out := map[string]time.Time{}
+		_ = filepathWalk(dir, func(path string, mod time.Time) { out[path] = mod })
+		return out
+	}
+	r1, err := New(ctx, Config{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Inspect(ctx, digest, wasm); err != nil {
+		t.Fatal(err)
+	}
+	if !r1.Prepared(digest) {
+		t.Fatal("inspected module not prepared")
+	}
+	_ = r1.Close(ctx)
+	first := files()
+	if len(first) == 0 {
+		t.Fatal("the compilation cache wrote nothing")
+	}
+	r2, err := New(ctx, Config{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r2.Close(ctx) }()
+	if _, err := r2.Inspect(ctx, digest, wasm); err != nil {
+		t.Fatal(err)
+	}
+	second := files()
+	if len(second) != len(first) {
+		t.Fatalf("restart wrote new cache entries: %d then %d files", len(first), len(second))
+	}
+	for path, mod := range first {
+		if !second[path].Equal(mod) {
+			t.Fatalf("restart rewrote %s", path)
+		}
+	}
+}
+
+// TestRun_runawayGuestDoesNotStallGC: a guest spinning in a tight loop
+// reaches the fuel slow path every slice, which is a Go safe point, so a
+// garbage collection completes while it runs. Without the slow path the
+// collection waits for the whole call (hundreds of ms, research notes §0).
+func TestRun_runawayGuestDoesNotStallGC(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("infinite", testwasm.Bytes(t, "infinite"), ceiling(1<<40, 1<<20, 3*time.Second))
+	x := e.permit("infinite", admission.BudgetRequest{})
+	defer func() { _ = x.Release() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Outcome)
+	go func() { done <- e.r.Run(ctx, x, plainCell{}, nil) }()
+	var worst time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		runtime.GC()
+		worst = max(worst, time.Since(start))
+	}
+	cancel()
+	out := <-done
+	if out.Kind != Cancelled {
+		t.Fatalf("want cancelled, have %s (%v)", out.Kind, out.Err)
+	}
+	t.Logf("worst GC while a guest spins: %v", worst)
+	if worst > 250*time.Millisecond {
+		t.Fatalf("a spinning guest stalled GC for %v", worst)
 	}
 }
