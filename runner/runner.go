@@ -41,10 +41,13 @@ type Config struct {
 	FuelSlice uint64
 }
 
-// Cell is what Run needs from a leased execution cell: linear memory for one
-// activation, capped at limitBytes (cellpool.Lease implements it).
+// Cell is what Run needs from a leased execution cell (cellpool.Lease
+// implements it): linear memory for one activation, capped at limitBytes,
+// and a way to say that an instantiation failed before wazero could free
+// that memory (so the cell is not quarantined for it).
 type Cell interface {
 	WithMemory(ctx context.Context, limitBytes uint64) context.Context
+	AbandonMemory()
 }
 
 // Runner executes admitted activations in wazero. It compiles each artifact
@@ -205,6 +208,11 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: artifact %s was not prepared", ob.Artifact)}
 	}
 	budget := exec.Budget()
+	if mem, ok := compiled.ExportedMemories()["memory"]; ok && uint64(mem.Min())*65536 > budget.MemoryBytes {
+		// Admission grants at least the module's initial memory; this is a
+		// broken invariant, refused before wazero sees it.
+		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: grant below the module's initial memory")}
+	}
 
 	runCtx, cancel := context.WithDeadlineCause(ctx, exec.Deadline(), errDeadline)
 	defer cancel()
@@ -221,7 +229,9 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		WithArgs(string(ob.Function)).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(a.nanosleep)
 	mod, err := r.rt.InstantiateModule(callCtx, compiled, cfg)
-	if err == nil {
+	if err != nil {
+		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
+	} else {
 		a.mod = mod
 		if m := mod.Memory(); m != nil {
 			a.memPeakPages = max(a.memPeakPages, m.Size()/65536)

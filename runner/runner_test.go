@@ -20,6 +20,8 @@ type plainCell struct{}
 
 func (plainCell) WithMemory(ctx context.Context, _ uint64) context.Context { return ctx }
 
+func (plainCell) AbandonMemory() {}
+
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }

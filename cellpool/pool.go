@@ -1,0 +1,384 @@
+package cellpool
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// Sentinels of the pool. Compare with errors.Is; returned errors wrap them
+// with the class and cell concerned.
+var (
+	// ErrInvalidConfig: New was given an unusable Config. The message lists
+	// every problem.
+	ErrInvalidConfig = errors.New("cellpool: invalid configuration")
+	// ErrUnknownClass: the cell class is not configured in this pool.
+	ErrUnknownClass = errors.New("cellpool: cell class not configured")
+	// ErrNoCell: every usable cell of the class is leased right now. It is
+	// transient: a release makes a cell available again. The scheduler
+	// decides whether to wait.
+	ErrNoCell = errors.New("cellpool: no idle cell")
+	// ErrDepleted: every cell of the class was quarantined; the class cannot
+	// serve until the pool is rebuilt. Not transient, not ErrNoCell.
+	ErrDepleted = errors.New("cellpool: every cell of the class is quarantined")
+	// ErrClosed: the pool was closed.
+	ErrClosed = errors.New("cellpool: pool closed")
+	// ErrLeaseInvalid: the lease was not issued by a pool (a zero value or nil).
+	ErrLeaseInvalid = errors.New("cellpool: lease not issued by a pool")
+	// ErrLeaseReleased: the lease was already released (or reclaimed as
+	// leaked). The second Release changes nothing.
+	ErrLeaseReleased = errors.New("cellpool: lease already released")
+	// ErrQuarantined: Release was asked to reuse the cell but quarantined it
+	// because its state is uncertain; the wrapped cause says why. The cell
+	// is out of service either way; the lease is consumed.
+	ErrQuarantined = errors.New("cellpool: cell quarantined")
+)
+
+// Bounds of ClassConfig.
+const (
+	// PageSize is the WebAssembly page size; MemoryBytes is a multiple of it.
+	PageSize = 65536
+	// MaxMemoryBytes is the largest linear memory of a 32-bit wasm module
+	// (65536 pages, 4 GiB).
+	MaxMemoryBytes = 65536 * PageSize
+	// MaxParallelism bounds the cells of one class (a guard against typos:
+	// each cell reserves MemoryBytes of address space up front).
+	MaxParallelism = 1 << 14
+)
+
+// Config configures a Pool.
+type Config struct {
+	// Classes maps each offered cell class to its configuration. At least one
+	// class; every key a valid catalog.CellClass.
+	Classes map[catalog.CellClass]ClassConfig
+}
+
+// ClassConfig configures the cells of one class.
+type ClassConfig struct {
+	// Parallelism is the fixed number of cells of the class, 1..MaxParallelism.
+	// All of them are created by New.
+	Parallelism int
+	// MemoryBytes is the class's maximum linear memory in bytes: a positive
+	// multiple of PageSize (64 KiB), at most MaxMemoryBytes (4 GiB). Each cell
+	// reserves this much address space (not physical memory) up front.
+	MemoryBytes uint64
+}
+
+// validate checks cfg and reports every problem in one error marked
+// ErrInvalidConfig.
+func validate(cfg Config) error {
+	var problems []string
+	if len(cfg.Classes) == 0 {
+		problems = append(problems, "no cell class configured")
+	}
+	for class, cc := range cfg.Classes {
+		if !class.Valid() {
+			problems = append(problems, class.String()+": not a cell class")
+			continue
+		}
+		if cc.Parallelism <= 0 || cc.Parallelism > MaxParallelism {
+			problems = append(problems, class.String()+": Parallelism "+strconv.Itoa(cc.Parallelism)+
+				" out of range 1.."+strconv.Itoa(MaxParallelism))
+		}
+		switch {
+		case cc.MemoryBytes == 0:
+			problems = append(problems, class.String()+": MemoryBytes must be positive")
+		case cc.MemoryBytes%PageSize != 0:
+			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
+				" is not a multiple of 65536")
+		case cc.MemoryBytes > MaxMemoryBytes:
+			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
+				" exceeds 4 GiB")
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.Sort(problems) // map order is random; keep messages stable
+	return errors.Wrapf(ErrInvalidConfig, "%s", strings.Join(problems, "; "))
+}
+
+// Pool owns a fixed set of cells per class, created by New. It starts no
+// goroutines; a leaked lease is reclaimed by the runtime's finalizer
+// goroutine. All methods are safe for concurrent use.
+type Pool struct {
+	classes [int(catalog.CellXLarge) + 1]*classPool // indexed by class
+}
+
+// classPool is the cells of one class. free is both the idle list and the
+// counting semaphore: a cell is idle iff it is in the channel.
+type classPool struct {
+	class catalog.CellClass
+	cfg   ClassConfig
+	cells []*cell       // all cells, for diagnostics; immutable
+	free  chan *cell    // idle cells, capacity Parallelism
+	gone  chan struct{} // closed when the class can no longer serve (closed or depleted)
+
+	mu struct {
+		sync.Mutex
+		leased      int
+		quarantined int
+		retired     int // unmapped by Close
+		leaked      int
+		closed      bool
+		goneClosed  bool
+	}
+}
+
+// cell is one execution cell: its identity and its reserved linear memory.
+// Immutable; owned by exactly one of the free channel, a lease, or nobody
+// (quarantined or retired, its region unmapped).
+type cell struct {
+	class  catalog.CellClass
+	index  int
+	region region
+}
+
+// New creates every cell of every configured class, reserving each cell's
+// linear memory (address space only). It starts no goroutines. On error
+// nothing stays reserved.
+func New(cfg Config) (*Pool, error) {
+	return newPool(cfg, reserve)
+}
+
+func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, error) {
+	if err := validate(cfg); err != nil {
+		return nil, err
+	}
+	p := &Pool{}
+	for _, class := range catalog.CellClasses {
+		cc, ok := cfg.Classes[class]
+		if !ok {
+			continue
+		}
+		cp := &classPool{class: class, cfg: cc, free: make(chan *cell, cc.Parallelism), gone: make(chan struct{})}
+		p.classes[class] = cp
+		for i := 0; i < cc.Parallelism; i++ {
+			r, err := reserveFn(cc.MemoryBytes)
+			if err != nil {
+				_ = p.Close()
+				return nil, errors.Wrapf(err, "cellpool: reserve %d bytes for %s cell %d", cc.MemoryBytes, class, i)
+			}
+			c := &cell{class: class, index: i, region: r}
+			cp.cells = append(cp.cells, c)
+			cp.free <- c
+		}
+	}
+	return p, nil
+}
+
+func (p *Pool) classPool(class catalog.CellClass) (*classPool, error) {
+	if class.Valid() {
+		if cp := p.classes[class]; cp != nil {
+			return cp, nil
+		}
+	}
+	return nil, errors.Wrapf(ErrUnknownClass, "cellpool: %s", class)
+}
+
+// TryLease leases an idle cell of class without waiting. It returns
+// ErrNoCell when every usable cell is leased, ErrDepleted when none is
+// usable, ErrClosed after Close and ErrUnknownClass for a class the pool
+// does not have.
+func (p *Pool) TryLease(class catalog.CellClass) (*Lease, error) {
+	cp, err := p.classPool(class)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case c := <-cp.free:
+		return cp.lease(c), nil
+	default:
+	}
+	if err := cp.unavailable(); err != nil {
+		return nil, err
+	}
+	return nil, errors.Wrapf(ErrNoCell, "cellpool: %s", class)
+}
+
+// Lease leases an idle cell of class, waiting until one is released, ctx is
+// done (the context's error, wrapped), the class is depleted (ErrDepleted) or
+// the pool is closed (ErrClosed). Waiters are not served in FIFO order: the
+// scheduler owns fairness and normally uses TryLease.
+func (p *Pool) Lease(ctx context.Context, class catalog.CellClass) (*Lease, error) {
+	cp, err := p.classPool(class)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Wrapf(err, "cellpool: lease %s", class)
+	}
+	select {
+	case c := <-cp.free:
+		return cp.lease(c), nil
+	default:
+	}
+	select {
+	case c := <-cp.free:
+		return cp.lease(c), nil
+	case <-cp.gone:
+		return nil, cp.unavailable()
+	case <-ctx.Done():
+		return nil, errors.Wrapf(ctx.Err(), "cellpool: lease %s", class)
+	}
+}
+
+// unavailable returns ErrClosed or ErrDepleted if the class can no longer
+// serve, else nil.
+func (cp *classPool) unavailable() error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	switch {
+	case cp.mu.closed:
+		return errors.Wrapf(ErrClosed, "cellpool: %s", cp.class)
+	case cp.usableLocked() == 0:
+		return errors.Wrapf(ErrDepleted, "cellpool: %s", cp.class)
+	}
+	return nil
+}
+
+func (cp *classPool) usableLocked() int {
+	return cp.cfg.Parallelism - cp.mu.quarantined - cp.mu.retired
+}
+
+func (cp *classPool) lease(c *cell) *Lease {
+	cp.mu.Lock()
+	cp.mu.leased++
+	cp.mu.Unlock()
+	l := &Lease{cp: cp, cell: c}
+	l.track()
+	return l
+}
+
+// settle takes back a leased cell: into the free channel, or out of service
+// (quarantined, or retired after Close) with its region unmapped.
+func (cp *classPool) settle(c *cell, quarantine, leaked bool) error {
+	cp.mu.Lock()
+	cp.mu.leased--
+	if leaked {
+		cp.mu.leaked++
+	}
+	unmap := true
+	switch {
+	case quarantine:
+		cp.mu.quarantined++
+		if cp.usableLocked() == 0 {
+			cp.closeGoneLocked()
+		}
+	case cp.mu.closed:
+		cp.mu.retired++
+	default:
+		cp.free <- c // never blocks: capacity Parallelism
+		unmap = false
+	}
+	cp.mu.Unlock()
+	if !unmap {
+		return nil
+	}
+	if err := c.region.release(); err != nil {
+		return errors.Wrapf(err, "cellpool: unmap %s cell %d", c.class, c.index)
+	}
+	return nil
+}
+
+func (cp *classPool) closeGoneLocked() {
+	if !cp.mu.goneClosed {
+		cp.mu.goneClosed = true
+		close(cp.gone)
+	}
+}
+
+// Capacity returns the number of usable cells of class: leased or idle, not
+// quarantined or retired. It is 0 for a class the pool does not have.
+func (p *Pool) Capacity(class catalog.CellClass) int {
+	cp, err := p.classPool(class)
+	if err != nil {
+		return 0
+	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.usableLocked()
+}
+
+// ClassStats is a snapshot of one class. Parallelism = Usable + Quarantined
+// + Retired; Leased <= Usable.
+type ClassStats struct {
+	// Parallelism is the configured number of cells.
+	Parallelism int
+	// Usable is the number of cells in service (idle or leased).
+	Usable int
+	// Leased is the number of cells currently leased.
+	Leased int
+	// Quarantined is the number of cells removed from service because their
+	// state was uncertain (or the holder asked), including leaked leases.
+	Quarantined int
+	// Retired is the number of cells unmapped by Close.
+	Retired int
+	// LeakedLeases counts leases reclaimed by the safety net (dropped
+	// without Release): each is a bug in the holder.
+	LeakedLeases int
+}
+
+// Stats returns a snapshot per configured class.
+func (p *Pool) Stats() map[catalog.CellClass]ClassStats {
+	out := make(map[catalog.CellClass]ClassStats)
+	for _, cp := range p.classes {
+		if cp == nil {
+			continue
+		}
+		cp.mu.Lock()
+		out[cp.class] = ClassStats{
+			Parallelism:  cp.cfg.Parallelism,
+			Usable:       cp.usableLocked(),
+			Leased:       cp.mu.leased,
+			Quarantined:  cp.mu.quarantined,
+			Retired:      cp.mu.retired,
+			LeakedLeases: cp.mu.leaked,
+		}
+		cp.mu.Unlock()
+	}
+	return out
+}
+
+// Close takes the pool out of service: idle cells are unmapped now, leased
+// cells when their lease is released (or reclaimed as leaked), whatever the
+// disposition; outstanding leases stay valid until then. Later leases fail
+// with ErrClosed and waiting Lease calls return it. Close never blocks and
+// is idempotent; it returns only unmapping errors.
+func (p *Pool) Close() error {
+	var errs error
+	for _, cp := range p.classes {
+		if cp == nil {
+			continue
+		}
+		var idle []*cell
+		cp.mu.Lock()
+		if !cp.mu.closed {
+			cp.mu.closed = true
+		drain:
+			for {
+				select {
+				case c := <-cp.free:
+					idle = append(idle, c)
+				default:
+					break drain
+				}
+			}
+			cp.mu.retired += len(idle)
+			cp.closeGoneLocked()
+		}
+		cp.mu.Unlock()
+		for _, c := range idle {
+			if err := c.region.release(); err != nil {
+				errs = errors.CombineErrors(errs, errors.Wrapf(err, "cellpool: unmap %s cell %d", c.class, c.index))
+			}
+		}
+	}
+	return errs
+}

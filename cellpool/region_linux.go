@@ -1,0 +1,43 @@
+package cellpool
+
+import (
+	"github.com/cockroachdb/errors"
+	"golang.org/x/sys/unix"
+)
+
+// mmapRegion is a private anonymous mapping reserved PROT_NONE with
+// MAP_NORESERVE: address space only, no commit charge. Granted pages become
+// PROT_READ|PROT_WRITE and are populated on first touch; reset drops them
+// with MADV_DONTNEED (a private anonymous page reads as zero afterwards) and
+// revokes access with mprotect(PROT_NONE).
+type mmapRegion struct {
+	mem []byte // as returned by unix.Mmap (unix.Munmap needs it)
+}
+
+func reserve(size uint64) (region, error) {
+	mem, err := unix.Mmap(-1, 0, int(size), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, errors.Wrap(err, "mmap")
+	}
+	return &mmapRegion{mem: mem}, nil
+}
+
+func (r *mmapRegion) bytes() []byte { return r.mem }
+
+func (r *mmapRegion) grant(from, to uint64) error {
+	return errors.Wrap(unix.Mprotect(r.mem[from:to], unix.PROT_READ|unix.PROT_WRITE), "mprotect")
+}
+
+func (r *mmapRegion) reset(n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if err := unix.Madvise(r.mem[:n], unix.MADV_DONTNEED); err != nil {
+		return errors.Wrap(err, "madvise")
+	}
+	return errors.Wrap(unix.Mprotect(r.mem[:n], unix.PROT_NONE), "mprotect")
+}
+
+func (r *mmapRegion) release() error {
+	return errors.Wrap(unix.Munmap(r.mem), "munmap")
+}

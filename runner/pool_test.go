@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+var _ Cell = (*cellpool.Lease)(nil)
+
+// TestRun_pooledCells_hammer runs 2×parallelism goroutines of activations
+// through a cellpool (pooled linear memory) under -race: every outcome is
+// the expected one, every cell comes back usable, nothing leaks.
+func TestRun_pooledCells_hammer(t *testing.T) {
+	e := newEnv(t)
+	big := ceiling(1<<40, 16<<20, 10*time.Second)
+	e.deploy("echo", testwasm.Bytes(t, "echo"), big)
+	e.deploy("compute", testwasm.Bytes(t, "compute"), big)
+	e.deploy("grow", testwasm.Bytes(t, "grow"), ceiling(1<<40, 8*65536, 10*time.Second))
+	e.deploy("trap", testwasm.Bytes(t, "trap_oob"), big)
+	const parallelism = 3
+	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
+		catalog.CellStandard: {Parallelism: parallelism, MemoryBytes: 16 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pool.Close() }()
+	rounds := 40
+	if testing.Short() {
+		rounds = 15
+	}
+	cases := []struct {
+		service, input, stdout string
+		kind                   Kind
+	}{
+		{"echo", "ping", "ping", Success},
+		{"compute", "1000", "2926642762503582672\n", Success},
+		{"grow", "", "7\n", MemoryExhausted},
+		{"trap", "", "", Trap},
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 2*parallelism; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				tc := cases[(g+i)%len(cases)]
+				lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				x := e.permit(tc.service, admission.BudgetRequest{})
+				out := e.r.Run(context.Background(), x, lease, []byte(tc.input))
+				disp := cellpool.Reuse
+				if out.Quarantine {
+					disp = cellpool.Quarantine
+				}
+				if err := lease.Release(disp); err != nil {
+					t.Errorf("%s: release: %v", tc.service, err)
+				}
+				if err := x.Release(); err != nil {
+					t.Error(err)
+				}
+				if out.Kind != tc.kind || (tc.stdout != "" && string(out.Stdout) != tc.stdout) {
+					t.Errorf("%s: want %s %q, have %s %q (%v)", tc.service, tc.kind, tc.stdout, out.Kind, out.Stdout, out.Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := pool.Stats()[catalog.CellStandard]
+	if st.Usable != parallelism || st.Quarantined != 0 || st.LeakedLeases != 0 {
+		t.Fatalf("pool after the hammer: %+v", st)
+	}
+	if s := e.prov.Snapshot(); s.Node.Usage != (admission.Usage{}) {
+		t.Fatalf("permits not returned: %+v", s.Node.Usage)
+	}
+}
