@@ -1,0 +1,293 @@
+// Package client is a small Go client for a latent-node's HTTP API: invoke a
+// route, upload modules and activate a release, read admission usage. It
+// honours Retry-After on retryable refusals, with jitter and a bounded retry
+// budget, and returns refusals as *Problem values.
+//
+// It imports nothing from this module, so any program can use it.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// Client talks to one node. The zero value is not usable; use New.
+type Client struct {
+	base  *url.URL
+	key   string
+	http  *http.Client
+	retry RetryPolicy
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// RetryPolicy bounds retries of retryable refusals (429/503 with Retry-After).
+type RetryPolicy struct {
+	MaxRetries int           // per call (default 2; 0 after WithRetry(RetryPolicy{}) disables)
+	MaxWait    time.Duration // longest single wait honoured (default 10s)
+	Jitter     float64       // fraction of the wait added at random, [0,1] (default 0.2)
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient replaces the default http.Client.
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithRetry replaces the retry policy.
+func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
+
+// New returns a client for the node at baseURL authenticating with key.
+func New(baseURL, key string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.Newf("client: %q is not an http(s) URL", baseURL)
+	}
+	c := &Client{base: u, key: key, http: &http.Client{},
+		retry: RetryPolicy{MaxRetries: 2, MaxWait: 10 * time.Second, Jitter: 0.2}, sleep: sleepCtx}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Problem is a refusal or failure as the node reports it
+// (application/problem+json).
+type Problem struct {
+	Status    int    `json:"status"`
+	Type      string `json:"type,omitempty"`
+	Title     string `json:"title,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	Dimension string `json:"dimension,omitempty"`
+	Retryable bool   `json:"retryable"`
+	Outcome   string `json:"outcome,omitempty"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	TrapKind  string `json:"trap_kind,omitempty"`
+	Stderr    string `json:"stderr,omitempty"`
+	// RetryAfter is the node's Retry-After, when it sent one.
+	RetryAfter time.Duration `json:"-"`
+}
+
+func (p *Problem) Error() string {
+	var b strings.Builder
+	b.WriteString("latent-node: ")
+	b.WriteString(strconv.Itoa(p.Status))
+	for _, s := range []string{p.Code, p.Reason, p.Outcome, p.TrapKind} {
+		if s != "" {
+			b.WriteString(" " + s)
+		}
+	}
+	if p.ExitCode != nil {
+		b.WriteString(" exit=" + strconv.Itoa(*p.ExitCode))
+	}
+	if p.Detail != "" {
+		b.WriteString(": " + p.Detail)
+	}
+	return b.String()
+}
+
+// InvokeOptions are the optional request headers of an invocation.
+type InvokeOptions struct {
+	ActivationID string
+	RoutingKey   string
+	Priority     *int
+	Timeout      time.Duration // Latent-Timeout-Ms
+	Deadline     time.Time     // Latent-Deadline-Unix-Ms
+	Fuel         uint64        // Latent-Budget fuel=
+	MemoryBytes  uint64        // Latent-Budget memory=
+	WallTime     time.Duration // Latent-Budget wall-ms=
+	Metadata     map[string]string
+}
+
+// Result is a successful invocation.
+type Result struct {
+	Output       []byte
+	ActivationID string
+	Revision     string
+	Outcome      string
+	FuelUsed     uint64
+	MemoryPeak   uint64
+	QueueWait    time.Duration
+	Execution    time.Duration
+	CellClass    string
+}
+
+// Invoke runs tenant/service/route with input. A non-2xx answer is a *Problem.
+func (c *Client) Invoke(ctx context.Context, tenant, service, route string, input []byte, o InvokeOptions) (*Result, error) {
+	p := "/v1/invoke/" + url.PathEscape(tenant) + "/" + url.PathEscape(service) + "/" + url.PathEscape(route)
+	resp, body, err := c.do(ctx, http.MethodPost, p, "application/octet-stream", input, func(h http.Header) {
+		setInvokeHeaders(h, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := resp.Header
+	r := &Result{Output: body, ActivationID: h.Get("Latent-Activation-Id"), Revision: h.Get("Latent-Revision"),
+		Outcome: h.Get("Latent-Outcome"), CellClass: h.Get("Latent-Cell-Class")}
+	r.FuelUsed, _ = strconv.ParseUint(h.Get("Latent-Fuel-Used"), 10, 64)
+	r.MemoryPeak, _ = strconv.ParseUint(h.Get("Latent-Memory-Peak-Bytes"), 10, 64)
+	if ms, err := strconv.ParseInt(h.Get("Latent-Queue-Wait-Ms"), 10, 64); err == nil {
+		r.QueueWait = time.Duration(ms) * time.Millisecond
+	}
+	if ms, err := strconv.ParseInt(h.Get("Latent-Execution-Ms"), 10, 64); err == nil {
+		r.Execution = time.Duration(ms) * time.Millisecond
+	}
+	return r, nil
+}
+
+func setInvokeHeaders(h http.Header, o InvokeOptions) {
+	if o.ActivationID != "" {
+		h.Set("Latent-Activation-Id", o.ActivationID)
+	}
+	if o.RoutingKey != "" {
+		h.Set("Latent-Routing-Key", o.RoutingKey)
+	}
+	if o.Priority != nil {
+		h.Set("Latent-Priority", strconv.Itoa(*o.Priority))
+	}
+	if o.Timeout > 0 {
+		h.Set("Latent-Timeout-Ms", strconv.FormatInt(o.Timeout.Milliseconds(), 10))
+	}
+	if !o.Deadline.IsZero() {
+		h.Set("Latent-Deadline-Unix-Ms", strconv.FormatInt(o.Deadline.UnixMilli(), 10))
+	}
+	var budget []string
+	if o.Fuel > 0 {
+		budget = append(budget, "fuel="+strconv.FormatUint(o.Fuel, 10))
+	}
+	if o.MemoryBytes > 0 {
+		budget = append(budget, "memory="+strconv.FormatUint(o.MemoryBytes, 10))
+	}
+	if o.WallTime > 0 {
+		budget = append(budget, "wall-ms="+strconv.FormatInt(o.WallTime.Milliseconds(), 10))
+	}
+	if len(budget) > 0 {
+		h.Set("Latent-Budget", strings.Join(budget, ", "))
+	}
+	for k, v := range o.Metadata {
+		h.Set("Latent-Meta-"+k, v)
+	}
+}
+
+// Digest returns the "sha256:<hex>" digest of a module.
+func Digest(module []byte) string {
+	sum := sha256.Sum256(module)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// UploadArtifact uploads a module under its digest and returns the digest.
+func (c *Client) UploadArtifact(ctx context.Context, module []byte) (string, error) {
+	d := Digest(module)
+	_, _, err := c.do(ctx, http.MethodPut, "/v1/artifacts/"+d, "application/wasm", module, nil)
+	return d, err
+}
+
+// Deployment is the answer to a release activation.
+type Deployment struct {
+	Release    string `json:"release"`
+	Generation uint64 `json:"generation"`
+	Revisions  []struct {
+		Name string `json:"name"`
+		ID   string `json:"id"`
+	} `json:"revisions"`
+}
+
+// Deploy activates a release manifest (the JSON form, artifacts by digest).
+func (c *Client) Deploy(ctx context.Context, tenant, service string, manifest any) (*Deployment, error) {
+	data, err := json.Marshal(manifest)
+	if err != nil {
+		return nil, errors.Wrap(err, "client: encode manifest")
+	}
+	_, body, err := c.do(ctx, http.MethodPut, "/v1/deployments/"+url.PathEscape(tenant)+"/"+url.PathEscape(service),
+		"application/json", data, nil)
+	if err != nil {
+		return nil, err
+	}
+	var d Deployment
+	if err := json.Unmarshal(body, &d); err != nil {
+		return nil, errors.Wrap(err, "client: decode deployment")
+	}
+	return &d, nil
+}
+
+// Admission returns the caller's own tenant usage (GET /v1/admission) as raw JSON.
+func (c *Client) Admission(ctx context.Context) (json.RawMessage, error) {
+	_, body, err := c.do(ctx, http.MethodGet, "/v1/admission", "", nil, nil)
+	return body, err
+}
+
+// maxResponseBytes bounds what the client reads from the node.
+const maxResponseBytes = 64 << 20
+
+// do sends one request, retrying retryable refusals within the budget.
+func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte, headers func(http.Header)) (*http.Response, []byte, error) {
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, nil, errors.Wrap(err, "client: request")
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		if headers != nil {
+			headers(req.Header)
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, nil, errors.Wrap(err, "client: "+method+" "+path)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		_ = resp.Body.Close()
+		if err != nil {
+			return nil, nil, errors.Wrap(err, "client: read response")
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, data, nil
+		}
+		p := &Problem{Status: resp.StatusCode}
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+			_ = json.Unmarshal(data, p)
+			p.Status = resp.StatusCode
+		} else {
+			p.Detail = strings.TrimSpace(string(data))
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
+			p.RetryAfter = time.Duration(s) * time.Second
+		}
+		if !p.Retryable || p.RetryAfter == 0 || attempt >= c.retry.MaxRetries || p.RetryAfter > c.retry.MaxWait {
+			return resp, data, p
+		}
+		wait := p.RetryAfter + time.Duration(rand.Float64()*c.retry.Jitter*float64(p.RetryAfter))
+		if err := c.sleep(ctx, wait); err != nil {
+			return resp, data, p
+		}
+	}
+}
