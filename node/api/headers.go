@@ -1,0 +1,169 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// InvokeHeaders are the parsed request headers of an invocation.
+type InvokeHeaders struct {
+	ActivationID string // empty: the node generates one
+	RoutingKey   string
+	Priority     uint32
+	Timeout      time.Duration // 0: none
+	Deadline     time.Time     // zero: none
+	Budget       admission.BudgetRequest
+	Metadata     []catalog.Attribute // Latent-Meta-* as lower-case keys
+}
+
+// headerError is a malformed request header: 400 invalid-argument with the
+// header's name as the dimension (never its value).
+type headerError struct{ header, problem string }
+
+func (e *headerError) Error() string { return e.header + ": " + e.problem }
+
+// Bounds on what the parser accepts before admission's own bounds apply.
+const (
+	maxHeaderValueBytes = 1024
+	maxMetadataHeaders  = 64
+)
+
+// ParseInvokeHeaders parses the Latent-* headers strictly: a malformed value
+// is an error naming the header, never silently ignored. now anchors the
+// relative timeout.
+func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
+	var out InvokeHeaders
+	one := func(name string) (string, bool, error) {
+		vs := h.Values(name)
+		switch {
+		case len(vs) == 0:
+			return "", false, nil
+		case len(vs) > 1:
+			return "", false, &headerError{name, "must appear once"}
+		case len(vs[0]) > maxHeaderValueBytes:
+			return "", false, &headerError{name, "too long"}
+		}
+		return strings.TrimSpace(vs[0]), true, nil
+	}
+	var err error
+	var v string
+	var ok bool
+	if v, ok, err = one("Latent-Activation-Id"); err != nil {
+		return out, err
+	} else if ok {
+		if v == "" {
+			return out, &headerError{"Latent-Activation-Id", "must not be empty"}
+		}
+		out.ActivationID = v
+	}
+	if v, ok, err = one("Latent-Routing-Key"); err != nil {
+		return out, err
+	} else if ok {
+		out.RoutingKey = v
+	}
+	if v, ok, err = one("Latent-Priority"); err != nil {
+		return out, err
+	} else if ok {
+		p, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return out, &headerError{"Latent-Priority", "must be a non-negative integer"}
+		}
+		out.Priority = uint32(p)
+	}
+	if v, ok, err = one("Latent-Timeout-Ms"); err != nil {
+		return out, err
+	} else if ok {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			return out, &headerError{"Latent-Timeout-Ms", "must be a positive integer of milliseconds"}
+		}
+		out.Timeout = time.Duration(ms) * time.Millisecond
+		out.Deadline = now.Add(out.Timeout)
+	}
+	if v, ok, err = one("Latent-Deadline-Unix-Ms"); err != nil {
+		return out, err
+	} else if ok {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			return out, &headerError{"Latent-Deadline-Unix-Ms", "must be a positive integer of Unix milliseconds"}
+		}
+		d := time.UnixMilli(ms)
+		if out.Deadline.IsZero() || d.Before(out.Deadline) {
+			out.Deadline = d // the earlier wins
+		}
+	}
+	if v, ok, err = one("Latent-Budget"); err != nil {
+		return out, err
+	} else if ok {
+		if out.Budget, err = parseBudget(v); err != nil {
+			return out, err
+		}
+	}
+	for name, vs := range h {
+		key, isMeta := strings.CutPrefix(http.CanonicalHeaderKey(name), "Latent-Meta-")
+		if !isMeta {
+			continue
+		}
+		if len(out.Metadata)+len(vs) > maxMetadataHeaders {
+			return out, &headerError{"Latent-Meta-*", "too many metadata headers"}
+		}
+		for _, v := range vs {
+			out.Metadata = append(out.Metadata, catalog.Attribute{Key: strings.ToLower(key), Value: v})
+		}
+	}
+	return out, nil
+}
+
+// parseBudget parses "fuel=N, memory=BYTES, wall-ms=N" (any subset, each once).
+func parseBudget(v string) (admission.BudgetRequest, error) {
+	var b admission.BudgetRequest
+	bad := func(p string) error { return &headerError{"Latent-Budget", p} }
+	if v == "" {
+		return b, bad("must name at least one of fuel, memory, wall-ms")
+	}
+	for _, part := range strings.Split(v, ",") {
+		k, val, found := strings.Cut(strings.TrimSpace(part), "=")
+		if !found {
+			return b, bad("want key=value pairs: fuel=N, memory=BYTES, wall-ms=N")
+		}
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		switch k {
+		case "fuel":
+			n, err := strconv.ParseUint(val, 10, 64)
+			if err != nil || b.HasCPUFuel {
+				return b, bad("fuel must be a non-negative integer, given once")
+			}
+			b.CPUFuel, b.HasCPUFuel = n, true
+		case "memory":
+			n, err := catalog.ParseByteSize(val)
+			if err != nil || b.HasMemoryBytes {
+				return b, bad("memory must be a byte size, given once")
+			}
+			b.MemoryBytes, b.HasMemoryBytes = uint64(n), true
+		case "wall-ms":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 0 || n > math.MaxInt64/int64(time.Millisecond) || b.HasWallTime {
+				return b, bad("wall-ms must be a non-negative integer, given once")
+			}
+			b.WallTime, b.HasWallTime = time.Duration(n)*time.Millisecond, true
+		default:
+			return b, bad("unknown dimension (want fuel, memory or wall-ms)")
+		}
+	}
+	return b, nil
+}
+
+// isHeaderError reports whether err is a malformed header.
+func isHeaderError(err error) (*headerError, bool) {
+	var he *headerError
+	ok := errors.As(err, &he)
+	return he, ok
+}

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/latent-node/latent-node/admission"
+)
+
+// Problem is an application/problem+json body (RFC 9457) with the node's
+// structured fields.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	Dimension string `json:"dimension,omitempty"`
+	Retryable bool   `json:"retryable"`
+	// Execution outcomes.
+	Outcome  string `json:"outcome,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	TrapKind string `json:"trap_kind,omitempty"`
+	Stderr   string `json:"stderr,omitempty"`
+}
+
+// StatusOf maps a structured refusal to its HTTP status (DESIGN §3.3).
+func StatusOf(code, reason string) int {
+	switch code {
+	case admission.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case admission.CodePermissionDenied:
+		return http.StatusForbidden
+	case admission.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case admission.CodeAlreadyExists:
+		return http.StatusConflict
+	case admission.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case admission.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case admission.CodeAdmissionRejected:
+		switch reason {
+		case "revision-not-available":
+			return http.StatusNotFound
+		case "queue-deadline-infeasible":
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusUnprocessableEntity
+	case admission.CodeResourceExhausted:
+		switch reason {
+		case "payload-too-large":
+			return http.StatusRequestEntityTooLarge
+		case "node-overloaded":
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusTooManyRequests
+	}
+	return http.StatusInternalServerError
+}
+
+// FromRejection builds the problem of an admission refusal.
+func FromRejection(r *admission.Rejection) Problem {
+	return Problem{Type: "https://latent-node.dev/problems/" + r.Code, Title: r.Code + "/" + r.Reason,
+		Status: StatusOf(r.Code, r.Reason), Code: r.Code, Reason: r.Reason, Scope: r.Scope, Dimension: r.Dimension,
+		Retryable: r.Retryable}
+}
+
+// RetryAfterSeconds rounds a drain estimate up to whole seconds, at least 1.
+func RetryAfterSeconds(d time.Duration) int {
+	s := math.Ceil(d.Seconds())
+	if s < 1 || math.IsNaN(s) {
+		return 1
+	}
+	if s > 3600 {
+		return 3600
+	}
+	return int(s)
+}
+
+// WriteProblem writes p with its status; Retry-After only when retryable,
+// WWW-Authenticate on 401.
+func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	if p.Retryable {
+		h.Set("Retry-After", strconv.Itoa(RetryAfterSeconds(retryAfter)))
+	}
+	if p.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="latent-node"`)
+	}
+	w.WriteHeader(p.Status)
+	data, _ := json.Marshal(p) // a Problem always encodes
+	_, _ = w.Write(append(data, '\n'))
+}
