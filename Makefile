@@ -52,3 +52,13 @@ wasm:
 
 clean:
 	rm -rf bin
+
+# Issue 4 "Speed": the latent runner, unmetered wazero and wasmtime-go with
+# fuel on, side by side on the same guests; writes bench/results/runner.json.
+# The wasmtime peer is its own Go module (cgo, downloads wasmtime-go), so
+# `make test` never builds it. Extra flags: BENCH_RUNNER_FLAGS="-rounds 11".
+.PHONY: bench-runner
+bench-runner:
+	cd bench/peers/wasmtime && CGO_ENABLED=1 $(GO) build -o bin/wasmtime-peer .
+	$(GO) run ./bench/runnerbench -peer bench/peers/wasmtime/bin/wasmtime-peer \
+		-out bench/results/runner.json $(BENCH_RUNNER_FLAGS)

@@ -62,6 +62,9 @@ func fuelGlobal(mod api.Module) api.MutableGlobal {
 // the debt. It is also the guest's only regular safe point for Go's
 // scheduler and garbage collector.
 func tick(ctx context.Context, mod api.Module, _ []uint64) {
+	if tickHook != nil {
+		tickHook()
+	}
 	a := activationFrom(ctx)
 	if a.ctx.Err() != nil {
 		panic(a.stopErr())
@@ -79,6 +82,9 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 	}
 	g.Set(uint64(cur))
 }
+
+// tickHook, when set by a test, is called on every slow-path entry.
+var tickHook func()
 
 // charge takes n units from the guest's fuel (host work done on its behalf),
 // running the slow path when that empties the global.

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
 	"slices"
 	"sync"
 	"time"
@@ -227,7 +228,8 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		WithStdin(chargedReader{a: a, r: bytes.NewReader(input)}).WithStdout(&a.stdout).WithStderr(&a.stderr).
 		WithEnv("LATENT_ACTIVATION_ID", exec.ID()).WithEnv("LATENT_REVISION", string(ob.Revision)).
 		WithArgs(string(ob.Function)).
-		WithSysWalltime().WithSysNanotime().WithNanosleep(a.nanosleep)
+		WithSysWalltime().WithSysNanotime().WithNanosleep(a.nanosleep).
+		WithRandSource(cryptorand.Reader) // real entropy; wazero's default seeds a fresh math/rand per instance
 	mod, err := r.rt.InstantiateModule(callCtx, compiled, cfg)
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory

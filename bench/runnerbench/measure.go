@@ -1,0 +1,150 @@
+package main
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// op is one activation; it fails on a wrong outcome.
+type op func() error
+
+// series is one engine's measurements of one case: each round runs Iters
+// activations back to back after a GC; ns/op and Go heap allocation per op
+// are recorded per round.
+type series struct {
+	Iters         int       `json:"iters_per_round"`
+	RoundsNsPerOp []float64 `json:"rounds_ns_per_op"`
+	MedianNsPerOp float64   `json:"median_ns_per_op"`
+	// MinNsPerOp is the fastest round: background load only ever adds time.
+	MinNsPerOp float64 `json:"min_ns_per_op"`
+	// CPU time of the whole process (GC workers included) per activation:
+	// unlike wall time, it does not count time other processes took the CPU.
+	RoundsCPUNsPerOp []float64 `json:"rounds_cpu_ns_per_op,omitempty"`
+	MedianCPUNsPerOp float64   `json:"median_cpu_ns_per_op,omitempty"`
+	RoundsBytes      []float64 `json:"-"`
+	RoundsAllocs     []float64 `json:"-"`
+	AllocBytesOp     float64   `json:"alloc_bytes_per_op,omitempty"`
+	AllocsPerOp      float64   `json:"allocs_per_op,omitempty"`
+	activationFunc   op
+}
+
+// calibrate runs f for warmup (at least three times) and sizes a round to
+// last about round.
+func calibrate(f op, warmup, round time.Duration) (*series, error) {
+	n, t0 := 0, time.Now()
+	for time.Since(t0) < warmup || n < 3 {
+		if err := f(); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	perOp := max(time.Since(t0)/time.Duration(n), 1)
+	return &series{Iters: max(1, int(round/perOp)), activationFunc: f}, nil
+}
+
+// round times one round.
+func (s *series) round() error {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	cpu0, t0 := cpuTime(), time.Now()
+	for i := 0; i < s.Iters; i++ {
+		if err := s.activationFunc(); err != nil {
+			return err
+		}
+	}
+	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	runtime.ReadMemStats(&after)
+	n := float64(s.Iters)
+	s.RoundsNsPerOp = append(s.RoundsNsPerOp, float64(elapsed.Nanoseconds())/n)
+	if cpu > 0 {
+		s.RoundsCPUNsPerOp = append(s.RoundsCPUNsPerOp, float64(cpu.Nanoseconds())/n)
+	}
+	s.RoundsBytes = append(s.RoundsBytes, float64(after.TotalAlloc-before.TotalAlloc)/n)
+	s.RoundsAllocs = append(s.RoundsAllocs, float64(after.Mallocs-before.Mallocs)/n)
+	return nil
+}
+
+func (s *series) finish() {
+	s.MedianNsPerOp = median(s.RoundsNsPerOp)
+	s.MedianCPUNsPerOp = median(s.RoundsCPUNsPerOp)
+	if len(s.RoundsNsPerOp) > 0 {
+		s.MinNsPerOp = slices.Min(s.RoundsNsPerOp)
+	}
+	s.AllocBytesOp = median(s.RoundsBytes)
+	s.AllocsPerOp = median(s.RoundsAllocs)
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// throughput is activations per second from Workers goroutines under
+// GOMAXPROCS, one figure per round.
+type throughput struct {
+	Workers          int       `json:"workers"`
+	GOMAXPROCS       int       `json:"gomaxprocs"`
+	RoundsPerSecond  []float64 `json:"rounds_activations_per_second"`
+	MedianPerSecond  float64   `json:"median_activations_per_second"`
+	RoundsBytesPerOp []float64 `json:"-"`
+	AllocBytesPerOp  float64   `json:"alloc_bytes_per_op,omitempty"`
+}
+
+func (t *throughput) finish() {
+	t.MedianPerSecond = median(t.RoundsPerSecond)
+	t.AllocBytesPerOp = median(t.RoundsBytesPerOp)
+}
+
+// parallel runs f from t.Workers goroutines under GOMAXPROCS=t.GOMAXPROCS
+// for d and records one round.
+func (t *throughput) round(d time.Duration, f op) error {
+	prev := runtime.GOMAXPROCS(t.GOMAXPROCS)
+	defer runtime.GOMAXPROCS(prev)
+	var (
+		count         atomic.Int64
+		stop          atomic.Bool
+		wg            sync.WaitGroup
+		errOnce       sync.Once
+		firstErr      error
+		before, after runtime.MemStats
+	)
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	t0 := time.Now()
+	for w := 0; w < t.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if err := f(); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	secs := time.Since(t0).Seconds()
+	runtime.ReadMemStats(&after)
+	if firstErr != nil {
+		return firstErr
+	}
+	n := max(count.Load(), 1)
+	t.RoundsPerSecond = append(t.RoundsPerSecond, float64(n)/secs)
+	t.RoundsBytesPerOp = append(t.RoundsBytesPerOp, float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
+	return nil
+}
