@@ -1,66 +1,80 @@
-// Command latent-node is the standalone WebAssembly execution node.
-//
-// This build contains the deployment catalog only; `serve`, `check`,
-// `keygen`, `deploy` and `invoke` arrive with the node (see README.md).
+// Command latent-node is the standalone WebAssembly execution node: serve,
+// check, keygen, deploy, invoke, version (DESIGN §3.1).
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/oklog/run"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/node"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
 )
 
 // version is set by the linker (-X main.version=…) for releases.
 var version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+const usageText = `usage: latent-node <command> [flags]
+
+commands:
+  serve     run the node (--config FILE, or --demo for the embedded demo)
+  check     validate a configuration file (--config FILE)
+  keygen    print a new API key and its sha256 hash
+  deploy    upload the modules of a release manifest and activate it
+  invoke    invoke TENANT/SERVICE/ROUTE with stdin as input
+  version   print the version
+
+Run 'latent-node <command> --help' for a command's flags.
+`
+
+func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
+		fmt.Fprint(stderr, usageText)
 		return 2
 	}
-	switch args[0] {
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return serve(rest, stdout, stderr)
+	case "check":
+		return check(rest, stdout, stderr)
+	case "keygen":
+		return keygen(rest, stdout, stderr)
+	case "deploy":
+		return deploy(rest, stdout, stderr)
+	case "invoke":
+		return invoke(rest, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "latent-node", versionString())
 		return 0
 	case "-h", "--help", "help":
-		usage(stdout)
+		fmt.Fprint(stdout, usageText)
 		return 0
-	case "serve":
-		for _, a := range args[1:] {
-			if a == "--demo" || a == "-demo" {
-				fmt.Fprintln(stdout, "latent-node: the demo node is not built yet; this build holds the deployment catalog (issue 2).")
-				fmt.Fprintln(stdout, "latent-node: `make test` runs what exists; the HTTP node arrives with issue 6.")
-				return 0
-			}
-		}
-		fmt.Fprintln(stderr, "latent-node serve: not implemented yet (the node arrives with issue 6)")
-		return 2
-	case "check", "keygen", "deploy", "invoke":
-		fmt.Fprintf(stderr, "latent-node %s: not implemented yet (the node arrives with issue 6)\n", args[0])
-		return 2
-	default:
-		fmt.Fprintf(stderr, "latent-node: unknown command %q\n", args[0])
-		usage(stderr)
-		return 2
 	}
-}
-
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage: latent-node <command> [flags]
-
-commands:
-  serve     run the node (serve --demo: embedded demo configuration)
-  check     validate a configuration file
-  keygen    print a new API key and its sha256 hash
-  deploy    upload modules and activate a release
-  invoke    invoke a route
-  version   print the version
-`)
+	fmt.Fprintf(stderr, "latent-node: unknown command %q\n\n%s", cmd, usageText)
+	return 2
 }
 
 func versionString() string {
@@ -71,4 +85,301 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+func newFlags(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: latent-node %s\n\nflags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse handles --help (exit 0) and bad flags (exit 2).
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", stderr, "check --config FILE")
+	path := fs.String("config", "", "configuration file (TOML)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "latent-node check: --config is required")
+		return 2
+	}
+	if _, err := config.Load(*path); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintln(stdout, *path+": ok")
+	return 0
+}
+
+func keygen(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("keygen", stderr, "keygen")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	key, hash, err := auth.Generate()
+	if err != nil {
+		fmt.Fprintln(stderr, "latent-node keygen:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "key:  %s\nhash: %s\n\n# in the configuration:\n# api_keys = [\"%s\"]\n", key, hash, hash)
+	return 0
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", stderr, "serve (--config FILE | --demo) [--listen ADDR]")
+	path := fs.String("config", "", "configuration file (TOML)")
+	demo := fs.Bool("demo", false, "run the embedded demo configuration with a temporary data directory")
+	listen := fs.String("listen", "", "listen address (overrides node.listen)")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintln(stderr, "latent-node serve: --log-level:", err)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var opts []config.Option
+	if *listen != "" {
+		opts = append(opts, config.WithListen(*listen))
+	}
+	var cfg *config.Config
+	var demoKey string
+	switch {
+	case *demo && *path != "":
+		fmt.Fprintln(stderr, "latent-node serve: give --config or --demo, not both")
+		return 2
+	case *demo:
+		key, hash, err := auth.Generate()
+		if err != nil {
+			fmt.Fprintln(stderr, "latent-node serve:", err)
+			return 1
+		}
+		dir, err := os.MkdirTemp("", "latent-node-demo-")
+		if err != nil {
+			fmt.Fprintln(stderr, "latent-node serve:", err)
+			return 1
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		if cfg, err = config.Demo(append(opts, config.WithDataDir(dir), config.WithDemoKey(hash))...); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		demoKey = key
+	case *path != "":
+		var err error
+		if cfg, err = config.Load(*path, opts...); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	default:
+		fmt.Fprintln(stderr, "latent-node serve: --config FILE or --demo is required")
+		return 2
+	}
+	if err := serveConfig(cfg, demoKey, log, stdout); err != nil {
+		fmt.Fprintln(stderr, "latent-node serve:", err)
+		return 1
+	}
+	return 0
+}
+
+// serveConfig runs the node's actors until a signal, then shuts down: stop
+// accepting, queued activations get 503 shutting-down, running ones finish
+// within shutdown_grace and are then cancelled; every caller gets an answer.
+func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io.Writer) error {
+	ctx := context.Background()
+	n, err := node.New(ctx, cfg, node.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Close(ctx)
+	ln, err := net.Listen("tcp", cfg.Node.Listen)
+	if err != nil {
+		return errors.Wrap(err, "listen")
+	}
+	if demoKey != "" {
+		if _, err := n.DeployDemo(ctx); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		addr := ln.Addr().String()
+		fmt.Fprintf(stdout, "demo api key: %s\n", demoKey)
+		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
+	}
+	log.Info("serving", "listen", ln.Addr().String(), "version", versionString())
+
+	var g run.Group
+	{ // signals
+		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	}
+	{ // scheduler
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.Scheduler().Run(sctx) }, func(error) { cancel() })
+	}
+	{ // load sampler
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.Sampler().Run(sctx) }, func(error) { cancel() })
+	}
+	{ // HTTP server
+		srv := n.Server()
+		g.Add(func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}, func(error) {
+			sctx, cancel := context.WithTimeout(ctx, cfg.Node.ShutdownGrace+5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
+	}
+	err = g.Run()
+	if errors.Is(err, run.ErrSignal) {
+		log.Info("shut down", "cause", err.Error())
+		return nil
+	}
+	return err
+}
+
+func clientFlags(fs *flag.FlagSet) (nodeURL, key *string) {
+	nodeURL = fs.String("node", "http://127.0.0.1:8080", "node URL")
+	key = fs.String("key", os.Getenv("LATENT_KEY"), "API key (default $LATENT_KEY)")
+	return nodeURL, key
+}
+
+func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("invoke", stderr, "invoke [flags] TENANT/SERVICE/ROUTE < input")
+	nodeURL, key := clientFlags(fs)
+	timeout := fs.Duration("timeout", 0, "relative deadline (Latent-Timeout-Ms)")
+	priority := fs.Int("priority", -1, "priority (default: the node's 0)")
+	routingKey := fs.String("routing-key", "", "routing key for weighted routes")
+	fuel := fs.Uint64("fuel", 0, "requested fuel (0: no request)")
+	memory := fs.String("memory", "", "requested memory, e.g. 32MiB")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	parts := strings.Split(fs.Arg(0), "/")
+	if fs.NArg() != 1 || len(parts) != 3 {
+		fmt.Fprintln(stderr, "latent-node invoke: want exactly one TENANT/SERVICE/ROUTE")
+		return 2
+	}
+	opts := client.InvokeOptions{RoutingKey: *routingKey, Timeout: *timeout, Fuel: *fuel}
+	if *priority >= 0 {
+		opts.Priority = priority
+	}
+	if *memory != "" {
+		m, err := catalog.ParseByteSize(*memory)
+		if err != nil {
+			fmt.Fprintln(stderr, "latent-node invoke: --memory:", err)
+			return 2
+		}
+		opts.MemoryBytes = uint64(m)
+	}
+	c, err := client.New(*nodeURL, *key)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	input, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	if err != nil {
+		fmt.Fprintln(stderr, "latent-node invoke: read stdin:", err)
+		return 1
+	}
+	res, err := c.Invoke(context.Background(), parts[0], parts[1], parts[2], input, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	_, _ = stdout.Write(res.Output)
+	return 0
+}
+
+// cliManifest is the TOML release manifest; modules are paths.
+func deploy(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("deploy", stderr, "deploy [flags] release.toml")
+	nodeURL, key := clientFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "latent-node deploy: want exactly one release manifest")
+		return 2
+	}
+	c, err := client.New(*nodeURL, *key)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	m, err := loadManifest(context.Background(), c, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "latent-node deploy:", err)
+		return 1
+	}
+	d, err := c.Deploy(context.Background(), string(m.Tenant), string(m.Service), m)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "release %s generation %d\n", d.Release, d.Generation)
+	for _, r := range d.Revisions {
+		fmt.Fprintf(stdout, "  %s %s\n", r.Name, r.ID)
+	}
+	return 0
+}
+
+// loadManifest reads release.toml, uploads every module it names (paths
+// relative to the manifest) and returns the JSON form with artifact digests.
+func loadManifest(ctx context.Context, c *client.Client, path string) (catalog.Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return catalog.Manifest{}, err
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		return catalog.Manifest{}, errors.Wrapf(err, "%s", path)
+	}
+	js, err := json.Marshal(doc)
+	if err != nil {
+		return catalog.Manifest{}, errors.Wrap(err, "encode manifest")
+	}
+	m, err := catalog.DecodeManifest(strings.NewReader(string(js)))
+	if err != nil {
+		return catalog.Manifest{}, errors.Wrapf(err, "%s", path)
+	}
+	for i := range m.Revisions {
+		r := &m.Revisions[i]
+		if r.Module == "" {
+			continue
+		}
+		mod := r.Module
+		if !filepath.IsAbs(mod) {
+			mod = filepath.Join(filepath.Dir(path), mod)
+		}
+		wasm, err := os.ReadFile(mod)
+		if err != nil {
+			return catalog.Manifest{}, errors.Wrapf(err, "revisions[%d].module", i)
+		}
+		d, err := c.UploadArtifact(ctx, wasm)
+		if err != nil {
+			return catalog.Manifest{}, errors.Wrapf(err, "upload %s", r.Module)
+		}
+		r.Artifact, r.Module = catalog.Digest(d), ""
+	}
+	return m, nil
 }

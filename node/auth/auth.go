@@ -1,0 +1,150 @@
+package auth
+
+import (
+	"crypto/sha256"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// Roles is a set of roles (the configuration's type).
+type Roles = config.Roles
+
+// The roles (each a set of one).
+const (
+	Invoke = config.RoleInvoke // call routes of the principal's tenant
+	Deploy = config.RoleDeploy // upload artifacts, activate and delete releases of the principal's tenant
+	Admin  = config.RoleAdmin  // read node-wide state (the node admission snapshot)
+)
+
+// MaxHeaderBytes bounds the Authorization header value Authenticate
+// examines; a generated key needs 62 bytes with the scheme.
+const MaxHeaderBytes = 512
+
+// ErrUnauthenticated marks every authentication failure: a missing or
+// malformed Authorization header or an unknown key. The API answers 401
+// with `WWW-Authenticate: Bearer`. Messages never echo the key.
+var ErrUnauthenticated = errors.New("auth: unauthenticated")
+
+// The refusals, prebuilt: refusing allocates nothing.
+var (
+	errMissing   = errors.Mark(errors.New("auth: unauthenticated: missing Authorization header"), ErrUnauthenticated)
+	errTooLong   = errors.Mark(errors.New("auth: unauthenticated: Authorization header longer than "+strconv.Itoa(MaxHeaderBytes)+" bytes"), ErrUnauthenticated)
+	errScheme    = errors.Mark(errors.New(`auth: unauthenticated: Authorization header is not "Bearer <key>"`), ErrUnauthenticated)
+	errEmptyKey  = errors.Mark(errors.New("auth: unauthenticated: empty bearer key"), ErrUnauthenticated)
+	errMalformed = errors.Mark(errors.New("auth: unauthenticated: malformed bearer key"), ErrUnauthenticated)
+	errUnknown   = errors.Mark(errors.New("auth: unauthenticated: unknown key"), ErrUnauthenticated)
+)
+
+// Principal is an authenticated caller, as configured. Authenticate returns
+// the same *Principal for every key of one [[principals]] entry; it is
+// shared and must not be modified.
+type Principal struct {
+	Subject         string
+	Kind            admission.PrincipalKind
+	Tenant          catalog.TenantID
+	ServiceIdentity string // set exactly for admission.KindService
+	Roles           Roles
+}
+
+// Can reports whether p holds every role of want (Can(0) is false).
+func (p *Principal) Can(want Roles) bool { return p != nil && p.Roles.Has(want) }
+
+// AdmissionPrincipal returns the principal as admission sees it, without
+// claims.
+func (p *Principal) AdmissionPrincipal() admission.Principal {
+	return admission.Principal{Subject: p.Subject, Kind: p.Kind, Tenant: p.Tenant, ServiceIdentity: p.ServiceIdentity}
+}
+
+// Authenticator maps key hashes to principals. It is immutable after New
+// and safe for concurrent use.
+type Authenticator struct {
+	byHash map[[sha256.Size]byte]*Principal
+}
+
+// New builds an Authenticator from the configured principals (config
+// validation has checked them; New re-checks what it relies on: well-formed
+// hashes, each belonging to one principal, and a known kind).
+func New(principals []config.Principal) (*Authenticator, error) {
+	a := &Authenticator{byHash: make(map[[sha256.Size]byte]*Principal)}
+	for i, cp := range principals {
+		if cp.Kind != admission.KindUser && cp.Kind != admission.KindService {
+			return nil, errors.Newf("auth: principals[%d]: unknown kind", i)
+		}
+		p := &Principal{Subject: cp.Subject, Kind: cp.Kind, Tenant: cp.Tenant,
+			ServiceIdentity: cp.ServiceIdentity, Roles: cp.Roles}
+		for j, h := range cp.APIKeys {
+			d, err := parseHash(h)
+			if err != nil {
+				return nil, errors.Wrapf(err, "principals[%d].api_keys[%d]", i, j)
+			}
+			if other, dup := a.byHash[d]; dup && other != p {
+				return nil, errors.Newf("auth: principals[%d].api_keys[%d]: the key hash belongs to another principal too", i, j)
+			}
+			a.byHash[d] = p
+		}
+	}
+	return a, nil
+}
+
+// Authenticate parses an Authorization header value ("Bearer <key>", see the
+// package documentation) and returns the key's principal. Every failure
+// matches ErrUnauthenticated.
+func (a *Authenticator) Authenticate(authorization string) (*Principal, error) {
+	key, err := bearerKey(authorization)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := a.byHash[sha256.Sum256([]byte(key))]
+	if !ok {
+		return nil, errUnknown
+	}
+	return p, nil
+}
+
+// bearerKey extracts the key of "Bearer <key>".
+func bearerKey(h string) (string, error) {
+	if len(h) > MaxHeaderBytes {
+		return "", errTooLong
+	}
+	h = strings.Trim(h, " \t")
+	if h == "" {
+		return "", errMissing
+	}
+	scheme, rest, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", errScheme
+	}
+	key := strings.TrimLeft(rest, " ")
+	if key == "" {
+		return "", errEmptyKey
+	}
+	if !isToken68(key) {
+		return "", errMalformed
+	}
+	return key, nil
+}
+
+// isToken68 reports whether s is an RFC 6750 b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isToken68(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,49 @@
+// Package auth turns an `Authorization: Bearer <key>` header into the
+// principal the key belongs to (DESIGN §3.2 [[principals]], §3.3). The
+// principal, its tenant, kind, service identity and roles come from the key
+// alone, never from request headers or the body.
+//
+// # Keys
+//
+// Generate makes a key: "lk_" followed by 32 bytes from crypto/rand in
+// lowercase base32 without padding (55 bytes in all), and its hash,
+// "sha256:" followed by the 64 lowercase hex digits of SHA-256 of the key.
+// `latent-node keygen` prints both; the configuration stores only hashes,
+// so a leaked configuration file grants nothing. Several keys may share one
+// principal (its quota and fair share): every key of a [[principals]] entry
+// authenticates as the same *Principal.
+//
+// # Authenticate
+//
+// The header value, after trimming surrounding spaces and tabs (net/http
+// already strips them), must be the scheme "Bearer" in any letter case, one
+// or more spaces (RFC 7235's 1*SP), and a non-empty key of token68
+// characters (RFC 6750) with nothing after it. A value longer than
+// MaxHeaderBytes is refused before it is examined. Every failure (missing
+// or malformed header, unknown key) matches ErrUnauthenticated; messages
+// never echo the key.
+//
+// Lookup hashes the presented key and looks the digest up in a map. The
+// lookup is not constant-time, and need not be: it compares SHA-256 digests,
+// not keys, and timing that reveals how a digest of the attacker's own
+// input relates to stored digests reveals nothing about the stored keys
+// without a preimage of SHA-256. The keys themselves are never compared.
+//
+// # Internal organization
+//
+//   - keys.go: Generate, Hash, the key and hash formats.
+//   - auth.go: Principal, Roles (config.Roles), Authenticator.
+//
+// # Usage
+//
+//	a, err := auth.New(cfg.Principals)
+//	…
+//	p, err := a.Authenticate(r.Header.Get("Authorization"))
+//	if err != nil { // errors.Is(err, auth.ErrUnauthenticated)
+//		// 401 with WWW-Authenticate: Bearer
+//	}
+//	if !p.Can(auth.Invoke) {
+//		// 403
+//	}
+//	req.Principal = p.AdmissionPrincipal()
+package auth

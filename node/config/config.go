@@ -1,0 +1,391 @@
+package config
+
+import (
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/runner"
+)
+
+// MaxFileBytes bounds a configuration file. A larger file is refused before
+// it is parsed.
+const MaxFileBytes = 1 << 20
+
+// CallDepthLimit is the call-depth bound every execution enforces; it goes
+// into admission's NodeAdmissionPolicy.CallDepthLimit and the runner's
+// MaxCallDepth, so the two always agree. It is not configurable: 10,000
+// nested calls of defined functions is the runner's default
+// (runner/internal/fuel.DefaultMaxCallDepth) and far more than real guests
+// use, while keeping a runaway recursion from exhausting the host stack.
+const CallDepthLimit = 10_000
+
+// CompileCacheDir is the subdirectory of the data directory that holds
+// wazero's compilation cache (RunnerConfig).
+const CompileCacheDir = "compile-cache"
+
+// Defaults of the optional keys. Every limits table, the budget ceiling, each
+// queue class's max_queued, each cell class's memory and parallelism and
+// every allowlist have no default: they must be written out.
+const (
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultRegion         = "local"
+	DefaultZone           = "local"
+	DefaultMaxOutputBytes = runner.DefaultMaxOutputBytes // 1 MiB
+	DefaultShutdownGrace  = 10 * time.Second
+
+	DefaultCPUThreshold      = 0.95
+	DefaultMemoryThreshold   = 0.90
+	DefaultMaxObservationAge = 2 * time.Second
+	DefaultSampleInterval    = 250 * time.Millisecond
+
+	DefaultEstimatedServiceTime = 20 * time.Millisecond
+	DefaultMinimumExecutionTime = time.Millisecond
+	DefaultSafetyMargin         = 2 * time.Millisecond
+
+	DefaultMaxIdentifierBytes = 128
+	DefaultMaxMetadataEntries = 32
+	DefaultMaxMetadataBytes   = 4096
+
+	DefaultMaxWait         = 10 * time.Second
+	DefaultLowerClassAfter = 8
+	DefaultFairness        = FairnessFuel
+)
+
+// Fairness modes of [scheduler] fairness (the scheduler's own constants have
+// the same values).
+const (
+	FairnessFuel       = "fuel"        // cost-aware: charged by fuel consumed
+	FairnessRoundRobin = "round-robin" // every dispatch costs 1
+)
+
+// Config is a validated node configuration (DESIGN §3.2). Parse, Load and
+// Demo return it only when every rule holds; it is plain data afterwards.
+// A caller that changes it must call Validate again.
+type Config struct {
+	Node         Node
+	QueueClasses []QueueClass // [[queue_classes]], in file order
+	CellClasses  map[catalog.CellClass]CellClass
+	TrustClasses map[catalog.TrustClass]TrustClass
+	Tenants      map[catalog.TenantID]Tenant
+	Principals   []Principal // [[principals]], in file order
+	Overload     Overload
+	Deadline     admission.DeadlinePolicy
+	Metadata     admission.MetadataPolicy
+	Scheduler    Scheduler
+}
+
+// Node is the [node] table.
+type Node struct {
+	// Listen is the HTTP listen address, host:port (host may be empty for
+	// every interface; port 0 picks a free port). Default 127.0.0.1:8080.
+	Listen string
+	// DataDir holds the catalog, the artifacts and the compile cache.
+	// Required, unless the caller supplies it (WithDataDir).
+	DataDir string
+	// Architecture, Region and Zone are the node's placement identity.
+	// Architecture defaults to this host's (HostArchitecture); region and
+	// zone default to "local".
+	Architecture, Region, Zone string
+	// MaxOutputBytes caps a guest's stdout: 1 byte to 1 GiB, default 1 MiB.
+	MaxOutputBytes int
+	// ShutdownGrace is how long running activations may finish after a
+	// shutdown signal before they are cancelled (≥ 0, default 10s).
+	ShutdownGrace time.Duration
+	// BudgetCeiling is the hard per-activation ceiling ([node.budget_ceiling]:
+	// cpu_fuel, memory_bytes, wall_time; all required and positive).
+	BudgetCeiling catalog.Budget
+	// Limits are the node-scope limits ([node.limits], all six required).
+	Limits admission.TenantLimits
+}
+
+// QueueClass is one [[queue_classes]] entry.
+type QueueClass struct {
+	Name string
+	// MinPriority and MaxPriority are the inclusive range `priorities =
+	// [first, last]`. The ranges of all classes are disjoint and cover
+	// 0..node.limits.max_priority.
+	MinPriority, MaxPriority uint32
+	// MaxQueued is the class's pending-slot limit (required; 0 disables it).
+	MaxQueued uint64
+	// ReservedCells is the number of cells of every cell class that only this
+	// class may use (default 0). The sum over all classes is at most every
+	// cell class's parallelism.
+	ReservedCells uint32
+}
+
+// CellClass is one [cell_classes.NAME] table.
+type CellClass struct {
+	// MemoryBytes is the linear memory of each cell: a positive multiple of
+	// 64 KiB, at most 4 GiB. Required.
+	MemoryBytes uint64
+	// Parallelism is the number of cells, 1..cellpool.MaxParallelism. Required.
+	Parallelism int
+	// Threading lists the threading models offered (default ["single"]).
+	Threading []catalog.Threading
+	// Features are the WebAssembly features offered (default: DefaultFeatures).
+	Features catalog.FeatureSet
+	// TargetServiceTime is the adaptive-concurrency target (execution time
+	// per 1,000,000 fuel); 0 disables adaptation. ≥ 0, default 0.
+	TargetServiceTime time.Duration
+}
+
+// DefaultFeatures is what a cell class offers when it does not list
+// features: every feature the runner supports in single-threaded cells.
+var DefaultFeatures = catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD,
+	catalog.FeatureMultiValue, catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I,
+	catalog.FeatureReferenceTypes)
+
+// TrustClass is one [trust_classes.NAME] table.
+type TrustClass struct {
+	CellClasses []catalog.CellClass // required list; may be empty (no cell)
+	Limits      admission.Limits    // all four required
+}
+
+// Tenant is one [tenants.NAME] table. Every list is required and is an exact
+// allowlist: an empty list denies everything.
+type Tenant struct {
+	TrustClasses []catalog.TrustClass
+	CellClasses  []catalog.CellClass
+	Subjects     []string
+	Kinds        []admission.PrincipalKind
+	Limits       admission.TenantLimits // all six required
+}
+
+// Principal is one [[principals]] entry: who a key authenticates as.
+type Principal struct {
+	Subject         string
+	Kind            admission.PrincipalKind
+	Tenant          catalog.TenantID
+	ServiceIdentity string // required for kind = "service", absent for users
+	Roles           Roles  // at least one
+	// APIKeys are the hashes ("sha256:" + 64 lowercase hex digits) of the
+	// keys that authenticate as this principal; at least one. A hash belongs
+	// to one principal only.
+	APIKeys []string
+}
+
+// Overload is the [overload] table.
+type Overload struct {
+	CPUThreshold      float64       // (0, 1], default 0.95
+	MemoryThreshold   float64       // (0, 1], default 0.90
+	MaxObservationAge time.Duration // > 0, default 2s
+	// SampleInterval is the load sampler's period: > 0 and shorter than
+	// MaxObservationAge (or samples would go stale between two samples).
+	// Default 250ms.
+	SampleInterval time.Duration
+}
+
+// Scheduler is the [scheduler] table.
+type Scheduler struct {
+	MaxWait         time.Duration // > 0, default 10s
+	LowerClassAfter int           // ≥ 1, default 8
+	Fairness        string        // FairnessFuel (default) or FairnessRoundRobin
+}
+
+// Option adjusts Parse, Load and Demo.
+type Option func(*options)
+
+type options struct {
+	dataDir, listen string
+	demoKeys        []string
+}
+
+// WithDataDir sets node.data_dir, replacing any value in the file (serve
+// --demo supplies a temporary directory). An empty dir changes nothing.
+func WithDataDir(dir string) Option { return func(o *options) { o.dataDir = dir } }
+
+// WithListen sets node.listen, replacing any value in the file (serve
+// --listen). An empty address changes nothing.
+func WithListen(addr string) Option { return func(o *options) { o.listen = addr } }
+
+// WithDemoKey adds an API key hash ("sha256:…", see auth.Generate) to the
+// principal with subject "demo" of tenant "demo", the one principal of the
+// demo configuration. Without that principal the option is a problem.
+func WithDemoKey(hash string) Option {
+	return func(o *options) { o.demoKeys = append(o.demoKeys, hash) }
+}
+
+// Load reads and parses the file at path (at most MaxFileBytes). A
+// configuration with problems returns a *Error (File set to path) listing
+// every one; a file that cannot be read returns an error naming it.
+func Load(path string, opts ...Option) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.Wrap(err, "config")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, errors.Wrap(err, "config: read "+path)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, errors.WithHint(errors.Newf("config: %s is larger than 1 MiB", path),
+			"a node configuration is a few kilobytes; check that the path names the right file")
+	}
+	cfg, err := Parse(data, opts...)
+	if err != nil {
+		if e := (*Error)(nil); errors.As(err, &e) {
+			e.File = path
+		}
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a configuration. Decoding is strict: unknown
+// keys, values of the wrong type, missing required keys, bad sizes and
+// durations are problems. Then every range and cross-field rule is checked.
+// It returns a *Error listing every problem (sorted, without duplicates) or
+// the valid Config.
+func Parse(data []byte, opts ...Option) (*Config, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, &Error{Problems: []Problem{{Message: "the configuration is larger than 1 MiB"}}}
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(data, &doc); err != nil {
+		return nil, &Error{Problems: []Problem{syntaxProblem(err)}}
+	}
+	d := decoder{}
+	cfg := d.config(doc)
+	o.apply(cfg, &d.problems)
+	probs := merge(d.problems, cfg.check())
+	if len(probs) > 0 {
+		return nil, &Error{Problems: probs}
+	}
+	return cfg, nil
+}
+
+func (o *options) apply(cfg *Config, probs *[]Problem) {
+	if o.dataDir != "" {
+		cfg.Node.DataDir = o.dataDir
+	}
+	if o.listen != "" {
+		cfg.Node.Listen = o.listen
+	}
+	if len(o.demoKeys) == 0 {
+		return
+	}
+	i := slices.IndexFunc(cfg.Principals, func(p Principal) bool { return p.Tenant == "demo" && p.Subject == "demo" })
+	if i < 0 {
+		*probs = append(*probs, Problem{Key: "principals",
+			Message: `no principal with subject "demo" of tenant "demo" to receive the demo key`})
+		return
+	}
+	cfg.Principals[i].APIKeys = append(cfg.Principals[i].APIKeys, o.demoKeys...)
+}
+
+// syntaxProblem turns a go-toml error into a problem with its position. It
+// has no key path: go-toml's key of a syntax error is relative to the
+// current table, and the position is exact.
+func syntaxProblem(err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "toml: ")
+	var de *toml.DecodeError
+	if !errors.As(err, &de) {
+		return Problem{Message: "invalid TOML: " + msg}
+	}
+	row, col := de.Position()
+	return Problem{Message: "invalid TOML at line " + strconv.Itoa(row) + ", column " + strconv.Itoa(col) + ": " + msg}
+}
+
+// AdmissionPolicy returns the admission policy of the configuration. It
+// shares no memory with c. CallDepthLimit is the constant CallDepthLimit.
+func (c *Config) AdmissionPolicy() admission.NodeAdmissionPolicy {
+	p := admission.NodeAdmissionPolicy{
+		BudgetCeiling: c.Node.BudgetCeiling,
+		Limits:        c.Node.Limits,
+		QueueClasses:  make([]admission.QueueClassPolicy, len(c.QueueClasses)),
+		CellClasses:   make(map[catalog.CellClass]admission.CellClassPolicy, len(c.CellClasses)),
+		TrustClasses:  make(map[catalog.TrustClass]admission.TrustClassPolicy, len(c.TrustClasses)),
+		Tenants:       make(map[catalog.TenantID]admission.TenantPolicy, len(c.Tenants)),
+		Overload: admission.OverloadPolicy{
+			CPUThreshold:      c.Overload.CPUThreshold,
+			MemoryThreshold:   c.Overload.MemoryThreshold,
+			MaxObservationAge: c.Overload.MaxObservationAge,
+		},
+		Deadline: c.Deadline,
+		Metadata: c.Metadata,
+		Placement: admission.NodePlacement{
+			Architecture: c.Node.Architecture, Region: c.Node.Region, Zone: c.Node.Zone,
+		},
+		CallDepthLimit: CallDepthLimit,
+	}
+	for i, q := range c.QueueClasses {
+		p.QueueClasses[i] = admission.QueueClassPolicy{Name: q.Name, MinPriority: q.MinPriority,
+			MaxPriority: q.MaxPriority, MaxQueued: q.MaxQueued, ReservedCells: q.ReservedCells}
+	}
+	for class, cc := range c.CellClasses {
+		p.CellClasses[class] = admission.CellClassPolicy{MemoryBytes: cc.MemoryBytes,
+			Parallelism: uint32(cc.Parallelism), Threading: slices.Clone(cc.Threading), Features: cc.Features}
+	}
+	for name, tc := range c.TrustClasses {
+		p.TrustClasses[name] = admission.TrustClassPolicy{CellClasses: slices.Clone(tc.CellClasses), Limits: tc.Limits}
+	}
+	for name, t := range c.Tenants {
+		p.Tenants[name] = admission.TenantPolicy{TrustClasses: slices.Clone(t.TrustClasses),
+			CellClasses: slices.Clone(t.CellClasses), Subjects: slices.Clone(t.Subjects),
+			Kinds: slices.Clone(t.Kinds), Limits: t.Limits}
+	}
+	return p
+}
+
+// CellPoolConfig returns the cell pool configuration: one pool class per
+// configured cell class, with its parallelism and memory.
+func (c *Config) CellPoolConfig() cellpool.Config {
+	cfg := cellpool.Config{Classes: make(map[catalog.CellClass]cellpool.ClassConfig, len(c.CellClasses))}
+	for class, cc := range c.CellClasses {
+		cfg.Classes[class] = cellpool.ClassConfig{Parallelism: cc.Parallelism, MemoryBytes: cc.MemoryBytes}
+	}
+	return cfg
+}
+
+// RunnerConfig returns the runner configuration: the compile cache in
+// dataDir/compile-cache (normally dataDir is c.Node.DataDir; an empty
+// dataDir keeps the cache in memory), the output cap and the call-depth
+// bound that admission also enforces. The fuel slice is the runner's default.
+func (c *Config) RunnerConfig(dataDir string) runner.Config {
+	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, MaxCallDepth: CallDepthLimit}
+	if dataDir != "" {
+		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
+	}
+	return cfg
+}
+
+// SortedCellClasses returns the configured cell classes in their fixed
+// order (tiny to xlarge).
+func (c *Config) SortedCellClasses() []catalog.CellClass {
+	return slices.Sorted(maps.Keys(c.CellClasses))
+}
+
+// HostArchitecture is the default node.architecture: this host's
+// architecture in the names manifests use (amd64 → x86_64, arm64 → aarch64,
+// 386 → x86; other GOARCH values unchanged).
+func HostArchitecture() string { return architectureOf(runtime.GOARCH) }
+
+func architectureOf(goarch string) string {
+	switch goarch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	case "386":
+		return "x86"
+	}
+	return goarch
+}

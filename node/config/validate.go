@@ -1,0 +1,435 @@
+package config
+
+import (
+	"cmp"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+)
+
+// Problem is one configuration problem: the TOML key path it concerns
+// ("tenants.acme.limits.max_queued", "principals[0].api_keys[1]"; empty for
+// the document as a whole) and what to fix.
+type Problem struct {
+	Key     string
+	Message string
+}
+
+// String renders "<key>: <message>" (just the message when there is no key).
+func (p Problem) String() string {
+	if p.Key == "" {
+		return p.Message
+	}
+	return p.Key + ": " + p.Message
+}
+
+// Error lists every problem of a configuration, sorted by key path (array
+// indices in numeric order) and then message, without duplicates.
+// errors.Is(err, ErrInvalid) holds.
+type Error struct {
+	// File is the path Load read, when the configuration came from a file.
+	File     string
+	Problems []Problem
+}
+
+// ErrInvalid marks a *Error.
+var ErrInvalid = errors.New("config: invalid configuration")
+
+// Error renders the problems one per line, "<key>: <message>", with no
+// header: `latent-node check` prints it as is.
+func (e *Error) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+var errUnknownKind = errors.New(`unknown principal kind (want "user" or "service")`)
+
+// maxOutputBytes bounds node.max_output_bytes (the runner buffers stdout).
+const maxOutputBytes = 1 << 30
+
+// pageSize is the WebAssembly page size; cell memory is a multiple of it.
+const pageSize = cellpool.PageSize
+
+// Validate checks every range and cross-field rule of c, including the
+// admission policy's own (NodeAdmissionPolicy.Validate), and returns a *Error
+// listing every problem, or nil. Parse, Load and Demo call it; call it again
+// after changing a Config.
+func (c *Config) Validate() error {
+	if probs := merge(nil, c.check()); len(probs) > 0 {
+		return &Error{Problems: probs}
+	}
+	return nil
+}
+
+type checker struct{ problems []Problem }
+
+func (v *checker) add(key, msg string) {
+	v.problems = append(v.problems, Problem{Key: key, Message: msg})
+}
+
+// check returns the problems of the typed configuration: the node's own rules
+// here, then the admission policy's, whose field paths are already key paths.
+func (c *Config) check() []Problem {
+	var v checker
+	c.checkNode(&v)
+	c.checkClasses(&v)
+	c.checkPrincipals(&v)
+
+	o := c.Overload
+	switch {
+	case o.SampleInterval <= 0:
+		v.add("overload.sample_interval", "must be positive")
+	case o.MaxObservationAge > 0 && o.SampleInterval >= o.MaxObservationAge:
+		v.add("overload.sample_interval", "must be shorter than overload.max_observation_age ("+
+			o.MaxObservationAge.String()+"), or every sample goes stale before the next one and the node refuses all work")
+	}
+	s := c.Scheduler
+	if s.MaxWait <= 0 {
+		v.add("scheduler.max_wait", "must be positive")
+	}
+	if s.LowerClassAfter < 1 {
+		v.add("scheduler.lower_class_after", "must be at least 1")
+	}
+	if s.Fairness != FairnessFuel && s.Fairness != FairnessRoundRobin {
+		v.add("scheduler.fairness", `must be "fuel" or "round-robin"`)
+	}
+
+	pol := c.AdmissionPolicy()
+	if err := pol.Validate(); err != nil {
+		var pe *admission.PolicyError
+		if !errors.As(err, &pe) {
+			v.add("", err.Error())
+		} else {
+			for _, f := range pe.Problems {
+				v.add(c.rekey(f.Field), f.Problem)
+			}
+		}
+	}
+	return v.problems
+}
+
+func (c *Config) checkNode(v *checker) {
+	n := c.Node
+	if err := checkListen(n.Listen); err != nil {
+		v.add("node.listen", err.Error())
+	}
+	if n.DataDir == "" {
+		v.add("node.data_dir", "missing required key: the directory for the catalog, the artifacts and the compile cache")
+	}
+	if n.MaxOutputBytes < 1 || n.MaxOutputBytes > maxOutputBytes {
+		v.add("node.max_output_bytes", "must be from 1 byte to 1GiB")
+	}
+	if n.ShutdownGrace < 0 {
+		v.add("node.shutdown_grace", "must not be negative")
+	}
+}
+
+// checkListen accepts host:port with a numeric port (0 picks a free one)
+// and an empty host (every interface), an IP address or a host name.
+func checkListen(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New(`must be host:port, such as "127.0.0.1:8080" or ":8080"`)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return errors.New("the port must be a number from 0 to 65535")
+	}
+	if host != "" && net.ParseIP(host) == nil && catalog.ValidateName(host) != nil {
+		return errors.New("the host must be empty, an IP address or a host name")
+	}
+	return nil
+}
+
+func (c *Config) checkClasses(v *checker) {
+	var reserved uint64
+	unreserved := false
+	for _, q := range c.QueueClasses {
+		reserved += uint64(q.ReservedCells)
+		unreserved = unreserved || q.ReservedCells == 0
+	}
+	for _, class := range c.SortedCellClasses() {
+		cc := c.CellClasses[class]
+		f := "cell_classes." + class.String()
+		if cc.MemoryBytes%pageSize != 0 {
+			v.add(f+".memory", "must be a multiple of 64KiB (the WebAssembly page size)")
+		}
+		if cc.MemoryBytes > cellpool.MaxMemoryBytes {
+			v.add(f+".memory", "must be at most 4GiB (the wasm32 limit)")
+		}
+		if cc.Parallelism > cellpool.MaxParallelism {
+			v.add(f+".parallelism", "must be at most "+strconv.Itoa(cellpool.MaxParallelism))
+		}
+		if cc.TargetServiceTime < 0 {
+			v.add(f+".target_service_time", "must not be negative (0 disables adaptive concurrency)")
+		}
+		if cc.Parallelism <= 0 {
+			continue // admission reports it
+		}
+		switch p := uint64(cc.Parallelism); {
+		case reserved > p:
+			v.add(f+".parallelism", "smaller than the sum of the queue classes' reserved_cells ("+
+				strconv.FormatUint(reserved, 10)+"); reserve fewer cells or add cells")
+		case reserved == p && unreserved:
+			v.add(f+".parallelism", "equal to the sum of the queue classes' reserved_cells ("+
+				strconv.FormatUint(reserved, 10)+"): a queue class without reserved cells could never run")
+		}
+	}
+
+	// xlarge is never implied: a tenant that lists it needs a trust class
+	// that lists it too.
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		t := c.Tenants[name]
+		if !slices.Contains(t.CellClasses, catalog.CellXLarge) {
+			continue
+		}
+		if !slices.ContainsFunc(t.TrustClasses, func(tc catalog.TrustClass) bool {
+			return slices.Contains(c.TrustClasses[tc].CellClasses, catalog.CellXLarge)
+		}) {
+			v.add("tenants."+quoteKey(string(name))+".cell_classes",
+				"lists xlarge, but none of the tenant's trust classes does: xlarge needs explicit permission in both")
+		}
+	}
+
+	// A tenant name is a path segment of every request; it must fit the
+	// identifier bound that admission applies to targets.
+	if maxID := c.Metadata.MaxIdentifierBytes; maxID > 0 {
+		for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+			if catalog.ValidatePathName(string(name)) == nil && len(name) > maxID {
+				v.add("tenants."+quoteKey(string(name)), "the tenant name is longer than metadata.maximum_identifier_bytes ("+
+					strconv.Itoa(maxID)+")")
+			}
+		}
+	}
+}
+
+func (c *Config) checkPrincipals(v *checker) {
+	if len(c.Principals) == 0 {
+		v.add("principals", "at least one principal is required: without one no request can authenticate")
+	}
+	maxID := c.Metadata.MaxIdentifierBytes
+	if maxID < 1 || maxID > catalog.MaxNameBytes {
+		maxID = catalog.MaxNameBytes // admission reports the bound itself
+	}
+	type who struct {
+		tenant  catalog.TenantID
+		subject string
+	}
+	subjects := map[who]int{}
+	owners := map[string]int{}
+	for i, p := range c.Principals {
+		f := "principals[" + strconv.Itoa(i) + "]"
+		if err := catalog.ValidateNameWithin(p.Subject, maxID); err != nil {
+			v.add(f+".subject", err.Error())
+		} else if j, dup := subjects[who{p.Tenant, p.Subject}]; dup {
+			v.add(f+".subject", "principals["+strconv.Itoa(j)+"] has the same subject and tenant; "+
+				"list several api_keys in one principal instead")
+		} else {
+			subjects[who{p.Tenant, p.Subject}] = i
+		}
+		if _, ok := c.Tenants[p.Tenant]; !ok {
+			v.add(f+".tenant", "names a tenant that is not configured")
+		}
+		switch p.Kind {
+		case admission.KindService:
+			if p.ServiceIdentity == "" {
+				v.add(f+".service_identity", `missing required key: kind = "service" needs a service identity`)
+			} else if err := catalog.ValidateNameWithin(p.ServiceIdentity, maxID); err != nil {
+				v.add(f+".service_identity", err.Error())
+			}
+		case admission.KindUser:
+			if p.ServiceIdentity != "" {
+				v.add(f+".service_identity", `only principals of kind = "service" have a service identity`)
+			}
+		default:
+			v.add(f+".kind", `must be "user" or "service"`)
+		}
+		if p.Roles == 0 {
+			v.add(f+".roles", `at least one role is required ("invoke", "deploy" or "admin")`)
+		} else if p.Roles&^(RoleInvoke|RoleDeploy|RoleAdmin) != 0 {
+			v.add(f+".roles", "holds an unknown role")
+		}
+		if len(p.APIKeys) == 0 {
+			v.add(f+".api_keys", `at least one key hash is required ("latent-node keygen" prints one)`)
+		}
+		for j, k := range p.APIKeys {
+			kf := f + ".api_keys[" + strconv.Itoa(j) + "]"
+			if _, err := catalog.ParseDigest(k); err != nil {
+				msg := `must be "sha256:" followed by 64 lowercase hex digits, as "latent-node keygen" prints`
+				if strings.HasPrefix(k, "lk_") {
+					msg = `is an API key, not its hash: store only the "sha256:" hash that "latent-node keygen" prints, and rotate this key`
+				}
+				v.add(kf, msg)
+				continue
+			}
+			switch owner, dup := owners[k]; {
+			case !dup:
+				owners[k] = i
+			case owner == i:
+				v.add(kf, "the same key hash is listed twice")
+			default:
+				v.add(kf, "the same key hash belongs to principals["+strconv.Itoa(owner)+"]: a key authenticates exactly one principal")
+			}
+		}
+	}
+}
+
+// rekey rewrites the field paths of admission problems that embed a tenant
+// or trust class name needing quotes ("a.b"), so they match the decoder's
+// paths. It tries the candidate names of the field, longest first.
+func (c *Config) rekey(field string) string {
+	for _, scope := range []struct {
+		prefix string
+		has    func(string) bool
+	}{
+		{"tenants.", func(n string) bool { _, ok := c.Tenants[catalog.TenantID(n)]; return ok }},
+		{"trust_classes.", func(n string) bool { _, ok := c.TrustClasses[catalog.TrustClass(n)]; return ok }},
+	} {
+		rest, ok := strings.CutPrefix(field, scope.prefix)
+		if !ok {
+			continue
+		}
+		for end := len(rest); end > 0; end = strings.LastIndexByte(rest[:end], '.') {
+			if name := rest[:end]; scope.has(name) {
+				return scope.prefix + quoteKey(name) + rest[end:]
+			}
+		}
+	}
+	return field
+}
+
+// merge combines the decoder's problems with the validator's, sorted and
+// without duplicates. A validation problem is dropped when decoding already
+// reported its key or a key above it (a missing or mistyped value is
+// validated as zero, and "must be positive" would repeat "missing required
+// key"), and the queue-class coverage problem is dropped when a class's
+// priorities did not decode. Linear in the number of problems.
+func merge(decoded, validated []Problem) []Problem {
+	reported := make(map[string]bool, len(decoded))
+	brokenRange := false
+	for _, d := range decoded {
+		reported[d.Key] = true
+		brokenRange = brokenRange || strings.HasPrefix(d.Key, "queue_classes[") && strings.Contains(d.Key, ".priorities")
+	}
+	out := slices.Clone(decoded)
+	for _, p := range validated {
+		if !shadowed(p.Key, reported) && !(p.Key == "queue_classes" && brokenRange) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Problem) int {
+		if c := compareKeys(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Message, b.Message)
+	})
+	return slices.Compact(out)
+}
+
+// shadowed reports whether key or one of its ancestors ("a.b" and "a" for
+// "a.b[0].c") is in reported.
+func shadowed(key string, reported map[string]bool) bool {
+	if reported[key] {
+		return true
+	}
+	for i := 1; i < len(key); i++ {
+		if (key[i] == '.' || key[i] == '[') && reported[key[:i]] {
+			return true
+		}
+	}
+	return false
+}
+
+// compareKeys orders key paths byte-wise, except that runs of digits compare
+// as numbers, so principals[2] sorts before principals[10].
+func compareKeys(a, b string) int {
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			na, nb := digits(a), digits(b)
+			ta, tb := strings.TrimLeft(a[:na], "0"), strings.TrimLeft(b[:nb], "0")
+			if c := cmp.Compare(len(ta), len(tb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(ta, tb); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[na:], b[nb:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && isDigit(s[n]) {
+		n++
+	}
+	return n
+}
+
+// childKey appends key to the path parent, quoting it when it is not a
+// bare TOML key.
+func childKey(parent, key string) string {
+	if parent == "" {
+		return quoteKey(key)
+	}
+	return parent + "." + quoteKey(key)
+}
+
+func indexKey(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+
+// quoteKey returns key as written in TOML: bare when it consists of
+// A-Za-z0-9_- only, otherwise a basic string with escapes.
+func quoteKey(key string) string {
+	bare := key != ""
+	for i := 0; i < len(key) && bare; i++ {
+		c := key[i]
+		bare = c == '_' || c == '-' || isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	}
+	if bare {
+		return key
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range key {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			b.WriteString(`\u00`)
+			b.WriteByte("0123456789abcdef"[r>>4])
+			b.WriteByte("0123456789abcdef"[r&0xf])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
+)
+
+// invocation is the input a queued job carries to the executor.
+type invocation struct {
+	body []byte
+}
+
+// answer is what the activation manager tells the HTTP layer.
+type answer struct {
+	status     int
+	problem    *api.Problem // nil: success, body is the output
+	retryAfter time.Duration
+	body       []byte
+	headers    map[string]string
+}
+
+func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
+	return answer{status: p.Status, problem: &p, retryAfter: retryAfter}
+}
+
+// newActivationID returns 16 random bytes in hex.
+func newActivationID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// invoke is the activation manager: resolve against a pin, admit with the
+// same pin, enqueue, wait for the one result, answer. ctx is the request's:
+// when the caller goes away, the scheduler cancels the queued job (its permit
+// is released) or the running guest (its permit is kept until the guest
+// stopped and the cell was released).
+func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Target, h api.InvokeHeaders, body []byte) answer {
+	id := h.ActivationID
+	if id == "" {
+		id = newActivationID()
+	}
+	routingKey := h.RoutingKey
+	if routingKey == "" {
+		routingKey = id // spread key-less callers over the weighted targets
+	}
+	if target.Tenant != p.Tenant {
+		// Refuse before resolving, so other tenants' routes are not probed.
+		return n.refuse(target.Tenant, principalNotAuthorized)
+	}
+	pin := n.cat.Pin()
+	rev, err := pin.Resolve(target, routingKey)
+	if err != nil {
+		return n.refuse(target.Tenant, revisionNotAvailable)
+	}
+	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
+		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
+	ctrl := n.prov.WithPolicySource(pin)
+	permit, err := ctrl.Admit(req)
+	var rej *admission.Rejection
+	if errors.As(err, &rej) && rej.Reason == "capacity-exhausted" && rej.Scope == admission.ScopeQueueClass {
+		// Pending-slot fair share: a principal under its share of a full
+		// queue class takes the newest slot of the largest over-share holder.
+		if n.sched.YieldSlotTo(queueIndex(n, h.Priority), p.Tenant, p.Subject) {
+			permit, err = ctrl.Admit(req)
+		}
+	}
+	if err != nil {
+		if errors.As(err, &rej) {
+			return n.refuse(target.Tenant, rej)
+		}
+		return n.internal(err)
+	}
+	cellClass := permit.Obligations().CellClass
+	job, err := n.sched.Submit(ctx, permit, &invocation{body: body})
+	if err != nil { // Submit released the permit
+		return n.schedulerRefusal(target.Tenant, err, cellClass)
+	}
+	var res scheduler.Result
+	select {
+	case res = <-job.Done():
+	case <-ctx.Done():
+		res = <-job.Done() // the scheduler answers every job, promptly once its caller is gone
+	}
+	if res.Err != nil {
+		if errors.As(res.Err, &rej) {
+			return n.refuse(target.Tenant, rej)
+		}
+		return n.schedulerRefusal(target.Tenant, res.Err, cellClass)
+	}
+	out, ok := res.Completion.Outcome.(runner.Outcome)
+	if !ok {
+		return n.internal(errors.AssertionFailedf("node: executor returned no outcome"))
+	}
+	n.metrics.observe(target.Tenant, job.Obligations(), res, out)
+	n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
+		"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
+	a := outcomeAnswer(out)
+	a.headers = map[string]string{
+		"Latent-Revision":          string(rev.Revision),
+		"Latent-Outcome":           string(out.Kind),
+		"Latent-Fuel-Used":         strconv.FormatUint(out.FuelUsed, 10),
+		"Latent-Memory-Peak-Bytes": strconv.FormatUint(out.MemoryPeakBytes, 10),
+		"Latent-Queue-Wait-Ms":     strconv.FormatInt(res.QueueWait.Milliseconds(), 10),
+		"Latent-Execution-Ms":      strconv.FormatInt(out.ExecutionTime.Milliseconds(), 10),
+		"Latent-Cell-Class":        res.Cell.String(),
+	}
+	return a
+}
+
+var principalNotAuthorized = &admission.Rejection{Code: admission.CodePermissionDenied, Reason: "principal-not-authorized",
+	Scope: admission.ScopePrincipal}
+
+var revisionNotAvailable = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "revision-not-available",
+	Scope: admission.ScopeRevision}
+
+func queueIndex(n *Node, prio uint32) int {
+	for i, q := range n.cfg.QueueClasses {
+		if q.MinPriority <= prio && prio <= q.MaxPriority {
+			return i
+		}
+	}
+	return -1
+}
+
+// refuse answers an admission refusal; Retry-After comes from the queue's
+// drain estimate.
+func (n *Node) refuse(tenant catalog.TenantID, rej *admission.Rejection) answer {
+	n.metrics.rejected(rej.Code, rej.Reason, rej.Scope, rej.Dimension)
+	return problemAnswer(api.FromRejection(rej), n.drainEstimate())
+}
+
+func (n *Node) schedulerRefusal(tenant catalog.TenantID, err error, cell catalog.CellClass) answer {
+	var se *scheduler.Error
+	if !errors.As(err, &se) {
+		return n.internal(err)
+	}
+	n.metrics.rejected(se.Code(), se.Reason(), se.Scope(), se.Dimension())
+	p := api.Problem{Type: "https://latent-node.dev/problems/" + se.Code(), Title: se.Code() + "/" + se.Reason(),
+		Status: api.StatusOf(se.Code(), se.Reason()), Code: se.Code(), Reason: se.Reason(), Scope: se.Scope(),
+		Dimension: se.Dimension(), Retryable: se.Retryable()}
+	switch se.Reason() {
+	case "shutting-down":
+		p.Status = http.StatusServiceUnavailable
+	case "cancelled":
+		p.Status = 499 // the caller is gone; nobody reads this
+	case "platform-failure":
+		p.Status = http.StatusInternalServerError
+	}
+	return problemAnswer(p, max(n.sched.ObservedQueueDelay(cell), n.drainEstimate()))
+}
+
+// drainEstimate is how long the busiest cell class needs to drain its queue,
+// as the scheduler observes it (at least one second once rounded).
+func (n *Node) drainEstimate() time.Duration {
+	var d time.Duration
+	for c := range n.cfg.CellClasses {
+		d = max(d, n.sched.ObservedQueueDelay(c))
+	}
+	return d
+}
+
+func (n *Node) internal(err error) answer {
+	n.log.Error("internal error", "err", err)
+	return problemAnswer(api.Problem{Type: "https://latent-node.dev/problems/internal", Title: "internal error",
+		Status: http.StatusInternalServerError, Code: "internal", Reason: "platform-failure"}, 0)
+}
+
+// outcomeAnswer maps an executed activation to its HTTP answer (DESIGN §3.3).
+func outcomeAnswer(out runner.Outcome) answer {
+	if out.Kind == runner.Success {
+		return answer{status: http.StatusOK, body: out.Stdout}
+	}
+	p := api.Problem{Type: "https://latent-node.dev/problems/" + string(out.Kind), Title: string(out.Kind),
+		Outcome: string(out.Kind)}
+	switch out.Kind {
+	case runner.DeclaredError:
+		p.Status = http.StatusBadGateway
+		code := int(out.ExitCode)
+		p.ExitCode = &code
+		p.Stderr = string(out.StderrTail)
+	case runner.Trap, runner.FuelExhausted, runner.MemoryExhausted, runner.OutputExceeded:
+		p.Status = http.StatusBadGateway
+		p.TrapKind = out.TrapKind
+		p.Stderr = string(out.StderrTail)
+	case runner.DeadlineExceeded:
+		p.Status = http.StatusGatewayTimeout
+	case runner.Cancelled:
+		p.Status = 499
+	default:
+		p.Status = http.StatusInternalServerError
+		p.Outcome = string(runner.PlatformFailure)
+	}
+	return answer{status: p.Status, problem: &p}
+}

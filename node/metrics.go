@@ -1,0 +1,96 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
+)
+
+// metrics are the node's Prometheus metrics. Label values come only from
+// configured or fixed sets (tenants of the configuration, outcome kinds,
+// rejection codes and reasons, cell and queue classes), so the number of
+// series is bounded by configuration, never by requests.
+type metrics struct {
+	registry    *prometheus.Registry
+	activations *prometheus.CounterVec
+	rejections  *prometheus.CounterVec
+	queueWait   *prometheus.HistogramVec
+	execution   *prometheus.HistogramVec
+	fuel        *prometheus.CounterVec
+}
+
+func newMetrics(n *Node) *metrics {
+	m := &metrics{registry: prometheus.NewRegistry()}
+	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
+		Help: "Executed activations by tenant and outcome."}, []string{"tenant", "outcome"})
+	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_rejections_total",
+		Help: "Refused requests by code, reason, scope and dimension."}, []string{"code", "reason", "scope", "dimension"})
+	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms … 16s
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_queue_wait_seconds",
+		Help: "Time from admission to dispatch.", Buckets: buckets}, []string{"cell_class", "queue_class"})
+	m.execution = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_execution_seconds",
+		Help: "Guest execution time.", Buckets: buckets}, []string{"cell_class", "queue_class"})
+	m.fuel = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_fuel_consumed_total",
+		Help: "Fuel consumed by executed activations."}, []string{"tenant"})
+	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.fuel,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&stateCollector{n: n})
+	return m
+}
+
+func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result, out runner.Outcome) {
+	m.activations.WithLabelValues(string(tenant), string(out.Kind)).Inc()
+	cell, queue := res.Cell.String(), ob.QueueClass
+	m.queueWait.WithLabelValues(cell, queue).Observe(res.QueueWait.Seconds())
+	m.execution.WithLabelValues(cell, queue).Observe(out.ExecutionTime.Seconds())
+	m.fuel.WithLabelValues(string(tenant)).Add(float64(out.FuelUsed))
+}
+
+func (m *metrics) rejected(code, reason, scope, dimension string) {
+	m.rejections.WithLabelValues(code, reason, scope, dimension).Inc()
+}
+
+// stateCollector reads gauges from the components at scrape time.
+type stateCollector struct{ n *Node }
+
+var (
+	descCells = prometheus.NewDesc("latent_cells", "Cells per class by state (usable, busy, quarantined).",
+		[]string{"cell_class", "state"}, nil)
+	descWindow = prometheus.NewDesc("latent_concurrency_window", "Adaptive concurrency window per cell class.",
+		[]string{"cell_class"}, nil)
+	descWaiting = prometheus.NewDesc("latent_queued", "Queued activations per cell class.", []string{"cell_class"}, nil)
+	descLoad    = prometheus.NewDesc("latent_load_pressure", "Last accepted load sample, by resource.",
+		[]string{"resource"}, nil)
+	descAge  = prometheus.NewDesc("latent_load_sample_age_seconds", "Age of the last accepted load sample.", nil, nil)
+	descLeak = prometheus.NewDesc("latent_permits_leaked_total",
+		"Admission permits reclaimed by the safety net (each a bug).", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	for class, st := range n.pool.Stats() {
+		cc := class.String()
+		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Usable), cc, "usable")
+		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Leased), cc, "busy")
+		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Quarantined), cc, "quarantined")
+	}
+	for _, st := range n.sched.Stats().Cells {
+		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Class.String())
+		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.Waiting), st.Class.String())
+	}
+	snap := n.load.Snapshot(n.clock.Now())
+	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, snap.Last.CPU, "cpu")
+	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, snap.Last.Memory, "memory")
+	ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, snap.Age.Seconds())
+	ch <- prometheus.MustNewConstMetric(descLeak, prometheus.CounterValue, float64(n.prov.LeakedPermits()))
+}

@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
+)
+
+// Clock is the node's time source (the wall clock in production).
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Options are the node's collaborators that are not configuration.
+type Options struct {
+	Logger *slog.Logger // default: discard
+	Clock  Clock        // default: the wall clock
+	// LoadSource overrides the host pressure source (tests).
+	LoadSource loadsource.Source
+}
+
+// Node is a composed latent-node: catalog, runner, cell pool, load source,
+// admission ledger, scheduler, authentication, metrics and the HTTP API.
+// New starts nothing; the actors (Scheduler, Sampler, the HTTP server) are
+// run by the caller (cmd/latent-node wires them with oklog/run).
+type Node struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	clock   Clock
+	cat     *catalog.Catalog
+	run     *runner.Runner
+	pool    *cellpool.Pool
+	load    *loadsource.State
+	sampler *loadsource.Sampler
+	prov    *admission.LocalQuotaProvider
+	sched   *scheduler.Scheduler
+	auth    *auth.Authenticator
+	metrics *metrics
+	health  chan struct{} // the liveness probe's own bound
+}
+
+// New composes a node from a validated configuration. It opens (or creates)
+// the catalog under the data directory, compiling every deployed module
+// through the runner, and fails with an error naming the file when a record
+// is corrupt.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
+	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64)}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	if n.clock == nil {
+		n.clock = wallClock{}
+	}
+	defer func() {
+		if err != nil {
+			n.Close(context.Background())
+		}
+	}()
+	if n.run, err = runner.New(ctx, cfg.RunnerConfig(cfg.Node.DataDir)); err != nil {
+		return nil, err
+	}
+	if n.cat, err = catalog.Open(ctx, catalog.Options{Dir: cfg.Node.DataDir, Inspector: n.run}); err != nil {
+		return nil, err
+	}
+	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
+		return nil, err
+	}
+	n.load = loadsource.NewState(cfg.Overload.MaxObservationAge)
+	src := opts.LoadSource
+	if src == nil {
+		src = loadsource.DetectSource(loadsource.DefaultCgroupRoot)
+	}
+	if n.sampler, err = loadsource.NewSampler(loadsource.SamplerConfig{State: n.load, Source: src,
+		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
+		return nil, err
+	}
+	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps{Cells: cellSource{n.pool},
+		Exec: executor{n.run}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace}); err != nil {
+		return nil, err
+	}
+	if n.prov, err = admission.NewLocalQuotaProvider(cfg.AdmissionPolicy(), admission.Options{Clock: n.clock,
+		Load: n.load, QueueDelay: n.sched}); err != nil {
+		return nil, err
+	}
+	if n.auth, err = auth.New(cfg.Principals); err != nil {
+		return nil, err
+	}
+	n.metrics = newMetrics(n)
+	return n, nil
+}
+
+func schedulerConfig(cfg *config.Config) scheduler.Config {
+	sc := scheduler.Config{CellClasses: map[catalog.CellClass]scheduler.CellConfig{}, MaxWait: cfg.Scheduler.MaxWait,
+		LowerClassAfter: cfg.Scheduler.LowerClassAfter, Fairness: cfg.Scheduler.Fairness}
+	for c, cc := range cfg.CellClasses {
+		sc.CellClasses[c] = scheduler.CellConfig{Parallelism: cc.Parallelism, TargetServiceTime: cc.TargetServiceTime}
+	}
+	for _, q := range cfg.QueueClasses {
+		sc.QueueClasses = append(sc.QueueClasses, scheduler.QueueConfig{Name: q.Name, MinPriority: q.MinPriority,
+			MaxPriority: q.MaxPriority, MaxQueued: int(q.MaxQueued), ReservedCells: int(q.ReservedCells)})
+	}
+	return sc
+}
+
+// Catalog returns the node's catalog (the demo deploys through it).
+func (n *Node) Catalog() *catalog.Catalog { return n.cat }
+
+// Scheduler is the scheduler actor: run it (Run(ctx)) for the node's lifetime.
+func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
+
+// Sampler is the load sampler actor: run it for the node's lifetime.
+func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }
+
+// Server returns an http.Server for the node's API on l's address.
+func (n *Node) Server() *http.Server {
+	return &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		BaseContext: func(net.Listener) context.Context { return context.Background() }}
+}
+
+// Close releases the runtime and the pool. Call it after the actors stopped.
+func (n *Node) Close(ctx context.Context) {
+	if n.pool != nil {
+		_ = n.pool.Close()
+	}
+	if n.run != nil {
+		_ = n.run.Close(ctx)
+	}
+}
+
+// cellSource adapts the cell pool to the scheduler.
+type cellSource struct{ pool *cellpool.Pool }
+
+func (s cellSource) TryLease(c catalog.CellClass) (scheduler.Cell, error) {
+	l, err := s.pool.TryLease(c)
+	if err != nil {
+		return nil, err
+	}
+	return cell{l}, nil
+}
+
+// cell is a leased cellpool cell seen by the scheduler (Release(bool)) and
+// the runner (WithMemory, AbandonMemory).
+type cell struct{ *cellpool.Lease }
+
+func (c cell) Release(quarantine bool) error {
+	d := cellpool.Reuse
+	if quarantine {
+		d = cellpool.Quarantine
+	}
+	return c.Lease.Release(d)
+}
+
+var _ runner.Cell = cell{}
+
+// executor adapts the runner to the scheduler.
+type executor struct{ r *runner.Runner }
+
+func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admission.ExecutionPermit, c scheduler.Cell) scheduler.Completion {
+	inv, ok := job.Input().(*invocation)
+	lease, isCell := c.(cell)
+	if !ok || !isCell {
+		return scheduler.Completion{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
+			Err: errors.AssertionFailedf("node: unexpected job input or cell")}}
+	}
+	out := e.r.Run(ctx, exec, lease, inv.body)
+	return scheduler.Completion{FuelUsed: out.FuelUsed, Quarantine: out.Quarantine, Outcome: out}
+}

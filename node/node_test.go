@@ -1,0 +1,224 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// calmSource reports a quiet host, so tests do not depend on the machine's load.
+type calmSource struct{}
+
+func (calmSource) Sample(context.Context) (float64, float64, error) { return 0.1, 0.1, nil }
+
+type testNode struct {
+	n      *Node
+	srv    *httptest.Server
+	key    string
+	c      *client.Client
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startNode runs the demo configuration with its actors, owned by the test.
+func startNode(t *testing.T) *testNode {
+	t.Helper()
+	key, hash, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Demo(config.WithDataDir(t.TempDir()), config.WithDemoKey(hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Overload.SampleInterval = 10 * time.Millisecond
+	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.DeployDemo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tn := &testNode{n: n, key: key}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.cancel = cancel
+	tn.wg.Add(2)
+	go func() { defer tn.wg.Done(); _ = n.Scheduler().Run(ctx) }()
+	go func() { defer tn.wg.Done(); _ = n.Sampler().Run(ctx) }()
+	tn.srv = httptest.NewServer(n.Handler())
+	tn.c, _ = client.New(tn.srv.URL, key, client.WithRetry(client.RetryPolicy{}))
+	// Ready once the first sample arrived.
+	for i := 0; i < 500; i++ {
+		resp, err := http.Get(tn.srv.URL + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		<-time.After(2 * time.Millisecond) // bounded poll of an external endpoint
+	}
+	t.Cleanup(func() {
+		tn.srv.Close()
+		cancel()
+		tn.wg.Wait()
+		n.Close(context.Background())
+	})
+	return tn
+}
+
+func (tn *testNode) do(t *testing.T, method, path, key string, body []byte, headers map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, tn.srv.URL+path, bytes.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+func TestNode_endToEnd(t *testing.T) {
+	tn := startNode(t)
+	ctx := context.Background()
+
+	res, err := tn.c.Invoke(ctx, "demo", "hello", "greet", []byte("ada"), client.InvokeOptions{RoutingKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != "hello, ada\n" || res.Outcome != "success" || res.FuelUsed == 0 || res.CellClass != "tiny" ||
+		res.ActivationID == "" || !strings.HasPrefix(res.Revision, "rev1-") {
+		t.Fatalf("invoke: %+v", res)
+	}
+
+	// Deploy a module of our own through the API and run it.
+	compute := testwasm.Bytes(t, "compute")
+	digest, err := tn.c.UploadArtifact(ctx, compute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := map[string]any{"tenant": "demo", "service": "calc",
+		"revisions": []any{map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted",
+			"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}},
+		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
+	dep, err := tn.c.Deploy(ctx, "demo", "calc", manifest)
+	if err != nil || dep.Generation == 0 || len(dep.Revisions) != 1 {
+		t.Fatalf("deploy: %+v %v", dep, err)
+	}
+	res, err = tn.c.Invoke(ctx, "demo", "calc", "run", []byte("1000"), client.InvokeOptions{})
+	if err != nil || string(res.Output) != "2926642762503582672\n" {
+		t.Fatalf("calc: %+v %v", res, err)
+	}
+	// Requested fuel below what it needs: fuel-exhausted, 502.
+	_, err = tn.c.Invoke(ctx, "demo", "calc", "run", []byte("1000"), client.InvokeOptions{Fuel: 100})
+	var p *client.Problem
+	if !errors.As(err, &p) || p.Status != 502 || p.Outcome != "fuel-exhausted" {
+		t.Fatalf("want 502 fuel-exhausted, have %v", err)
+	}
+
+	tests := []struct {
+		name, method, path, key string
+		body                    []byte
+		headers                 map[string]string
+		status                  int
+		reason                  string
+	}{
+		{"no key", "POST", "/v1/invoke/demo/hello/greet", "", nil, nil, 401, "unauthenticated"},
+		{"unknown key", "POST", "/v1/invoke/demo/hello/greet", "lk_nope", nil, nil, 401, "unauthenticated"},
+		{"unknown route", "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil, 404, "revision-not-available"},
+		{"other tenant", "POST", "/v1/invoke/acme/hello/greet", tn.key, nil, nil, 403, "principal-not-authorized"},
+		{"bad budget", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
+		{"bad priority", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Priority": "x"}, 400, "invalid-header"},
+		{"expired deadline", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Deadline-Unix-Ms": "1000"}, 504, "deadline-exceeded"},
+		{"payload too large", "POST", "/v1/invoke/demo/hello/greet", tn.key, bytes.Repeat([]byte("x"), 1<<20+1), nil, 413, "payload-too-large"},
+		{"zero fuel", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "fuel=0"}, 400, "budget-infeasible"},
+		{"wrong-tenant deploy", "PUT", "/v1/deployments/acme/x", tn.key, []byte(`{}`), nil, 403, "principal-not-authorized"},
+		{"invalid manifest", "PUT", "/v1/deployments/demo/x", tn.key, []byte(`{"tenant":"demo","service":"x"}`), nil, 422, "invalid-manifest"},
+		{"digest mismatch", "PUT", "/v1/artifacts/" + client.Digest([]byte("a")), tn.key, []byte("b"), nil, 400, "digest-mismatch"},
+		{"bad digest", "PUT", "/v1/artifacts/md5:x", tn.key, []byte("b"), nil, 400, "invalid-digest"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tn.do(t, tc.method, tc.path, tc.key, tc.body, tc.headers)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("want %d, have %d: %s", tc.status, resp.StatusCode, body)
+			}
+			var prob struct {
+				Reason    string `json:"reason"`
+				Retryable bool   `json:"retryable"`
+			}
+			_ = json.Unmarshal(body, &prob)
+			if prob.Reason != tc.reason {
+				t.Fatalf("want reason %q, have %s", tc.reason, body)
+			}
+			if (resp.Header.Get("Retry-After") != "") != prob.Retryable {
+				t.Fatalf("Retry-After %q with retryable=%v", resp.Header.Get("Retry-After"), prob.Retryable)
+			}
+			if strings.Contains(string(body), "demo") && tc.status != 422 {
+				t.Fatalf("problem echoes the tenant: %s", body)
+			}
+		})
+	}
+
+	// The node keeps serving after the bad input, and nothing is half-applied.
+	if res, err := tn.c.Invoke(ctx, "demo", "hello", "greet", nil, client.InvokeOptions{}); err != nil || string(res.Output) != "hello, world\n" {
+		t.Fatalf("after bad input: %v %v", res, err)
+	}
+	raw, err := tn.c.Admission(ctx)
+	if err != nil || !strings.Contains(string(raw), `"live_activations": 0`) {
+		t.Fatalf("admission: %s %v", raw, err)
+	}
+	resp, body := tn.do(t, "GET", "/v1/admin/admission", tn.key, nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "queue_classes") {
+		t.Fatalf("admin admission: %d %s", resp.StatusCode, body)
+	}
+	resp, body = tn.do(t, "GET", "/metrics", "", nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("metrics: %d", resp.StatusCode)
+	}
+	for _, want := range []string{`latent_activations_total{outcome="success",tenant="demo"}`, "latent_rejections_total",
+		"latent_queue_wait_seconds_bucket", "latent_concurrency_window", "latent_permits_leaked_total 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	resp, body = tn.do(t, "DELETE", "/v1/deployments/demo/calc", tn.key, nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("delete: %d %s", resp.StatusCode, body)
+	}
+	if _, err := tn.c.Invoke(ctx, "demo", "calc", "run", nil, client.InvokeOptions{}); !errors.As(err, &p) || p.Status != 404 {
+		t.Fatalf("deleted service: %v", err)
+	}
+}
+
+func TestDemoHello_matchesFixture(t *testing.T) {
+	want, err := os.ReadFile(testwasm.Path("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, DemoHello) {
+		t.Fatal("node/demo/hello.wasm differs from testdata/wasm/hello.wasm: copy it again")
+	}
+}

@@ -1,0 +1,113 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// hold links a waiting item into its principal's holder in the queue class,
+// in seq order (appended on enqueue; a requeued item walks back to its place).
+func (q *queueState) hold(it *Item) {
+	k := holderKey{it.Tenant, it.Principal}
+	h, ok := q.holders[k]
+	if !ok {
+		h = &holder{key: k}
+		q.holders[k] = h
+	}
+	after := h.tail
+	for after != nil && after.seq > it.seq {
+		after = after.hprev
+	}
+	it.hprev = after
+	if after != nil {
+		it.hnext = after.hnext
+		after.hnext = it
+	} else {
+		it.hnext = h.head
+		h.head = it
+	}
+	if it.hnext != nil {
+		it.hnext.hprev = it
+	} else {
+		h.tail = it
+	}
+	h.n++
+	q.waiting++
+}
+
+// unhold unlinks a waiting item from its holder, deleting an empty holder.
+func (q *queueState) unhold(it *Item) {
+	k := holderKey{it.Tenant, it.Principal}
+	h := q.holders[k]
+	if it.hprev != nil {
+		it.hprev.hnext = it.hnext
+	} else {
+		h.head = it.hnext
+	}
+	if it.hnext != nil {
+		it.hnext.hprev = it.hprev
+	} else {
+		h.tail = it.hprev
+	}
+	it.hprev, it.hnext = nil, nil
+	h.n--
+	q.waiting--
+	if h.n == 0 {
+		delete(q.holders, k)
+	}
+}
+
+// YieldSlotTo shares a full queue class's pending slots fairly (seed 000,
+// yieldSlotTo). The node calls it when admission refused an arrival of
+// (tenant, principal) for the queue class's capacity. With n the number of
+// principals waiting in the class, counting the arrival, and share =
+// MaxQueued ÷ n: if the arrival holds fewer than its share, the principal
+// holding the most (and more than its share; ties: the one with the newest
+// waiter) gives up its newest waiter, which is removed and returned — the
+// node answers it ErrFairShare and retries the arrival's admission.
+// Otherwise it returns false and the arrival is refused. One principal may
+// still hold every slot while nobody else waits, and the total never grows.
+func (c *Core) YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, principal string) (*Item, bool) {
+	if queue < 0 || queue >= len(c.queues) {
+		return nil, false
+	}
+	c.advance(now)
+	q := &c.queues[queue]
+	arrival, ok := q.holders[holderKey{tenant, principal}]
+	n, held := len(q.holders), 0
+	if ok {
+		held = arrival.n
+	} else {
+		n++
+	}
+	// held < limit/n and the victim's count > limit/n, in integers.
+	if held*n >= q.limit {
+		return nil, false
+	}
+	var most *holder
+	for _, h := range q.holders {
+		if most == nil || h.n > most.n || (h.n == most.n && h.tail.seq > most.tail.seq) {
+			most = h
+		}
+	}
+	if most == nil || most.n*n <= q.limit {
+		return nil, false
+	}
+	victim := most.tail
+	c.drop(victim)
+	return victim, true
+}
+
+// Holding returns how many items principal (of tenant) has waiting in queue
+// class queue, and how many principals wait there (for tests and stats).
+func (c *Core) Holding(queue int, tenant catalog.TenantID, principal string) (held, principals int) {
+	if queue < 0 || queue >= len(c.queues) {
+		return 0, 0
+	}
+	q := &c.queues[queue]
+	if h, ok := q.holders[holderKey{tenant, principal}]; ok {
+		held = h.n
+	}
+	return held, len(q.holders)
+}

@@ -1,0 +1,579 @@
+package scheduler
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// Clock is the scheduler's source of time (queue waits, expiry, execution
+// time, the adaptive window). It must not block.
+type Clock interface {
+	Now() time.Time
+}
+
+// Cell is a leased execution cell (the node adapts a cellpool lease).
+type Cell interface {
+	// Release returns the cell to its pool, or takes it out of service when
+	// quarantine is true. An error means the cell is out of service anyway:
+	// the scheduler counts it as lost.
+	Release(quarantine bool) error
+}
+
+// CellSource leases cells without waiting (the node adapts the cellpool).
+type CellSource interface {
+	// TryLease returns an idle cell of the class, or an error when none is
+	// available now.
+	TryLease(catalog.CellClass) (Cell, error)
+}
+
+// Executor runs a started job on a leased cell (the node adapts the runner).
+type Executor interface {
+	// Execute runs job with the execution permit's budget and deadline and
+	// returns when the guest has stopped. ctx ends when the caller goes away
+	// or the scheduler shuts down (cause ErrShuttingDown). Execute must not
+	// release the cell or the permit: the scheduler does, in that order,
+	// after Execute returned.
+	Execute(ctx context.Context, job *Job, exec *admission.ExecutionPermit, cell Cell) Completion
+}
+
+// Completion is what an execution reports.
+type Completion struct {
+	// FuelUsed is the fuel the guest consumed (corrects the fair-queue charge
+	// and feeds the adaptive window).
+	FuelUsed uint64
+	// Quarantine asks that the cell leave service (its state is uncertain).
+	Quarantine bool
+	// Outcome is the executor's result for the caller, opaque to the scheduler.
+	Outcome any
+}
+
+// Result is the one definite result of a job, delivered on Job.Done.
+type Result struct {
+	// Err is nil when the job executed (its outcome, good or bad, is in
+	// Completion). Otherwise it never executed: an *Error
+	// (ErrQueueWaitExceeded, ErrFairShare, ErrShuttingDown, ErrCancelled,
+	// ErrExecutorPanicked) or an admission refusal at start (a
+	// *admission.Rejection such as deadline-exceeded, wrapped).
+	Err        error
+	Completion Completion
+	// QueueWait is the time between Submit and dispatch (or removal).
+	QueueWait time.Duration
+	// Execution is the time Execute took.
+	Execution time.Duration
+	Cell      catalog.CellClass
+}
+
+type jobState uint8
+
+const (
+	jobQueued   jobState = iota + 1
+	jobStarting          // taken by Next; the Run loop is starting it
+	jobRunning
+	jobFinished
+)
+
+// Job is a submitted activation. It owns its admission permit until the
+// scheduler starts or drops it.
+type Job struct {
+	ctx    context.Context
+	permit *admission.AdmissionPermit
+	input  any
+	item   Item
+	done   chan Result
+
+	// Guarded by Scheduler.mu.
+	state  jobState
+	stop   func() bool             // unregisters the caller-gone callback
+	cancel context.CancelCauseFunc // running: ends the executor's context
+}
+
+// Done delivers the job's one result; the channel is buffered, so nobody has
+// to read it.
+func (j *Job) Done() <-chan Result { return j.done }
+
+// Input is what Submit was given.
+func (j *Job) Input() any { return j.input }
+
+// Obligations are the admitted activation's obligations.
+func (j *Job) Obligations() admission.Obligations { return j.permit.Obligations() }
+
+func (j *Job) deliver(r Result) {
+	r.Cell = j.item.Cell
+	j.done <- r
+}
+
+// Deps are the scheduler's collaborators.
+type Deps struct {
+	// Cells leases cells (required).
+	Cells CellSource
+	// Exec runs jobs (required).
+	Exec Executor
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// Tick is the period of expiry and adjustment (default: MaxWait/10, at
+	// most 100ms, at least 1ms). Nothing waits past MaxWait plus one tick.
+	Tick time.Duration
+	// ShutdownGrace is how long running jobs may finish after Run's context
+	// ended before their contexts are cancelled (0: at once).
+	ShutdownGrace time.Duration
+}
+
+type runState uint8
+
+const (
+	stateIdle runState = iota
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// Scheduler is the driver around Core: it owns the permits of queued jobs,
+// the dispatch and expiry loop and the executor goroutines. All methods are
+// safe for concurrent use.
+//
+// Lock order: mu is a leaf. It is never held while calling admission, the
+// CellSource, the Executor or a Cell, or while delivering a result; under it
+// the scheduler calls only the Clock. ObservedQueueDelay takes no lock
+// (admission calls it under its own).
+type Scheduler struct {
+	deps    Deps
+	clock   Clock
+	tick    time.Duration
+	ticks   <-chan time.Time // tests replace the ticker
+	classes []catalog.CellClass
+	wake    chan struct{}
+	delay   [len(catalog.CellClasses) + 1]atomic.Int64
+	started atomic.Bool
+	execs   sync.WaitGroup
+	// permitErrors counts permit releases that failed: a permit given to
+	// Submit that was not the caller's to give (already used).
+	permitErrors atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		core    *Core
+		state   runState
+		running map[*Job]struct{}
+		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
+	}
+}
+
+var _ admission.QueueDelaySource = (*Scheduler)(nil)
+
+// New validates cfg and deps and returns an idle scheduler. It starts
+// nothing: don't forget to Run it. Jobs submitted before Run wait for it.
+func New(cfg Config, deps Deps) (*Scheduler, error) {
+	core, err := NewCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if deps.Cells == nil || deps.Exec == nil {
+		return nil, errors.AssertionFailedf("scheduler: Deps.Cells and Deps.Exec are required")
+	}
+	if deps.Tick < 0 || deps.ShutdownGrace < 0 {
+		return nil, errors.AssertionFailedf("scheduler: Deps.Tick and Deps.ShutdownGrace must not be negative")
+	}
+	s := &Scheduler{deps: deps, clock: deps.Clock, tick: deps.Tick, wake: make(chan struct{}, 1)}
+	if s.clock == nil {
+		s.clock = wallClock{}
+	}
+	if s.tick == 0 {
+		s.tick = min(max(core.cfg.MaxWait/10, time.Millisecond), 100*time.Millisecond)
+	}
+	for _, c := range catalog.CellClasses {
+		if core.cell(c) != nil {
+			s.classes = append(s.classes, c)
+		}
+	}
+	s.mu.core = core
+	s.mu.running = map[*Job]struct{}{}
+	return s, nil
+}
+
+// wallClock is the default clock, the one place the package reads the time.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Submit enqueues an admitted activation. The job owns permit from now on:
+// if Submit fails it releases the permit (ErrShuttingDown after Run's
+// context ended, ErrCancelled if ctx already ended). When ctx ends while the
+// job waits, the job is removed, its permit released and its result is
+// ErrCancelled; when it ends while the job runs, the executor's context is
+// cancelled and the permit is kept until the guest stopped.
+func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, error) {
+	if permit == nil {
+		return nil, errors.AssertionFailedf("scheduler: Submit without a permit")
+	}
+	ob := permit.Obligations()
+	j := &Job{ctx: ctx, permit: permit, input: input, done: make(chan Result, 1)}
+	j.item = Item{Tenant: ob.Tenant, Principal: ob.Subject, Cell: ob.CellClass, Queue: ob.QueueIndex, Payload: j}
+	if ctx.Err() != nil {
+		return nil, s.refuse(permit, ErrCancelled.withCause(context.Cause(ctx)))
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if s.mu.state >= stateStopping {
+		s.mu.Unlock()
+		return nil, s.refuse(permit, ErrShuttingDown)
+	}
+	if err := s.mu.core.Enqueue(now, &j.item); err != nil {
+		s.mu.Unlock()
+		return nil, s.refuse(permit, err)
+	}
+	j.state = jobQueued
+	// The callback runs in its own goroutine once ctx ends (never inline
+	// here), takes mu and returns; finishing the job unregisters it.
+	j.stop = context.AfterFunc(ctx, func() { s.callerGone(j) })
+	s.mu.Unlock()
+	s.nudge()
+	return j, nil
+}
+
+func (s *Scheduler) refuse(permit *admission.AdmissionPermit, err error) error {
+	if rerr := permit.Release(); rerr != nil {
+		s.permitErrors.Add(1)
+		return errors.CombineErrors(err, rerr)
+	}
+	return err
+}
+
+func (s *Scheduler) releasePermit(p *admission.AdmissionPermit) {
+	if p.Release() != nil {
+		s.permitErrors.Add(1)
+	}
+}
+
+// finishLocked marks j finished and unregisters its callback.
+//
+// REQUIRES: s.mu held.
+func (s *Scheduler) finishLocked(j *Job) {
+	j.state = jobFinished
+	if j.stop != nil {
+		j.stop()
+	}
+}
+
+// callerGone removes a queued job whose caller went away. A starting job is
+// checked by the Run loop before its lease; a running one sees its context end.
+func (s *Scheduler) callerGone(j *Job) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if j.state != jobQueued {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.core.Remove(&j.item)
+	s.finishLocked(j)
+	s.mu.Unlock()
+	s.releasePermit(j.permit)
+	j.deliver(Result{Err: ErrCancelled.withCause(context.Cause(j.ctx)), QueueWait: now.Sub(j.item.EnqueuedAt)})
+	s.nudge()
+}
+
+// YieldSlotTo applies the pending-slot fair share of queue class queue for an
+// arrival of (tenant, principal) that admission refused for the class's
+// capacity (see Core.YieldSlotTo). When it returns true, a victim was
+// removed, its permit released (so its queue slot is free now) and its
+// result is ErrFairShare: admit the arrival again.
+func (s *Scheduler) YieldSlotTo(queue int, tenant catalog.TenantID, principal string) bool {
+	now := s.clock.Now()
+	s.mu.Lock()
+	it, ok := s.mu.core.YieldSlotTo(now, queue, tenant, principal)
+	if !ok {
+		s.mu.Unlock()
+		return false
+	}
+	j := it.Payload.(*Job)
+	s.finishLocked(j)
+	s.mu.Unlock()
+	s.releasePermit(j.permit)
+	j.deliver(Result{Err: ErrFairShare, QueueWait: now.Sub(it.EnqueuedAt)})
+	return true
+}
+
+// ObservedQueueDelay is the moving average of the queue wait of a cell class
+// (admission.QueueDelaySource). It takes no lock.
+func (s *Scheduler) ObservedQueueDelay(c catalog.CellClass) time.Duration {
+	if int(c) >= len(s.delay) {
+		return 0
+	}
+	return time.Duration(s.delay[c].Load())
+}
+
+// DriverStats is a snapshot of the scheduler.
+type DriverStats struct {
+	Stats
+	// Executing is the number of jobs whose executor has not returned.
+	Executing int
+	// PermitErrors counts permits that could not be released because they
+	// were already used (a caller bug; 0 in a healthy node).
+	PermitErrors uint64
+}
+
+// Stats returns a snapshot for metrics. CellStats.Quarantined counts the
+// cells lost to executor quarantine requests (or failed releases).
+func (s *Scheduler) Stats() DriverStats {
+	s.mu.Lock()
+	st := DriverStats{Stats: s.mu.core.Stats(), Executing: len(s.mu.running)}
+	s.mu.Unlock()
+	st.PermitErrors = s.permitErrors.Load()
+	return st
+}
+
+func (s *Scheduler) nudge() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// publishLocked copies the queue-delay averages where ObservedQueueDelay
+// reads them.
+//
+// REQUIRES: s.mu held.
+func (s *Scheduler) publishLocked() {
+	for _, c := range s.classes {
+		s.delay[c].Store(int64(s.mu.core.ObservedQueueDelay(c)))
+	}
+}
+
+// Run dispatches queued jobs, expires them and adjusts the windows until ctx
+// ends; then it shuts down: Submit refuses with ErrShuttingDown, queued jobs
+// get ErrShuttingDown and their permits are released, running jobs get
+// Deps.ShutdownGrace to finish before their contexts are cancelled, and Run
+// returns once every executor returned. It returns nil, or an error if called
+// twice. Every job submitted gets exactly one result.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("scheduler: Run called twice")
+	}
+	s.mu.Lock()
+	s.mu.state = stateRunning
+	s.mu.Unlock()
+	ticks := s.ticks
+	if ticks == nil {
+		t := time.NewTicker(s.tick)
+		defer t.Stop()
+		ticks = t.C
+	}
+	s.dispatch()
+	for {
+		select {
+		case <-ctx.Done():
+			s.shutdown()
+			return nil
+		case <-s.wake:
+			s.dispatch()
+		case <-ticks:
+			s.onTick()
+			s.dispatch()
+		}
+	}
+}
+
+// onTick expires jobs past MaxWait and adjusts the windows.
+func (s *Scheduler) onTick() {
+	now := s.clock.Now()
+	s.mu.Lock()
+	expired := s.mu.core.Expire(now)
+	for _, it := range expired {
+		s.finishLocked(it.Payload.(*Job))
+	}
+	s.mu.core.Adjust(now)
+	s.mu.blocked = [len(s.mu.blocked)]bool{}
+	s.publishLocked()
+	s.mu.Unlock()
+	for _, it := range expired {
+		j := it.Payload.(*Job)
+		s.releasePermit(j.permit)
+		j.deliver(Result{Err: ErrQueueWaitExceeded, QueueWait: now.Sub(it.EnqueuedAt)})
+	}
+}
+
+// dispatch starts jobs while the core allows.
+func (s *Scheduler) dispatch() {
+	for _, c := range s.classes {
+		for {
+			now := s.clock.Now()
+			s.mu.Lock()
+			if s.mu.state != stateRunning || s.mu.blocked[c] {
+				s.mu.Unlock()
+				break
+			}
+			it, ok := s.mu.core.Next(now, c)
+			if !ok {
+				s.publishLocked()
+				s.mu.Unlock()
+				break
+			}
+			j := it.Payload.(*Job)
+			j.state = jobStarting
+			s.publishLocked()
+			s.mu.Unlock()
+			s.start(j, now.Sub(it.EnqueuedAt))
+		}
+	}
+}
+
+// start takes a dispatched job to a running executor: immediately before
+// leasing a cell it checks the caller's cancellation and EnsureSchedulable;
+// after the lease it calls StartExecution. Without a cell the job goes back
+// to the head of its queue.
+func (s *Scheduler) start(j *Job, wait time.Duration) {
+	class := j.item.Cell
+	if j.ctx.Err() != nil {
+		s.abort(j, ErrCancelled.withCause(context.Cause(j.ctx)), wait, true)
+		return
+	}
+	if err := j.permit.EnsureSchedulable(); err != nil {
+		s.abort(j, errors.Wrap(err, "scheduler: start"), wait, true)
+		return
+	}
+	cell, err := s.deps.Cells.TryLease(class)
+	if err != nil || cell == nil {
+		s.mu.Lock()
+		s.must(s.mu.core.Requeue(&j.item))
+		j.state = jobQueued
+		s.mu.blocked[class] = true
+		gone := j.ctx.Err() != nil // the caller left while the job was starting
+		s.mu.Unlock()
+		if gone {
+			s.callerGone(j)
+		}
+		return
+	}
+	xp, err := j.permit.StartExecution()
+	if err != nil {
+		// StartExecution released the reservation; the unused cell goes back.
+		if cell.Release(false) != nil {
+			s.mu.Lock()
+			s.mu.core.LoseCell(class)
+			s.mu.Unlock()
+		}
+		s.abort(j, errors.Wrap(err, "scheduler: start"), wait, false)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(j.ctx)
+	s.mu.Lock()
+	j.state = jobRunning
+	j.cancel = cancel
+	s.mu.running[j] = struct{}{}
+	s.execs.Add(1)
+	s.mu.Unlock()
+	go s.execute(ctx, j, xp, cell, wait)
+}
+
+// abort finishes a dispatched job that did not start.
+func (s *Scheduler) abort(j *Job, err error, wait time.Duration, release bool) {
+	s.mu.Lock()
+	s.must(s.mu.core.Abort(&j.item))
+	s.finishLocked(j)
+	s.mu.Unlock()
+	if release {
+		s.releasePermit(j.permit)
+	}
+	j.deliver(Result{Err: err, QueueWait: wait})
+}
+
+// execute runs one job on its cell; the Run loop waits for it (execs).
+func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.ExecutionPermit, cell Cell, wait time.Duration) {
+	defer s.execs.Done()
+	class := j.item.Cell
+	start := s.clock.Now()
+	comp, perr := s.runExecutor(ctx, j, xp, cell)
+	end := s.clock.Now()
+	quarantine := comp.Quarantine || perr != nil
+	lost := cell.Release(quarantine) != nil || quarantine
+	if xp.Release() != nil {
+		s.permitErrors.Add(1)
+	}
+	j.cancel(nil)
+	s.mu.Lock()
+	s.must(s.mu.core.Done(end, &j.item, comp.FuelUsed, end.Sub(start)))
+	if lost {
+		s.mu.core.LoseCell(class)
+	}
+	delete(s.mu.running, j)
+	s.mu.blocked[class] = false
+	s.finishLocked(j)
+	s.mu.Unlock()
+	res := Result{Completion: comp, QueueWait: wait, Execution: end.Sub(start)}
+	if perr != nil {
+		res.Err = perr
+	}
+	j.deliver(res)
+	s.nudge()
+}
+
+// runExecutor calls the executor, turning a panic into ErrExecutorPanicked
+// (the cell is then quarantined and the permit released as usual).
+func (s *Scheduler) runExecutor(ctx context.Context, j *Job, xp *admission.ExecutionPermit, cell Cell) (comp Completion, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			comp, err = Completion{}, ErrExecutorPanicked.withCause(errors.Newf("%v", r))
+		}
+	}()
+	return s.deps.Exec.Execute(ctx, j, xp, cell), nil
+}
+
+// must panics on a broken invariant of the core: continuing would corrupt
+// the accounting of cells and permits.
+func (s *Scheduler) must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// shutdown drops queued jobs, gives running ones the grace period, then
+// cancels them and waits for every executor.
+func (s *Scheduler) shutdown() {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.mu.state = stateStopping
+	drained := s.mu.core.Drain()
+	for _, it := range drained {
+		s.finishLocked(it.Payload.(*Job))
+	}
+	s.publishLocked()
+	s.mu.Unlock()
+	for _, it := range drained {
+		j := it.Payload.(*Job)
+		s.releasePermit(j.permit)
+		j.deliver(Result{Err: ErrShuttingDown, QueueWait: now.Sub(it.EnqueuedAt)})
+	}
+
+	done := make(chan struct{})
+	go func() { // owned: shutdown waits for done below
+		s.execs.Wait()
+		close(done)
+	}()
+	if s.deps.ShutdownGrace > 0 {
+		t := time.NewTimer(s.deps.ShutdownGrace)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	select {
+	case <-done:
+	default:
+		s.mu.Lock()
+		for j := range s.mu.running {
+			j.cancel(ErrShuttingDown)
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	s.mu.Lock()
+	s.mu.state = stateStopped
+	s.mu.Unlock()
+}
