@@ -53,6 +53,7 @@ type fakeCells struct {
 	mu          sync.Mutex
 	free        map[catalog.CellClass]int
 	leased      int
+	leases      int // successful TryLease calls
 	quarantined int
 	refuse      int           // the next TryLease calls to refuse
 	refused     chan struct{} // signalled on each refusal, if set
@@ -77,6 +78,7 @@ func (f *fakeCells) TryLease(c catalog.CellClass) (Cell, error) {
 	}
 	f.free[c]--
 	f.leased++
+	f.leases++
 	if f.onLease != nil {
 		f.onLease()
 	}
@@ -440,6 +442,12 @@ func TestScheduler_queued(t *testing.T) {
 		if r := result(t, j); !errors.Is(r.Err, admission.ErrDeadlineExpired) {
 			t.Errorf("job past its deadline: %v", r.Err)
 		}
+	}
+	e.cells.mu.Lock()
+	leases := e.cells.leases
+	e.cells.mu.Unlock()
+	if leases != 2 {
+		t.Errorf("%d leases: a job past its deadline leased a cell", leases)
 	}
 
 	// A failed lease: the job goes back to its queue and starts after the

@@ -61,12 +61,12 @@ func TestSim_equalTenants(t *testing.T) {
 	}{{"4x", equal}, {"4x-32x", unequal}} {
 		t.Run(tc.name, func(t *testing.T) {
 			run, win := equalFigures(t, newSimCore(t, simConfig(simP, FairnessFuel, 1<<20)), tc.outstanding)
-			t.Logf("fuel: Jain run %.5f, worst window %.5f", run, win)
+			t.Logf("fuel: Jain run %.6f, worst window %.6f", run, win)
 			if run < 0.999 || win < 0.99 {
 				t.Errorf("fair scheduler: Jain run %.5f (want ≥ 0.999), worst window %.5f (want ≥ 0.99)", run, win)
 			}
 			frun, fwin := equalFigures(t, fifo(simP), tc.outstanding)
-			t.Logf("FIFO: Jain run %.5f, worst window %.5f", frun, fwin)
+			t.Logf("FIFO: Jain run %.6f, worst window %.6f", frun, fwin)
 			if tc.name == "4x-32x" && frun >= 0.999 && fwin >= 0.99 {
 				t.Errorf("negative control: FIFO passed (Jain run %.5f, worst window %.5f)", frun, fwin)
 			}
@@ -140,7 +140,7 @@ func TestSim_costAware(t *testing.T) {
 	t.Parallel() // a simulation: no goroutines, runs beside the others
 	const p = 4
 	fuel, cpu := costJain(t, newSimCore(t, simConfig(p, FairnessFuel, 1<<20)))
-	t.Logf("fuel: CPU-share Jain %.5f (cpu %v)", fuel, cpu)
+	t.Logf("fuel: CPU-share Jain %.6f (cpu %v)", fuel, cpu)
 	if fuel < 0.98 {
 		t.Errorf("fuel mode: CPU-share Jain %.5f, want ≥ 0.98", fuel)
 	}
