@@ -29,13 +29,17 @@ check:
 			cp /tmp/latent-go.mod.bak go.mod; cp /tmp/latent-go.sum.bak go.sum; exit 1; fi
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./catalog/
+	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./catalog/ ./admission/ ./scheduler/ ./cellpool/
 
 # Each fuzz target runs for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./catalog/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRecord$$' -fuzztime=$(FUZZTIME) ./catalog/
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateName$$' -fuzztime=$(FUZZTIME) ./catalog/
+	$(GO) test -run='^$$' -fuzz='^FuzzInstrument$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
+	$(GO) test -run='^$$' -fuzz='^FuzzGenerated$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./node/config/
+	$(GO) test -run='^$$' -fuzz='^FuzzAuthenticate$$' -fuzztime=$(FUZZTIME) ./node/auth/
 
 stress:
 	$(GO) test -race -tags stress -timeout 60m ./stress/...

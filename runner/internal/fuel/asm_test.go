@@ -76,20 +76,24 @@ func body(locals []localGroup, code ...[]byte) []byte {
 func codes(bodies ...[]byte) []byte { return section(secCode, vec(bodies...)) }
 
 // Instructions.
-func op(b ...byte) []byte                 { return b }
-func localGet(i uint32) []byte            { return cat([]byte{opLocalGet}, u32(i)) }
-func localSet(i uint32) []byte            { return cat([]byte{opLocalSet}, u32(i)) }
-func localTee(i uint32) []byte            { return cat([]byte{opLocalTee}, u32(i)) }
-func globalGet(i uint32) []byte           { return cat([]byte{opGlobalGet}, u32(i)) }
-func globalSet(i uint32) []byte           { return cat([]byte{opGlobalSet}, u32(i)) }
-func i32c(v int32) []byte                 { return cat([]byte{opI32Const}, s64(int64(v))) }
-func i64c(v int64) []byte                 { return cat([]byte{opI64Const}, s64(v)) }
-func call(f uint32) []byte                { return cat([]byte{opCall}, u32(f)) }
-func br(l uint32) []byte                  { return cat([]byte{opBr}, u32(l)) }
-func brIf(l uint32) []byte                { return cat([]byte{opBrIf}, u32(l)) }
-func block(bt byte, code ...[]byte) []byte { return cat([]byte{opBlock, bt}, cat(code...), []byte{opEnd}) }
-func loop(bt byte, code ...[]byte) []byte  { return cat([]byte{opLoop, bt}, cat(code...), []byte{opEnd}) }
-func misc(sub uint32, imm ...byte) []byte  { return cat([]byte{prefixMisc}, u32(sub), imm) }
+func op(b ...byte) []byte       { return b }
+func localGet(i uint32) []byte  { return cat([]byte{opLocalGet}, u32(i)) }
+func localSet(i uint32) []byte  { return cat([]byte{opLocalSet}, u32(i)) }
+func localTee(i uint32) []byte  { return cat([]byte{opLocalTee}, u32(i)) }
+func globalGet(i uint32) []byte { return cat([]byte{opGlobalGet}, u32(i)) }
+func globalSet(i uint32) []byte { return cat([]byte{opGlobalSet}, u32(i)) }
+func i32c(v int32) []byte       { return cat([]byte{opI32Const}, s64(int64(v))) }
+func i64c(v int64) []byte       { return cat([]byte{opI64Const}, s64(v)) }
+func call(f uint32) []byte      { return cat([]byte{opCall}, u32(f)) }
+func br(l uint32) []byte        { return cat([]byte{opBr}, u32(l)) }
+func brIf(l uint32) []byte      { return cat([]byte{opBrIf}, u32(l)) }
+func block(bt byte, code ...[]byte) []byte {
+	return cat([]byte{opBlock, bt}, cat(code...), []byte{opEnd})
+}
+func loop(bt byte, code ...[]byte) []byte {
+	return cat([]byte{opLoop, bt}, cat(code...), []byte{opEnd})
+}
+func misc(sub uint32, imm ...byte) []byte { return cat([]byte{prefixMisc}, u32(sub), imm) }
 
 func brTable(def uint32, labels ...uint32) []byte {
 	items := make([][]byte, len(labels))
@@ -112,9 +116,9 @@ const (
 	opI32And  = 0x71
 	opI32Xor  = 0x73
 	opI32RemU = 0x70
+	opI32Sub  = 0x6b
 	opI32Ne   = 0x47
 	opI32GeU  = 0x4f
-	opI64Add  = 0x7c
 	opI64LtU  = 0x54
 	opI64Mul  = 0x7e
 )

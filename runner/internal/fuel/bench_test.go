@@ -106,21 +106,25 @@ func benchRatio(b *testing.B, wasm []byte, fn string, arg uint64, cfg Config) {
 func BenchmarkRatio(b *testing.B) {
 	b.Run("fib", func(b *testing.B) { benchRatio(b, fibModule(), "fib", 25, Config{}) })
 	b.Run("loop", func(b *testing.B) { benchRatio(b, loopModule(), "mix", 100_000, Config{}) })
-	b.Run("fib-nodepth", func(b *testing.B) {
-		expNoDepth = true
-		defer func() { expNoDepth = false }()
-		benchRatio(b, fibModule(), "fib", 25, Config{})
-	})
-	b.Run("fib-nofuel", func(b *testing.B) {
-		expNoFuel = true
-		defer func() { expNoFuel = false }()
-		benchRatio(b, fibModule(), "fib", 25, Config{})
-	})
-	b.Run("fib-split", func(b *testing.B) {
-		splitEntry = true
-		defer func() { splitEntry = false }()
-		benchRatio(b, fibModule(), "fib", 25, Config{})
-	})
+	b.Run("sum", func(b *testing.B) { benchRatio(b, sumModule(), "sum", 100_000, Config{}) })
+}
+
+// sumModule exports sum(n i64) i64 = n + (n-1) + ... + 1: the tightest
+// loop, four useful operators per iteration.
+func sumModule() []byte {
+	const acc = 1
+	return wasmModule(
+		types(functype(i64, i64)),
+		funcs(0),
+		exports(exportEntry("sum", ExternFunc, 0)),
+		codes(body([]localGroup{{1, valI64}},
+			loop(blockEmpty,
+				localGet(acc), localGet(0), op(opI64Add), localSet(acc),
+				localGet(0), i64c(1), op(opI64Sub), localTee(0), i64c(0), op(0x52 /* i64.ne */), brIf(0),
+			),
+			localGet(acc),
+		)),
+	)
 }
 
 // benchCall measures calls of export fn(arg) of wasm, plain or instrumented.
@@ -158,11 +162,6 @@ func BenchmarkFib(b *testing.B) {
 	for _, metered := range []bool{false, true} {
 		b.Run(name(metered), func(b *testing.B) { benchCall(b, fibModule(), "fib", 25, metered) })
 	}
-	b.Run("split", func(b *testing.B) {
-		splitEntry = true
-		defer func() { splitEntry = false }()
-		benchCall(b, fibModule(), "fib", 25, true)
-	})
 }
 
 func BenchmarkLoop(b *testing.B) {

@@ -37,9 +37,6 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		return nil
 	}
 	memarg := func() error {
-		if err := needMemory(); err != nil {
-			return err
-		}
 		align, err := r.u32()
 		if err != nil {
 			return err
@@ -47,8 +44,10 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		if align&0x40 != 0 {
 			return unsupported("memory index in memarg (multi-memory)")
 		}
-		_, err = r.u32()
-		return err
+		if _, err = r.u32(); err != nil {
+			return err
+		}
+		return needMemory()
 	}
 	memIndex := func() error {
 		mat := r.offset()
@@ -90,7 +89,7 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 	case op == opBr || op == opBrIf:
 		in.imm, err = r.u32()
 	case op == opBrTable:
-		n, err := r.count()
+		n, err := r.count("br_table labels", maxBrTable)
 		if err != nil {
 			return in, err
 		}
@@ -105,23 +104,24 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 	case op == opCall:
 		in.imm, err = index("function", uint64(m.numFuncs()))
 	case op == opCallIndirect:
-		if _, err = index("type", uint64(len(m.types))); err == nil {
-			err = table()
-		}
+		_, err = index("type", uint64(len(m.types)))
+		err = first(err, table())
 	case op == opSelectTyped:
 		m.features |= FeatureReferenceTypes
-		n, err := r.u32()
+		n, err := r.count("select types", maxParams)
 		if err != nil {
 			return in, err
+		}
+		for range n {
+			t, err := r.valType()
+			if err != nil {
+				return in, err
+			}
+			m.noteValType(t)
 		}
 		if n != 1 {
 			return in, invalid("select with %d types", n)
 		}
-		t, err := r.valType()
-		if err != nil {
-			return in, err
-		}
-		m.noteValType(t)
 	case op >= opLocalGet && op <= opLocalTee:
 		_, err = index("local", numLocals)
 	case op == opGlobalGet || op == opGlobalSet:
@@ -167,11 +167,20 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		}
 		return in, unsupported("unknown opcode " + hexByte(op))
 	}
-	if err != nil {
-		return in, err
-	}
 	in.end = int32(r.pos)
-	return in, nil
+	return in, err
+}
+
+// first returns the first non-nil error. decode reads all of an
+// instruction's immediates before it reports an index out of range, so a
+// scan can step over the instruction (see the tests' safeForWazero).
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
@@ -195,33 +204,27 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 		m.features |= FeatureNontrappingF2I
 	case sub == miscMemoryInit:
 		m.features |= FeatureBulkMemory
-		if _, err = index("data", dataLimit); err == nil {
-			err = memIndex()
-		}
+		_, err = index("data", dataLimit)
+		err = first(err, memIndex())
 	case sub == miscDataDrop:
 		m.features |= FeatureBulkMemory
 		_, err = index("data", dataLimit)
 	case sub == miscMemoryCopy:
 		m.features |= FeatureBulkMemory
-		if err = memIndex(); err == nil {
-			err = memIndex()
-		}
+		err = first(memIndex(), memIndex())
 	case sub == miscMemoryFill:
 		m.features |= FeatureBulkMemory
 		err = memIndex()
 	case sub == miscTableInit:
 		m.features |= FeatureBulkMemory
-		if _, err = index("element", uint64(m.numElems())); err == nil {
-			err = table()
-		}
+		_, err = index("element", uint64(m.numElems()))
+		err = first(err, table())
 	case sub == miscElemDrop:
 		m.features |= FeatureBulkMemory
 		_, err = index("element", uint64(m.numElems()))
 	case sub == miscTableCopy:
 		m.features |= FeatureBulkMemory
-		if err = table(); err == nil {
-			err = table()
-		}
+		err = first(table(), table())
 	default: // table.grow, table.size, table.fill
 		m.features |= FeatureReferenceTypes
 		err = table()
@@ -247,9 +250,9 @@ func (rw *rewriter) decodeSIMD(r *reader, in *instr, at int, memarg func() error
 	case sub >= simdLaneFirst && sub <= simdLaneLast:
 		_, err = r.byte()
 	case sub >= simdLoadLaneFrst && sub <= simdLoadLaneLast:
-		if err = memarg(); err == nil {
-			_, err = r.byte()
-		}
+		err = memarg()
+		_, lerr := r.byte()
+		err = first(lerr, err)
 	}
 	return err
 }

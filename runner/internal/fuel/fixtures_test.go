@@ -1,7 +1,9 @@
 package fuel
 
 import (
+	"bytes"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/latent-node/latent-node/internal/testwasm"
@@ -61,10 +63,32 @@ func TestInstrument_sameBehaviour(t *testing.T) {
 			if have.fuel <= 0 && tc.name != "trivial" {
 				t.Errorf("fuel = %d, want > 0", have.fuel)
 			}
-			if have.trap == "" && have.exit < 0 && have.depth != 0 {
-				t.Errorf("call depth after return = %d, want 0", have.depth)
+			if have.trap == "" && have.exit < 0 && have.callsLeft != DefaultMaxCallDepth-1 {
+				t.Errorf("calls left after return = %d, want %d", have.callsLeft, DefaultMaxCallDepth-1)
 			}
 			t.Logf("%s: fuel %d, %s", tc.name, have.fuel, have.behaviour())
 		})
 	}
+}
+
+// TestInstrument_concurrent instruments the fixtures from several
+// goroutines: the output is the same bytes every time.
+func TestInstrument_concurrent(t *testing.T) {
+	names := testwasm.Names()
+	want := map[string][]byte{}
+	for _, name := range names {
+		want[name] = mustInstrument(t, testwasm.Bytes(t, name), Config{}).Module
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, name := range names {
+				res, err := Instrument(testwasm.Bytes(t, name), Config{})
+				if err != nil || !bytes.Equal(res.Module, want[name]) {
+					t.Errorf("%s: output differs (%v)", name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -3,6 +3,8 @@ package fuel
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"strconv"
@@ -107,6 +109,36 @@ func depthExceeded(context.Context) { panic(errDepthExceeded) }
 // compilation cache.
 type engine struct {
 	rt wazero.Runtime
+
+	mu       sync.Mutex
+	compiled map[[32]byte]wazero.CompiledModule
+}
+
+// compile returns wasm compiled, compiling each distinct module once per
+// process (the interpreter has no compilation cache of its own).
+func (e *engine) compile(t testing.TB, wasm []byte) wazero.CompiledModule {
+	t.Helper()
+	key := sha256.Sum256(wasm)
+	e.mu.Lock()
+	cm, ok := e.compiled[key]
+	e.mu.Unlock()
+	if ok {
+		return cm
+	}
+	cm, err := e.rt.CompileModule(context.Background(), wasm)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.compiled) > 200 { // fuzzing: do not keep every input
+		for k, old := range e.compiled {
+			_ = old.Close(context.Background())
+			delete(e.compiled, k)
+		}
+	}
+	e.compiled[key] = cm
+	return cm
 }
 
 var (
@@ -144,9 +176,17 @@ func getEngine(t testing.TB, compiler bool) *engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &engine{rt: rt}
+	e := &engine{rt: rt, compiled: map[[32]byte]wazero.CompiledModule{}}
 	engines.Store(compiler, e)
 	return e
+}
+
+func ctxWith(ctx context.Context, me *meter) context.Context {
+	return context.WithValue(ctx, meterKey{}, me)
+}
+
+func moduleConfig() wazero.ModuleConfig {
+	return wazero.NewModuleConfig().WithName("").WithStartFunctions()
 }
 
 // outcome is what one run of a module did.
@@ -156,8 +196,10 @@ type outcome struct {
 	trap           string // first line of any other error
 	err            error
 	results        []uint64
-	fuel           int64 // consumed (instrumented runs)
-	depth          uint32
+	fuel           int64  // consumed (instrumented runs)
+	callsLeft      int64  // the call-depth global after the run
+	counter        uint64 // the exported global "cnt", if any
+	memHash        uint64 // FNV-1a of the memory exported as "mem", if any
 	me             *meter
 }
 
@@ -174,11 +216,7 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 		me = newMeter(1 << 40)
 	}
 	ctx := context.WithValue(context.Background(), meterKey{}, me)
-	cm, err := e.rt.CompileModule(ctx, wasm)
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	defer func() { _ = cm.Close(ctx) }()
+	cm := e.compile(t, wasm)
 	var stdout, stderr bytes.Buffer
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
 		WithStdin(strings.NewReader(stdin)).WithStdout(&stdout).WithStderr(&stderr)
@@ -206,10 +244,19 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 		o.trap, _, _ = strings.Cut(err.Error(), "\n")
 	}
 	if mod != nil {
+		if g := mod.ExportedGlobal("cnt"); g != nil {
+			o.counter = g.Get()
+		}
+		if mem := mod.ExportedMemory("mem"); mem != nil {
+			b, _ := mem.Read(0, mem.Size())
+			h := fnv.New64a()
+			h.Write(b)
+			o.memHash = h.Sum64()
+		}
 		if g := mod.ExportedGlobal(FuelExport); g != nil {
 			me.fuel = g.(api.MutableGlobal)
 			im := mod.(experimental.InternalModule)
-			o.depth = uint32(im.Global(im.NumGlobal() - 1).Get())
+			o.callsLeft = int64(im.Global(im.NumGlobal() - 1).Get())
 		}
 	}
 	o.fuel = me.used()
@@ -224,9 +271,7 @@ func mustInstrument(t testing.TB, wasm []byte, cfg Config) *Result {
 	if err != nil {
 		t.Fatalf("Instrument: %+v", err)
 	}
-	if err := validate(res.Module); err != nil {
-		t.Fatalf("instrumented module does not validate: %v", err)
-	}
+	getEngine(t, false).compile(t, res.Module) // wazero validates it
 	wasmValidate(t, res.Module)
 	return res
 }

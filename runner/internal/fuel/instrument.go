@@ -15,7 +15,7 @@ type rewriter struct {
 	maxDepth uint32
 
 	tickFn, growFn, depthFn uint32 // function indices of the added imports
-	fuelG, depthG           uint32 // global indices of the added globals
+	fuelG, depthG           uint32 // global indices of the added globals (fuel, calls left)
 	voidType, growType      uint32 // type indices of the added imports
 	types                   []funcType
 
@@ -33,8 +33,9 @@ type instr struct {
 	imm        uint32 // function index (call, ref.func)
 }
 
-// charge is a fuel charge emitted before instruction at (at == 0: at
-// function entry, with the call-depth check).
+// charge is the charge of the region starting before instruction at (at ==
+// 0: the function entry, emitted with the call-depth check). A negative cost
+// is a refund (see hoisting in doc.go).
 type charge struct {
 	at   int
 	cost int64
@@ -74,7 +75,11 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 	rw.voidType = rw.typeFor(funcType{params: []byte{}, results: []byte{}})
 	rw.growType = rw.typeFor(funcType{params: []byte{valI32}, results: []byte{valI32}})
 
-	var code writer
+	codeSize := 0
+	for i := range m.code {
+		codeSize += len(m.code[i].code)
+	}
+	code := writer{b: make([]byte, 0, codeSize*3/2+64)}
 	code.u32(uint32(len(m.code)))
 	var body writer
 	for i := range m.code {
@@ -86,7 +91,8 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 		code.raw(body.b)
 	}
 
-	var out, sec writer
+	out := writer{b: make([]byte, 0, len(code.b)+m.size-codeSize+1024)}
+	var sec writer
 	out.raw(wasmMagic)
 	emit := func(id byte) {
 		out.section(id, sec.b)
@@ -141,7 +147,9 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 		sec.raw(m.renumberConstExpr(g.init, m.shift))
 	}
 	sec.raw([]byte{valI64, 1, opI64Const, 0, opEnd}) // fuel
-	sec.raw([]byte{valI32, 1, opI32Const, 0, opEnd}) // call depth
+	sec.raw([]byte{valI64, 1, opI64Const})           // calls left
+	sec.s64(int64(rw.maxDepth) - 1)
+	sec.byte(opEnd)
 	emit(secGlobal)
 
 	sec.u32(uint32(len(m.exports) + 1))
@@ -217,7 +225,7 @@ func (rw *rewriter) function(i int, w *writer) error {
 	fb := &m.code[i]
 	ft := m.types[m.funcs[i]]
 	numLocals := uint64(len(ft.params)) + fb.numLocals
-	wrap, finalLive, scratch, err := rw.analyze(fb, numLocals)
+	scratch, err := rw.analyze(fb, numLocals)
 	if err != nil {
 		return err
 	}
@@ -239,24 +247,25 @@ func (rw *rewriter) function(i int, w *writer) error {
 	}
 
 	rw.emitEntry(w, rw.charges[0].cost)
-	if wrap {
-		w.byte(opBlock)
-		switch len(ft.results) {
-		case 0:
-			w.byte(blockEmpty)
-		case 1:
-			w.byte(ft.results[0])
-		default:
-			w.s64(int64(rw.typeFor(funcType{params: []byte{}, results: ft.results})))
-		}
-	}
 	code := fb.code
-	next := 1 // rw.charges[0] is the entry charge
-	last := len(rw.ins) - 1
+	next := 1        // rw.charges[0] is the entry charge
+	calling := false // inside a call bracket: depth decremented
 	for idx, in := range rw.ins {
 		if next < len(rw.charges) && rw.charges[next].at == idx {
 			rw.emitCharge(w, rw.charges[next].cost)
 			next++
+		}
+		switch in.op {
+		case opCall, opCallIndirect:
+			if !calling {
+				rw.emitDepth(w, opI64Sub)
+				calling = true
+			}
+		case opBlock, opLoop, opIf, opElse, opEnd, opBr, opBrIf, opBrTable, opReturn, opUnreachable:
+			if calling {
+				rw.emitDepth(w, opI64Add)
+				calling = false
+			}
 		}
 		switch in.op {
 		case opCall, opRefFunc:
@@ -265,9 +274,6 @@ func (rw *rewriter) function(i int, w *writer) error {
 		case opMemoryGrow:
 			w.byte(opCall)
 			w.u32(rw.growFn)
-		case opReturn:
-			rw.emitExit(w)
-			w.byte(opReturn)
 		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscMemoryCopy, prefixMisc<<8 | miscMemoryFill,
 			prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill:
 			rw.emitDynamic(w, scratchLocal, BulkShift)
@@ -275,16 +281,6 @@ func (rw *rewriter) function(i int, w *writer) error {
 		case prefixMisc<<8 | miscTableGrow:
 			rw.emitDynamic(w, scratchLocal, 0)
 			w.raw(code[in.start:in.end])
-		case opEnd:
-			if idx == last {
-				if wrap {
-					w.byte(opEnd)
-				}
-				if wrap || finalLive {
-					rw.emitExit(w)
-				}
-			}
-			w.byte(opEnd)
 		default:
 			w.raw(code[in.start:in.end])
 		}
@@ -293,11 +289,10 @@ func (rw *rewriter) function(i int, w *writer) error {
 }
 
 // analyze decodes and checks the body of fb, filling rw.ins with its
-// instructions and rw.charges with the regions (see the package
-// documentation). It reports whether a branch targets the function's own
-// label (wrap), whether the final end is reachable by falling through
-// (finalLive) and whether a dynamic charge needs the scratch local.
-func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, scratch bool, err error) {
+// instructions and rw.charges with its regions and their costs (see the
+// package documentation). It reports whether a dynamic charge needs the
+// scratch local.
+func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err error) {
 	rw.ins = rw.ins[:0]
 	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8)})
 	rw.ctl = append(rw.ctl[:0], ctrl{op: opEnd, reachable: true})
@@ -308,27 +303,26 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, sc
 		cur = len(rw.charges) - 1
 	}
 	r := &reader{b: fb.code, base: fb.offset}
-	mark := func(depth uint32, at int) error {
+	// mark records a branch to the label at depth and returns the target's
+	// opcode.
+	mark := func(depth uint32, at int) (uint16, error) {
 		if uint64(depth) >= uint64(len(rw.ctl)) {
-			return errors.Wrapf(ErrInvalid, "offset %#x: branch depth %d out of range", at, depth)
+			return 0, errors.Wrapf(ErrInvalid, "offset %#x: branch depth %d out of range", at, depth)
 		}
 		t := &rw.ctl[len(rw.ctl)-1-int(depth)]
-		if t.op == opEnd {
-			wrap = true
-		}
 		if cur >= 0 {
 			t.targeted = true
 		}
-		return nil
+		return t.op, nil
 	}
 	for len(rw.ctl) > 0 {
 		if r.eof() {
-			return false, false, false, r.errorf("function body ends inside a block")
+			return false, r.errorf("function body ends inside a block")
 		}
 		at := r.offset()
 		in, err := rw.decode(r, numLocals)
 		if err != nil {
-			return false, false, false, err
+			return false, err
 		}
 		idx := len(rw.ins)
 		rw.ins = append(rw.ins, in)
@@ -345,7 +339,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, sc
 		case opElse:
 			t := &rw.ctl[len(rw.ctl)-1]
 			if t.op != opIf || t.hasElse {
-				return false, false, false, errors.Wrapf(ErrInvalid, "offset %#x: else without if", at)
+				return false, errors.Wrapf(ErrInvalid, "offset %#x: else without if", at)
 			}
 			t.hasElse, t.thenLive = true, cur >= 0
 			cur = -1
@@ -357,17 +351,16 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, sc
 			t := rw.ctl[len(rw.ctl)-1]
 			rw.ctl = rw.ctl[:len(rw.ctl)-1]
 			switch t.op {
-			case opEnd:
-				finalLive = cur >= 0
 			case opBlock:
 				if t.targeted {
 					open(idx + 1) // a merge point
 				}
 			case opIf:
 				if t.els >= 0 {
-					// Exactly one arm runs after the if's region: charge the
-					// cheaper arm's first region there (see doc.go, hoisting).
-					h := min(rw.charges[t.then].cost, rw.charges[t.els].cost)
+					// Exactly one arm runs after the if: charge the dearer
+					// arm's first region with the if's region and refund the
+					// difference in the other arm (see doc.go, hoisting).
+					h := max(rw.charges[t.then].cost, rw.charges[t.els].cost)
 					rw.charges[t.pre].cost += h
 					rw.charges[t.then].cost -= h
 					rw.charges[t.els].cost -= h
@@ -377,20 +370,35 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, sc
 				if t.reachable && live {
 					open(idx + 1)
 				}
+			case opLoop:
+				// Only the fall-through reaches the end, but the current
+				// region may run once per iteration (a do-while's br_if):
+				// the code after the loop gets its own region.
+				if cur >= 0 {
+					open(idx + 1)
+				}
 			}
-			// opLoop: only the fall-through reaches the end, so the region
-			// continues.
+			// opEnd (the function): done.
 		case opBr, opBrIf:
-			if err := mark(in.imm, at); err != nil {
-				return false, false, false, err
+			target, err := mark(in.imm, at)
+			if err != nil {
+				return false, err
 			}
-			if in.op == opBr {
+			switch {
+			case in.op == opBr:
 				cur = -1
+			case target == opLoop && cur >= 0:
+				// A conditional back edge: the code after it runs only
+				// when the loop is done, so it gets its own region rather
+				// than being paid for on every iteration. A forward br_if
+				// stays merged: its taken path pays for the rest of the
+				// region, and the loop costs one check per iteration.
+				open(idx + 1)
 			}
 		case opBrTable:
 			for _, l := range rw.targets {
-				if err := mark(l, at); err != nil {
-					return false, false, false, err
+				if _, err := mark(l, at); err != nil {
+					return false, err
 				}
 			}
 			cur = -1
@@ -403,153 +411,101 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (wrap, finalLive, sc
 		}
 	}
 	if !r.eof() {
-		return false, false, false, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
+		return false, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
 	}
-	return wrap, finalLive, scratch, nil
+	return scratch, nil
 }
 
 // emitEntry writes the function prologue: the entry region's charge and the
-// call-depth increment, with one branch to a slow path that calls tick
-// and/or depth_exceeded:
+// call-depth check, with one branch to the slow path:
 //
-//	fuel -= cost; depth++
-//	if fuel < 0 | depth > max { if fuel < 0 { tick() }; if depth > max { depth_exceeded() } }
-var splitEntry = false
-var expNoDepth, expNoFuel bool
-
+//	fuel -= cost
+//	if fuel|depth < 0 { if fuel < 0 { tick() }; if depth < 0 { depth_exceeded() } }
+//
+// Fuel is never negative outside a charge, so with no cost only the depth
+// needs checking.
 func (rw *rewriter) emitEntry(w *writer, cost int64) {
-	if expNoDepth {
-		rw.emitCharge(w, cost)
+	if cost == 0 {
+		rw.emitNegative(w, rw.depthG)
+		rw.emitSlowCall(w, rw.depthFn)
 		return
 	}
-	if expNoFuel {
-		w.byte(opGlobalGet)
-		w.u32(rw.depthG)
-		w.byte(opI32Const)
-		w.byte(1)
-		w.byte(opI32Add)
-		w.byte(opGlobalSet)
-		w.u32(rw.depthG)
-		rw.emitDepthExceeded(w)
-		w.byte(opIf)
-		w.byte(blockEmpty)
-		w.byte(opCall)
-		w.u32(rw.depthFn)
-		w.byte(opEnd)
-		return
-	}
-	if splitEntry {
-		rw.emitCharge(w, cost)
-		w.byte(opGlobalGet)
-		w.u32(rw.depthG)
-		w.byte(opI32Const)
-		w.byte(1)
-		w.byte(opI32Add)
-		w.byte(opGlobalSet)
-		w.u32(rw.depthG)
-		rw.emitDepthExceeded(w)
-		w.byte(opIf)
-		w.byte(blockEmpty)
-		w.byte(opCall)
-		w.u32(rw.depthFn)
-		w.byte(opEnd)
-		return
-	}
-	if cost != 0 {
-		rw.emitSub(w, cost)
-	}
+	rw.emitAdd(w, rw.fuelG, -cost)
+	w.byte(opGlobalGet)
+	w.u32(rw.fuelG)
 	w.byte(opGlobalGet)
 	w.u32(rw.depthG)
-	w.byte(opI32Const)
-	w.byte(1)
-	w.byte(opI32Add)
-	w.byte(opGlobalSet)
-	w.u32(rw.depthG)
-	if cost != 0 {
-		rw.emitFuelNegative(w)
-		rw.emitDepthExceeded(w)
-		w.byte(opI32Or)
-		w.byte(opIf)
-		w.byte(blockEmpty)
-		rw.emitCheck(w)
-		rw.emitDepthExceeded(w)
-		w.byte(opIf)
-		w.byte(blockEmpty)
-		w.byte(opCall)
-		w.u32(rw.depthFn)
-		w.byte(opEnd)
-		w.byte(opEnd)
-		return
-	}
-	rw.emitDepthExceeded(w)
+	w.byte(0x84) // i64.or
+	w.byte(opI64Const)
+	w.byte(0)
+	w.byte(opI64LtS)
 	w.byte(opIf)
 	w.byte(blockEmpty)
-	w.byte(opCall)
-	w.u32(rw.depthFn)
+	rw.emitNegative(w, rw.fuelG)
+	rw.emitSlowCall(w, rw.tickFn)
+	rw.emitNegative(w, rw.depthG)
+	rw.emitSlowCall(w, rw.depthFn)
 	w.byte(opEnd)
 }
 
-// emitDepthExceeded pushes depth > max.
-func (rw *rewriter) emitDepthExceeded(w *writer) {
+// emitNegative pushes global g < 0.
+func (rw *rewriter) emitNegative(w *writer, g uint32) {
 	w.byte(opGlobalGet)
-	w.u32(rw.depthG)
-	w.byte(opI32Const)
-	w.s64(int64(rw.maxDepth))
-	w.byte(opI32GtU)
-}
-
-// emitFuelNegative pushes fuel < 0.
-func (rw *rewriter) emitFuelNegative(w *writer) {
-	w.byte(opGlobalGet)
-	w.u32(rw.fuelG)
+	w.u32(g)
 	w.byte(opI64Const)
 	w.byte(0)
 	w.byte(opI64LtS)
 }
 
-// emitSub writes fuel -= cost.
-func (rw *rewriter) emitSub(w *writer, cost int64) {
-	w.byte(opGlobalGet)
-	w.u32(rw.fuelG)
-	w.byte(opI64Const)
-	w.s64(cost)
-	w.byte(opI64Sub)
-	w.byte(opGlobalSet)
-	w.u32(rw.fuelG)
-}
-
-// emitExit writes the call-depth decrement of a function exit.
-func (rw *rewriter) emitExit(w *writer) {
-	if expNoDepth {
-		return
-	}
-	w.byte(opGlobalGet)
-	w.u32(rw.depthG)
-	w.byte(opI32Const)
-	w.byte(1)
-	w.byte(opI32Sub)
-	w.byte(opGlobalSet)
-	w.u32(rw.depthG)
-}
-
-// emitCharge writes "fuel -= cost; if fuel < 0 { tick() }". A zero cost
-// writes nothing.
-func (rw *rewriter) emitCharge(w *writer, cost int64) {
-	if cost == 0 || expNoFuel {
-		return
-	}
-	rw.emitSub(w, cost)
-	rw.emitCheck(w)
-}
-
-// emitCheck writes "if fuel < 0 { tick() }".
-func (rw *rewriter) emitCheck(w *writer) {
-	rw.emitFuelNegative(w)
+// emitSlowCall writes "if { fn() }", consuming the condition on the stack.
+func (rw *rewriter) emitSlowCall(w *writer, fn uint32) {
 	w.byte(opIf)
 	w.byte(blockEmpty)
 	w.byte(opCall)
-	w.u32(rw.tickFn)
+	w.u32(fn)
 	w.byte(opEnd)
+}
+
+// emitAdd writes g += delta for an i64 global g.
+func (rw *rewriter) emitAdd(w *writer, g uint32, delta int64) {
+	w.byte(opGlobalGet)
+	w.u32(g)
+	w.byte(opI64Const)
+	if delta < 0 && delta != -delta {
+		w.s64(-delta)
+		w.byte(opI64Sub)
+	} else {
+		w.s64(delta)
+		w.byte(opI64Add)
+	}
+	w.byte(opGlobalSet)
+	w.u32(g)
+}
+
+// emitDepth writes the opening (op i64.sub: one more call in progress) or
+// closing (i64.add) of a call bracket.
+func (rw *rewriter) emitDepth(w *writer, op byte) {
+	w.byte(opGlobalGet)
+	w.u32(rw.depthG)
+	w.byte(opI64Const)
+	w.byte(1)
+	w.byte(op)
+	w.byte(opGlobalSet)
+	w.u32(rw.depthG)
+}
+
+// emitCharge writes the charge of a region: "fuel -= cost; if fuel < 0 {
+// tick() }", or for a negative cost (a refund, see hoisting) "fuel +=
+// -cost", which cannot make fuel negative. A zero cost writes nothing.
+func (rw *rewriter) emitCharge(w *writer, cost int64) {
+	switch {
+	case cost < 0:
+		rw.emitAdd(w, rw.fuelG, -cost)
+	case cost > 0:
+		rw.emitAdd(w, rw.fuelG, -cost)
+		rw.emitNegative(w, rw.fuelG)
+		rw.emitSlowCall(w, rw.tickFn)
+	}
 }
 
 // emitDynamic writes the charge of a bulk operation whose i32 length (an
@@ -571,5 +527,6 @@ func (rw *rewriter) emitDynamic(w *writer, scratch uint32, shift byte) {
 	w.byte(opI64Sub)
 	w.byte(opGlobalSet)
 	w.u32(rw.fuelG)
-	rw.emitCheck(w)
+	rw.emitNegative(w, rw.fuelG)
+	rw.emitSlowCall(w, rw.tickFn)
 }

@@ -101,14 +101,6 @@ type elemSegment struct {
 func (e *elemSegment) active() bool   { return e.flags&1 == 0 }
 func (e *elemSegment) usesExpr() bool { return e.flags&4 != 0 }
 
-// elemType returns the reference type of the segment's elements.
-func (e *elemSegment) elemType() byte {
-	if e.flags&4 != 0 && e.flags&3 != 0 {
-		return e.kind
-	}
-	return valFuncref
-}
-
 // funcBody is one entry of the code section.
 type funcBody struct {
 	locals    []localGroup
@@ -129,7 +121,6 @@ type module struct {
 	imports []importEntry
 
 	numImportedFuncs, numImportedTables, numImportedGlobals, numImportedMems uint32
-	importedGlobalTypes                                                       []byte
 
 	funcs      []uint32 // type index of each defined function
 	tables     []tableEntry
@@ -147,6 +138,7 @@ type module struct {
 
 	names    *nameSection
 	features Features
+	size     int // of the binary
 }
 
 type importEntry struct {
@@ -166,30 +158,6 @@ func (m *module) numTables() uint32  { return uint32(len(m.tables)) }
 func (m *module) numGlobals() uint32 { return m.numImportedGlobals + uint32(len(m.globals)) }
 func (m *module) numElems() uint32   { return uint32(len(m.elems)) }
 
-// globalType returns the value type of global i (REQUIRES: i < numGlobals).
-func (m *module) globalType(i uint32) byte {
-	if i < m.numImportedGlobals {
-		return m.importedGlobalTypes[i]
-	}
-	return m.globals[i-m.numImportedGlobals].typ
-}
-
-// funcTypeOf returns the signature of function i (REQUIRES: i < numFuncs).
-func (m *module) funcTypeOf(i uint32) funcType {
-	if i < m.numImportedFuncs {
-		n := uint32(0)
-		for _, imp := range m.imports {
-			if imp.kind == ExternFunc {
-				if n == i {
-					return m.types[imp.typeIdx]
-				}
-				n++
-			}
-		}
-	}
-	return m.types[m.funcs[i-m.numImportedFuncs]]
-}
-
 var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 
 // decodeModule parses b. It refuses (ErrUnsupported) every construct the
@@ -203,7 +171,7 @@ func decodeModule(b []byte) (*module, error) {
 	if string(b[4:8]) != string(wasmMagic[4:8]) {
 		return nil, errors.Wrapf(ErrUnsupported, "binary format version %x", b[4:8])
 	}
-	m := &module{}
+	m := &module{size: len(b)}
 	r := &reader{b: b, pos: 8}
 	last := 0
 	var numFuncDecls uint32
@@ -294,15 +262,39 @@ func decodeModule(b []byte) (*module, error) {
 	return m, nil
 }
 
+// Implementation limits: the JavaScript API's (and so V8's and browsers'),
+// which wasmtime shares for locals. A module beyond them is refused
+// (ErrUnsupported) before wazero decodes it, because wazero allocates per
+// declared item, up to 2^32 of them.
+const (
+	maxTypes        = 1_000_000
+	maxParams       = 1000
+	maxImports      = 100_000
+	maxFuncs        = 1_000_000
+	maxTables       = 100_000
+	maxGlobals      = 1_000_000
+	maxExports      = 100_000
+	maxElemSegments = 10_000_000
+	maxElems        = 10_000_000
+	maxDataSegments = 100_000
+	maxLocals       = 50_000
+	maxBrTable      = 65_520
+)
+
 // count reads a vector length, refusing lengths that cannot fit in the rest
-// of the input (every element takes at least one byte).
-func (r *reader) count() (uint32, error) {
+// of the input (every element takes at least one byte) and, as unsupported,
+// lengths above max.
+func (r *reader) count(what string, max uint32) (uint32, error) {
+	at := r.offset()
 	n, err := r.u32()
 	if err != nil {
 		return 0, err
 	}
 	if int64(n) > int64(len(r.b)-r.pos) {
-		return 0, r.errorf("vector length %d exceeds the section", n)
+		return 0, r.errorf("%d %s exceed the section", n, what)
+	}
+	if n > max {
+		return 0, errors.Wrapf(ErrUnsupported, "offset %#x: %d %s (at most %d)", at, n, what, max)
 	}
 	return n, nil
 }
@@ -342,7 +334,7 @@ func (m *module) noteValType(t byte) {
 }
 
 func (m *module) decodeTypes(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("types", maxTypes)
 	if err != nil {
 		return err
 	}
@@ -358,7 +350,7 @@ func (m *module) decodeTypes(r *reader) error {
 		}
 		var ft funcType
 		for _, dst := range []*[]byte{&ft.params, &ft.results} {
-			k, err := r.count()
+			k, err := r.count("parameters or results", maxParams)
 			if err != nil {
 				return err
 			}
@@ -433,7 +425,7 @@ func (m *module) addMemory(at int, l limits) error {
 }
 
 func (m *module) decodeImports(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("imports", maxImports)
 	if err != nil {
 		return err
 	}
@@ -491,7 +483,6 @@ func (m *module) decodeImports(r *reader) error {
 			if _, err := r.mutability(); err != nil {
 				return err
 			}
-			m.importedGlobalTypes = append(m.importedGlobalTypes, t)
 			m.numImportedGlobals++
 		default:
 			if kind == 0x04 {
@@ -518,7 +509,7 @@ func (r *reader) mutability() (bool, error) {
 }
 
 func (m *module) decodeFunctions(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("functions", maxFuncs-m.numImportedFuncs)
 	if err != nil {
 		return err
 	}
@@ -532,7 +523,7 @@ func (m *module) decodeFunctions(r *reader) error {
 }
 
 func (m *module) decodeTables(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("tables", maxTables)
 	if err != nil {
 		return err
 	}
@@ -564,7 +555,7 @@ func (m *module) decodeTables(r *reader) error {
 }
 
 func (m *module) decodeMemories(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("memories", maxTables)
 	if err != nil {
 		return err
 	}
@@ -583,7 +574,7 @@ func (m *module) decodeMemories(r *reader) error {
 }
 
 func (m *module) decodeGlobals(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("globals", maxGlobals-m.numImportedGlobals)
 	if err != nil {
 		return err
 	}
@@ -607,7 +598,7 @@ func (m *module) decodeGlobals(r *reader) error {
 }
 
 func (m *module) decodeExports(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("exports", maxExports)
 	if err != nil {
 		return err
 	}
@@ -703,7 +694,7 @@ func (m *module) tableIndex(r *reader) (uint32, error) {
 }
 
 func (m *module) decodeElems(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("element segments", maxElemSegments)
 	if err != nil {
 		return err
 	}
@@ -752,7 +743,7 @@ func (m *module) decodeElems(r *reader) error {
 				}
 			}
 		}
-		k, err := r.count()
+		k, err := r.count("elements", maxElems)
 		if err != nil {
 			return err
 		}
@@ -864,7 +855,7 @@ func (m *module) renumberConstExpr(expr []byte, shift func(uint32) uint32) []byt
 }
 
 func (m *module) decodeCode(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("function bodies", maxFuncs)
 	if err != nil {
 		return err
 	}
@@ -881,7 +872,7 @@ func (m *module) decodeCode(r *reader) error {
 		}
 		br := &reader{b: body, base: start}
 		var fb funcBody
-		groups, err := br.count()
+		groups, err := br.count("local groups", maxLocals)
 		if err != nil {
 			return err
 		}
@@ -909,12 +900,8 @@ func (m *module) decodeCode(r *reader) error {
 	return nil
 }
 
-// maxLocals bounds the declared locals of one function, as browsers and
-// wasmtime do. wazero alone would accept up to 2^32-1 and allocate for each.
-const maxLocals = 50000
-
 func (m *module) decodeData(r *reader) error {
-	n, err := r.count()
+	n, err := r.count("data segments", maxDataSegments)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,11 @@
 package fuel
 
+import (
+	"math"
+
+	"github.com/cockroachdb/errors"
+)
+
 // nameSection holds the parts of the "name" custom section that the rewrite
 // keeps: the module name and the function and local names, renumbered. The
 // other subsections (labels, types, tables, ...) are dropped.
@@ -21,100 +27,95 @@ type indirectNames struct {
 	names []nameAssoc
 }
 
-// decodeCustom keeps the first "name" section if it parses; every other
-// custom section is dropped (see the package documentation).
+// decodeCustom keeps the "name" section; every other custom section is
+// dropped (see the package documentation). A malformed name section, or a
+// second one, is refused like wazero refuses it: wazero would otherwise
+// allocate whatever its lengths claim before failing.
 func (m *module) decodeCustom(r *reader) error {
 	name, err := r.name()
 	if err != nil {
 		return err
 	}
-	if name != "name" || m.names != nil {
+	if name != "name" {
 		return nil
 	}
-	if ns, ok := decodeNames(&reader{b: r.b[r.pos:]}); ok {
-		m.names = ns
+	if m.names != nil {
+		return r.errorf("second name section")
 	}
+	m.names, err = decodeNames(&reader{b: r.b[r.pos:], base: r.offset()})
 	r.pos = len(r.b)
-	return nil
+	return errors.Wrap(err, "name section")
 }
 
-// decodeNames parses the contents of a name section; ok is false when they
-// are malformed, and the section is then dropped.
-func decodeNames(r *reader) (ns *nameSection, ok bool) {
-	ns = &nameSection{}
-	seen := map[byte]bool{}
+// decodeNames parses the contents of a name section.
+func decodeNames(r *reader) (*nameSection, error) {
+	ns := &nameSection{}
 	for !r.eof() {
 		id, err := r.byte()
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
 		size, err := r.u32()
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
-		body, err := r.bytes(int(size))
-		if err != nil || seen[id] {
-			return nil, false
+		sr := &reader{b: nil, base: r.offset()}
+		if sr.b, err = r.bytes(int(size)); err != nil {
+			return nil, err
 		}
-		seen[id] = true
-		sr := &reader{b: body}
 		switch id {
 		case 0:
 			s, err := sr.name()
 			if err != nil {
-				return nil, false
+				return nil, err
 			}
 			ns.module = &s
 		case 1:
-			if ns.funcs, ok = decodeNameMap(sr); !ok {
-				return nil, false
+			if ns.funcs, err = decodeNameMap(sr); err != nil {
+				return nil, err
 			}
 			ns.hasFuncs = true
 		case 2:
-			n, err := sr.count()
+			n, err := sr.count("names", math.MaxUint32)
 			if err != nil {
-				return nil, false
+				return nil, err
 			}
+			ns.locals = ns.locals[:0]
 			for range n {
 				idx, err := sr.u32()
 				if err != nil {
-					return nil, false
+					return nil, err
 				}
-				names, ok := decodeNameMap(sr)
-				if !ok {
-					return nil, false
+				names, err := decodeNameMap(sr)
+				if err != nil {
+					return nil, err
 				}
 				ns.locals = append(ns.locals, indirectNames{index: idx, names: names})
 			}
 			ns.hasLocals = true
-		default:
-			continue
-		}
-		if !sr.eof() {
-			return nil, false
 		}
 	}
-	return ns, true
+	return ns, nil
 }
 
-func decodeNameMap(r *reader) ([]nameAssoc, bool) {
-	n, err := r.count()
+func decodeNameMap(r *reader) ([]nameAssoc, error) {
+	n, err := r.count("names", math.MaxUint32)
 	if err != nil {
-		return nil, false
+		return nil, err
 	}
 	out := make([]nameAssoc, 0, n)
 	for range n {
 		idx, err := r.u32()
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
 		s, err := r.name()
 		if err != nil {
-			return nil, false
+			return nil, err
 		}
 		out = append(out, nameAssoc{index: idx, name: s})
 	}
-	return out, true
+	return out, nil
 }
 
 // encode appends the whole custom section contents, with function indices

@@ -35,12 +35,8 @@ const (
 	opF32Const     = 0x43
 	opF64Const     = 0x44
 	opI32Eqz       = 0x45
-	opI32LtS       = 0x48
-	opI32GtU       = 0x4b
 	opI64LtS       = 0x53
-	opI32Add       = 0x6a
-	opI32Sub       = 0x6b
-	opI32Or        = 0x72
+	opI64Add       = 0x7c
 	opI64Sub       = 0x7d
 	opI64ShrU      = 0x88
 	opI64ExtendU   = 0xad

@@ -20,9 +20,16 @@ func (r *reader) offset() int { return r.base + r.pos }
 
 func (r *reader) eof() bool { return r.pos >= len(r.b) }
 
+// errorf returns an error for malformed bytes at the current offset.
 func (r *reader) errorf(format string, args ...any) error {
-	return errors.Wrapf(ErrInvalid, "offset %#x: "+format, append([]any{r.offset()}, args...)...)
+	err := errors.Wrapf(ErrInvalid, "offset %#x: "+format, append([]any{r.offset()}, args...)...)
+	return errors.Mark(err, errMalformed)
 }
+
+// errMalformed marks errors for bytes that no decoder may accept
+// (truncation, bad LEB128, vector lengths beyond the input). Tests use it:
+// wazero can exhaust memory on such input, so they do not ask it.
+var errMalformed = errors.New("fuel: malformed binary")
 
 func (r *reader) byte() (byte, error) {
 	if r.pos >= len(r.b) {

@@ -1,0 +1,359 @@
+package fuel
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+// countModule exports count(k i32) i32, which loops k times:
+//
+//	block
+//	  loop
+//	    local.get i; local.get k; i32.ge_u; br_if 1   ;; 4
+//	    local.get i; i32.const 1; i32.add; local.set i ;; 4
+//	    br 0                                           ;; 1
+//	  end
+//	end
+//	local.get i                                        ;; 1
+//
+// The entry region (block, loop) costs 0. The loop body is one region of 9
+// (br_if merged), entered k+1 times: the last entry leaves through br_if but
+// has paid for its whole region. The end of the block is a branch target, so
+// local.get starts a region of 1. Fuel = 9(k+1) + 1 = 9k + 10.
+func countModule() []byte {
+	const k, i = 0, 1
+	return wasmModule(
+		types(functype(i32, i32)),
+		funcs(0),
+		exports(exportEntry("count", ExternFunc, 0)),
+		codes(body([]localGroup{{1, valI32}},
+			block(blockEmpty,
+				loop(blockEmpty,
+					localGet(i), localGet(k), op(opI32GeU), brIf(1),
+					localGet(i), i32c(1), op(0x6a /* i32.add */), localSet(i),
+					br(0),
+				),
+			),
+			localGet(i),
+		)),
+	)
+}
+
+func TestFuel_exactLoop(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, countModule(), Config{})
+	for _, k := range []uint64{0, 1, 2, 10, 1000, 123456} {
+		o := e.run(t, res.Module, "", "count", nil, k)
+		if o.err != nil || o.results[0] != k {
+			t.Fatalf("count(%d) = %v, %v", k, o.results, o.err)
+		}
+		if want := int64(9*k + 10); o.fuel != want {
+			t.Errorf("count(%d): fuel = %d, want 9k+10 = %d", k, o.fuel, want)
+		}
+	}
+}
+
+// TestFuel_exactFib checks hoisting: fib's entry region (local.get,
+// i64.const, i64.lt_u, if: 4) also pays for the dearer else arm (9), and the
+// then arm (1) refunds 8. A leaf call costs 5, an inner call 13, and fib(n)
+// makes fib(n+1) leaf calls, so fuel = 5·fib(n+1) + 13·(fib(n+1)-1).
+func TestFuel_exactFib(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, fibModule(), Config{})
+	fib := func(n int) int64 {
+		a, b := int64(0), int64(1)
+		for range n {
+			a, b = b, a+b
+		}
+		return a
+	}
+	for _, n := range []int{0, 1, 2, 10, 20} {
+		o := e.run(t, res.Module, "", "fib", nil, uint64(n))
+		if o.err != nil || int64(o.results[0]) != fib(n) {
+			t.Fatalf("fib(%d) = %v, %v", n, o.results, o.err)
+		}
+		leaves := fib(n + 1)
+		if want := 5*leaves + 13*(leaves-1); o.fuel != want {
+			t.Errorf("fib(%d): fuel = %d, want %d", n, o.fuel, want)
+		}
+	}
+}
+
+// TestFuel_computeLinear checks compute.wasm: each round of its loop is one
+// region of 21 operators (see compute.wat), and printing costs 19 per digit
+// of the result, so fuel - 21·N - 19·digits is the same for every 4-digit N.
+func TestFuel_computeLinear(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, testwasm.Bytes(t, "compute"), Config{})
+	var base int64 = -1
+	for _, n := range []int64{1000, 2000, 5000, 9999} {
+		o := e.run(t, res.Module, strconv.FormatInt(n, 10), "", nil)
+		if o.err != nil || o.exit >= 0 {
+			t.Fatal(o.behaviour())
+		}
+		digits := int64(len(strings.TrimSpace(o.stdout)))
+		rest := o.fuel - 21*n - 19*digits
+		if base < 0 {
+			base = rest
+		}
+		if rest != base {
+			t.Errorf("N=%d: fuel %d = 21N + 19·%d + %d, want constant part %d", n, o.fuel, digits, rest, base)
+		}
+		t.Logf("N=%d: fuel %d", n, o.fuel)
+	}
+}
+
+// TestFuel_deterministic runs the same activation with different slice
+// sizes (so a different number of ticks) and on both engines.
+func TestFuel_deterministic(t *testing.T) {
+	tests := []struct{ name, stdin string }{
+		{"compute", "3000"}, {"fib", "15"}, {"echo", strings.Repeat("x", 70000)}, {"hello", "ann"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustInstrument(t, testwasm.Bytes(t, tc.name), Config{})
+			var want outcome
+			for i, slice := range []int64{1 << 20, 1 << 20, 1, 7, 1000} {
+				for _, compiler := range []bool{true, false} {
+					me := newMeter(1 << 40)
+					me.slice = slice
+					o := getEngine(t, compiler).run(t, res.Module, tc.stdin, "", me)
+					if i == 0 && compiler {
+						want = o
+						continue
+					}
+					if o.fuel != want.fuel || o.behaviour() != want.behaviour() {
+						t.Errorf("slice %d compiler=%v: fuel %d (%s), want %d (%s)",
+							slice, compiler, o.fuel, o.behaviour(), want.fuel, want.behaviour())
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFuel_exhausted checks that a spent budget stops the guest with the
+// typed error, having used exactly the budget.
+func TestFuel_exhausted(t *testing.T) {
+	e := getEngine(t, true)
+	tests := []struct {
+		name, stdin string
+		budget      int64
+		slice       int64
+	}{
+		{"infinite", "", 1_000_000, 1 << 20},
+		{"infinite", "", 1_000_000, 4096},
+		{"infinite", "", 5, 1},
+		{"compute", "1000000000000", 123_457, 1000},
+		{"fib", "60", 2_000_000, 1 << 16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name+"/"+strconv.FormatInt(tc.budget, 10), func(t *testing.T) {
+			res := mustInstrument(t, testwasm.Bytes(t, tc.name), Config{})
+			me := newMeter(tc.budget)
+			me.slice = tc.slice
+			o := e.run(t, res.Module, tc.stdin, "", me)
+			if !errors.Is(o.err, errFuelExhausted) {
+				t.Fatalf("want fuel exhausted, have %s (%v)", o.behaviour(), o.err)
+			}
+			if me.left != 0 || o.fuel != tc.budget {
+				t.Errorf("left %d, used %d, want 0 and %d", me.left, o.fuel, tc.budget)
+			}
+			if f := int64(me.fuel.Get()); f >= 0 {
+				t.Errorf("fuel global %d after exhaustion, want < 0 (the unpaid region)", f)
+			}
+		})
+	}
+}
+
+// deepModule exports rec(d i32) i32, which records d in the exported global
+// "deep" and calls rec(d+1) forever.
+func deepModule() []byte {
+	return wasmModule(
+		types(functype(i32, i32)),
+		funcs(0),
+		section(secGlobal, vec(cat([]byte{valI32, 1}, i32c(0), op(opEnd)))),
+		exports(exportEntry("rec", ExternFunc, 0), exportEntry("deep", ExternGlobal, 0)),
+		codes(body(nil,
+			localGet(0), globalSet(0),
+			localGet(0), i32c(1), op(0x6a /* i32.add */), call(0),
+		)),
+	)
+}
+
+func TestDepth(t *testing.T) {
+	e := getEngine(t, true)
+	for _, depth := range []uint32{1, 2, 1000, 5000} {
+		t.Run(strconv.Itoa(int(depth)), func(t *testing.T) {
+			res := mustInstrument(t, deepModule(), Config{MaxCallDepth: depth})
+			ctx := ctxWith(t.Context(), newMeter(1<<40))
+			cm, err := e.rt.CompileModule(ctx, res.Module)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mod, err := e.rt.InstantiateModule(ctx, cm, moduleConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mod.Close(ctx)
+			_, err = mod.ExportedFunction("rec").Call(ctx, 1)
+			if !errors.Is(err, errDepthExceeded) {
+				t.Fatalf("want depth exceeded, have %v", err)
+			}
+			// The frame beyond the bound stopped at its entry, before it
+			// stored its d: the deepest frame that ran is exactly depth.
+			if deep := mod.ExportedGlobal("deep").Get(); deep != uint64(depth) {
+				t.Errorf("deepest frame = %d, want %d", deep, depth)
+			}
+		})
+	}
+	t.Run("recursion.wasm", func(t *testing.T) {
+		res := mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{MaxCallDepth: 1000})
+		o := e.run(t, res.Module, "", "", nil)
+		if !errors.Is(o.err, errDepthExceeded) {
+			t.Fatalf("want depth exceeded, have %s (%v)", o.behaviour(), o.err)
+		}
+		// With a huge bound the fuel runs out first.
+		res = mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{MaxCallDepth: 1 << 30})
+		o = e.run(t, res.Module, "", "", newMeter(2_000_000))
+		if !errors.Is(o.err, errFuelExhausted) {
+			t.Fatalf("want fuel exhausted, have %s (%v)", o.behaviour(), o.err)
+		}
+	})
+	t.Run("bad config", func(t *testing.T) {
+		if _, err := Instrument(countModule(), Config{MaxCallDepth: 1 << 31}); err == nil {
+			t.Error("MaxCallDepth 2^31 accepted")
+		}
+	})
+}
+
+func TestGrow(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, testwasm.Bytes(t, "grow"), Config{})
+	me := newMeter(1 << 40)
+	me.pageCap = 16
+	o := e.run(t, res.Module, "", "", me)
+	if o.err != nil || o.stdout != "15\n" {
+		t.Fatalf("have %s (%v), want stdout 15", o.behaviour(), o.err)
+	}
+	if me.refusals != 1 || me.grows != 15 {
+		t.Errorf("grows %d, refusals %d, want 15 and 1", me.grows, me.refusals)
+	}
+}
+
+// bulkModule exports fill(n i32) (memory.fill of n bytes at 0) and
+// tgrow(n i32) i32 (table.grow by n).
+func bulkModule() []byte {
+	return wasmModule(
+		types(functype(i32, none), functype(i32, i32)),
+		funcs(0, 1),
+		section(secTable, vec(cat([]byte{valFuncref, 0}, u32(0)))),
+		memory(1, 1),
+		exports(exportEntry("fill", ExternFunc, 0), exportEntry("tgrow", ExternFunc, 1)),
+		codes(
+			body(nil, i32c(0), i32c(7), localGet(0), misc(miscMemoryFill, 0)),
+			body(nil, op(opRefNull, valFuncref), localGet(0), misc(miscTableGrow, 0)),
+		),
+	)
+}
+
+func TestFuel_bulk(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, bulkModule(), Config{})
+	if want := FeatureBulkMemory | FeatureReferenceTypes; res.Info.Features != want {
+		t.Errorf("features %v, want %v", res.Info.Features.Names(), want.Names())
+	}
+	tests := []struct {
+		fn       string
+		n        uint64
+		wantFuel int64
+	}{
+		{"fill", 0, 4},
+		{"fill", 63, 4},
+		{"fill", 64, 5},
+		{"fill", 6400, 104},
+		{"fill", 65536, 4 + 1024},
+		{"tgrow", 0, 3},
+		{"tgrow", 10, 13},
+	}
+	for _, tc := range tests {
+		o := e.run(t, res.Module, "", tc.fn, nil, tc.n)
+		if o.err != nil {
+			t.Fatalf("%s(%d): %v", tc.fn, tc.n, o.err)
+		}
+		if o.fuel != tc.wantFuel {
+			t.Errorf("%s(%d): fuel %d, want %d", tc.fn, tc.n, o.fuel, tc.wantFuel)
+		}
+	}
+	// A huge length (unsigned) is charged before the operation runs, so the
+	// budget stops it rather than the bounds check.
+	me := newMeter(1_000_000)
+	o := e.run(t, res.Module, "", "fill", me, 0xfffffff0)
+	if !errors.Is(o.err, errFuelExhausted) || o.fuel != 1_000_000 {
+		t.Errorf("fill(2^32-16): %v, fuel %d", o.err, o.fuel)
+	}
+}
+
+func TestInstrument_goGuest(t *testing.T) {
+	wasm := testwasm.BuildGoGuest(t)
+	res := mustInstrument(t, wasm, Config{})
+	// Compiling 3 MB twice with the compiler takes seconds under -race; the
+	// interpreter checks the same behaviour.
+	e := getEngine(t, !testing.Short())
+	for _, stdin := range []string{`{"words":["b","a","b"]}`, `not json`} {
+		want := e.run(t, wasm, stdin, "", nil)
+		have := e.run(t, res.Module, stdin, "", nil)
+		if want.behaviour() != have.behaviour() || want.stderr != have.stderr {
+			t.Errorf("stdin %q:\nwant %s %q\nhave %s %q", stdin, want.behaviour(), want.stderr, have.behaviour(), have.stderr)
+		}
+		t.Logf("stdin %q: %s, fuel %d, %d ticks", stdin, have.behaviour(), have.fuel, have.me.ticks)
+	}
+	if res.Info.Features&FeatureSignExtension == 0 {
+		t.Errorf("features %v: Go uses sign-extension", res.Info.Features.Names())
+	}
+}
+
+// TestFuel_blockParams instruments a loop and an if/else that take
+// parameters (multi-value block types): the charges inside them must leave
+// the operand stack alone.
+//
+//	local.get 0
+//	loop (type 0)                   ;; [i32] -> [i32]
+//	  i32.const 1; i32.sub; local.tee 1; local.get 1; br_if 0
+//	end                             ;; x iterations, leaves 0
+//	local.get 0; i32.eqz
+//	if (type 0) i32.const 100; i32.add else i32.const 7; i32.add end
+//
+// Fuel: entry 1, loop body 5 per iteration, then 3 + the hoisted arm (2):
+// 5x + 6.
+func TestFuel_blockParams(t *testing.T) {
+	wasm := wasmModule(
+		types(functype(i32, i32)),
+		funcs(0),
+		exports(exportEntry("f", ExternFunc, 0)),
+		codes(body([]localGroup{{1, valI32}},
+			localGet(0),
+			op(opLoop, 0), i32c(1), op(opI32Sub), localTee(1), localGet(1), brIf(0), op(opEnd),
+			localGet(0), op(opI32Eqz),
+			op(opIf, 0), i32c(100), op(0x6a), op(opElse), i32c(7), op(0x6a), op(opEnd),
+		)),
+	)
+	res := mustInstrument(t, wasm, Config{})
+	if res.Info.Features != FeatureMultiValue {
+		t.Errorf("features %v", res.Info.Features.Names())
+	}
+	e := getEngine(t, true)
+	for _, x := range []uint64{1, 5, 100} {
+		o := e.run(t, res.Module, "", "f", nil, x)
+		if o.err != nil || o.results[0] != 7 {
+			t.Fatalf("f(%d) = %v, %v", x, o.results, o.err)
+		}
+		if want := int64(5*x + 6); o.fuel != want {
+			t.Errorf("f(%d): fuel %d, want %d", x, o.fuel, want)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package fuel
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+// FuzzInstrument: Instrument's output is always valid, and it never calls
+// a module invalid that wazero accepts (it may refuse one: ErrUnsupported,
+// ErrReserved). Instrument itself only succeeds when wazero accepts the
+// original.
+//
+//	go test -run '^$' -fuzz '^FuzzInstrument$' -fuzztime 60s ./runner/internal/fuel/
+func FuzzInstrument(f *testing.F) {
+	for _, name := range testwasm.Names() {
+		f.Add(testwasm.Bytes(f, name))
+	}
+	f.Add(renumberModule())
+	f.Add(bulkModule())
+	f.Add(fibModule())
+	f.Add(countModule())
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		res, err := Instrument(wasm, Config{MaxCallDepth: 100})
+		switch {
+		case err == nil:
+			if err := validate(res.Module); err != nil {
+				t.Fatalf("output does not validate: %v", err)
+			}
+			if _, err := Instrument(res.Module, Config{}); !errors.Is(err, ErrReserved) {
+				t.Fatalf("re-instrumenting: %v", err)
+			}
+			return
+		case errors.Is(err, ErrUnsupported), errors.Is(err, ErrReserved):
+			return // refusals are allowed
+		case !errors.Is(err, ErrInvalid):
+			t.Fatalf("error not marked: %v", err)
+		}
+		if !safeForWazero(wasm) {
+			return
+		}
+		if werr := validate(wasm); werr == nil {
+			t.Fatalf("wazero accepts the module, Instrument says: %v", err)
+		}
+	})
+}
+
+// safeForWazero reports whether wazero can be shown wasm without risk:
+// wazero allocates whatever counts and lengths claim (2^32 items) before it
+// finds the bytes missing, and Instrument only shields it from modules it
+// has decoded entirely. So: the module decodes, and every function body
+// decodes instruction by instruction, ignoring indices out of range (decode
+// reads all immediates before it reports one).
+func safeForWazero(wasm []byte) bool {
+	m, err := decodeModule(wasm)
+	if err != nil {
+		return false
+	}
+	rw := &rewriter{m: m}
+	for _, fb := range m.code {
+		r := &reader{b: fb.code, base: fb.offset}
+		for !r.eof() {
+			if _, err := rw.decode(r, 1<<32); err != nil && (errors.Is(err, errMalformed) || !errors.Is(err, ErrInvalid)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// FuzzGenerated drives genModule, which builds only valid, terminating
+// modules, and checks that instrumentation preserves behaviour and meters
+// it (see checkGenerated).
+//
+//	go test -run '^$' -fuzz '^FuzzGenerated$' -fuzztime 60s ./runner/internal/fuel/
+func FuzzGenerated(f *testing.F) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 16 {
+		seed := make([]byte, 64+r.IntN(512))
+		for i := range seed {
+			seed[i] = byte(r.Uint32())
+		}
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkGenerated(t, data, false)
+	})
+}
+
+// TestGenerated_compiler runs generated modules on the compiler engine.
+func TestGenerated_compiler(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	n := 60
+	if testing.Short() {
+		n = 15
+	}
+	for range n {
+		data := make([]byte, 64+r.IntN(1024))
+		for i := range data {
+			data[i] = byte(r.Uint32())
+		}
+		checkGenerated(t, data, true)
+	}
+}
+
+// checkGenerated builds a module from data and checks:
+//   - the original validates and the instrumented module validates;
+//   - both compute the same result (or trap the same way), leave the same
+//     counter and memory;
+//   - fuel ≥ 4 per executed counter increment (each costs 4 operators, and
+//     the generator puts one at the top of every loop iteration and function);
+//   - fuel does not depend on the slice size;
+//   - a budget one short of the fuel used stops the guest with the typed
+//     error, having used exactly the budget;
+//   - the call-depth global is back at its initial value.
+func checkGenerated(t *testing.T, data []byte, compiler bool) {
+	wasm, arg := genModule(data)
+	if err := validate(wasm); err != nil {
+		t.Fatalf("generator made an invalid module: %v", err)
+	}
+	res, err := Instrument(wasm, Config{})
+	if err != nil {
+		t.Fatalf("Instrument: %v", err)
+	}
+	e := getEngine(t, compiler)
+	want := e.run(t, wasm, "", "run", nil, arg)
+	have := e.run(t, res.Module, "", "run", nil, arg)
+	if want.trap != have.trap || want.exit != have.exit {
+		t.Fatalf("trap %q exit %d, instrumented %q exit %d", want.trap, want.exit, have.trap, have.exit)
+	}
+	if want.trap == "" && want.results[0] != have.results[0] {
+		t.Fatalf("result %d, instrumented %d", want.results[0], have.results[0])
+	}
+	if want.counter != have.counter || want.memHash != have.memHash {
+		t.Fatalf("counter %d mem %x, instrumented %d mem %x", want.counter, want.memHash, have.counter, have.memHash)
+	}
+	if have.fuel < 4*int64(have.counter) {
+		t.Fatalf("fuel %d < 4 × %d counter increments", have.fuel, have.counter)
+	}
+	if have.trap == "" && have.callsLeft != DefaultMaxCallDepth-1 {
+		t.Fatalf("calls left %d after return", have.callsLeft)
+	}
+	me := newMeter(1 << 40)
+	me.slice = 3
+	if o := e.run(t, res.Module, "", "run", me, arg); o.fuel != have.fuel || o.trap != have.trap {
+		t.Fatalf("slice 3: fuel %d trap %q, slice 2^20: fuel %d trap %q", o.fuel, o.trap, have.fuel, have.trap)
+	}
+	if have.fuel > 1 {
+		me := newMeter(have.fuel - 1)
+		o := e.run(t, res.Module, "", "run", me, arg)
+		if !errors.Is(o.err, errFuelExhausted) || o.fuel != have.fuel-1 {
+			t.Fatalf("budget %d: %v, used %d", have.fuel-1, o.err, o.fuel)
+		}
+	}
+}
