@@ -381,3 +381,32 @@ func TestRun_slowPathEverySlice(t *testing.T) {
 		t.Fatalf("want %d slow-path calls, have %d", 1_000_000/10_000+1, ticks)
 	}
 }
+
+// TestRun_deepRecursionBounded: unbounded recursion stops at the call-depth
+// bound (the default 10,000 frames) with a typed trap, and the process's
+// memory does not explode on the way (the compiler's stack lives outside
+// linear memory, so the bound is what keeps it small).
+func TestRun_deepRecursionBounded(t *testing.T) {
+	r, err := New(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(context.Background()) }()
+	e := newEnvWith(t, r)
+	e.deploy("recursion", testwasm.Bytes(t, "recursion"), ceiling(1<<40, 1<<20, 10*time.Second))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < 5; i++ {
+		out := e.run("recursion", "", admission.BudgetRequest{})
+		if out.Kind != Trap || out.TrapKind != TrapCallDepth {
+			t.Fatalf("want the call-depth trap, have %s/%s (%v)", out.Kind, out.TrapKind, out.Err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	growth := int64(after.Sys) - int64(before.Sys)
+	t.Logf("process memory from the Go runtime grew by %d KiB over 5 deep recursions", growth>>10)
+	if growth > 64<<20 {
+		t.Fatalf("deep recursion grew the process by %d MiB", growth>>20)
+	}
+}
