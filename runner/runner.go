@@ -59,6 +59,10 @@ type Runner struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 
+	// base is the module configuration every activation starts from; each
+	// With… call copies the configuration, so the fixed part is built once.
+	base wazero.ModuleConfig
+
 	mu      sync.RWMutex
 	modules map[catalog.Digest]wazero.CompiledModule
 }
@@ -97,7 +101,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	return &Runner{cfg: cfg, rt: rt, cache: cache, modules: map[catalog.Digest]wazero.CompiledModule{}}, nil
+	base := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithSysWalltime().WithSysNanotime().
+		WithRandSource(cryptorand.Reader) // real entropy; wazero's default seeds a fresh math/rand per instance
+	return &Runner{cfg: cfg, rt: rt, cache: cache, base: base, modules: map[catalog.Digest]wazero.CompiledModule{}}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -224,12 +230,9 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 	a.ctx = runCtx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
-	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithStdin(chargedReader{a: a, r: bytes.NewReader(input)}).WithStdout(&a.stdout).WithStderr(&a.stderr).
+	cfg := r.base.WithStdin(chargedReader{a: a, r: bytes.NewReader(input)}).WithStdout(&a.stdout).WithStderr(&a.stderr).
 		WithEnv("LATENT_ACTIVATION_ID", exec.ID()).WithEnv("LATENT_REVISION", string(ob.Revision)).
-		WithArgs(string(ob.Function)).
-		WithSysWalltime().WithSysNanotime().WithNanosleep(a.nanosleep).
-		WithRandSource(cryptorand.Reader) // real entropy; wazero's default seeds a fresh math/rand per instance
+		WithArgs(string(ob.Function)).WithNanosleep(a.nanosleep)
 	mod, err := r.rt.InstantiateModule(callCtx, compiled, cfg)
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
