@@ -73,7 +73,7 @@ func TestRegion_protection(t *testing.T) {
 		}
 	}
 
-	// Reused: zeroed by MADV_DONTNEED, not by a copy.
+	// Reused: zeroed (in place for small memories, MADV_DONTNEED for large).
 	l = mustLease(t, p, tiny)
 	mem = l.MemoryAllocator(16*PageSize).Allocate(0, 0)
 	b = mem.Reallocate(3 * PageSize)
