@@ -109,6 +109,15 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
 		"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
 	a := outcomeAnswer(out)
+	if out.Kind == runner.Cancelled && ctx.Err() == nil {
+		// The caller is still here: the node cancelled the guest because
+		// shutdown_grace ran out. Answer definitely (not 499), like a queued
+		// activation dropped at shutdown.
+		a = problemAnswer(api.Problem{Type: "https://latent-node.dev/problems/" + admission.CodeUnavailable,
+			Title: admission.CodeUnavailable + "/shutting-down", Status: http.StatusServiceUnavailable,
+			Code: admission.CodeUnavailable, Reason: "shutting-down", Scope: admission.ScopeNode, Retryable: true,
+			Outcome: string(out.Kind)}, n.drainEstimate())
+	}
 	a.headers = map[string]string{
 		"Latent-Revision":          string(rev.Revision),
 		"Latent-Outcome":           string(out.Kind),

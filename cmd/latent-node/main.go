@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -204,7 +206,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // within shutdown_grace and are then cancelled; every caller gets an answer.
 func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io.Writer) error {
 	ctx := context.Background()
-	n, err := node.New(ctx, cfg, node.Options{Logger: log})
+	src, err := loadSourceFromEnv()
+	if err != nil {
+		return err
+	}
+	n, err := node.New(ctx, cfg, node.Options{Logger: log, LoadSource: src})
 	if err != nil {
 		return err
 	}
@@ -256,6 +262,35 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	}
 	return err
 }
+
+// loadSourceEnv is a testing aid: LATENT_NODE_LOAD_SOURCE=fixed:CPU,MEMORY
+// (pressures in [0,1]) replaces the host load source with constant readings,
+// so black-box tests neither depend on the host's load nor need to saturate
+// it to see node-overloaded. Unset (the default): the host's load source.
+const loadSourceEnv = "LATENT_NODE_LOAD_SOURCE"
+
+func loadSourceFromEnv() (loadsource.Source, error) {
+	v, ok := os.LookupEnv(loadSourceEnv)
+	if !ok || v == "" {
+		return nil, nil
+	}
+	spec, ok := strings.CutPrefix(v, "fixed:")
+	cpuS, memS, ok2 := strings.Cut(spec, ",")
+	if !ok || !ok2 {
+		return nil, errors.Newf("%s: want fixed:CPU,MEMORY", loadSourceEnv)
+	}
+	cpu, err1 := strconv.ParseFloat(cpuS, 64)
+	mem, err2 := strconv.ParseFloat(memS, 64)
+	if err1 != nil || err2 != nil || !(cpu >= 0 && cpu <= 1) || !(mem >= 0 && mem <= 1) {
+		return nil, errors.Newf("%s: pressures must be numbers in [0,1]", loadSourceEnv)
+	}
+	return fixedLoad{cpu: cpu, memory: mem}, nil
+}
+
+// fixedLoad is a load source with constant readings (LATENT_NODE_LOAD_SOURCE).
+type fixedLoad struct{ cpu, memory float64 }
+
+func (f fixedLoad) Sample(context.Context) (float64, float64, error) { return f.cpu, f.memory, nil }
 
 func clientFlags(fs *flag.FlagSet) (nodeURL, key *string) {
 	nodeURL = fs.String("node", "http://127.0.0.1:8080", "node URL")

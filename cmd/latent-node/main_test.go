@@ -58,3 +58,24 @@ func TestCheck_reportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadSourceFromEnv(t *testing.T) {
+	t.Setenv(loadSourceEnv, "")
+	if src, err := loadSourceFromEnv(); src != nil || err != nil {
+		t.Fatalf("unset: %v %v", src, err)
+	}
+	t.Setenv(loadSourceEnv, "fixed:0.25,1")
+	src, err := loadSourceFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu, mem, err := src.Sample(t.Context()); cpu != 0.25 || mem != 1 || err != nil {
+		t.Fatalf("sample %v %v %v", cpu, mem, err)
+	}
+	for _, bad := range []string{"fixed", "fixed:1", "fixed:2,0", "fixed:x,0", "calm", "fixed:NaN,0"} {
+		t.Setenv(loadSourceEnv, bad)
+		if _, err := loadSourceFromEnv(); err == nil || !strings.Contains(err.Error(), loadSourceEnv) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

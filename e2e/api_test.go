@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// otherArch is an architecture this host is not.
+func otherArch() string {
+	if runtime.GOARCH == "arm64" {
+		return "x86_64"
+	}
+	return "aarch64"
+}
+
+// TestOutcomesAndRejections covers every outcome of DESIGN §3.3 and every
+// rejection row that one node with a calm load source can show.
+func TestOutcomesAndRejections(t *testing.T) {
+	n, _ := startNode(t, nil, calm)
+	for _, g := range []string{"echo", "exit", "trap_unreachable", "trap_divzero", "trap_oob", "recursion", "infinite", "flood", "sleep"} {
+		n.deploy(t, "alice", "acme", strings.ReplaceAll(g, "_", "-"), rev{guest: g})
+	}
+	n.deploy(t, "alice", "acme", "grow", rev{guest: "grow", memory: "1MiB"})
+	n.deploy(t, "bob", "beta", "partner", rev{guest: "echo", trust: "partner"})
+	n.deploy(t, "bob", "beta", "sleep", rev{guest: "sleep"})
+	// Revisions whose requirements the node cannot satisfy deploy fine (the
+	// catalog does not know the node's cells) and are refused at admission.
+	n.deploy(t, "alice", "acme", "partner", rev{guest: "echo", trust: "partner"})
+	n.deploy(t, "alice", "acme", "big", rev{guest: "echo", memory: "32MiB"})
+	n.deploy(t, "alice", "acme", "huge", rev{guest: "echo", memory: "128MiB"})
+	n.deploy(t, "alice", "acme", "shared", rev{guest: "echo", threading: "shared"})
+	n.deploy(t, "alice", "acme", "elsewhere", rev{guest: "echo", placement: map[string]any{"architectures": []string{otherArch()}}})
+	n.deploy(t, "alice", "acme", "mars", rev{guest: "echo", placement: map[string]any{"regions": []string{"mars"}}})
+
+	t.Run("outcomes", func(t *testing.T) {
+		r := n.invoke(t, "alice", "acme/echo/run", "ping", nil)
+		if r.status != 200 || string(r.body) != "ping" {
+			t.Fatalf("success: %d %q", r.status, r.body)
+		}
+		for _, h := range []string{"Latent-Activation-Id", "Latent-Revision", "Latent-Outcome", "Latent-Fuel-Used",
+			"Latent-Memory-Peak-Bytes", "Latent-Queue-Wait-Ms", "Latent-Execution-Ms", "Latent-Cell-Class"} {
+			if r.header.Get(h) == "" {
+				t.Errorf("success lacks %s", h)
+			}
+		}
+		if r.header.Get("Latent-Outcome") != "success" || r.header.Get("Latent-Cell-Class") != "tiny" {
+			t.Errorf("success headers: %v", r.header)
+		}
+
+		r = n.invoke(t, "alice", "acme/exit/run", "42", nil)
+		if r.status != 502 || r.problem.Outcome != "declared-error" || r.problem.ExitCode == nil || *r.problem.ExitCode != 42 {
+			t.Fatalf("declared-error: %d %s", r.status, r.body)
+		}
+		if !strings.Contains(string(r.body), `"exit_code":42`) || r.header.Get("Latent-Outcome") != "declared-error" {
+			t.Fatalf("declared-error body/headers: %s %v", r.body, r.header)
+		}
+
+		for _, g := range []string{"trap-unreachable", "trap-divzero", "trap-oob", "recursion"} {
+			r = n.invoke(t, "alice", "acme/"+g+"/run", "", nil)
+			if r.status != 502 || r.problem.Outcome != "trap" || r.problem.TrapKind == "" {
+				t.Fatalf("%s: want 502 trap with trap_kind, have %d %s", g, r.status, r.body)
+			}
+		}
+
+		r = n.invoke(t, "alice", "acme/infinite/run", "", map[string]string{"Latent-Budget": "fuel=1000000"})
+		if r.status != 502 || r.problem.Outcome != "fuel-exhausted" {
+			t.Fatalf("fuel-exhausted: %d %s", r.status, r.body)
+		}
+		r = n.invoke(t, "alice", "acme/grow/run", "", nil)
+		if r.status != 502 || r.problem.Outcome != "memory-exhausted" {
+			t.Fatalf("memory-exhausted: %d %s", r.status, r.body)
+		}
+		r = n.invoke(t, "alice", "acme/flood/run", "", nil)
+		if r.status != 502 || r.problem.Outcome != "output-exceeded" {
+			t.Fatalf("output-exceeded: %d %s", r.status, r.body)
+		}
+		start := time.Now()
+		r = n.invoke(t, "alice", "acme/sleep/run", "", map[string]string{"Latent-Timeout-Ms": "300"})
+		if r.status != 504 || r.problem.Outcome != "deadline-exceeded" || r.header.Get("Latent-Outcome") != "deadline-exceeded" {
+			t.Fatalf("deadline-exceeded: %d %s", r.status, r.body)
+		}
+		if el := time.Since(start); el > 5*time.Second {
+			t.Fatalf("deadline-exceeded took %v", el)
+		}
+		// The node keeps serving after every failure.
+		if r = n.invoke(t, "alice", "acme/echo/run", "again", nil); r.status != 200 || string(r.body) != "again" {
+			t.Fatalf("after failures: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("rejections", func(t *testing.T) {
+		big := strings.Repeat("x", 64<<10+1)
+		meta := map[string]string{}
+		for i := 0; i < 33; i++ {
+			meta["Latent-Meta-K"+strconv.Itoa(i)] = "v"
+		}
+		longName := strings.Repeat("r", 200)
+		tests := []struct {
+			name, who, target, input string
+			headers                  map[string]string
+			status                   int
+			reason                   string
+		}{
+			{"no key", "", "acme/echo/run", "", nil, 401, "unauthenticated"},
+			{"unknown key", "lk_unknown", "acme/echo/run", "", nil, 401, "unauthenticated"},
+			{"other tenant's route", "bob", "acme/echo/run", "", nil, 403, "principal-not-authorized"},
+			{"subject not allowed by tenant", "mallory", "acme/echo/run", "", nil, 403, "principal-not-authorized"},
+			{"admin lacks invoke role", "root", "acme/echo/run", "", nil, 403, "role-not-authorized"},
+			{"priority over tenant max", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "7"}, 403, "priority-not-authorized"},
+			{"trust class not allowed", "alice", "acme/partner/run", "", nil, 403, "trust-class-not-authorized"},
+			{"cell class not allowed", "alice", "acme/big/run", "", nil, 403, "cell-class-not-authorized"},
+			{"bad budget dimension", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
+			{"bad budget value", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=lots"}, 400, "invalid-header"},
+			{"bad priority", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "-1"}, 400, "invalid-header"},
+			{"bad deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Deadline-Unix-Ms": "soon"}, 400, "invalid-header"},
+			{"bad timeout", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "1.5s"}, 400, "invalid-header"},
+			{"invalid identifier", "alice", "acme/echo/" + longName, "", nil, 400, "invalid-identifier"},
+			{"invalid activation id", "alice", "acme/echo/run", "", map[string]string{"Latent-Activation-Id": strings.Repeat("a", 200)}, 400, "invalid-identifier"},
+			{"too much metadata", "alice", "acme/echo/run", "", meta, 400, "metadata-too-large"},
+			{"zero fuel", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=0"}, 400, "budget-infeasible"},
+			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, "revision-not-available"},
+			{"unknown service", "alice", "acme/nope/run", "", nil, 404, "revision-not-available"},
+			{"no compatible cell", "alice", "acme/huge/run", "", nil, 422, "no-compatible-cell"},
+			{"threading unsupported", "alice", "acme/shared/run", "", nil, 422, "unsupported-execution-requirement"},
+			{"architecture", "alice", "acme/elsewhere/run", "", nil, 422, "placement-not-compatible"},
+			{"region", "alice", "acme/mars/run", "", nil, 422, "placement-not-compatible"},
+			{"payload over node cap", "alice", "acme/echo/run", big, nil, 413, "payload-too-large"},
+			{"payload over tenant cap", "alice", "acme/echo/run", strings.Repeat("x", 32<<10+1), nil, 413, "payload-too-large"},
+			{"infeasible deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "50"}, 503, "queue-deadline-infeasible"},
+			{"expired deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Deadline-Unix-Ms": "1000"}, 504, "deadline-exceeded"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				r := n.invoke(t, tc.who, tc.target, tc.input, tc.headers)
+				checkRefusal(t, r, tc.status, tc.reason)
+				if tc.status == 401 && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+					t.Fatalf("401 without WWW-Authenticate: %v", r.header)
+				}
+				if tc.status != 401 && tc.reason != "role-not-authorized" && r.header.Get("Latent-Activation-Id") == "" {
+					t.Fatalf("refusal without Latent-Activation-Id")
+				}
+				if bytes.Contains(r.body, []byte("acme")) || bytes.Contains(r.body, []byte("alice")) {
+					t.Fatalf("problem echoes tenant or principal: %s", r.body)
+				}
+			})
+		}
+
+		t.Run("chunked payload over cap", func(t *testing.T) {
+			// An io.Reader of unknown length is sent chunked.
+			body := io.MultiReader(strings.NewReader(big[:1<<10]), strings.NewReader(big[1<<10:]))
+			r := n.do(t, "POST", "/v1/invoke/acme/echo/run", "alice", body, nil)
+			checkRefusal(t, r, 413, "payload-too-large")
+		})
+
+		t.Run("capacity exhausted", func(t *testing.T) {
+			// beta may have one live activation: a running sleep holds it.
+			first := n.async("bob", "beta/sleep/run", "", map[string]string{"Latent-Timeout-Ms": "1500"})
+			n.waitUsage(t, "bob", func(live, _ uint64) bool { return live == 1 })
+			r := n.invoke(t, "bob", "beta/partner/run", "x", nil)
+			checkRefusal(t, r, 429, "capacity-exhausted")
+			if r.problem.Scope != "tenant" || !r.problem.Retryable {
+				t.Fatalf("capacity: %s", r.body)
+			}
+			if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+				t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+			}
+			if r := await(t, first, 10*time.Second); r.status != 504 {
+				t.Fatalf("first: %d %s", r.status, r.body)
+			}
+			// The slot is free again, and the partner trust class is fine for beta.
+			if r := n.invoke(t, "bob", "beta/partner/run", "x", nil); r.status != 200 || string(r.body) != "x" {
+				t.Fatalf("after capacity: %d %s", r.status, r.body)
+			}
+		})
+
+		t.Run("duplicate activation id", func(t *testing.T) {
+			id := map[string]string{"Latent-Activation-Id": "dup-1", "Latent-Timeout-Ms": "1500"}
+			first := n.async("alice", "acme/sleep/run", "", id)
+			n.waitUsage(t, "alice", func(live, _ uint64) bool { return live >= 1 })
+			r := n.invoke(t, "alice", "acme/echo/run", "x", map[string]string{"Latent-Activation-Id": "dup-1"})
+			checkRefusal(t, r, 409, "activation-id-unavailable")
+			if r.header.Get("Latent-Activation-Id") != "dup-1" {
+				t.Fatalf("409 activation id %q", r.header.Get("Latent-Activation-Id"))
+			}
+			if r := await(t, first, 10*time.Second); r.status != 504 || r.header.Get("Latent-Activation-Id") != "dup-1" {
+				t.Fatalf("first: %d %s", r.status, r.body)
+			}
+			// Once the first finished, the id is free again.
+			if r := n.invoke(t, "alice", "acme/echo/run", "y", map[string]string{"Latent-Activation-Id": "dup-1"}); r.status != 200 {
+				t.Fatalf("reuse after finish: %d %s", r.status, r.body)
+			}
+		})
+	})
+
+	// Nothing leaked: no live reservations once everything answered.
+	n.waitUsage(t, "alice", func(live, queued uint64) bool { return live == 0 && queued == 0 })
+	r := n.do(t, "GET", "/metrics", "", nil, nil)
+	if r.status != 200 || !strings.Contains(string(r.body), "latent_permits_leaked_total 0") {
+		t.Fatalf("metrics: %d", r.status)
+	}
+}
