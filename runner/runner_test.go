@@ -410,3 +410,22 @@ func TestRun_deepRecursionBounded(t *testing.T) {
 		t.Fatalf("deep recursion grew the process by %d MiB", growth>>20)
 	}
 }
+
+// panicCell breaks while the runner prepares the activation.
+type panicCell struct{}
+
+func (panicCell) WithMemory(context.Context, uint64) context.Context { panic("cell broke") }
+func (panicCell) AbandonMemory()                                     {}
+
+// TestRun_platformFailure: a panic anywhere in Run is a platform failure that
+// asks for the cell's quarantine; the process does not crash.
+func TestRun_platformFailure(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("trivial", testwasm.Bytes(t, "trivial"), ceiling(1<<20, 1<<20, time.Second))
+	x := e.permit("trivial", admission.BudgetRequest{})
+	defer func() { _ = x.Release() }()
+	out := e.r.Run(context.Background(), x, panicCell{}, nil)
+	if out.Kind != PlatformFailure || !out.Quarantine || out.Err == nil {
+		t.Fatalf("want a quarantining platform failure, have %+v", out)
+	}
+}
