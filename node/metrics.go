@@ -15,6 +15,7 @@ import (
 // rejection codes and reasons, cell and queue classes), so the number of
 // series is bounded by configuration, never by requests.
 type metrics struct {
+	log         *rejectionLog
 	registry    *prometheus.Registry
 	activations *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
@@ -24,7 +25,7 @@ type metrics struct {
 }
 
 func newMetrics(n *Node) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry()}
+	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections}
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
 		Help: "Executed activations by tenant and outcome."}, []string{"tenant", "outcome"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_rejections_total",
@@ -52,6 +53,7 @@ func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res
 
 func (m *metrics) rejected(code, reason, scope, dimension string) {
 	m.rejections.WithLabelValues(code, reason, scope, dimension).Inc()
+	m.log.add(code, reason, scope, dimension)
 }
 
 // stateCollector reads gauges from the components at scrape time.

@@ -52,6 +52,8 @@ type Node struct {
 	auth    *auth.Authenticator
 	metrics *metrics
 	health  chan struct{} // the liveness probe's own bound
+
+	rejections rejectionLog
 }
 
 // New composes a node from a validated configuration. It opens (or creates)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
@@ -131,6 +133,26 @@ func TestNode_endToEnd(t *testing.T) {
 	if err != nil || string(res.Output) != "2926642762503582672\n" {
 		t.Fatalf("calc: %+v %v", res, err)
 	}
+	// A declared error returns its exit code and stderr tail.
+	complain := testwasm.Bytes(t, "complain")
+	cd, err := tn.c.UploadArtifact(ctx, complain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest["service"] = "complain"
+	manifest["revisions"].([]any)[0].(map[string]any)["artifact"] = cd
+	if _, err := tn.c.Deploy(ctx, "demo", "complain", manifest); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tn.c.Invoke(ctx, "demo", "complain", "run", nil, client.InvokeOptions{})
+	var dp *client.Problem
+	if !errors.As(err, &dp) || dp.Status != 502 || dp.Outcome != "declared-error" || dp.ExitCode == nil || *dp.ExitCode != 3 ||
+		dp.Stderr != "complaint: bad input\n" {
+		t.Fatalf("want 502 declared-error 3 with the stderr tail, have %+v", err)
+	}
+	manifest["service"] = "calc"
+	manifest["revisions"].([]any)[0].(map[string]any)["artifact"] = digest
+
 	// Requested fuel below what it needs: fuel-exhausted, 502.
 	_, err = tn.c.Invoke(ctx, "demo", "calc", "run", []byte("1000"), client.InvokeOptions{Fuel: 100})
 	var p *client.Problem
@@ -220,5 +242,28 @@ func TestDemoHello_matchesFixture(t *testing.T) {
 	}
 	if !bytes.Equal(want, DemoHello) {
 		t.Fatal("node/demo/hello.wasm differs from testdata/wasm/hello.wasm: copy it again")
+	}
+}
+
+func TestRejections_aggregatedLog(t *testing.T) {
+	var buf bytes.Buffer
+	n := &Node{log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	m := &metrics{log: &n.rejections, rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"},
+		[]string{"code", "reason", "scope", "dimension"})}
+	for i := 0; i < 1000; i++ {
+		m.rejected("resource-exhausted", "capacity-exhausted", "tenant", "queued")
+	}
+	m.rejected("unauthenticated", "unauthenticated", "principal", "")
+	n.flushRejections()
+	n.flushRejections() // nothing new: no second line
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"resource-exhausted/capacity-exhausted tenant/queued":1000`) ||
+		!strings.Contains(lines[0], `"unauthenticated/unauthenticated principal":1`) {
+		t.Fatalf("want one aggregated line, have:\n%s", buf.String())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := n.LogRejections(ctx, time.Hour); err != nil {
+		t.Fatal(err)
 	}
 }

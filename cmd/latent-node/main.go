@@ -242,6 +242,10 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.Sampler().Run(sctx) }, func(error) { cancel() })
 	}
+	{ // the aggregated refusal log line
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.LogRejections(sctx, 10*time.Second) }, func(error) { cancel() })
+	}
 	{ // HTTP server
 		srv := n.Server()
 		g.Add(func() error {

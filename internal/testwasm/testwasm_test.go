@@ -29,6 +29,7 @@ var wat2wasmArgs = []string(nil)
 // fixtures is the set of guests other packages' tests rely on.
 var fixtures = []string{
 	"bad_import",
+	"complain",
 	"compute",
 	"echo",
 	"exit",
