@@ -165,19 +165,26 @@ func (w *cappedWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tailWriter keeps the last len(buf) bytes written.
+// tailWriter keeps the last tailBytes bytes written. Its buffer is
+// allocated on the first write: most guests write nothing to stderr.
 type tailWriter struct {
-	buf [4096]byte
-	n   int // bytes retained so far, modulo positions
+	buf []byte // nil until the first write; then tailBytes long
+	n   int    // bytes written in total
 }
+
+const tailBytes = 4096
 
 func (w *tailWriter) Write(p []byte) (int, error) {
 	total := len(p)
-	if len(p) > len(w.buf) {
-		p = p[len(p)-len(w.buf):]
+	if w.buf == nil {
+		w.buf = make([]byte, tailBytes)
+	}
+	if len(p) > tailBytes {
+		w.n += len(p) - tailBytes
+		p = p[len(p)-tailBytes:]
 	}
 	for _, c := range p {
-		w.buf[w.n%len(w.buf)] = c
+		w.buf[w.n%tailBytes] = c
 		w.n++
 	}
 	return total, nil
@@ -185,10 +192,10 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 
 // Bytes returns the retained tail in order.
 func (w *tailWriter) Bytes() []byte {
-	if w.n <= len(w.buf) {
+	if w.n <= tailBytes {
 		return append([]byte(nil), w.buf[:w.n]...)
 	}
-	start := w.n % len(w.buf)
+	start := w.n % tailBytes
 	return append(append([]byte(nil), w.buf[start:]...), w.buf[:start]...)
 }
 
