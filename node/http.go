@@ -89,7 +89,8 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	w.Header().Set("Latent-Activation-Id", h.ActivationID)
 	if err != nil {
-		api.WriteProblem(w, badRequest("invalid-header", headerName(err), err.Error()), 0)
+		header, _ := api.InvalidHeader(err)
+		api.WriteProblem(w, badRequest("invalid-header", header, err.Error()), 0)
 		return
 	}
 	if err := target.Validate(); err != nil {
@@ -114,16 +115,6 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
-}
-
-func headerName(err error) string {
-	msg := err.Error()
-	for i := 0; i < len(msg); i++ {
-		if msg[i] == ':' {
-			return msg[:i]
-		}
-	}
-	return ""
 }
 
 func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {

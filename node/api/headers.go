@@ -167,3 +167,13 @@ func isHeaderError(err error) (*headerError, bool) {
 	ok := errors.As(err, &he)
 	return he, ok
 }
+
+// InvalidHeader returns the name of the malformed header err reports (the
+// problem's dimension), or false when err is not a header error.
+func InvalidHeader(err error) (string, bool) {
+	he, ok := isHeaderError(err)
+	if !ok {
+		return "", false
+	}
+	return he.header, true
+}
