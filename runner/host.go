@@ -15,7 +15,8 @@ import (
 // activation is the host-side state of one running guest. Host functions
 // find it in the call's context.
 type activation struct {
-	ctx       context.Context // the run context: the permit's deadline and the caller's cancellation
+	ctx       context.Context // the caller's context (cancellation), carrying the activation
+	deadline  time.Time       // the permit's deadline, bound at admission
 	remaining uint64          // fuel not yet handed to the guest
 	budget    uint64
 	slice     uint64
@@ -39,9 +40,17 @@ func activationFrom(ctx context.Context) *activation {
 	return a
 }
 
-// stopErr is the typed stop for a done run context.
-func (a *activation) stopErr() error {
-	if errors.Is(context.Cause(a.ctx), errDeadline) || errors.Is(a.ctx.Err(), context.DeadlineExceeded) {
+// stopAt returns the typed stop that applies at now: errDeadline once the
+// permit's deadline (or a deadline of the caller's context) has passed,
+// errCancelled once the caller's context ended, nil otherwise.
+func (a *activation) stopAt(now time.Time) error {
+	if !now.Before(a.deadline) {
+		return errDeadline
+	}
+	switch err := a.ctx.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
 		return errDeadline
 	}
 	return errCancelled
@@ -66,8 +75,8 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 		tickHook()
 	}
 	a := activationFrom(ctx)
-	if a.ctx.Err() != nil {
-		panic(a.stopErr())
+	if err := a.stopAt(time.Now()); err != nil {
+		panic(err)
 	}
 	g := fuelGlobal(mod)
 	cur := int64(g.Get())
@@ -211,13 +220,14 @@ func (r chargedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// nanosleep sleeps for the guest (poll_oneoff, sched) but wakes when the run
-// context is done; the next tick then stops the guest.
+// nanosleep sleeps for the guest (poll_oneoff, sched) but wakes at the
+// deadline or when the caller goes away; the next tick then stops the guest.
 func (a *activation) nanosleep(ns int64) {
-	if ns <= 0 {
+	d := min(time.Duration(ns), time.Until(a.deadline))
+	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(time.Duration(ns))
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

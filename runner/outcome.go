@@ -83,16 +83,17 @@ var trapKinds = []struct{ text, kind string }{
 // classify turns the result of running _start into an outcome kind. Order:
 // what the host observed (deadline, cancellation, fuel, output, memory)
 // wins over how the guest stopped.
-func classify(a *activation, err error) (Kind, uint32, string) {
+func classify(a *activation, err error, stopped time.Time) (Kind, uint32, string) {
+	late := a.stopAt(stopped)
 	switch {
 	case errors.Is(err, errDeadline):
 		return DeadlineExceeded, 0, ""
 	case errors.Is(err, errCancelled):
 		return Cancelled, 0, ""
-	case a.ctx.Err() != nil:
+	case late != nil:
 		// The guest stopped on its own, but after its deadline or after its
 		// caller went away (for example woken early from a sleep).
-		if errors.Is(a.stopErr(), errDeadline) {
+		if errors.Is(late, errDeadline) {
 			return DeadlineExceeded, 0, ""
 		}
 		return Cancelled, 0, ""

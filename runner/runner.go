@@ -75,7 +75,13 @@ type Runner struct {
 	base wazero.ModuleConfig
 
 	mu      sync.RWMutex
-	modules map[catalog.Digest]wazero.CompiledModule
+	modules map[catalog.Digest]prepared
+}
+
+// prepared is a compiled module and what Run checks before instantiating it.
+type prepared struct {
+	compiled       wazero.CompiledModule
+	minMemoryBytes uint64
 }
 
 var _ catalog.ModuleInspector = (*Runner)(nil)
@@ -113,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	base := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithSysWalltime().WithSysNanotime()
-	return &Runner{cfg: cfg, rt: rt, cache: cache, base: base, modules: map[catalog.Digest]wazero.CompiledModule{}}, nil
+	return &Runner{cfg: cfg, rt: rt, cache: cache, base: base, modules: map[catalog.Digest]prepared{}}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -150,7 +156,7 @@ func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []by
 	if _, done := r.modules[digest]; done {
 		_ = compiled.Close(ctx)
 	} else {
-		r.modules[digest] = compiled
+		r.modules[digest] = prepared{compiled: compiled, minMemoryBytes: info.MinMemoryBytes}
 	}
 	return info, nil
 }
@@ -219,24 +225,24 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 	}()
 	ob := exec.Obligations()
 	r.mu.RLock()
-	compiled, ok := r.modules[ob.Artifact]
+	pm, ok := r.modules[ob.Artifact]
 	r.mu.RUnlock()
 	if !ok {
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: artifact %s was not prepared", ob.Artifact)}
 	}
 	budget := exec.Budget()
-	if mem, ok := compiled.ExportedMemories()["memory"]; ok && uint64(mem.Min())*65536 > budget.MemoryBytes {
+	if pm.minMemoryBytes > budget.MemoryBytes {
 		// Admission grants at least the module's initial memory; this is a
 		// broken invariant, refused before wazero sees it.
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: grant below the module's initial memory")}
 	}
 
-	runCtx, cancel := context.WithDeadlineCause(ctx, exec.Deadline(), errDeadline)
-	defer cancel()
+	// The deadline is checked on the slow path and when sleeping, not by a
+	// context timer: no timer per activation.
 	a := &activation{remaining: budget.CPUFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
-		memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536))}
+		deadline: exec.Deadline(), memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536))}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
-	runCtx = context.WithValue(runCtx, activationKey{}, a)
+	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
@@ -244,7 +250,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		WithEnv("LATENT_ACTIVATION_ID", exec.ID()).WithEnv("LATENT_REVISION", string(ob.Revision)).
 		WithArgs(string(ob.Function)).WithNanosleep(a.nanosleep).
 		WithRandSource(newRandSource()) // deterministic, see randSeed
-	mod, err := r.rt.InstantiateModule(callCtx, compiled, cfg)
+	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, cfg)
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
@@ -259,8 +265,9 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 			_, err = fn.Call(callCtx)
 		}
 	}
-	elapsed := time.Since(start)
-	kind, code, trap := classify(a, err)
+	stopped := time.Now()
+	elapsed := stopped.Sub(start)
+	kind, code, trap := classify(a, err, stopped)
 	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: elapsed,
 		MemoryPeakBytes: uint64(a.memPeakPages) * 65536, Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if mod != nil {
