@@ -75,6 +75,7 @@ var trapKinds = []struct{ text, kind string }{
 	{"integer overflow", TrapIntegerOverflow},
 	{"out of bounds memory access", TrapOutOfBounds},
 	{"invalid table access", TrapInvalidTableAccess},
+	{"out of bounds table access", TrapInvalidTableAccess},
 	{"indirect call type mismatch", TrapIndirectCall},
 	{"invalid conversion to integer", TrapInvalidConversion},
 	{"stack overflow", TrapStackOverflow},
@@ -117,7 +118,10 @@ func classify(a *activation, err error, stopped time.Time) (Kind, uint32, string
 		return DeclaredError, exit.ExitCode(), ""
 	}
 	msg := err.Error()
-	if strings.HasPrefix(msg, "wasm error: ") || strings.HasPrefix(msg, "stack overflow") {
+	// Instantiation traps of the guest's own making (a data or element
+	// segment out of bounds) read "data[i]: …" or "elem[i]: …".
+	if strings.HasPrefix(msg, "wasm error: ") || strings.HasPrefix(msg, "stack overflow") ||
+		strings.HasPrefix(msg, "data[") || strings.HasPrefix(msg, "elem[") {
 		for _, t := range trapKinds {
 			if strings.Contains(msg, t.text) {
 				return Trap, 0, t.kind

@@ -164,6 +164,7 @@ func TestRun_outcomes(t *testing.T) {
 		"trap_oob", "recursion", "flood", "hello", "trivial", "fib"} {
 		e.deploy(name, testwasm.Bytes(t, name), big)
 	}
+	e.deploy("oob_data", testwasm.Bytes(t, "oob_data"), big)
 	e.deploy("sleep", testwasm.Bytes(t, "sleep"), ceiling(1<<40, 1<<20, 500*time.Millisecond))
 	e.deploy("small-fuel", testwasm.Bytes(t, "infinite"), ceiling(100_000, 1<<20, 10*time.Second))
 	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*65536, 10*time.Second))
@@ -193,6 +194,7 @@ func TestRun_outcomes(t *testing.T) {
 		{"grow capped", "grow-capped", "", none, MemoryExhausted, 0, "", "15\n"},
 		{"flood", "flood", "", none, OutputExceeded, 0, "", ""},
 		{"sleep", "sleep", "", none, DeadlineExceeded, 0, "", ""},
+		{"data segment out of bounds", "oob_data", "", none, Trap, 0, TrapOutOfBounds, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,10 +211,13 @@ func TestRun_outcomes(t *testing.T) {
 			if out.Kind != tc.kind || out.ExitCode != tc.exit || out.TrapKind != tc.trap {
 				t.Fatalf("want %s/%d/%q, have %s/%d/%q (err %v)", tc.kind, tc.exit, tc.trap, out.Kind, out.ExitCode, out.TrapKind, out.Err)
 			}
+			if out.Quarantine {
+				t.Fatalf("a guest's own failure quarantined the cell: %v", out.Err)
+			}
 			if tc.stdout != "" && string(out.Stdout) != tc.stdout {
 				t.Fatalf("stdout: want %q, have %q", tc.stdout, out.Stdout)
 			}
-			if out.FuelUsed == 0 && tc.service != "trivial" {
+			if out.FuelUsed == 0 && tc.service != "trivial" && tc.service != "oob_data" {
 				t.Fatal("no fuel used")
 			}
 			if tc.name == "sleep" && time.Since(start) > 600*time.Millisecond {

@@ -38,6 +38,7 @@ var fixtures = []string{
 	"grow",
 	"hello",
 	"infinite",
+	"oob_data",
 	"recursion",
 	"sleep",
 	"trap_divzero",
