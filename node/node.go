@@ -130,7 +130,11 @@ func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }
 
 // Server returns an http.Server for the node's API on l's address.
 func (n *Node) Server() *http.Server {
-	return &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+	// Reads are bounded in time as well as size (a slow body cannot hold a
+	// connection forever); writes are not, since an answer waits for queueing
+	// and execution, both bounded by the configuration.
+	return &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return context.Background() }}
 }
 
