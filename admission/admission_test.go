@@ -375,7 +375,7 @@ func TestPermit_cannotBeForged(t *testing.T) {
 	}{
 		{"control", true, ""},
 		{"forge_fields", false, "unknown field"},
-		{"forge_core", false, "unexported field permitCore"},
+		{"forge_core", false, "unexported field a"},
 		{"forge_assign", false, "a.budget undefined"},
 	}
 	for _, tc := range tests {

@@ -174,3 +174,28 @@ func TestAdmit_heapBoundedByRejections(t *testing.T) {
 		t.Fatalf("rejections left state:\n%s", s)
 	}
 }
+
+// BenchmarkLifecycle is a permit's whole life on the node's path: admit,
+// EnsureSchedulable, StartExecution, release the execution permit.
+func BenchmarkLifecycle(b *testing.B) {
+	h, c := benchHarness(b)
+	req := h.request("a", "acme", "images")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := c.Admit(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.EnsureSchedulable(); err != nil {
+			b.Fatal(err)
+		}
+		x, err := p.StartExecution()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := x.Release(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

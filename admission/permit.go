@@ -67,7 +67,11 @@ func (c *permitCore) Obligations() Obligations { return c.obligations }
 type AdmissionPermit struct {
 	_ noCopy
 	permitCore
-	used atomic.Bool
+	used atomic.Bool // consumed by StartExecution or Release
+	// started and execReleased follow the execution permit, so that this
+	// permit's safety net also covers it (see track).
+	started      atomic.Bool
+	execReleased atomic.Bool
 }
 
 // ExecutionPermit owns the reservation of an executing activation (live,
@@ -76,29 +80,53 @@ type AdmissionPermit struct {
 // quarantined; then Release it, once.
 type ExecutionPermit struct {
 	_ noCopy
-	permitCore
-	used atomic.Bool
+	// a is the admission permit it came from: its identity and obligations
+	// are this permit's, holding it keeps a's safety net from running while
+	// this permit is reachable, and the release is recorded there.
+	a *AdmissionPermit
 }
+
+// core returns the shared identity and obligations (zero for a zero permit).
+func (e *ExecutionPermit) core() *permitCore {
+	if e.a == nil {
+		return &permitCore{}
+	}
+	return &e.a.permitCore
+}
+
+// ID returns the activation id.
+func (e *ExecutionPermit) ID() string { return e.core().ID() }
+
+// Budget returns the effective budget (see AdmissionPermit.Budget).
+func (e *ExecutionPermit) Budget() catalog.Budget { return e.core().Budget() }
+
+// Deadline returns the monotonic deadline bound at admission.
+func (e *ExecutionPermit) Deadline() time.Time { return e.core().Deadline() }
+
+// AdmittedAt returns the admission time.
+func (e *ExecutionPermit) AdmittedAt() time.Time { return e.core().AdmittedAt() }
+
+// Obligations returns what the activation must be executed with.
+func (e *ExecutionPermit) Obligations() Obligations { return e.core().Obligations() }
 
 // The safety net uses runtime.SetFinalizer rather than runtime.AddCleanup:
 // AddCleanup allocates its argument and a closure per call (two allocations
 // on the admission hot path, measured by BenchmarkSafetyNet), SetFinalizer
-// none. The finalizer only reads the permit's immutable fields and never
-// resurrects it beyond that call. See RATIONALE.md.
+// none. One finalizer, on the admission permit, covers both permits: the
+// execution permit points at the admission permit, so the finalizer can only
+// run once neither is reachable, and it reclaims the reservation in
+// whichever state was abandoned. It is set at admission and cleared by the
+// final release, so StartExecution does not touch it. It only reads the
+// permits' immutable fields and flags. See RATIONALE.md.
 
 func (a *AdmissionPermit) track() { runtime.SetFinalizer(a, reclaimAdmission) }
 
-func (e *ExecutionPermit) track() { runtime.SetFinalizer(e, reclaimExecution) }
-
 func reclaimAdmission(a *AdmissionPermit) {
-	if !a.used.Load() {
+	switch {
+	case !a.used.Load():
 		a.p.reclaim(a.id, a.seq, stateQueued)
-	}
-}
-
-func reclaimExecution(e *ExecutionPermit) {
-	if !e.used.Load() {
-		e.p.reclaim(e.id, e.seq, stateExecuting)
+	case a.started.Load() && !a.execReleased.Load():
+		a.p.reclaim(a.id, a.seq, stateExecuting)
 	}
 }
 
@@ -118,7 +146,6 @@ func (a *AdmissionPermit) take() error {
 	if !a.used.CompareAndSwap(false, true) {
 		return ErrPermitUsed
 	}
-	runtime.SetFinalizer(a, nil)
 	return nil
 }
 
@@ -151,16 +178,17 @@ func (a *AdmissionPermit) StartExecution() (*ExecutionPermit, error) {
 	if !a.deadline.After(p.opts.Clock.Now()) {
 		p.releaseLocked(a.id, a.seq, stateQueued)
 		p.mu.Unlock()
+		runtime.SetFinalizer(a, nil)
 		return nil, rejDeadlineInQueue
 	}
 	ok := p.startLocked(a.id, a.seq)
 	p.mu.Unlock()
 	if !ok {
+		runtime.SetFinalizer(a, nil)
 		return nil, ErrPermitUsed // a copy of this permit released or started it
 	}
-	e := &ExecutionPermit{permitCore: a.permitCore}
-	e.track()
-	return e, nil
+	a.started.Store(true)
+	return &ExecutionPermit{a: a}, nil
 }
 
 // startLocked moves a queued reservation to executing and returns its queue slot.
@@ -186,6 +214,7 @@ func (a *AdmissionPermit) Release() error {
 	if err := a.take(); err != nil {
 		return err
 	}
+	runtime.SetFinalizer(a, nil)
 	if !a.p.release(a.id, a.seq, stateQueued) {
 		return ErrPermitUsed // a copy of this permit released or started it
 	}
@@ -196,14 +225,14 @@ func (a *AdmissionPermit) Release() error {
 // it consumed. Call it after the guest stopped and the cell was released or
 // quarantined. It may be called once.
 func (e *ExecutionPermit) Release() error {
-	if e.p == nil {
+	if e.a == nil {
 		return ErrPermitInvalid
 	}
-	if !e.used.CompareAndSwap(false, true) {
+	if !e.a.execReleased.CompareAndSwap(false, true) {
 		return ErrPermitUsed
 	}
-	runtime.SetFinalizer(e, nil)
-	if !e.p.release(e.id, e.seq, stateExecuting) {
+	runtime.SetFinalizer(e.a, nil)
+	if !e.a.p.release(e.a.id, e.a.seq, stateExecuting) {
 		return ErrPermitUsed // a copy of this permit released it
 	}
 	return nil

@@ -1,10 +1,11 @@
-// Command forge_core tries to copy obligations into a new execution permit: it must not compile.
+// Command forge_core tries to build an execution permit out of an admission
+// permit's obligations: it must not compile.
 package main
 
 import "github.com/latent-node/latent-node/admission"
 
 func main() {
 	var a *admission.AdmissionPermit
-	e := &admission.ExecutionPermit{permitCore: a.permitCore}
+	e := &admission.ExecutionPermit{a: a}
 	_ = e.Release()
 }
