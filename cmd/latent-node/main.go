@@ -210,6 +210,9 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	if src != nil {
+		log.Warn("load samples are fixed by " + loadSourceEnv + ": host pressure is not measured (a testing aid)")
+	}
 	n, err := node.New(ctx, cfg, node.Options{Logger: log, LoadSource: src})
 	if err != nil {
 		return err
