@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -106,8 +107,10 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		return n.internal(errors.AssertionFailedf("node: executor returned no outcome"))
 	}
 	n.metrics.observe(target.Tenant, job.Obligations(), res, out)
-	n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
-		"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
+	if n.log.Enabled(ctx, slog.LevelDebug) { // the arguments allocate even when the line is dropped
+		n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
+			"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
+	}
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because
