@@ -54,20 +54,18 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 }
 
 func forbidden(reason string) api.Problem {
-	return api.Problem{Type: "https://latent-node.dev/problems/permission-denied", Title: "permission-denied/" + reason,
-		Status: http.StatusForbidden, Code: admission.CodePermissionDenied, Reason: reason, Scope: admission.ScopePrincipal}
+	return api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, reason, admission.ScopePrincipal, "", false)
 }
 
 func badRequest(reason, dimension, detail string) api.Problem {
-	return api.Problem{Type: "https://latent-node.dev/problems/invalid-argument", Title: "invalid-argument/" + reason,
-		Status: http.StatusBadRequest, Code: admission.CodeInvalidArgument, Reason: reason, Scope: admission.ScopeRequest,
-		Dimension: dimension, Detail: detail}
+	p := api.Refusal(http.StatusBadRequest, admission.CodeInvalidArgument, reason, admission.ScopeRequest, dimension, false)
+	p.Detail = detail
+	return p
 }
 
 func tooLarge(dimension string) api.Problem {
-	return api.Problem{Type: "https://latent-node.dev/problems/resource-exhausted", Title: "resource-exhausted/payload-too-large",
-		Status: http.StatusRequestEntityTooLarge, Code: admission.CodeResourceExhausted, Reason: "payload-too-large",
-		Scope: admission.ScopeNode, Dimension: dimension}
+	return api.Refusal(http.StatusRequestEntityTooLarge, admission.CodeResourceExhausted, "payload-too-large",
+		admission.ScopeNode, dimension, false)
 }
 
 // readBounded reads a body of at most limit bytes: a declared length over
@@ -175,8 +173,8 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		prob.Status = http.StatusUnprocessableEntity
 		api.WriteProblem(w, prob, 0)
 	case errors.Is(err, catalog.ErrCatalogFull):
-		api.WriteProblem(w, api.Problem{Type: "https://latent-node.dev/problems/resource-exhausted", Title: "resource-exhausted/catalog-full",
-			Status: http.StatusInsufficientStorage, Code: admission.CodeResourceExhausted, Reason: "catalog-full", Scope: admission.ScopeNode}, 0)
+		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
+			admission.ScopeNode, "", false), 0)
 	case err != nil:
 		n.writeAnswer(w, n.internal(err))
 	default:

@@ -116,10 +116,9 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		// The caller is still here: the node cancelled the guest because
 		// shutdown_grace ran out. Answer definitely (not 499), like a queued
 		// activation dropped at shutdown.
-		a = problemAnswer(api.Problem{Type: "https://latent-node.dev/problems/" + admission.CodeUnavailable,
-			Title: admission.CodeUnavailable + "/shutting-down", Status: http.StatusServiceUnavailable,
-			Code: admission.CodeUnavailable, Reason: "shutting-down", Scope: admission.ScopeNode, Retryable: true,
-			Outcome: string(out.Kind)}, n.drainEstimate())
+		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "shutting-down", admission.ScopeNode, "", true)
+		p.Outcome = string(out.Kind)
+		a = problemAnswer(p, n.drainEstimate())
 	}
 	a.headers = map[string]string{
 		"Latent-Revision":          string(rev.Revision),
@@ -161,9 +160,7 @@ func (n *Node) schedulerRefusal(tenant catalog.TenantID, err error, cell catalog
 		return n.internal(err)
 	}
 	n.metrics.rejected(se.Code(), se.Reason(), se.Scope(), se.Dimension())
-	p := api.Problem{Type: "https://latent-node.dev/problems/" + se.Code(), Title: se.Code() + "/" + se.Reason(),
-		Status: api.StatusOf(se.Code(), se.Reason()), Code: se.Code(), Reason: se.Reason(), Scope: se.Scope(),
-		Dimension: se.Dimension(), Retryable: se.Retryable()}
+	p := api.Refusal(api.StatusOf(se.Code(), se.Reason()), se.Code(), se.Reason(), se.Scope(), se.Dimension(), se.Retryable())
 	switch se.Reason() {
 	case "shutting-down":
 		p.Status = http.StatusServiceUnavailable

@@ -64,11 +64,16 @@ func StatusOf(code, reason string) int {
 	return http.StatusInternalServerError
 }
 
+// Refusal builds the problem of a structured refusal; its type and title
+// come from the code and reason.
+func Refusal(status int, code, reason, scope, dimension string, retryable bool) Problem {
+	return Problem{Type: "https://latent-node.dev/problems/" + code, Title: code + "/" + reason, Status: status,
+		Code: code, Reason: reason, Scope: scope, Dimension: dimension, Retryable: retryable}
+}
+
 // FromRejection builds the problem of an admission refusal.
 func FromRejection(r *admission.Rejection) Problem {
-	return Problem{Type: "https://latent-node.dev/problems/" + r.Code, Title: r.Code + "/" + r.Reason,
-		Status: StatusOf(r.Code, r.Reason), Code: r.Code, Reason: r.Reason, Scope: r.Scope, Dimension: r.Dimension,
-		Retryable: r.Retryable}
+	return Refusal(StatusOf(r.Code, r.Reason), r.Code, r.Reason, r.Scope, r.Dimension, r.Retryable)
 }
 
 // RetryAfterSeconds rounds a drain estimate up to whole seconds, at least 1.
