@@ -26,8 +26,12 @@ type activation struct {
 	memPeakPages  uint32
 	memRefused    bool
 
-	stdout cappedWriter
-	stderr tailWriter
+	input   []byte // stdin; the guest has read input[:inputAt]
+	inputAt int
+	stdout  cappedWriter
+	stderr  tailWriter
+	args    wasiList
+	environ wasiList
 }
 
 type activationKey struct{}
@@ -208,16 +212,15 @@ func (w *tailWriter) Bytes() []byte {
 	return append(append([]byte(nil), w.buf[start:]...), w.buf[:start]...)
 }
 
-// chargedReader charges fuel for stdin as the guest reads it.
-type chargedReader struct {
-	a *activation
-	r io.Reader
-}
-
-func (r chargedReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	r.a.charge(r.a.ctx, uint64(n)>>6)
-	return n, err
+// readInput is the guest's stdin: the input, charged as it is read.
+func (a *activation) readInput(p []byte) (int, error) {
+	if a.inputAt >= len(a.input) {
+		return 0, io.EOF
+	}
+	n := copy(p, a.input[a.inputAt:])
+	a.inputAt += n
+	a.charge(a.ctx, uint64(n)>>6)
+	return n, nil
 }
 
 // nanosleep sleeps for the guest (poll_oneoff, sched) but wakes at the

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -51,6 +52,10 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
 				tc := cases[(g+i)%len(cases)]
+				if tc.service == "echo" { // unique, so crossed stdio would show
+					tc.input = "ping " + strconv.Itoa(g) + "/" + strconv.Itoa(i)
+					tc.stdout = tc.input
+				}
 				lease, err := pool.Lease(context.Background(), catalog.CellStandard)
 				if err != nil {
 					t.Error(err)

@@ -1,10 +1,7 @@
 package runner
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -12,7 +9,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
@@ -48,10 +44,9 @@ type Config struct {
 // module and input (a guest's runtime, Go's for one, reads random bytes at
 // start and branches on them). Guests do not get secret entropy from the
 // node. ChaCha8 is used because wazero's default seeds a math/rand source
-// per instance, which cost 18 % of a trivial activation.
+// per instance, which cost 18 % of a trivial activation; a binding reseeds
+// its own source for each activation.
 var randSeed = [32]byte{'l', 'a', 't', 'e', 'n', 't', '-', 'n', 'o', 'd', 'e'}
-
-var newRandSource = func() io.Reader { return rand.NewChaCha8(randSeed) }
 
 // Cell is what Run needs from a leased execution cell (cellpool.Lease
 // implements it): linear memory for one activation, capped at limitBytes,
@@ -70,9 +65,9 @@ type Runner struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 
-	// base is the module configuration every activation starts from; each
-	// With… call copies the configuration, so the fixed part is built once.
-	base wazero.ModuleConfig
+	// base is the module configuration every binding starts from.
+	base     wazero.ModuleConfig
+	bindings sync.Pool // idle *binding
 
 	mu      sync.RWMutex
 	modules map[catalog.Digest]prepared
@@ -110,9 +105,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
 		WithCoreFeatures(api.CoreFeaturesV2).WithCompilationCache(cache))
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := defineWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
-		return nil, errors.Wrap(err, "runner: define WASI")
+		return nil, err
 	}
 	if err := instantiateHost(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
@@ -240,17 +235,17 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
 	a := &activation{remaining: budget.CPUFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
-		deadline: exec.Deadline(), memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536))}
+		deadline: exec.Deadline(), memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536)), input: input,
+		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
+		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
+	}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
-	cfg := r.base.WithStdin(chargedReader{a: a, r: bytes.NewReader(input)}).WithStdout(&a.stdout).WithStderr(&a.stderr).
-		WithEnv("LATENT_ACTIVATION_ID", exec.ID()).WithEnv("LATENT_REVISION", string(ob.Revision)).
-		WithArgs(string(ob.Function)).WithNanosleep(a.nanosleep).
-		WithRandSource(newRandSource()) // deterministic, see randSeed
-	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, cfg)
+	b := r.bind(a)
+	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, b.cfg)
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
@@ -276,6 +271,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 			out.Err = errors.CombineErrors(out.Err, cerr)
 		}
 	}
+	r.release(b)
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}

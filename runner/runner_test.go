@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -276,9 +277,26 @@ func TestInspect_refusesForeignImports(t *testing.T) {
 func TestRun_goGuest(t *testing.T) {
 	e := newEnv(t)
 	e.deploy("go", testwasm.BuildGoGuest(t), ceiling(1<<40, 256<<20, 30*time.Second))
-	out := e.run("go", `{"words":["b","a","b"]}`, admission.BudgetRequest{})
+	x := e.permit("go", admission.BudgetRequest{})
+	out := e.r.Run(context.Background(), x, plainCell{}, []byte(`{"words":["b","a","b"]}`))
+	_ = x.Release()
 	if out.Kind != Success || !strings.Contains(string(out.Stdout), `"sorted"`) {
 		t.Fatalf("go guest: %s %q %v stderr %q", out.Kind, out.Stdout, out.Err, out.StderrTail)
+	}
+	// The guest sees its entrypoint as its only argument and exactly the
+	// two documented variables (the Go runtime reads both lists at start).
+	want := fmt.Sprintf(`goguest: {"args":["_start"],"env":["LATENT_ACTIVATION_ID=%s","LATENT_REVISION=%s"]}`,
+		x.ID(), x.Obligations().Revision)
+	if first, _, _ := strings.Cut(string(out.StderrTail), "\n"); first != want {
+		t.Fatalf("go guest args and environment:\nhave %s\nwant %s", first, want)
+	}
+	// Same input, same fuel: the random bytes a guest reads (the Go runtime
+	// reads some at start) are the same in every activation, also when the
+	// runner reuses a binding.
+	for range 3 {
+		if again := e.run("go", `{"words":["b","a","b"]}`, admission.BudgetRequest{}); again.FuelUsed != out.FuelUsed {
+			t.Fatalf("go guest fuel %d, then %d", out.FuelUsed, again.FuelUsed)
+		}
 	}
 	out = e.run("go", `not json`, admission.BudgetRequest{})
 	if out.Kind != DeclaredError || out.ExitCode != 3 || len(out.StderrTail) == 0 {

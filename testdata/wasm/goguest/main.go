@@ -6,7 +6,8 @@
 //
 //	{"total":3,"unique":2,"sorted":["a","b","b"],"counts":{"a":1,"b":2}}
 //
-// It also writes one diagnostic line to stderr. On input that is not valid
+// It also writes two diagnostic lines to stderr: its arguments and
+// environment as JSON, then a summary. On input that is not valid
 // JSON (or not of that shape) it reports the problem on stderr and exits with
 // status 3. If writing the result fails it exits with status 1.
 package main
@@ -31,6 +32,9 @@ type response struct {
 }
 
 func main() {
+	if env, err := json.Marshal(map[string][]string{"args": os.Args, "env": os.Environ()}); err == nil {
+		fmt.Fprintf(os.Stderr, "goguest: %s\n", env)
+	}
 	in, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goguest: read stdin: %v\n", err)

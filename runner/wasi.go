@@ -1,0 +1,139 @@
+package runner
+
+import (
+	"context"
+	"math/rand/v2"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// errnoFault is WASI's EFAULT: a pointer the guest passed is out of range.
+const errnoFault = 21
+
+// defineWASI instantiates wasi_snapshot_preview1 in rt: wazero's functions,
+// except args_get, args_sizes_get, environ_get and environ_sizes_get, which
+// read the activation from the call's context. With them the module
+// configuration does not depend on the activation, so it is built once per
+// binding instead of once per activation (see binding).
+func defineWASI(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(WASIModule)
+	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
+	i32 := api.ValueTypeI32
+	list := func(name string, fn api.GoModuleFunc, params ...string) {
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, []api.ValueType{i32, i32}, []api.ValueType{i32}).
+			WithParameterNames(params...).WithResultNames("errno").Export(name)
+	}
+	list("args_get", func(ctx context.Context, mod api.Module, stack []uint64) {
+		stack[0] = uint64(activationFrom(ctx).args.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+	}, "argv", "argv_buf")
+	list("args_sizes_get", func(ctx context.Context, mod api.Module, stack []uint64) {
+		stack[0] = uint64(activationFrom(ctx).args.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+	}, "result.argc", "result.argv_len")
+	list("environ_get", func(ctx context.Context, mod api.Module, stack []uint64) {
+		stack[0] = uint64(activationFrom(ctx).environ.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+	}, "environ", "environ_buf")
+	list("environ_sizes_get", func(ctx context.Context, mod api.Module, stack []uint64) {
+		stack[0] = uint64(activationFrom(ctx).environ.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+	}, "result.environc", "result.environv_len")
+	_, err := b.Instantiate(ctx)
+	return errors.Wrap(err, "runner: define WASI")
+}
+
+// wasiList is a WASI string list (the arguments or the environment) of at
+// most two entries, each the concatenation of a fixed prefix and a value,
+// so an activation states its list without building strings.
+type wasiList struct {
+	n     int
+	parts [2][2]string // prefix, value
+}
+
+// size is the length of the list's NUL-terminated strings together.
+func (l *wasiList) size() uint32 {
+	var n uint32
+	for _, p := range l.parts[:l.n] {
+		n += uint32(len(p[0])+len(p[1])) + 1
+	}
+	return n
+}
+
+// writeSizes is args_sizes_get / environ_sizes_get: the count at countAt,
+// the size at sizeAt.
+func (l *wasiList) writeSizes(mem api.Memory, countAt, sizeAt uint32) uint32 {
+	if mem == nil || !mem.WriteUint32Le(countAt, uint32(l.n)) || !mem.WriteUint32Le(sizeAt, l.size()) {
+		return errnoFault
+	}
+	return 0
+}
+
+// write is args_get / environ_get: the strings' addresses at offsets, the
+// NUL-terminated strings themselves from buf on. Nothing is written unless
+// both ranges are in memory.
+func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
+	if mem == nil {
+		return errnoFault
+	}
+	ptrs, ok := mem.Read(offsets, uint32(l.n)*4)
+	if !ok {
+		return errnoFault
+	}
+	bytes, ok := mem.Read(buf, l.size())
+	if !ok {
+		return errnoFault
+	}
+	at := 0
+	for i, p := range l.parts[:l.n] {
+		addr := buf + uint32(at)
+		ptrs[4*i], ptrs[4*i+1], ptrs[4*i+2], ptrs[4*i+3] = byte(addr), byte(addr>>8), byte(addr>>16), byte(addr>>24)
+		at += copy(bytes[at:], p[0])
+		at += copy(bytes[at:], p[1])
+		bytes[at] = 0
+		at++
+	}
+	return 0
+}
+
+// binding is a module configuration built once and lent to one activation
+// at a time: its stdin, stdout, stderr, sleep and random source forward to
+// the activation bound to it. Each wazero.ModuleConfig.With… call copies the
+// configuration, and building it per activation (eight copies) cost about a
+// tenth of a trivial activation.
+type binding struct {
+	cfg  wazero.ModuleConfig
+	a    *activation
+	rand *rand.ChaCha8
+}
+
+// bind lends a binding from r's pool to a; release returns it. A binding
+// lost with a panicking Run is simply not returned.
+func (r *Runner) bind(a *activation) *binding {
+	b, _ := r.bindings.Get().(*binding)
+	if b == nil {
+		b = &binding{rand: rand.NewChaCha8(randSeed)}
+		b.cfg = r.base.WithStdin((*bindingStdin)(b)).WithStdout((*bindingStdout)(b)).
+			WithStderr((*bindingStderr)(b)).WithNanosleep(b.nanosleep).WithRandSource(b.rand)
+	} else {
+		b.rand.Seed(randSeed) // every activation sees the same random bytes
+	}
+	b.a = a
+	return b
+}
+
+func (r *Runner) release(b *binding) {
+	b.a = nil
+	r.bindings.Put(b)
+}
+
+func (b *binding) nanosleep(ns int64) { b.a.nanosleep(ns) }
+
+type (
+	bindingStdin  binding
+	bindingStdout binding
+	bindingStderr binding
+)
+
+func (b *bindingStdin) Read(p []byte) (int, error)   { return b.a.readInput(p) }
+func (b *bindingStdout) Write(p []byte) (int, error) { return b.a.stdout.Write(p) }
+func (b *bindingStderr) Write(p []byte) (int, error) { return b.a.stderr.Write(p) }
