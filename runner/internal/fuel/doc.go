@@ -118,12 +118,28 @@
 // the fuel, in one branch:
 //
 //	fuel -= cost
-//	if fuel|depth < 0 { if fuel < 0 { tick() }; if depth < 0 { depth_exceeded() } }
+//	if fuel|depth < 0 {
+//		if fuel < 0 { tick() }
+//		if depth < 0 { depth_exceeded(); unreachable }
+//		fuel += cost
+//		return self(params...)
+//	}
 //
-// So at most MaxCallDepth frames of guest functions are ever on the stack,
-// counting frames re-entered through host callbacks, and the exits of a
-// function (return, branches to its label, its end) need no
-// instrumentation. A trap or exit abandons the instance, so a decrement left
+// So at most MaxCallDepth counted frames of guest functions are ever on the
+// stack, counting frames re-entered through host callbacks, and the exits of
+// a function (return, branches to its label, its end) need no
+// instrumentation.
+//
+// Re-entry. After tick at a function's entry, the function does not go on:
+// it refunds its entry charge and calls itself with its parameters, which
+// charges the entry again (now covered) and runs the body. Fuel is
+// unchanged, but the slow path ends in a return instead of joining the fast
+// path, and wazero's compiler then keeps the parameters and the fuel global
+// in registers on the fast path instead of reloading every value that is
+// live across the join: the metered fib fixture (fib(27), median of 101
+// paired runs) took 1.31× the uninstrumented time with the join and 1.20×
+// with the re-entry. The re-entered frame is not counted,
+// so the stack holds at most two frames per counted one. A trap or exit abandons the instance, so a decrement left
 // unmatched does not matter. Counting at every entry and uncounting at every
 // exit costs each call a second read-modify-write and branch: fib(25) ran
 // 1.43× slower than uninstrumented that way, 1.2× this way.

@@ -38,7 +38,7 @@ const DefaultMaxCallDepth = 10_000
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
-const Version = "latent-fuel/1 cost=wasmtime-operator-cost bulk=len/64"
+const Version = "latent-fuel/2 cost=wasmtime-operator-cost bulk=len/64"
 
 // BulkShift is the dynamic charge of bulk memory and table operations:
 // memory.fill, memory.copy, memory.init, table.fill, table.copy and

@@ -1,6 +1,7 @@
 package fuel
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -354,6 +355,65 @@ func TestFuel_blockParams(t *testing.T) {
 		}
 		if want := int64(5*x + 6); o.fuel != want {
 			t.Errorf("f(%d): fuel %d, want %d", x, o.fuel, want)
+		}
+	}
+}
+
+// mixModule exports mix(a i32, b i64, c f32, d f64) f64: a == 0 ? b + c + d
+// : mix(a-1, b+3, c, d+d), so every parameter type reaches the result.
+func mixModule() []byte {
+	return wasmModule(
+		types(functype([]byte{valI32, valI64, valF32, valF64}, []byte{valF64})),
+		funcs(0),
+		exports(exportEntry("mix", ExternFunc, 0)),
+		codes(body(nil,
+			localGet(0), op(0x45 /* i32.eqz */),
+			ifElse(valF64,
+				cat(localGet(1), op(0xb9 /* f64.convert_i64_s */), localGet(2), op(0xbb /* f64.promote_f32 */),
+					op(0xa0 /* f64.add */), localGet(3), op(0xa0)),
+				cat(localGet(0), i32c(1), op(0x6b /* i32.sub */), localGet(1), i64c(3), op(0x7c /* i64.add */),
+					localGet(2), localGet(3), localGet(3), op(0xa0), call(0))),
+		)),
+	)
+}
+
+// TestEntry_reentry: when a function's entry charge runs the slow path, the
+// function enters itself again with the same arguments (see emitEntry). With
+// a slice of 1 every entry ticks; the result, the fuel and the depth bound
+// are those of a run that never ticks at entry.
+func TestEntry_reentry(t *testing.T) {
+	e := getEngine(t, true)
+	res := mustInstrument(t, mixModule(), Config{MaxCallDepth: 100})
+	want := float64(7+3*50) + 1.5 + 0.25*math.Pow(2, 50)
+	args := []uint64{50, 7, uint64(math.Float32bits(1.5)), math.Float64bits(0.25)}
+	var fuel int64
+	for _, slice := range []int64{1 << 20, 1} {
+		me := newMeter(1 << 40)
+		me.slice = slice
+		o := e.run(t, res.Module, "", "mix", me, args...)
+		if o.err != nil || math.Float64frombits(o.results[0]) != want {
+			t.Fatalf("slice %d: mix = %v (%v), want %v", slice, math.Float64frombits(o.results[0]), o.err, want)
+		}
+		if slice == 1 {
+			if o.fuel != fuel || me.ticks < 51 {
+				t.Fatalf("slice 1: fuel %d with %d ticks, want %d with at least one per call", o.fuel, me.ticks, fuel)
+			}
+		}
+		fuel = o.fuel
+	}
+	// Re-entry frames do not count toward the bound: 51 nested calls fit in
+	// 51 and not in 50, whatever the slice.
+	for _, slice := range []int64{1 << 20, 1} {
+		for _, tc := range []struct {
+			depth uint32
+			ok    bool
+		}{{51, true}, {50, false}} {
+			me := newMeter(1 << 40)
+			me.slice = slice
+			o := e.run(t, mustInstrument(t, mixModule(), Config{MaxCallDepth: tc.depth}).Module, "", "mix", me, args...)
+			if (o.err == nil) != tc.ok || (!tc.ok && !errors.Is(o.err, errDepthExceeded)) {
+				t.Errorf("slice %d, depth %d: %v", slice, tc.depth, o.err)
+			}
 		}
 	}
 }

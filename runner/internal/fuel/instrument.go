@@ -246,7 +246,7 @@ func (rw *rewriter) function(i int, w *writer) error {
 		w.byte(valI32)
 	}
 
-	rw.emitEntry(w, rw.charges[0].cost)
+	rw.emitEntry(w, rw.charges[0].cost, m.numImportedFuncs+numAdded+uint32(i), len(ft.params))
 	code := fb.code
 	next := 1        // rw.charges[0] is the entry charge
 	calling := false // inside a call bracket: depth decremented
@@ -416,18 +416,32 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 	return scratch, nil
 }
 
-// emitEntry writes the function prologue: the entry region's charge and the
+// emitEntry writes the function prologue of function self (its index in
+// the output) with numParams parameters: the entry region's charge and the
 // call-depth check, with one branch to the slow path:
 //
 //	fuel -= cost
-//	if fuel|depth < 0 { if fuel < 0 { tick() }; if depth < 0 { depth_exceeded() } }
+//	if fuel|depth < 0 {
+//		if fuel < 0 { tick() }
+//		if depth < 0 { depth_exceeded(); unreachable }
+//		fuel += cost
+//		return self(params...)
+//	}
+//
+// After tick the function enters itself again instead of going on: the slow
+// path then ends in a return and never joins the fast path, which keeps the
+// parameters and the fuel in registers there (wazero's compiler reloads
+// every value live across a join with a call on one side). The refund and
+// the charge on re-entry cancel out, so fuel is unchanged. The re-entry is a
+// real frame that the depth counter does not see, at most one per counted
+// frame (the re-entered call passes its check: tick left fuel ≥ 0).
 //
 // Fuel is never negative outside a charge, so with no cost only the depth
 // needs checking.
-func (rw *rewriter) emitEntry(w *writer, cost int64) {
+func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int) {
 	if cost == 0 {
 		rw.emitNegative(w, rw.depthG)
-		rw.emitSlowCall(w, rw.depthFn)
+		rw.emitTrap(w, rw.depthFn)
 		return
 	}
 	rw.emitAdd(w, rw.fuelG, -cost)
@@ -444,7 +458,15 @@ func (rw *rewriter) emitEntry(w *writer, cost int64) {
 	rw.emitNegative(w, rw.fuelG)
 	rw.emitSlowCall(w, rw.tickFn)
 	rw.emitNegative(w, rw.depthG)
-	rw.emitSlowCall(w, rw.depthFn)
+	rw.emitTrap(w, rw.depthFn)
+	rw.emitAdd(w, rw.fuelG, cost)
+	for p := range numParams {
+		w.byte(opLocalGet)
+		w.u32(uint32(p))
+	}
+	w.byte(opCall)
+	w.u32(self)
+	w.byte(opReturn)
 	w.byte(opEnd)
 }
 
@@ -463,6 +485,17 @@ func (rw *rewriter) emitSlowCall(w *writer, fn uint32) {
 	w.byte(blockEmpty)
 	w.byte(opCall)
 	w.u32(fn)
+	w.byte(opEnd)
+}
+
+// emitTrap writes "if { fn(); unreachable }" for a host function fn that
+// never returns, consuming the condition on the stack.
+func (rw *rewriter) emitTrap(w *writer, fn uint32) {
+	w.byte(opIf)
+	w.byte(blockEmpty)
+	w.byte(opCall)
+	w.u32(fn)
+	w.byte(opUnreachable)
 	w.byte(opEnd)
 }
 
