@@ -436,12 +436,17 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 // real frame that the depth counter does not see, at most one per counted
 // frame (the re-entered call passes its check: tick left fuel ≥ 0).
 //
-// Fuel is never negative outside a charge, so with no cost only the depth
-// needs checking.
+// The check is written "if fuel|depth >= 0 {} else { ... }" (see
+// emitUnlikely) so that the fast path falls through. Fuel is never negative
+// outside a charge, so with no cost only the depth needs checking.
 func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int) {
 	if cost == 0 {
-		rw.emitNegative(w, rw.depthG)
-		rw.emitTrap(w, rw.depthFn)
+		rw.emitNonNegative(w, rw.depthG)
+		rw.emitUnlikely(w)
+		w.byte(opCall)
+		w.u32(rw.depthFn)
+		w.byte(opUnreachable)
+		w.byte(opEnd)
 		return
 	}
 	rw.emitAdd(w, rw.fuelG, -cost)
@@ -452,9 +457,8 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int)
 	w.byte(0x84) // i64.or
 	w.byte(opI64Const)
 	w.byte(0)
-	w.byte(opI64LtS)
-	w.byte(opIf)
-	w.byte(blockEmpty)
+	w.byte(opI64GeS)
+	rw.emitUnlikely(w)
 	rw.emitNegative(w, rw.fuelG)
 	rw.emitSlowCall(w, rw.tickFn)
 	rw.emitNegative(w, rw.depthG)
@@ -468,6 +472,27 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int)
 	w.u32(self)
 	w.byte(opReturn)
 	w.byte(opEnd)
+}
+
+// emitUnlikely opens the slow path of a check whose condition (true: all
+// is well) is on the stack: "if else". The fast path is the empty then
+// arm, so wazero's compiler lays it out as the fall-through and puts the
+// slow path after it; the caller writes the slow path and its end. Only for
+// slow paths that end in return or unreachable: one that joins the fast
+// path again costs the fast path a jump over it.
+func (rw *rewriter) emitUnlikely(w *writer) {
+	w.byte(opIf)
+	w.byte(blockEmpty)
+	w.byte(opElse)
+}
+
+// emitNonNegative pushes global g >= 0.
+func (rw *rewriter) emitNonNegative(w *writer, g uint32) {
+	w.byte(opGlobalGet)
+	w.u32(g)
+	w.byte(opI64Const)
+	w.byte(0)
+	w.byte(opI64GeS)
 }
 
 // emitNegative pushes global g < 0.

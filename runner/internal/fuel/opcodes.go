@@ -36,6 +36,7 @@ const (
 	opF64Const     = 0x44
 	opI32Eqz       = 0x45
 	opI64LtS       = 0x53
+	opI64GeS       = 0x59
 	opI64Add       = 0x7c
 	opI64Sub       = 0x7d
 	opI64ShrU      = 0x88
