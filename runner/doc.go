@@ -19,8 +19,13 @@
 // Run instantiates the compiled module on a leased cell (whose pooled linear
 // memory wazero uses through experimental.WithMemoryAllocator), with stdin =
 // the input, stdout capped at MaxOutputBytes, the last 4 KiB of stderr kept,
-// the environment LATENT_ACTIVATION_ID and LATENT_REVISION only, no
-// preopened directories and no sockets, and calls the entrypoint.
+// the environment LATENT_ACTIVATION_ID and LATENT_REVISION only, the
+// entrypoint's name as the only argument, no preopened directories and no
+// sockets, and calls the entrypoint. The module configuration is not built
+// per activation (each wazero With… call copies it): a pooled binding's
+// configuration forwards stdio, sleeps and random_get to the activation
+// bound to it, and the runner's own args and environ functions read the
+// activation from the call's context.
 //
 // Fuel: the guest spends its fuel global; when it goes negative it calls
 // tick, which checks the run context (the permit's deadline, bound at
@@ -60,7 +65,11 @@
 //
 //   - runner.go: Runner (New, Inspect, Run), Config, Cell.
 //   - host.go: the activation state, the fuel host module (tick, grow,
-//     depth_exceeded), the capped and tail writers, the charged reader.
+//     depth_exceeded), the capped and tail writers, stdin.
+//   - wasi.go: wasi_snapshot_preview1 (wazero's, with args_* and environ_*
+//     reading the activation from the call's context) and bindings: module
+//     configurations built once, lent to one activation at a time, whose
+//     stdio, sleep and random source forward to it.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - internal/fuel: the module rewriter.
 //

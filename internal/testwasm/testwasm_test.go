@@ -536,7 +536,8 @@ func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
 		if r.stdout != want {
 			t.Errorf("goguest stdout = %q, want %q", r.stdout, want)
 		}
-		if want := "goguest: sorted 4 words (3 unique)\n"; r.stderr != want {
+		// No arguments and no environment: this harness configures none.
+		if want := "goguest: {\"args\":[],\"env\":[]}\ngoguest: sorted 4 words (3 unique)\n"; r.stderr != want {
 			t.Errorf("goguest stderr = %q, want %q", r.stderr, want)
 		}
 
