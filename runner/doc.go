@@ -33,8 +33,9 @@
 // granted budget, and traps with a typed error once the budget cannot cover
 // the debt. So fuel, the deadline and Go's GC safe points all come from one
 // cheap check, and WithCloseOnContextDone stays off (it costs 3–40× on
-// loops). Host work is charged too: stdin and stdout by size (one unit per 64
-// bytes), memory growth per page; sleeps (poll_oneoff) wake when the run
+// loops). Host work is charged too: stdin, stdout and random_get by size
+// (one unit per 64 bytes), memory growth per page, and one unit for each
+// clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
 // context is done. Fuel used is exact and deterministic for the same module,
 // input and grant.
 //

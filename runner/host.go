@@ -99,6 +99,26 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 // tickHook, when set by a test, is called on every slow-path entry.
 var tickHook func()
 
+// Host work is charged to the guest's fuel: hostCallFuel for a call that
+// does a fixed amount of work (a clock read, a sleep, a yield), and one
+// unit per 1<<ioShift bytes for work proportional to its size (stdin,
+// stdout, random_get). The call operator itself costs 1 more.
+const (
+	hostCallFuel = 1
+	ioShift      = 6
+)
+
+// hostCallsFree, when set by a test, makes clocks, sleeps, yields and
+// random_get charge nothing: the baseline that shows what they charge.
+var hostCallsFree bool
+
+// chargeHostCall charges n for a host call made on the guest's behalf.
+func (a *activation) chargeHostCall(n uint64) {
+	if !hostCallsFree {
+		a.charge(a.ctx, n)
+	}
+}
+
 // charge takes n units from the guest's fuel (host work done on its behalf),
 // running the slow path when that empties the global.
 func (a *activation) charge(ctx context.Context, n uint64) {
@@ -167,7 +187,7 @@ type cappedWriter struct {
 }
 
 func (w *cappedWriter) Write(p []byte) (int, error) {
-	w.a.charge(w.a.ctx, uint64(len(p))>>6)
+	w.a.charge(w.a.ctx, uint64(len(p))>>ioShift)
 	if len(w.buf)+len(p) > w.cap {
 		w.overflow = true
 		n := w.cap - len(w.buf)
@@ -219,7 +239,7 @@ func (a *activation) readInput(p []byte) (int, error) {
 	}
 	n := copy(p, a.input[a.inputAt:])
 	a.inputAt += n
-	a.charge(a.ctx, uint64(n)>>6)
+	a.charge(a.ctx, uint64(n)>>ioShift)
 	return n, nil
 }
 

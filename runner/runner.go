@@ -113,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	base := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithSysWalltime().WithSysNanotime()
+	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	return &Runner{cfg: cfg, rt: rt, cache: cache, base: base, modules: map[catalog.Digest]prepared{}}, nil
 }
 

@@ -475,3 +475,36 @@ func TestTailWriter(t *testing.T) {
 		t.Fatal("tail is not the last 4 KiB")
 	}
 }
+
+// TestRun_hostCallsCharged: clock reads, sleeps and yields cost the guest
+// hostCallFuel each and random_get one unit per 64 bytes, on top of the
+// instructions around the call. The baseline is the same run with those
+// charges off (hostCallsFree), so only the host's charge differs.
+func TestRun_hostCallsCharged(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("hostcalls", testwasm.Bytes(t, "hostcalls"), ceiling(1<<40, 1<<20, 10*time.Second))
+	t.Cleanup(func() { hostCallsFree = false })
+	for _, tc := range []struct {
+		input string
+		want  uint64
+	}{
+		{"ccccc", 5 * hostCallFuel},
+		{"wwwww", 5 * hostCallFuel},
+		{"sssss", 5 * hostCallFuel},
+		{"yyyyy", 5 * hostCallFuel},
+		{"rrrrr", 5 * 640 >> ioShift},
+		{"crswy", 4*hostCallFuel + 640>>ioShift},
+		{"xx", 0},
+	} {
+		hostCallsFree = false
+		charged := e.run("hostcalls", tc.input, admission.BudgetRequest{})
+		hostCallsFree = true
+		free := e.run("hostcalls", tc.input, admission.BudgetRequest{})
+		if charged.Kind != Success || free.Kind != Success {
+			t.Fatalf("%q: %s (%v), %s (%v)", tc.input, charged.Kind, charged.Err, free.Kind, free.Err)
+		}
+		if got := charged.FuelUsed - free.FuelUsed; got != tc.want {
+			t.Errorf("%q: host calls charged %d (%d - %d), want %d", tc.input, got, charged.FuelUsed, free.FuelUsed, tc.want)
+		}
+	}
+}

@@ -3,11 +3,13 @@ package runner
 import (
 	"context"
 	"math/rand/v2"
+	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
 )
 
 // errnoFault is WASI's EFAULT: a pointer the guest passed is out of range.
@@ -96,8 +98,8 @@ func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
 }
 
 // binding is a module configuration built once and lent to one activation
-// at a time: its stdin, stdout, stderr, sleep and random source forward to
-// the activation bound to it. Each wazero.ModuleConfig.With… call copies the
+// at a time: its stdin, stdout, stderr, clocks, sleep, yield and random
+// source forward to the activation bound to it (and charge it fuel). Each wazero.ModuleConfig.With… call copies the
 // configuration, and building it per activation (eight copies) cost about a
 // tenth of a trivial activation.
 type binding struct {
@@ -113,7 +115,10 @@ func (r *Runner) bind(a *activation) *binding {
 	if b == nil {
 		b = &binding{rand: rand.NewChaCha8(randSeed)}
 		b.cfg = r.base.WithStdin((*bindingStdin)(b)).WithStdout((*bindingStdout)(b)).
-			WithStderr((*bindingStderr)(b)).WithNanosleep(b.nanosleep).WithRandSource(b.rand)
+			WithStderr((*bindingStderr)(b)).WithRandSource((*bindingRand)(b)).
+			WithNanosleep(b.nanosleep).WithOsyield(b.osyield).
+			WithWalltime(b.walltime, sys.ClockResolution(time.Microsecond)).
+			WithNanotime(b.nanotime, sys.ClockResolution(1))
 	} else {
 		b.rand.Seed(randSeed) // every activation sees the same random bytes
 	}
@@ -126,14 +131,44 @@ func (r *Runner) release(b *binding) {
 	r.bindings.Put(b)
 }
 
-func (b *binding) nanosleep(ns int64) { b.a.nanosleep(ns) }
+// monotonicBase is the origin of the guests' monotonic clock.
+var monotonicBase = time.Now()
+
+// The clocks, sleeps and yields of the bound activation, each charged
+// hostCallFuel.
+
+func (b *binding) walltime() (sec int64, nsec int32) {
+	b.a.chargeHostCall(hostCallFuel)
+	t := time.Now()
+	return t.Unix(), int32(t.Nanosecond())
+}
+
+func (b *binding) nanotime() int64 {
+	b.a.chargeHostCall(hostCallFuel)
+	return time.Since(monotonicBase).Nanoseconds()
+}
+
+func (b *binding) nanosleep(ns int64) {
+	b.a.chargeHostCall(hostCallFuel)
+	b.a.nanosleep(ns)
+}
+
+// osyield only charges: a guest does not get to yield the host's thread.
+func (b *binding) osyield() { b.a.chargeHostCall(hostCallFuel) }
 
 type (
 	bindingStdin  binding
 	bindingStdout binding
 	bindingStderr binding
+	bindingRand   binding
 )
 
 func (b *bindingStdin) Read(p []byte) (int, error)   { return b.a.readInput(p) }
 func (b *bindingStdout) Write(p []byte) (int, error) { return b.a.stdout.Write(p) }
 func (b *bindingStderr) Write(p []byte) (int, error) { return b.a.stderr.Write(p) }
+
+// Read is random_get: the stream, charged by size like stdio.
+func (b *bindingRand) Read(p []byte) (int, error) {
+	b.a.chargeHostCall(uint64(len(p)) >> ioShift)
+	return b.rand.Read(p)
+}

@@ -37,6 +37,7 @@ var fixtures = []string{
 	"flood",
 	"grow",
 	"hello",
+	"hostcalls",
 	"infinite",
 	"oob_data",
 	"recursion",
