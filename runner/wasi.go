@@ -24,22 +24,28 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(WASIModule)
 	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
 	i32 := api.ValueTypeI32
-	list := func(name string, fn api.GoModuleFunc, params ...string) {
-		b.NewFunctionBuilder().WithGoModuleFunction(fn, []api.ValueType{i32, i32}, []api.ValueType{i32}).
-			WithParameterNames(params...).WithResultNames("errno").Export(name)
+	for _, l := range []struct {
+		name      string // "args" or "environ"
+		of        func(*activation) *wasiList
+		getParams []string
+		sizeNames []string
+	}{
+		{"args", func(a *activation) *wasiList { return &a.args },
+			[]string{"argv", "argv_buf"}, []string{"result.argc", "result.argv_len"}},
+		{"environ", func(a *activation) *wasiList { return &a.environ },
+			[]string{"environ", "environ_buf"}, []string{"result.environc", "result.environv_len"}},
+	} {
+		get := func(ctx context.Context, mod api.Module, stack []uint64) {
+			stack[0] = uint64(l.of(activationFrom(ctx)).write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+		}
+		sizes := func(ctx context.Context, mod api.Module, stack []uint64) {
+			stack[0] = uint64(l.of(activationFrom(ctx)).writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+		}
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(get), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+			WithParameterNames(l.getParams...).WithResultNames("errno").Export(l.name + "_get")
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(sizes), []api.ValueType{i32, i32}, []api.ValueType{i32}).
+			WithParameterNames(l.sizeNames...).WithResultNames("errno").Export(l.name + "_sizes_get")
 	}
-	list("args_get", func(ctx context.Context, mod api.Module, stack []uint64) {
-		stack[0] = uint64(activationFrom(ctx).args.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
-	}, "argv", "argv_buf")
-	list("args_sizes_get", func(ctx context.Context, mod api.Module, stack []uint64) {
-		stack[0] = uint64(activationFrom(ctx).args.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
-	}, "result.argc", "result.argv_len")
-	list("environ_get", func(ctx context.Context, mod api.Module, stack []uint64) {
-		stack[0] = uint64(activationFrom(ctx).environ.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
-	}, "environ", "environ_buf")
-	list("environ_sizes_get", func(ctx context.Context, mod api.Module, stack []uint64) {
-		stack[0] = uint64(activationFrom(ctx).environ.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
-	}, "result.environc", "result.environv_len")
 	_, err := b.Instantiate(ctx)
 	return errors.Wrap(err, "runner: define WASI")
 }
