@@ -99,8 +99,8 @@ func (c *Core) Adjust(now time.Time) bool {
 		cs.lastAdjust = now
 		switch {
 		case cs.delaySamples > 0:
-		case cs.ageHead != nil:
-			cs.sampleDelay(now.Sub(cs.ageHead.EnqueuedAt))
+		case cs.age.head != nil:
+			cs.sampleDelay(now.Sub(cs.age.head.EnqueuedAt))
 		default:
 			cs.delay.v *= 1 - alphaDelay
 		}

@@ -33,9 +33,9 @@ type Item struct {
 	state itemState
 	prin  *flow
 
-	prev, next   *Item // the principal's FIFO
-	hprev, hnext *Item // the holder's waiters (queue class × principal), by seq
-	aprev, anext *Item // the cell class's waiters, by seq (and so by EnqueuedAt)
+	// The principal's FIFO, the holder's waiters (queue class × principal)
+	// by seq, the cell class's waiters by seq (and so by EnqueuedAt).
+	links [numLinks]itemLinks
 }
 
 type itemState uint8
@@ -78,7 +78,7 @@ type cellState struct {
 	running int
 	waiting int
 
-	ageHead, ageTail *Item
+	age itemList // waiting items by seq
 
 	cost ewma // fuel of completed activations (the estimate of last resort)
 
@@ -113,9 +113,9 @@ type holderKey struct {
 
 // holder is a principal's waiting items in one queue class, oldest first.
 type holder struct {
-	key        holderKey
-	n          int
-	head, tail *Item
+	key   holderKey
+	n     int
+	items itemList
 }
 
 // Core is the scheduler's synchronous state machine: fair queues, lanes,
@@ -216,7 +216,7 @@ func (c *Core) Enqueue(now time.Time, it *Item) error {
 	it.state = itemWaiting
 	l.enqueue(it, &c.seq, &c.pool)
 	cs.waiting++
-	cs.ageInsert(it)
+	cs.age.insertBySeq(it, ageLinks)
 	c.queues[it.Queue].hold(it)
 	return nil
 }
@@ -277,7 +277,7 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 	}
 	cs.running++
 	cs.waiting--
-	cs.ageRemove(it)
+	cs.age.remove(it, ageLinks)
 	c.queues[it.Queue].unhold(it)
 	cs.sampleDelay(now.Sub(it.EnqueuedAt))
 	return it, true
@@ -367,7 +367,7 @@ func (c *Core) Requeue(it *Item) error {
 	l.requeue(it, &c.seq)
 	it.state = itemWaiting
 	cs.waiting++
-	cs.ageInsert(it)
+	cs.age.insertBySeq(it, ageLinks)
 	c.queues[it.Queue].hold(it)
 	return nil
 }
@@ -390,7 +390,7 @@ func (c *Core) drop(it *Item) {
 		l.skipped = 0
 	}
 	cs.waiting--
-	cs.ageRemove(it)
+	cs.age.remove(it, ageLinks)
 	c.queues[it.Queue].unhold(it)
 	it.state = itemDone
 	it.prin = nil
@@ -406,7 +406,7 @@ func (c *Core) Expire(now time.Time) []*Item {
 		if cs == nil {
 			continue
 		}
-		for it := cs.ageHead; it != nil && now.Sub(it.EnqueuedAt) >= c.cfg.MaxWait; it = cs.ageHead {
+		for it := cs.age.head; it != nil && now.Sub(it.EnqueuedAt) >= c.cfg.MaxWait; it = cs.age.head {
 			cs.sampleDelay(now.Sub(it.EnqueuedAt))
 			c.drop(it)
 			out = append(out, it)
@@ -423,7 +423,7 @@ func (c *Core) Drain() []*Item {
 		if cs == nil {
 			continue
 		}
-		for it := cs.ageHead; it != nil; it = cs.ageHead {
+		for it := cs.age.head; it != nil; it = cs.age.head {
 			c.drop(it)
 			out = append(out, it)
 		}
@@ -450,42 +450,6 @@ func (c *Core) Waiting(cell catalog.CellClass, queue int) int {
 		return 0
 	}
 	return cs.lanes[c.rankOf[queue]].waiting
-}
-
-// ageInsert links it into the cell class's waiters by seq: appended on
-// enqueue; a requeued item walks back from the tail to its place.
-func (cs *cellState) ageInsert(it *Item) {
-	after := cs.ageTail
-	for after != nil && after.seq > it.seq {
-		after = after.aprev
-	}
-	it.aprev = after
-	if after != nil {
-		it.anext = after.anext
-		after.anext = it
-	} else {
-		it.anext = cs.ageHead
-		cs.ageHead = it
-	}
-	if it.anext != nil {
-		it.anext.aprev = it
-	} else {
-		cs.ageTail = it
-	}
-}
-
-func (cs *cellState) ageRemove(it *Item) {
-	if it.aprev != nil {
-		it.aprev.anext = it.anext
-	} else {
-		cs.ageHead = it.anext
-	}
-	if it.anext != nil {
-		it.anext.aprev = it.aprev
-	} else {
-		cs.ageTail = it.aprev
-	}
-	it.aprev, it.anext = nil, nil
 }
 
 func (cs *cellState) sampleDelay(d time.Duration) {

@@ -225,7 +225,7 @@ func TestCore_memoryBounded(t *testing.T) {
 	c.Expire(now.Add(time.Hour))
 	cs := c.cells[simCell]
 	l := cs.lanes[0]
-	if len(l.byName) != 0 || len(l.kids) != 0 || len(c.queues[0].holders) != 0 || cs.waiting != 0 || cs.ageHead != nil {
+	if len(l.byName) != 0 || len(l.kids) != 0 || len(c.queues[0].holders) != 0 || cs.waiting != 0 || cs.age.head != nil {
 		t.Errorf("state left: %d tenants, %d backlogged, %d holders, %d waiting",
 			len(l.byName), len(l.kids), len(c.queues[0].holders), cs.waiting)
 	}

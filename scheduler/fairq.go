@@ -31,7 +31,7 @@ type flow struct {
 	peak   int // the most live children at once (bounds what the pool keeps)
 
 	// Leaves (principals): the FIFO of waiting items.
-	head, tail *Item
+	fifo itemList
 
 	waiting, running int
 	cost             ewma // actual fuel of completed activations
@@ -213,13 +213,7 @@ func (root *flow) enqueue(it *Item, seq *uint64, pool *flowPool) {
 	t := root.child(string(it.Tenant), false, pool)
 	p := t.child(it.Principal, true, pool)
 	it.prin = p
-	it.prev, it.next = p.tail, nil
-	if p.tail != nil {
-		p.tail.next = it
-	} else {
-		p.head = it
-	}
-	p.tail = it
+	p.fifo.pushBack(it, fifoLinks)
 	root.addWaiting(p, seq)
 }
 
@@ -231,13 +225,7 @@ func (root *flow) requeue(it *Item, seq *uint64) {
 		c.running--
 	}
 	root.running--
-	it.prev, it.next = nil, p.head
-	if p.head != nil {
-		p.head.prev = it
-	} else {
-		p.tail = it
-	}
-	p.head = it
+	p.fifo.pushFront(it, fifoLinks)
 	root.addWaiting(p, seq)
 }
 
@@ -257,17 +245,7 @@ func (root *flow) addWaiting(p *flow, seq *uint64) {
 // deleting flows left with nothing waiting or running.
 func (root *flow) unlink(it *Item, pool *flowPool) {
 	p := it.prin
-	if it.prev != nil {
-		it.prev.next = it.next
-	} else {
-		p.head = it.next
-	}
-	if it.next != nil {
-		it.next.prev = it.prev
-	} else {
-		p.tail = it.prev
-	}
-	it.prev, it.next = nil, nil
+	p.fifo.remove(it, fifoLinks)
 	for c := p; c != root; c = c.parent {
 		c.waiting--
 		if c.waiting == 0 {
@@ -289,14 +267,8 @@ func (root *flow) peek() *flow { return root.kids[0].kids[0] }
 // pop removes the head item of p (what peek returned), charges p and its
 // tenant cost, and counts the item running.
 func (root *flow) pop(p *flow, cost int64, seq *uint64) *Item {
-	it := p.head
-	p.head = it.next
-	if p.head != nil {
-		p.head.prev = nil
-	} else {
-		p.tail = nil
-	}
-	it.next = nil
+	it := p.fifo.head
+	p.fifo.remove(it, fifoLinks)
 	it.Cost = cost
 	for c := p; c != root; c = c.parent {
 		f := c.parent

@@ -216,7 +216,7 @@ func (g *goldenScript) state() string {
 			for _, pn := range slices.Sorted(maps.Keys(tf.byName)) {
 				pf := tf.byName[pn]
 				var fifo []string
-				for it := pf.head; it != nil; it = it.next {
+				for it := pf.fifo.head; it != nil; it = it.links[fifoLinks].next {
 					fifo = append(fifo, it.Payload.(string))
 				}
 				b.WriteString("\n    principal " + pn + ": served=" + strconv.FormatInt(pf.served, 10) +

@@ -15,23 +15,7 @@ func (q *queueState) hold(it *Item) {
 		h = &holder{key: k}
 		q.holders[k] = h
 	}
-	after := h.tail
-	for after != nil && after.seq > it.seq {
-		after = after.hprev
-	}
-	it.hprev = after
-	if after != nil {
-		it.hnext = after.hnext
-		after.hnext = it
-	} else {
-		it.hnext = h.head
-		h.head = it
-	}
-	if it.hnext != nil {
-		it.hnext.hprev = it
-	} else {
-		h.tail = it
-	}
+	h.items.insertBySeq(it, holdLinks)
 	h.n++
 	q.waiting++
 }
@@ -40,17 +24,7 @@ func (q *queueState) hold(it *Item) {
 func (q *queueState) unhold(it *Item) {
 	k := holderKey{it.Tenant, it.Principal}
 	h := q.holders[k]
-	if it.hprev != nil {
-		it.hprev.hnext = it.hnext
-	} else {
-		h.head = it.hnext
-	}
-	if it.hnext != nil {
-		it.hnext.hprev = it.hprev
-	} else {
-		h.tail = it.hprev
-	}
-	it.hprev, it.hnext = nil, nil
+	h.items.remove(it, holdLinks)
 	h.n--
 	q.waiting--
 	if h.n == 0 {
@@ -87,14 +61,14 @@ func (c *Core) YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, pr
 	}
 	var most *holder
 	for _, h := range q.holders {
-		if most == nil || h.n > most.n || (h.n == most.n && h.tail.seq > most.tail.seq) {
+		if most == nil || h.n > most.n || (h.n == most.n && h.items.tail.seq > most.items.tail.seq) {
 			most = h
 		}
 	}
 	if most == nil || most.n*n <= q.limit {
 		return nil, false
 	}
-	victim := most.tail
+	victim := most.items.tail
 	c.drop(victim)
 	return victim, true
 }
