@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -144,11 +143,7 @@ type PolicyError struct {
 }
 
 func (e *PolicyError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "admission: invalid policy: " + strings.Join(parts, "; ")
+	return catalog.JoinFieldErrors("admission: invalid policy", e.Problems)
 }
 
 // ErrInvalidPolicy marks a *PolicyError.

@@ -96,17 +96,23 @@ type FieldError struct {
 
 func (f FieldError) String() string { return f.Field + ": " + f.Problem }
 
+// JoinFieldErrors is what an error listing problems says: the subject, then
+// each problem, separated by "; ".
+func JoinFieldErrors(subject string, problems []FieldError) string {
+	parts := make([]string, len(problems))
+	for i, p := range problems {
+		parts[i] = p.String()
+	}
+	return subject + ": " + strings.Join(parts, "; ")
+}
+
 // ValidationError lists every problem found in a manifest.
 type ValidationError struct {
 	Problems []FieldError
 }
 
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "invalid release manifest: " + strings.Join(parts, "; ")
+	return JoinFieldErrors("invalid release manifest", e.Problems)
 }
 
 // Is makes errors.Is(err, ErrInvalidManifest) hold.

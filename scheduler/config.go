@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -85,11 +84,7 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return "scheduler: invalid configuration: " + strings.Join(parts, "; ")
+	return catalog.JoinFieldErrors("scheduler: invalid configuration", e.Problems)
 }
 
 // ErrInvalidConfig marks a *ConfigError.
