@@ -3,7 +3,6 @@ package fuel
 import (
 	"context"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -129,32 +128,20 @@ func sumModule() []byte {
 
 // benchCall measures calls of export fn(arg) of wasm, plain or instrumented.
 func benchCall(b *testing.B, wasm []byte, fn string, arg uint64, metered bool) {
-	e := getEngine(b, true)
 	if metered {
 		wasm = mustInstrument(b, wasm, Config{}).Module
 	}
-	me := newMeter(1 << 62)
-	ctx := context.WithValue(context.Background(), meterKey{}, me)
-	cm, err := e.rt.CompileModule(ctx, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mod, err := e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
-	if err != nil {
-		b.Fatal(err)
-	}
-	f := mod.ExportedFunction(fn)
-	stack := []uint64{arg}
+	c := newCallable(b, wasm, fn)
 	b.ResetTimer()
 	for b.Loop() {
-		stack[0] = arg
-		if err := f.CallWithStack(ctx, stack); err != nil {
+		c.stack[0] = arg
+		if err := c.f.CallWithStack(c.ctx, c.stack); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	if metered {
-		b.ReportMetric(float64(me.used())/float64(b.N), "fuel/op")
+		b.ReportMetric(float64(c.me.used())/float64(b.N), "fuel/op")
 	}
 }
 
@@ -225,4 +212,3 @@ func name(metered bool) string {
 	return "plain"
 }
 
-var _ = strconv.Itoa
