@@ -211,4 +211,3 @@ func name(metered bool) string {
 	}
 	return "plain"
 }
-
