@@ -441,12 +441,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 // outside a charge, so with no cost only the depth needs checking.
 func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int) {
 	if cost == 0 {
-		rw.emitNonNegative(w, rw.depthG)
-		rw.emitUnlikely(w)
-		w.byte(opCall)
-		w.u32(rw.depthFn)
-		w.byte(opUnreachable)
-		w.byte(opEnd)
+		rw.emitDepthCheck(w)
 		return
 	}
 	rw.emitAdd(w, rw.fuelG, -cost)
@@ -461,8 +456,7 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int)
 	rw.emitUnlikely(w)
 	rw.emitNegative(w, rw.fuelG)
 	rw.emitSlowCall(w, rw.tickFn)
-	rw.emitNegative(w, rw.depthG)
-	rw.emitTrap(w, rw.depthFn)
+	rw.emitDepthCheck(w)
 	rw.emitAdd(w, rw.fuelG, cost)
 	for p := range numParams {
 		w.byte(opLocalGet)
@@ -513,13 +507,13 @@ func (rw *rewriter) emitSlowCall(w *writer, fn uint32) {
 	w.byte(opEnd)
 }
 
-// emitTrap writes "if { fn(); unreachable }" for a host function fn that
-// never returns, consuming the condition on the stack.
-func (rw *rewriter) emitTrap(w *writer, fn uint32) {
-	w.byte(opIf)
-	w.byte(blockEmpty)
+// emitDepthCheck writes "if depth >= 0 {} else { depth_exceeded();
+// unreachable }": depth_exceeded never returns.
+func (rw *rewriter) emitDepthCheck(w *writer) {
+	rw.emitNonNegative(w, rw.depthG)
+	rw.emitUnlikely(w)
 	w.byte(opCall)
-	w.u32(fn)
+	w.u32(rw.depthFn)
 	w.byte(opUnreachable)
 	w.byte(opEnd)
 }
