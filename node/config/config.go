@@ -85,6 +85,8 @@ type Config struct {
 	Deadline     admission.DeadlinePolicy
 	Metadata     admission.MetadataPolicy
 	Scheduler    Scheduler
+	DeployLimits DeployLimits  // [deploy_limits]
+	Catalog      CatalogLimits // [catalog]
 }
 
 // Node is the [node] table.
@@ -109,6 +111,16 @@ type Node struct {
 	BudgetCeiling catalog.Budget
 	// Limits are the node-scope limits ([node.limits], all six required).
 	Limits admission.TenantLimits
+	// MaxConnections bounds concurrent client connections (idle keep-alive
+	// connections are shed first at the bound). 0, the default, derives it:
+	// 4096, or less to stay 64 descriptors below the open-file limit.
+	MaxConnections int
+	// MaxConnectionsPerAddress bounds one remote address's connections
+	// (default 256).
+	MaxConnectionsPerAddress int
+	// CompileConcurrency is how many modules compile at once, each on a
+	// lower-priority worker thread (1..64, default 1).
+	CompileConcurrency int
 }
 
 // QueueClass is one [[queue_classes]] entry.

@@ -305,7 +305,11 @@ func (d *decoder) config(doc map[string]any) *Config {
 		Node: Node{
 			Listen: DefaultListen, Architecture: HostArchitecture(), Region: DefaultRegion, Zone: DefaultZone,
 			MaxOutputBytes: DefaultMaxOutputBytes, ShutdownGrace: DefaultShutdownGrace,
+			MaxConnections: DefaultMaxConnections, MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress,
+			CompileConcurrency: DefaultCompileConcurrency,
 		},
+		DeployLimits: DefaultDeployLimits,
+		Catalog:      DefaultCatalogLimits,
 		CellClasses:  map[catalog.CellClass]CellClass{},
 		TrustClasses: map[catalog.TrustClass]TrustClass{},
 		Tenants:      map[catalog.TenantID]Tenant{},
@@ -377,6 +381,8 @@ func (d *decoder) config(doc map[string]any) *Config {
 		t.setString(&s.Fairness, "fairness", optional)
 		t.finish()
 	}
+	d.deployLimits(&c.DeployLimits, root.sub("deploy_limits", optional))
+	d.catalogLimits(&c.Catalog, root.sub("catalog", optional))
 	root.finish()
 	return c
 }
@@ -391,6 +397,9 @@ func (d *decoder) node(n *Node, t *table) {
 	t.setSize(&out, "max_output_bytes", optional)
 	n.MaxOutputBytes = int(min(out, maxOutputBytes+1)) // validation names the excess
 	t.setDuration(&n.ShutdownGrace, "shutdown_grace", optional)
+	t.setInt(&n.MaxConnections, "max_connections", optional)
+	t.setInt(&n.MaxConnectionsPerAddress, "max_connections_per_address", optional)
+	t.setInt(&n.CompileConcurrency, "compile_concurrency", optional)
 
 	b := t.sub("budget_ceiling", requiredTable)
 	b.setUint64(&n.BudgetCeiling.CPUFuel, "cpu_fuel", required)

@@ -91,6 +91,7 @@ func (c *Config) check() []Problem {
 	c.checkNode(&v)
 	c.checkClasses(&v)
 	c.checkPrincipals(&v)
+	c.checkHardening(&v)
 
 	o := c.Overload
 	switch {

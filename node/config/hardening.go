@@ -1,0 +1,175 @@
+package config
+
+import (
+	"math"
+	"strconv"
+	"time"
+)
+
+// DeployLimits is the [deploy_limits] table: what a module may contain to be
+// deployed. They bound the time and memory compiling any accepted module
+// takes (the README's security model states the measured bound). A module
+// over one of them is refused with a 422 that names the key. Every field is
+// optional and must be at least 1.
+type DeployLimits struct {
+	ModuleBytes       uint64 // module_bytes: the whole module
+	Functions         uint64 // functions: defined functions
+	FunctionLocals    uint64 // function_locals: declared locals of one function
+	TotalLocals       uint64 // total_locals: declared locals of all functions
+	FunctionBodyBytes uint64 // function_body_bytes: one function body
+	CodeBytes         uint64 // code_bytes: all function bodies
+	NestingDepth      uint64 // nesting_depth: block/loop/if nesting in one body
+	DataBytes         uint64 // data_bytes: all data segment payloads
+	Imports           uint64 // imports
+	Exports           uint64 // exports
+	Tables            uint64 // tables
+	TableElements     uint64 // table_elements: one table's size (its maximum is clamped to it)
+	Globals           uint64 // globals
+}
+
+// DefaultDeployLimits are the limits of keys the file leaves out.
+var DefaultDeployLimits = DeployLimits{
+	ModuleBytes:       16 << 20,
+	Functions:         50_000,
+	FunctionLocals:    10_000,
+	TotalLocals:       1_000_000,
+	FunctionBodyBytes: 512 << 10,
+	CodeBytes:         16 << 20,
+	NestingDepth:      1_024,
+	DataBytes:         16 << 20,
+	Imports:           1_000,
+	Exports:           10_000,
+	Tables:            16,
+	TableElements:     1_000_000,
+	Globals:           10_000,
+}
+
+// deployLimitKeys lists the [deploy_limits] keys with their fields, in the
+// order the reference documents them.
+func (l *DeployLimits) keys() []struct {
+	key  string
+	dst  *uint64
+	size bool
+} {
+	return []struct {
+		key  string
+		dst  *uint64
+		size bool
+	}{
+		{"module_bytes", &l.ModuleBytes, true},
+		{"functions", &l.Functions, false},
+		{"function_locals", &l.FunctionLocals, false},
+		{"total_locals", &l.TotalLocals, false},
+		{"function_body_bytes", &l.FunctionBodyBytes, true},
+		{"code_bytes", &l.CodeBytes, true},
+		{"nesting_depth", &l.NestingDepth, false},
+		{"data_bytes", &l.DataBytes, true},
+		{"imports", &l.Imports, false},
+		{"exports", &l.Exports, false},
+		{"tables", &l.Tables, false},
+		{"table_elements", &l.TableElements, false},
+		{"globals", &l.Globals, false},
+	}
+}
+
+// CatalogLimits is the [catalog] table: how much of the deployment catalog
+// one tenant, and the node, may hold.
+type CatalogLimits struct {
+	// MaxServices bounds deployed services on the node (default 4096).
+	MaxServices uint64
+	// MaxServicesPerTenant bounds one tenant's services (default 256).
+	MaxServicesPerTenant uint64
+	// MaxArtifactsPerTenant bounds the modules one tenant has uploaded and
+	// not yet had collected (default 256).
+	MaxArtifactsPerTenant uint64
+	// MaxArtifactBytesPerTenant bounds their bytes (default 1 GiB).
+	MaxArtifactBytesPerTenant uint64
+	// ArtifactGrace is how long an uploaded module no release of its tenant
+	// references is kept before it is collected (default 1h, > 0).
+	ArtifactGrace time.Duration
+}
+
+// DefaultCatalogLimits are the [catalog] values of keys the file leaves out.
+var DefaultCatalogLimits = CatalogLimits{
+	MaxServices:               4096,
+	MaxServicesPerTenant:      256,
+	MaxArtifactsPerTenant:     256,
+	MaxArtifactBytesPerTenant: 1 << 30,
+	ArtifactGrace:             time.Hour,
+}
+
+// Defaults of the [node] keys that bound connections and compiles.
+const (
+	// DefaultMaxConnections: 0 means "derive it": 4096, lowered to leave 64
+	// descriptors below the process's open-file limit.
+	DefaultMaxConnections           = 0
+	DefaultMaxConnectionsPerAddress = 256
+	DefaultCompileConcurrency       = 1
+	maxCompileConcurrency           = 64
+)
+
+func (d *decoder) deployLimits(l *DeployLimits, t *table) {
+	if t == nil {
+		return
+	}
+	for _, k := range l.keys() {
+		if k.size {
+			t.setSize(k.dst, k.key, optional)
+		} else {
+			t.setUint64(k.dst, k.key, optional)
+		}
+	}
+	t.finish()
+}
+
+func (d *decoder) catalogLimits(c *CatalogLimits, t *table) {
+	if t == nil {
+		return
+	}
+	t.setUint64(&c.MaxServices, "max_services", optional)
+	t.setUint64(&c.MaxServicesPerTenant, "max_services_per_tenant", optional)
+	t.setUint64(&c.MaxArtifactsPerTenant, "max_artifacts_per_tenant", optional)
+	t.setSize(&c.MaxArtifactBytesPerTenant, "max_artifact_bytes_per_tenant", optional)
+	t.setDuration(&c.ArtifactGrace, "artifact_grace", optional)
+	t.finish()
+}
+
+func (c *Config) checkHardening(v *checker) {
+	for _, k := range c.DeployLimits.keys() {
+		if *k.dst < 1 {
+			v.add("deploy_limits."+k.key, "must be at least 1")
+		}
+	}
+	if c.DeployLimits.ModuleBytes > math.MaxInt32 {
+		v.add("deploy_limits.module_bytes", "must be at most 2GiB")
+	}
+	cl := c.Catalog
+	for _, k := range []struct {
+		key string
+		n   uint64
+	}{
+		{"max_services", cl.MaxServices}, {"max_services_per_tenant", cl.MaxServicesPerTenant},
+		{"max_artifacts_per_tenant", cl.MaxArtifactsPerTenant}, {"max_artifact_bytes_per_tenant", cl.MaxArtifactBytesPerTenant},
+	} {
+		if k.n < 1 {
+			v.add("catalog."+k.key, "must be at least 1")
+		}
+	}
+	if cl.MaxServicesPerTenant > cl.MaxServices && cl.MaxServices >= 1 {
+		v.add("catalog.max_services_per_tenant", "must be at most catalog.max_services ("+
+			strconv.FormatUint(cl.MaxServices, 10)+")")
+	}
+	if cl.ArtifactGrace <= 0 {
+		v.add("catalog.artifact_grace", "must be positive")
+	}
+	n := c.Node
+	if n.MaxConnections < 0 {
+		v.add("node.max_connections", "must not be negative (0 derives it from the open-file limit)")
+	}
+	if n.MaxConnectionsPerAddress < 1 {
+		v.add("node.max_connections_per_address", "must be at least 1")
+	}
+	if n.CompileConcurrency < 1 || n.CompileConcurrency > maxCompileConcurrency {
+		v.add("node.compile_concurrency", "must be from 1 to "+strconv.Itoa(maxCompileConcurrency))
+	}
+}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestParse_hardening decodes the deploy limits, the catalog quotas and the
+// connection and compile bounds: defaults when absent, values when given,
+// and a problem naming the key for each value out of range.
+func TestParse_hardening(t *testing.T) {
+	cfg, err := Parse([]byte(doc(nil, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DeployLimits != DefaultDeployLimits || cfg.Catalog != DefaultCatalogLimits {
+		t.Errorf("defaults: have %+v, %+v", cfg.DeployLimits, cfg.Catalog)
+	}
+	if cfg.Node.MaxConnections != 0 || cfg.Node.MaxConnectionsPerAddress != 256 || cfg.Node.CompileConcurrency != 1 {
+		t.Errorf("node defaults: have %+v", cfg.Node)
+	}
+
+	set := `
+[deploy_limits]
+module_bytes = "4MiB"
+functions = 10
+function_locals = 20
+total_locals = 30
+function_body_bytes = 4096
+code_bytes = "1MiB"
+nesting_depth = 64
+data_bytes = "2MiB"
+imports = 5
+exports = 6
+tables = 1
+table_elements = 1000
+globals = 7
+
+[catalog]
+max_services = 100
+max_services_per_tenant = 10
+max_artifacts_per_tenant = 11
+max_artifact_bytes_per_tenant = "64MiB"
+artifact_grace = "5m"
+`
+	node := base[0].text + "max_connections = 300\nmax_connections_per_address = 40\ncompile_concurrency = 2\n"
+	cfg, err = Parse([]byte(doc(map[string]string{"node": node}, set)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DeployLimits{ModuleBytes: 4 << 20, Functions: 10, FunctionLocals: 20, TotalLocals: 30, FunctionBodyBytes: 4096,
+		CodeBytes: 1 << 20, NestingDepth: 64, DataBytes: 2 << 20, Imports: 5, Exports: 6, Tables: 1, TableElements: 1000, Globals: 7}
+	if cfg.DeployLimits != want {
+		t.Errorf("deploy limits: have %+v, want %+v", cfg.DeployLimits, want)
+	}
+	wantCat := CatalogLimits{MaxServices: 100, MaxServicesPerTenant: 10, MaxArtifactsPerTenant: 11,
+		MaxArtifactBytesPerTenant: 64 << 20, ArtifactGrace: 5 * time.Minute}
+	if cfg.Catalog != wantCat {
+		t.Errorf("catalog: have %+v, want %+v", cfg.Catalog, wantCat)
+	}
+	if n := cfg.Node; n.MaxConnections != 300 || n.MaxConnectionsPerAddress != 40 || n.CompileConcurrency != 2 {
+		t.Errorf("node: have %+v", n)
+	}
+
+	tests := []struct {
+		name  string
+		node  string
+		extra string
+		want  []string
+	}{
+		{name: "zero limit", extra: "[deploy_limits]\nfunctions = 0\n", want: []string{"deploy_limits.functions"}},
+		{name: "unknown limit", extra: "[deploy_limits]\nfunction = 5\n", want: []string{"deploy_limits.function"}},
+		{name: "module over 2GiB", extra: "[deploy_limits]\nmodule_bytes = \"3GiB\"\n", want: []string{"deploy_limits.module_bytes"}},
+		{name: "per tenant above node", extra: "[catalog]\nmax_services = 5\nmax_services_per_tenant = 6\n",
+			want: []string{"catalog.max_services_per_tenant"}},
+		{name: "zero grace", extra: "[catalog]\nartifact_grace = \"0s\"\n", want: []string{"catalog.artifact_grace"}},
+		{name: "zero quota", extra: "[catalog]\nmax_artifacts_per_tenant = 0\n", want: []string{"catalog.max_artifacts_per_tenant"}},
+		{name: "compile concurrency", node: "compile_concurrency = 0\n", want: []string{"node.compile_concurrency"}},
+		{name: "per-address connections", node: "max_connections_per_address = 0\n", want: []string{"node.max_connections_per_address"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(doc(map[string]string{"node": base[0].text + tt.node}, tt.extra)))
+			if have := keysOfProblems(err); !slices.Equal(have, tt.want) {
+				t.Errorf("have %q, want %q", have, tt.want)
+			}
+		})
+	}
+}
