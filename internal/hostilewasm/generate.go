@@ -1,0 +1,240 @@
+package hostilewasm
+
+import "encoding/binary"
+
+// Opcodes the generators emit.
+const (
+	opUnreachable = 0x00
+	opNop         = 0x01
+	opBlock       = 0x02
+	opIf          = 0x04
+	opReturn      = 0x0f
+	opCall        = 0x10
+	opDrop        = 0x1a
+	opLocalGet    = 0x20
+	opLocalSet    = 0x21
+	opI64Const    = 0x42
+	opI32Eqz      = 0x45
+	opI32Ne       = 0x47
+	opI32Sub      = 0x6b
+	opI64Add      = 0x7c
+	opI64ExtendU  = 0xad
+	opRefNull     = 0xd0
+	opPrefixFC    = 0xfc
+	fcMemoryFill  = 11
+	fcTableGrow   = 15
+	blockEmpty    = 0x40
+)
+
+// WASIModule is the import module name of WASI preview 1.
+const WASIModule = "wasi_snapshot_preview1"
+
+// PageSize is the WebAssembly page size in bytes.
+const PageSize = 65536
+
+var voidType = FuncType{}
+
+// command returns a module with one page of exported memory and the given
+// functions; function fnStart (an index counting imports) is exported as
+// _start.
+func command(m Module, startIndex uint32) Module {
+	if len(m.Types) == 0 {
+		m.Types = []FuncType{voidType}
+	}
+	if m.Memories == nil {
+		m.Memories = []Limits{{Min: 1}}
+	}
+	m.Exports = append(m.Exports, Export{Name: "memory", Kind: ExportMemory, Index: 0},
+		Export{Name: "_start", Kind: ExportFunc, Index: startIndex})
+	return m
+}
+
+// Trivial is a WASI command whose _start returns at once.
+func Trivial() []byte {
+	m := command(Module{Funcs: []Func{{Type: 0}}}, 0)
+	return m.Encode()
+}
+
+// WrongSignatureImport imports wasi_snapshot_preview1.fd_write with the type
+// (i32) -> (i32) instead of (i32, i32, i32, i32) -> (i32) and calls it from
+// _start. Valid WebAssembly; only linking against WASI can refuse it.
+func WrongSignatureImport() []byte {
+	m := command(Module{
+		Types:   []FuncType{voidType, {Params: []ValType{I32}, Results: []ValType{I32}}},
+		Imports: []Import{{Module: WASIModule, Name: "fd_write", Type: 1}},
+		Funcs:   []Func{{Type: 0, Body: []byte{opI32Const, 1, opCall, 0, opDrop}}},
+	}, 1)
+	return m.Encode()
+}
+
+// UnknownImport imports wasi_snapshot_preview1.<name> as () -> () and calls
+// it from _start.
+func UnknownImport(name string) []byte {
+	m := command(Module{
+		Imports: []Import{{Module: WASIModule, Name: name, Type: 0}},
+		Funcs:   []Func{{Type: 0, Body: []byte{opCall, 0}}},
+	}, 1)
+	return m.Encode()
+}
+
+// DataOutOfBounds has one page of memory and an active data segment at
+// offset 65535 of two bytes: instantiation fails (out of bounds).
+func DataOutOfBounds() []byte {
+	m := command(Module{
+		Funcs: []Func{{Type: 0}},
+		Data:  []Data{{Offset: PageSize - 1, Bytes: []byte("xy")}},
+	}, 0)
+	return m.Encode()
+}
+
+// StartTrap has a start function that executes unreachable.
+func StartTrap() []byte {
+	start := uint32(1)
+	m := command(Module{
+		Funcs: []Func{{Type: 0}, {Type: 0, Body: []byte{opUnreachable}}},
+		Start: &start,
+	}, 0)
+	return m.Encode()
+}
+
+// NestedBlocks is a _start of depth nested empty blocks (3 bytes each).
+func NestedBlocks(depth int) []byte {
+	body := make([]byte, 0, 3*depth)
+	for i := 0; i < depth; i++ {
+		body = append(body, opBlock, blockEmpty)
+	}
+	for i := 0; i < depth; i++ {
+		body = append(body, opEnd)
+	}
+	m := command(Module{Funcs: []Func{{Type: 0, Body: body}}}, 0)
+	return m.Encode()
+}
+
+// LongFunction is a _start of n nop instructions (one byte each).
+func LongFunction(n int) []byte {
+	body := make([]byte, n)
+	for i := range body {
+		body[i] = opNop
+	}
+	m := command(Module{Funcs: []Func{{Type: 0, Body: body}}}, 0)
+	return m.Encode()
+}
+
+// ManyLocals has funcs functions (the first is _start), each declaring
+// locals i64 locals in one declaration and an empty body.
+func ManyLocals(funcs, locals int) []byte {
+	fs := make([]Func, funcs)
+	for i := range fs {
+		fs[i] = Func{Type: 0, Locals: []Local{{Count: uint32(locals), Type: I64}}}
+	}
+	m := command(Module{Funcs: fs}, 0)
+	return m.Encode()
+}
+
+// MaxBodyBytes is the size of each function body BigCode emits, below the
+// deploy limit on one body (512 KiB by default).
+const MaxBodyBytes = 256 << 10
+
+// BigCode is a valid module of about codeBytes of function bodies spread
+// over functions of at most MaxBodyBytes each. Each body pushes and drops
+// distinct constants derived from seed, so different seeds give different
+// code (not only different bytes). _start returns at once; the other
+// functions are never called.
+func BigCode(codeBytes int, seed uint64) []byte {
+	var fs []Func
+	fs = append(fs, Func{Type: 0})
+	x := seed*0x9e3779b97f4a7c15 + 1
+	for left := codeBytes; left > 0; {
+		n := min(left, MaxBodyBytes)
+		body := make([]byte, 0, n+16)
+		for len(body) < n-12 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			body = append(body, opI64Const)
+			body = AppendI64(body, int64(x>>20))
+			body = append(body, opDrop)
+		}
+		fs = append(fs, Func{Type: 0, Body: body})
+		left -= n
+	}
+	m := command(Module{Funcs: fs}, 0)
+	return m.Encode()
+}
+
+// BigData has an active data segment of size bytes at offset 0 and just
+// enough memory for it.
+func BigData(size int) []byte {
+	data := make([]byte, size)
+	for i := 0; i+8 <= size; i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], uint64(i)*0x9e3779b97f4a7c15)
+	}
+	pages := uint32((size + PageSize - 1) / PageSize)
+	m := command(Module{
+		Funcs:    []Func{{Type: 0}},
+		Memories: []Limits{{Min: max(pages, 1)}},
+		Data:     []Data{{Offset: 0, Bytes: data}},
+	}, 0)
+	return m.Encode()
+}
+
+// StackBomb: _start calls a function r(depth) that recurses depth times,
+// each frame keeping live i64 values computed from its argument on the
+// operand stack across the recursive call (so no engine can drop them), then
+// adding them to the callee's result.
+func StackBomb(depth uint32, live int) []byte {
+	var r []byte
+	// if d == 0 { return 0 }
+	r = append(r, opLocalGet, 0, opI32Eqz, opIf, blockEmpty, opI64Const, 0, opReturn, opEnd)
+	// x = u64(d)
+	r = append(r, opLocalGet, 0, opI64ExtendU, opLocalSet, 1)
+	for k := 0; k < live; k++ {
+		r = append(r, opLocalGet, 1, opI64Const)
+		r = AppendI64(r, int64(k+1))
+		r = append(r, opI64Add)
+	}
+	r = append(r, opLocalGet, 0, opI32Const, 1, opI32Sub, opCall, 1)
+	for k := 0; k < live; k++ {
+		r = append(r, opI64Add)
+	}
+	start := []byte{opI32Const}
+	start = AppendI32(start, int32(depth))
+	start = append(start, opCall, 1, opDrop)
+	m := command(Module{
+		Types: []FuncType{voidType, {Params: []ValType{I32}, Results: []ValType{I64}}},
+		Funcs: []Func{{Type: 0, Body: start}, {Type: 1, Locals: []Local{{Count: 1, Type: I64}}, Body: r}},
+	}, 0)
+	return m.Encode()
+}
+
+// TableGrow has an empty funcref table without a maximum; _start grows it by
+// delta null entries and traps (unreachable) unless table.grow returned -1.
+// So an activation succeeds exactly when the grow was refused.
+func TableGrow(delta uint32) []byte {
+	body := []byte{opRefNull, byte(FuncRef), opI32Const}
+	body = AppendI32(body, int32(delta))
+	body = append(body, opPrefixFC, fcTableGrow, 0)
+	body = append(body, opI32Const, 0x7f, opI32Ne, opIf, blockEmpty, opUnreachable, opEnd)
+	m := command(Module{Funcs: []Func{{Type: 0, Body: body}}, Tables: []Limits{{Min: 0}}}, 0)
+	return m.Encode()
+}
+
+// MemoryFill has one page of memory; _start fills n bytes from offset 0,
+// which traps out of bounds for any n above 65536.
+func MemoryFill(n uint32) []byte {
+	body := []byte{opI32Const, 0, opI32Const, 0, opI32Const}
+	body = AppendI32(body, int32(n))
+	body = append(body, opPrefixFC, fcMemoryFill, 0)
+	m := command(Module{Funcs: []Func{{Type: 0, Body: body}}}, 0)
+	return m.Encode()
+}
+
+// Salted returns module with a custom section holding salt appended: the
+// same code under a different digest.
+func Salted(module []byte, salt uint64) []byte {
+	var s []byte
+	s = appendName(s, "hostile-salt")
+	s = binary.LittleEndian.AppendUint64(s, salt)
+	out := append([]byte(nil), module...)
+	return appendSection(out, 0, s)
+}
