@@ -22,7 +22,8 @@ type Controller struct {
 // authorization, request budget dimensions, priority, payload, the pinned
 // revision, trust class, placement, the budget grant, cell class, the
 // deadline, then, under the ledger lock with time sampled again, load,
-// duplicate activation id, every capacity limit and deadline feasibility.
+// duplicate activation id (ids are per tenant: another tenant's live id is
+// not a duplicate), every capacity limit and deadline feasibility.
 // Nothing is retained before the last check passes; a refusal returns a
 // *Rejection and allocates nothing.
 func (c Controller) Admit(req *Request) (*AdmissionPermit, error) {
@@ -121,7 +122,7 @@ func (c Controller) Admit(req *Request) (*AdmissionPermit, error) {
 		return nil, rej
 	}
 	permit := &AdmissionPermit{permitCore: permitCore{
-		p: p, id: req.ActivationID, seq: seq, budget: budget, deadline: deadline, admittedAt: now,
+		p: p, id: req.ActivationID, tenant: tenant.index, seq: seq, budget: budget, deadline: deadline, admittedAt: now,
 		obligations: Obligations{
 			Tenant: rev.Tenant, Subject: pr.Subject, Service: rev.Service, Route: req.Revision.Route,
 			Function: req.Revision.Function, Revision: rev.ID, Release: rev.Release, Artifact: rev.Artifact,
@@ -158,7 +159,7 @@ func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *ten
 	if sample.Memory >= p.policy.Overload.MemoryThreshold {
 		return 0, rejOverloadMemory
 	}
-	if _, dup := p.mu.live[id]; dup {
+	if _, dup := p.mu.live[liveKey{tenant.index, id}]; dup {
 		return 0, rejDuplicate
 	}
 	// Feasibility: max(floor(n/p)·est, observed) + min_exec + margin < remaining.
@@ -174,7 +175,7 @@ func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *ten
 	if !ok || remaining <= required {
 		return 0, rejInfeasible
 	}
-	if rej := p.reserveLocked(id, res, tenant, trust); rej != nil {
+	if rej := p.reserveLocked(liveKey{tenant.index, id}, res, tenant, trust); rej != nil {
 		return 0, rej
 	}
 	return p.mu.seq, nil

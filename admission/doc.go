@@ -22,9 +22,11 @@
 // (so lock contention counts against the deadline, which never moves): the
 // load sample (missing, malformed, future, out-of-order or stale samples fail
 // closed as `unavailable`; pressure at or above a threshold is
-// `node-overloaded`), a duplicate live activation id, every capacity limit of
-// the node, tenant, trust-class and queue-class scopes with checked
-// arithmetic, and deadline feasibility:
+// `node-overloaded`), a duplicate live activation id of the same tenant
+// (activation ids are per tenant: the ledger keys live reservations by tenant
+// and id, so one tenant never learns whether another's id is live), every
+// capacity limit of the node, tenant, trust-class and queue-class scopes with
+// checked arithmetic, and deadline feasibility:
 //
 //	required = max(floor(n/p)·estimated_service_time, observed_queue_delay)
 //	           + minimum_execution_time + safety_margin

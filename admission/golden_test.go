@@ -26,16 +26,17 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/
 //	      [principal-tenant=acme] [service-identity=<s>] [prio=N] [payload=N]
 //	      [fuel=N] [mem=BYTES] [wall=DUR] [deadline=DUR] [attrs=N] [claims=N]
 //	      [forge]
-//	start id=<id>        consume the admission permit
-//	release id=<id>      release the permit (execution permit once started)
-//	ensure id=<id>       EnsureSchedulable
+//	start id=<id> [tenant=acme]     consume the admission permit
+//	release id=<id> [tenant=acme]   release the permit (execution permit once started)
+//	ensure id=<id> [tenant=acme]    EnsureSchedulable
 //	advance d=DUR        move the clock
 //	load cpu=F mem=F     publish a load sample taken now
 //	delay cell=C d=DUR   set the scheduler's observed queue delay
 //	snapshot             the non-zero counters of every scope
 //
 // Every admit prints the grant or the rejection; the harness's catalog
-// deploys the services of testServices (one route "run" each).
+// deploys the services of testServices (one route "run" each). Permits are
+// named by tenant and id, as activation ids are per tenant.
 func TestLedger_golden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txt")
 	if len(files) == 0 {
@@ -117,30 +118,31 @@ func (st *scriptState) run(t *testing.T, line string) string {
 		return d
 	}
 	h := st.h
+	name := permitName(args)
 	switch fields[0] {
 	case "admit":
 		return st.admit(t, args, num, dur)
 	case "start":
-		a := st.adm[args["id"]]
+		a := st.adm[name]
 		e, err := a.StartExecution()
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		st.exec[args["id"]] = e
+		st.exec[name] = e
 		return "ok"
 	case "release":
 		var err error
-		if e, ok := st.exec[args["id"]]; ok {
+		if e, ok := st.exec[name]; ok {
 			err = e.Release()
 		} else {
-			err = st.adm[args["id"]].Release()
+			err = st.adm[name].Release()
 		}
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		return "ok"
 	case "ensure":
-		if err := st.adm[args["id"]].EnsureSchedulable(); err != nil {
+		if err := st.adm[name].EnsureSchedulable(); err != nil {
 			return "error: " + err.Error()
 		}
 		return "ok"
@@ -164,6 +166,15 @@ func (st *scriptState) run(t *testing.T, line string) string {
 	}
 	t.Fatalf("unknown command %q", fields[0])
 	return ""
+}
+
+// permitName names a script's permit by its tenant (default acme) and id.
+func permitName(args map[string]string) string {
+	tenant, ok := args["tenant"]
+	if !ok {
+		tenant = "acme"
+	}
+	return tenant + "/" + args["id"]
 }
 
 func (st *scriptState) admit(t *testing.T, args map[string]string, num func(string) uint64, dur func(string) time.Duration) string {
@@ -221,8 +232,8 @@ func (st *scriptState) admit(t *testing.T, args map[string]string, num func(stri
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	st.adm[args["id"]] = p
-	delete(st.exec, args["id"])
+	st.adm[permitName(args)] = p
+	delete(st.exec, permitName(args))
 	b, o := p.Budget(), p.Obligations()
 	return fmt.Sprintf("ok cell=%s queue=%s trust=%s fuel=%d mem=%s wall=%s deadline=+%s",
 		o.CellClass, o.QueueClass, o.TrustClass, b.CPUFuel, catalog.ByteSize(b.MemoryBytes), b.WallTime, p.Deadline().Sub(now))

@@ -56,6 +56,14 @@ const (
 	stateExecuting
 )
 
+// liveKey identifies a live activation: activation ids are per tenant, so
+// the same id admitted by two tenants is two reservations, and no tenant can
+// learn whether an id is live in another.
+type liveKey struct {
+	tenant int // tenantState.index
+	id     string
+}
+
 // reservation is the ledger's record of one live activation.
 type reservation struct {
 	seq    uint64
@@ -101,7 +109,7 @@ type LocalQuotaProvider struct {
 		trust   []counters // by trustState.index
 		queues  []uint64   // queued, by queue class index
 		cells   [len(catalog.CellClasses) + 1]uint64
-		live    map[string]reservation
+		live    map[liveKey]reservation
 	}
 }
 
@@ -153,7 +161,7 @@ func NewLocalQuotaProvider(policy NodeAdmissionPolicy, opts Options) (*LocalQuot
 	p.mu.tenants = make([]counters, len(p.tenantByIdx))
 	p.mu.trust = make([]counters, len(p.trustByIdx))
 	p.mu.queues = make([]uint64, len(p.queueClasses))
-	p.mu.live = make(map[string]reservation)
+	p.mu.live = make(map[liveKey]reservation)
 	return p, nil
 }
 
@@ -183,7 +191,7 @@ func (p *LocalQuotaProvider) WithPolicySource(pin catalog.Pin) Controller {
 // that refuses.
 //
 // REQUIRES: p.mu held.
-func (p *LocalQuotaProvider) reserveLocked(id string, r reservation, tenant *tenantState, trust *trustState) *Rejection {
+func (p *LocalQuotaProvider) reserveLocked(id liveKey, r reservation, tenant *tenantState, trust *trustState) *Rejection {
 	add := counters{live: 1, queued: 1, fuel: r.fuel, memory: r.memory}
 	if rej := fits(scopeNode, p.mu.node, add, p.policy.Limits.Limits); rej != nil {
 		return rej
@@ -236,7 +244,7 @@ func minus(a, b counters) counters {
 // reservation seq in state want. It reports whether it released anything.
 //
 // REQUIRES: p.mu held.
-func (p *LocalQuotaProvider) releaseLocked(id string, seq uint64, want uint8) bool {
+func (p *LocalQuotaProvider) releaseLocked(id liveKey, seq uint64, want uint8) bool {
 	r, ok := p.mu.live[id]
 	if !ok || r.seq != seq || r.state != want {
 		return false

@@ -33,6 +33,7 @@ func (*noCopy) Unlock() {}
 type permitCore struct {
 	p           *LocalQuotaProvider
 	id          string
+	tenant      int    // the tenant's ledger index: with id, the key of the reservation
 	seq         uint64 // the ledger's sequence number of this reservation
 	budget      catalog.Budget
 	deadline    time.Time
@@ -40,8 +41,11 @@ type permitCore struct {
 	obligations Obligations
 }
 
-// ID returns the activation id.
+// ID returns the activation id (unique among the tenant's live activations).
 func (c *permitCore) ID() string { return c.id }
+
+// key is the ledger key of the reservation.
+func (c *permitCore) key() liveKey { return liveKey{c.tenant, c.id} }
 
 // Budget returns the effective budget: the granted fuel, memory and relative
 // wall time. Initialize execution accounting from it; never reset the wall
@@ -124,13 +128,13 @@ func (a *AdmissionPermit) track() { runtime.SetFinalizer(a, reclaimAdmission) }
 func reclaimAdmission(a *AdmissionPermit) {
 	switch {
 	case !a.used.Load():
-		a.p.reclaim(a.id, a.seq, stateQueued)
+		a.p.reclaim(a.key(), a.seq, stateQueued)
 	case a.started.Load() && !a.execReleased.Load():
-		a.p.reclaim(a.id, a.seq, stateExecuting)
+		a.p.reclaim(a.key(), a.seq, stateExecuting)
 	}
 }
 
-func (p *LocalQuotaProvider) reclaim(id string, seq uint64, state uint8) {
+func (p *LocalQuotaProvider) reclaim(id liveKey, seq uint64, state uint8) {
 	p.mu.Lock()
 	ok := p.releaseLocked(id, seq, state)
 	p.mu.Unlock()
@@ -176,12 +180,12 @@ func (a *AdmissionPermit) StartExecution() (*ExecutionPermit, error) {
 	p := a.p
 	p.mu.Lock()
 	if !a.deadline.After(p.opts.Clock.Now()) {
-		p.releaseLocked(a.id, a.seq, stateQueued)
+		p.releaseLocked(a.key(), a.seq, stateQueued)
 		p.mu.Unlock()
 		runtime.SetFinalizer(a, nil)
 		return nil, rejDeadlineInQueue
 	}
-	ok := p.startLocked(a.id, a.seq)
+	ok := p.startLocked(a.key(), a.seq)
 	p.mu.Unlock()
 	if !ok {
 		runtime.SetFinalizer(a, nil)
@@ -194,7 +198,7 @@ func (a *AdmissionPermit) StartExecution() (*ExecutionPermit, error) {
 // startLocked moves a queued reservation to executing and returns its queue slot.
 //
 // REQUIRES: p.mu held.
-func (p *LocalQuotaProvider) startLocked(id string, seq uint64) bool {
+func (p *LocalQuotaProvider) startLocked(id liveKey, seq uint64) bool {
 	r, ok := p.mu.live[id]
 	if !ok || r.seq != seq || r.state != stateQueued {
 		return false
@@ -215,7 +219,7 @@ func (a *AdmissionPermit) Release() error {
 		return err
 	}
 	runtime.SetFinalizer(a, nil)
-	if !a.p.release(a.id, a.seq, stateQueued) {
+	if !a.p.release(a.key(), a.seq, stateQueued) {
 		return ErrPermitUsed // a copy of this permit released or started it
 	}
 	return nil
@@ -232,13 +236,13 @@ func (e *ExecutionPermit) Release() error {
 		return ErrPermitUsed
 	}
 	runtime.SetFinalizer(e.a, nil)
-	if !e.a.p.release(e.a.id, e.a.seq, stateExecuting) {
+	if !e.a.p.release(e.a.key(), e.a.seq, stateExecuting) {
 		return ErrPermitUsed // a copy of this permit released it
 	}
 	return nil
 }
 
-func (p *LocalQuotaProvider) release(id string, seq uint64, state uint8) bool {
+func (p *LocalQuotaProvider) release(id liveKey, seq uint64, state uint8) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.releaseLocked(id, seq, state)
