@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/errors"
 )
@@ -26,9 +27,22 @@ var (
 
 // Defaults of Options.
 const (
-	DefaultMaxServices      = 4096
-	DefaultMaxArtifactBytes = 64 << 20
+	DefaultMaxServices               = 4096
+	DefaultMaxArtifactBytes          = 64 << 20
+	DefaultMaxServicesPerTenant      = 256
+	DefaultMaxArtifactsPerTenant     = 256
+	DefaultMaxArtifactBytesPerTenant = 1 << 30
+	DefaultArtifactGrace             = time.Hour
 )
+
+// Clock tells the catalog the time; it stamps artifact uploads.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // Options configure a catalog.
 type Options struct {
@@ -37,24 +51,71 @@ type Options struct {
 	Dir string
 	// Inspector examines modules at deploy and at Open. Required.
 	Inspector ModuleInspector
-	// MaxServices bounds the number of deployed services (default 4096).
+	// MaxServices bounds the number of deployed services of the whole node
+	// (default 4096). Keep it at least the number of tenants times
+	// MaxServicesPerTenant: otherwise, once the tenants together deploy
+	// MaxServices services, a new service of any tenant is refused with
+	// ErrCatalogFull (first come, first served) even below its own quota;
+	// replacing or deleting existing services keeps working.
 	MaxServices int
 	// MaxArtifactBytes bounds one module (default 64 MiB).
 	MaxArtifactBytes int64
+	// MaxServicesPerTenant bounds the services one tenant deploys (default
+	// 256). Above MaxServices it never applies: one tenant alone can then
+	// fill the node.
+	MaxServicesPerTenant int
+	// MaxArtifactsPerTenant bounds the artifacts one tenant owns (default 256).
+	MaxArtifactsPerTenant int
+	// MaxArtifactBytesPerTenant bounds the total size of the artifacts one
+	// tenant owns (default 1 GiB). Each owner is charged the full size of an
+	// artifact, even when another tenant uploaded the same bytes.
+	MaxArtifactBytesPerTenant int64
+	// ArtifactGrace is how long after its upload an artifact that none of
+	// its tenant's services uses survives CollectGarbage (default 1 hour).
+	ArtifactGrace time.Duration
+	// Clock stamps uploads (default: the wall clock).
+	Clock Clock
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxServices <= 0 {
+		o.MaxServices = DefaultMaxServices
+	}
+	if o.MaxArtifactBytes <= 0 {
+		o.MaxArtifactBytes = DefaultMaxArtifactBytes
+	}
+	if o.MaxServicesPerTenant <= 0 {
+		o.MaxServicesPerTenant = DefaultMaxServicesPerTenant
+	}
+	if o.MaxArtifactsPerTenant <= 0 {
+		o.MaxArtifactsPerTenant = DefaultMaxArtifactsPerTenant
+	}
+	if o.MaxArtifactBytesPerTenant <= 0 {
+		o.MaxArtifactBytesPerTenant = DefaultMaxArtifactBytesPerTenant
+	}
+	if o.ArtifactGrace <= 0 {
+		o.ArtifactGrace = DefaultArtifactGrace
+	}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
 }
 
 // Catalog is the pinned deployment catalog of a node. Deploys and deletes are
 // serialized, persisted, then published by swapping one atomic pointer; Pin
 // reads that pointer and never blocks. Catalog starts no goroutines.
 type Catalog struct {
-	opts  Options
-	store diskStore
-	arts  artifactStore
-	cur   atomic.Pointer[snapshot]
+	opts     Options
+	store    diskStore
+	arts     artifactStore
+	releaser ModuleReleaser // nil: the inspector hands out no references
+	cur      atomic.Pointer[snapshot]
 
 	mu struct {
 		sync.Mutex
 		generation Generation // last generation issued (persisted before use)
+		owners     map[TenantID]*tenantArtifacts
+		blobOwners map[Digest]int // number of tenants owning each stored artifact
 	}
 }
 
@@ -71,19 +132,28 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if opts.Inspector == nil {
 		return nil, errors.New("catalog: Options.Inspector is required")
 	}
-	if opts.MaxServices <= 0 {
-		opts.MaxServices = DefaultMaxServices
-	}
-	if opts.MaxArtifactBytes <= 0 {
-		opts.MaxArtifactBytes = DefaultMaxArtifactBytes
-	}
-	c := &Catalog{opts: opts, store: diskStore{root: opts.Dir}}
+	opts.setDefaults()
+	return open(ctx, opts, diskStore{root: opts.Dir})
+}
+
+func open(ctx context.Context, opts Options, store diskStore) (*Catalog, error) {
+	c := &Catalog{opts: opts, store: store}
 	c.arts = c.store
+	c.releaser, _ = opts.Inspector.(ModuleReleaser)
 	if err := c.store.init(); err != nil {
+		return nil, err
+	}
+	if err := c.loadOwners(); err != nil {
 		return nil, err
 	}
 	snap, err := c.load(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.settleArtifacts(snap); err != nil {
+		for _, svc := range snap.services {
+			c.release(svc.artifacts())
+		}
 		return nil, err
 	}
 	c.mu.generation = snap.generation
@@ -105,8 +175,17 @@ type serviceRecord struct {
 	Manifest   Manifest      `json:"manifest"`
 }
 
-func (c *Catalog) load(ctx context.Context) (*snapshot, error) {
+// load rebuilds the persisted services. On error it releases the module
+// references it took.
+func (c *Catalog) load(ctx context.Context) (_ *snapshot, err error) {
 	snap := &snapshot{services: map[serviceKey]*service{}}
+	defer func() {
+		if err != nil {
+			for _, svc := range snap.services {
+				c.release(svc.artifacts())
+			}
+		}
+	}()
 	statePath := c.store.path(stateFile)
 	data, err := readBounded(statePath, 4096)
 	haveState := err == nil
@@ -171,10 +250,19 @@ func (c *Catalog) loadService(ctx context.Context, file string, last Generation)
 	case len(rec.Modules) != len(s.revisions):
 		return nil, errors.New("record has module facts for another number of revisions")
 	}
-	modules, err := c.inspectAll(ctx, s)
+	modules, refs, err := c.inspectAll(ctx, s, nil)
 	if err != nil {
 		return nil, err
 	}
+	svc, err := checkLoaded(s, rec, modules)
+	if err != nil {
+		c.release(refs)
+		return nil, err
+	}
+	return svc, nil
+}
+
+func checkLoaded(s spec, rec serviceRecord, modules []ModuleInfo) (*service, error) {
 	for i := range modules {
 		if !modules[i].equal(rec.Modules[i]) {
 			return nil, errors.Newf("revision %d: the artifact inspects differently than recorded", i)
@@ -209,21 +297,19 @@ func readBounded(name string, maxBytes int64) ([]byte, error) {
 // Pin returns the current immutable view. It never blocks and never fails.
 func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 
-// PutArtifact stores a module under its digest, verifying the digest while
-// writing. Storing the same artifact twice is harmless.
-func (c *Catalog) PutArtifact(ctx context.Context, d Digest, r io.Reader) error {
-	if _, err := ParseDigest(string(d)); err != nil {
-		return errors.Mark(errors.Wrap(err, "catalog: artifact digest"), ErrInvalidName)
-	}
-	if err := ctx.Err(); err != nil {
-		return errors.Wrap(err, "catalog: store artifact")
-	}
-	return c.arts.put(d, r, c.opts.MaxArtifactBytes)
-}
-
 // inspectAll loads and inspects the artifact of every revision (each distinct
-// digest once). Missing or refused modules are reported per revision field.
-func (c *Catalog) inspectAll(ctx context.Context, s spec) ([]ModuleInfo, error) {
+// digest once). Missing or refused modules are reported per revision field;
+// with owns set, an artifact the manifest's tenant does not own is reported
+// exactly like a missing one, without reading it. It returns the distinct
+// digests inspected, one module reference each; on error it has released
+// them.
+func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool) (_ []ModuleInfo, refs []Digest, err error) {
+	defer func() {
+		if err != nil {
+			c.release(refs)
+			refs = nil
+		}
+	}()
 	var p problems
 	modules := make([]ModuleInfo, len(s.revisions))
 	done := map[Digest]int{}
@@ -233,104 +319,189 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec) ([]ModuleInfo, error) 
 			continue
 		}
 		f := "revisions[" + strconv.Itoa(i) + "].artifact"
+		if owns != nil && !owns(s.tenant, r.artifact) {
+			p.add(f, unknownArtifact)
+			continue
+		}
 		data, err := c.arts.get(r.artifact, c.opts.MaxArtifactBytes)
 		switch {
 		case errors.Is(err, ErrArtifactNotFound):
-			p.add(f, "no artifact with this digest was uploaded")
+			p.add(f, unknownArtifact)
 			continue
 		case err != nil:
-			return nil, err
+			return nil, refs, err
 		}
 		info, err := c.opts.Inspector.Inspect(ctx, r.artifact, data)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, errors.Wrap(ctxErr, "catalog: inspect")
+				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")
 			}
 			p.addErr(f, errors.Wrap(err, "module rejected"))
 			continue
 		}
+		refs = append(refs, r.artifact)
 		info.Exports = slices.Clone(info.Exports)
 		modules[i], done[r.artifact] = info, i
 	}
 	if err := p.err(); err != nil {
-		return nil, err
+		return nil, refs, err
 	}
-	return modules, nil
+	return modules, refs, nil
+}
+
+// unknownArtifact is the problem reported for an artifact the tenant cannot
+// use: never uploaded, uploaded by another tenant only, or collected.
+const unknownArtifact = "no artifact with this digest was uploaded"
+
+// release hands module references back to the inspector, one per digest
+// listed. It must not be called with c.mu held.
+func (c *Catalog) release(refs []Digest) {
+	if c.releaser == nil {
+		return
+	}
+	for _, d := range refs {
+		c.releaser.ReleaseModule(d)
+	}
 }
 
 // Deploy validates m, inspects its modules, and activates it as the service's
 // release under the next generation. The release is persisted before it is
 // published; on any error nothing changes and the previous release keeps
 // serving. Concurrent deploys are serialized: each gets its own generation
-// and the last one to finish is the active release.
+// and the last one to finish is the active release. A revision may only use
+// an artifact its tenant owns (see PutArtifact); any other digest is refused
+// exactly like one never uploaded. A new service beyond the tenant's quota is
+// refused with ErrTenantQuota (before anything is inspected), beyond the
+// node's bound with ErrCatalogFull.
 func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
 	s, err := validate(m)
 	if err != nil {
 		return Deployment{}, err
 	}
 	m = cloneManifest(m) // the caller keeps its slices and maps
-	modules, err := c.inspectAll(ctx, s)
+	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
+		return Deployment{}, err
+	}
+	modules, refs, err := c.inspectAll(ctx, s, c.owns)
 	if err != nil {
 		return Deployment{}, err
 	}
+	dep, replaced, err := c.publish(ctx, s, m, modules)
+	if err != nil {
+		c.release(refs)
+		return Deployment{}, err
+	}
+	c.release(replaced)
+	return dep, nil
+}
 
+// publish builds, persists and publishes the service under the next
+// generation. It returns the module references of the release it replaced.
+func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []ModuleInfo) (Deployment, []Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return Deployment{}, errors.Wrap(err, "catalog: deploy")
+		return Deployment{}, nil, errors.Wrap(err, "catalog: deploy")
 	}
 	old := c.cur.Load()
 	key := serviceKey{s.tenant, s.service}
-	if _, exists := old.services[key]; !exists && len(old.services) >= c.opts.MaxServices {
-		return Deployment{}, errors.WithHint(ErrCatalogFull, "delete unused services or raise the node's service bound")
+	if err := c.serviceRoom(old, s.tenant, s.service); err != nil {
+		return Deployment{}, nil, err
+	}
+	// Garbage collection may have taken an artifact since it was inspected:
+	// it then answers as unknown, so no release ever names a removed artifact.
+	var p problems
+	for i, r := range s.revisions {
+		if !c.ownsLocked(s.tenant, r.artifact) {
+			p.add("revisions["+strconv.Itoa(i)+"].artifact", unknownArtifact)
+		}
+	}
+	if err := p.err(); err != nil {
+		return Deployment{}, nil, err
 	}
 	gen := c.mu.generation + 1
 	svc, err := buildService(s, m, modules, gen)
 	if err != nil {
-		return Deployment{}, err
+		return Deployment{}, nil, err
 	}
 	rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: gen, Release: svc.release,
 		Revisions: svc.deployment().Revisions, Modules: modules, Manifest: m}
 	payload, err := json.Marshal(rec)
 	if err != nil {
-		return Deployment{}, errors.Wrap(err, "catalog: encode record")
+		return Deployment{}, nil, errors.Wrap(err, "catalog: encode record")
 	}
 	if err := c.commitGenerationLocked(gen); err != nil {
-		return Deployment{}, err
+		return Deployment{}, nil, err
 	}
 	if err := c.store.writeAtomic(serviceRecordPath(s.tenant, s.service), encodeRecord("service", payload)); err != nil {
-		return Deployment{}, err
+		return Deployment{}, nil, err
 	}
 	next := &snapshot{generation: gen, services: maps.Clone(old.services)}
 	next.services[key] = svc
 	c.cur.Store(next)
-	return svc.deployment(), nil
+	var replaced []Digest
+	if prev, ok := old.services[key]; ok {
+		replaced = prev.artifacts()
+	}
+	return svc.deployment(), replaced, nil
+}
+
+// serviceRoom reports whether snap has room for the tenant's service: an
+// existing service can always be replaced; a new one needs room in the
+// tenant's quota and in the node's bound.
+func (c *Catalog) serviceRoom(snap *snapshot, tenant TenantID, name ServiceName) error {
+	if _, exists := snap.services[serviceKey{tenant, name}]; exists {
+		return nil
+	}
+	used := 0
+	for k := range snap.services {
+		if k.tenant == tenant {
+			used++
+		}
+	}
+	if used >= c.opts.MaxServicesPerTenant {
+		return &QuotaError{Dimension: QuotaServices, Limit: uint64(c.opts.MaxServicesPerTenant), Used: uint64(used)}
+	}
+	if len(snap.services) >= c.opts.MaxServices {
+		return errors.WithHint(ErrCatalogFull, "delete unused services or raise the node's service bound")
+	}
+	return nil
 }
 
 // Delete removes a service under the next generation; pins taken before keep
 // serving it. It returns that generation.
 func (c *Catalog) Delete(ctx context.Context, tenant TenantID, name ServiceName) (Generation, error) {
+	gen, deleted, err := c.delete(ctx, tenant, name)
+	if err != nil {
+		return 0, err
+	}
+	c.release(deleted)
+	return gen, nil
+}
+
+func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName) (Generation, []Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return 0, errors.Wrap(err, "catalog: delete")
+		return 0, nil, errors.Wrap(err, "catalog: delete")
 	}
 	old := c.cur.Load()
 	key := serviceKey{tenant, name}
-	if _, ok := old.services[key]; !ok {
-		return 0, ErrServiceNotFound
+	svc, ok := old.services[key]
+	if !ok {
+		return 0, nil, ErrServiceNotFound
 	}
 	gen := c.mu.generation + 1
 	if err := c.commitGenerationLocked(gen); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := c.store.remove(serviceRecordPath(tenant, name)); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	next := &snapshot{generation: gen, services: maps.Clone(old.services)}
 	delete(next.services, key)
 	c.cur.Store(next)
-	return gen, nil
+	return gen, svc.artifacts(), nil
 }
 
 // commitGenerationLocked persists gen as the last generation issued. It is

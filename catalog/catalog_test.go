@@ -318,7 +318,7 @@ func TestPin_noArtifactAccess(t *testing.T) {
 			touched.Load(), fx.insp.calls.Load()-inspected)
 	}
 	// Negative control: a deploy does read artifacts, and the poison sees it.
-	if _, err := fx.cat.Deploy(context.Background(), twoRevisions(digestA, digestB)); err == nil || touched.Load() == 0 {
+	if _, err := fx.cat.Deploy(context.Background(), twoRevisions(digestOf("a"), digestOf("b"))); err == nil || touched.Load() == 0 {
 		t.Fatalf("the poisoned store did not notice a deploy (%v): the test cannot detect artifact access", err)
 	}
 }
@@ -397,7 +397,7 @@ func TestRoutingHash_stable(t *testing.T) {
 
 func TestRestart(t *testing.T) {
 	fx := newFixture(t)
-	a, b, c := fx.module("a"), fx.module("b"), fx.module("c")
+	a, b, c := fx.module("a"), fx.module("b"), fx.moduleFor("beta", "c")
 	fx.insp.set(c, ModuleInfo{MinMemoryBytes: 0, MaxMemoryBytes: 1 << 20, Threading: ThreadingShared,
 		Features: FeatureSetOf(FeatureThreads, FeatureSIMD), Exports: []FunctionName{"_start"}})
 	fx.deploy(twoRevisions(a, b))
@@ -535,7 +535,7 @@ func TestOpen_corruption(t *testing.T) {
 			if err := os.Remove(filepath.Join(fx.dir, artifactsDir, d.Hex())); err != nil {
 				t.Fatal(err)
 			}
-			return rec
+			return filepath.Join(fx.dir, ownerRecordPath("acme", d))
 		}},
 		{"inspector changed its mind", func(t *testing.T, fx *fixture, rec string) string {
 			info := defaultInfo()
@@ -694,28 +694,28 @@ func TestPutArtifact(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
 	d := DigestOf(sha256.Sum256([]byte("module")))
-	if err := fx.cat.PutArtifact(ctx, d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.cat.PutArtifact(ctx, d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatalf("idempotent put: %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
+	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("want digest mismatch, have %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "sha256:nothex", strings.NewReader("x")); !errors.Is(err, ErrInvalidName) {
+	if err := fx.cat.PutArtifact(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("want invalid digest, have %v", err)
 	}
 	small, err := Open(ctx, Options{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := small.PutArtifact(ctx, d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
+	if err := small.PutArtifact(ctx, "acme", d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
 		t.Fatalf("want too large, have %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := fx.cat.PutArtifact(cancelled, d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
+	if err := fx.cat.PutArtifact(cancelled, "acme", d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want cancelled, have %v", err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(fx.dir, artifactsDir))

@@ -42,16 +42,62 @@
 // does not depend on the release, so a key only moves when its point changes
 // interval.
 //
+// # Artifacts and tenants
+//
+// Artifacts belong to tenants. PutArtifact(ctx, tenant, digest, r) verifies
+// the bytes against the digest while storing them; identical bytes are
+// stored once, and every tenant that uploads them gets its own ownership
+// record with the upload time (from Options.Clock). A deploy only sees the
+// artifacts its manifest's tenant owns: any other digest, whoever uploaded
+// it, is refused with exactly the problem of a digest never uploaded, and is
+// neither read nor inspected.
+//
+// Each tenant has its own bounds: services deployed, artifacts owned, bytes
+// of the artifacts owned (each owner is charged the full size of a shared
+// artifact). Reaching one refuses only that tenant's new service or
+// artifact, with ErrTenantQuota and a *QuotaError naming the dimension;
+// replacing a service and re-uploading an owned artifact always fit. The
+// node-wide MaxServices stays; with it at least tenants × per-tenant bound
+// no tenant can fill the node, otherwise new services of every tenant get
+// ErrCatalogFull once the node is full. Quota checks come before the costly
+// work: a new service over quota is refused before inspection, an artifact
+// over the count before its bytes are read. Lowering a bound does not remove
+// anything: a tenant above it can only replace and delete.
+//
+// CollectGarbage removes a tenant's ownership of an artifact none of its
+// services in the current view uses once Options.ArtifactGrace has passed
+// since its upload, and deletes the bytes when no tenant owns them any more.
+// It runs under the catalog's lock, so a racing deploy either published
+// first (the artifact is in use) or answers that the artifact is unknown.
+// The catalog starts no goroutine: the node calls it periodically.
+//
+// # Compiled modules
+//
+// If the inspector implements ModuleReleaser, the catalog owns one
+// reference per successful Inspect and gives each back exactly once:
+// immediately when the deploy fails, or when a later generation replaces or
+// deletes the service. A published service holds one reference per distinct
+// artifact of its revisions, taken again by Open after a restart.
+//
 // # Persistence
 //
 // Under the data directory, artifacts live at artifacts/sha256/<hex>
-// (verified on write and on read), the last generation issued at
-// catalog/state.rec, and one record per service at catalog/services/<hex>.rec.
-// Records carry a header with their kind, length and sha256 checksum. Every
-// write goes to a temporary file, is fsynced, renamed and its directory
-// fsynced. Open rebuilds identical ids and policies, or fails with an error
-// naming the file (ErrCorruptRecord): nothing is skipped, nothing is
-// half-applied.
+// (verified on write and on read), ownership records at
+// catalog/owners/<sha256 of the tenant>/<hex>.rec, the last generation
+// issued at catalog/state.rec, and one record per service at
+// catalog/services/<hex>.rec. Records carry a header with their kind, length
+// and sha256 checksum. Every write goes to a temporary file, is fsynced,
+// renamed and its directory fsynced; an artifact is written before its
+// ownership record and removed after it. Open rebuilds identical ids,
+// policies and ownership, or fails with an error naming the file
+// (ErrCorruptRecord): nothing is skipped, nothing is half-applied. It deletes
+// stored artifacts no tenant owns (left by a crash between the two writes)
+// and gives a loaded service's tenant the ownership of its artifacts if the
+// record is missing (a data directory from before ownership).
+//
+// A write that fails because the disk is full or the quota of the data
+// directory is exhausted (ENOSPC, EDQUOT) returns an error marked
+// ErrStorageFull whose message names no host path; nothing changes.
 //
 // # Non-goals
 //
@@ -68,15 +114,19 @@
 //   - release.go: RevisionPolicy, Deployment, identity derivation, the
 //     immutable per-service index.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
-//   - catalog.go: Catalog (Open, PutArtifact, Deploy, Delete, Pin).
-//   - store.go: the on-disk layout, atomic writes, record encoding.
-//   - inspect.go: ModuleInspector and ModuleInfo.
+//   - catalog.go: Catalog (Open, Deploy, Delete, Pin), Options.
+//   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.
+//   - store.go: the on-disk layout, atomic writes, record encoding, the
+//     storage-full classification.
+//   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo.
 //
 // # Usage
 //
 //	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
-//	err = cat.PutArtifact(ctx, digest, moduleReader)
-//	dep, err := cat.Deploy(ctx, manifest)
+//	err = cat.PutArtifact(ctx, "acme", digest, moduleReader)
+//	dep, err := cat.Deploy(ctx, manifest) // manifest.Tenant == "acme"
+//	...
+//	stats, err := cat.CollectGarbage(ctx, time.Now()) // periodically
 //
 //	pin := cat.Pin()
 //	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)

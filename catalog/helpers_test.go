@@ -3,27 +3,52 @@ package catalog
 import (
 	"context"
 	"crypto/sha256"
-	"io"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
 )
 
 // fakeInspector answers from a table keyed by digest; unknown digests get
 // defaultInfo. It counts calls so tests can prove when inspection happens.
+// It implements ModuleReleaser: refs counts the references it handed out and
+// not got back, and overReleased the ReleaseModule calls without one.
 type fakeInspector struct {
-	mu     sync.Mutex
-	infos  map[Digest]ModuleInfo
-	errs   map[Digest]error
-	calls  atomic.Int64
-	onCall func()
+	mu           sync.Mutex
+	infos        map[Digest]ModuleInfo
+	errs         map[Digest]error
+	refs         map[Digest]int
+	overReleased int
+	calls        atomic.Int64
+	onCall       func()
 }
 
 func newFakeInspector() *fakeInspector {
-	return &fakeInspector{infos: map[Digest]ModuleInfo{}, errs: map[Digest]error{}}
+	return &fakeInspector{infos: map[Digest]ModuleInfo{}, errs: map[Digest]error{}, refs: map[Digest]int{}}
+}
+
+// ReleaseModule implements ModuleReleaser.
+func (f *fakeInspector) ReleaseModule(d Digest) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refs[d] == 0 {
+		f.overReleased++
+		return
+	}
+	if f.refs[d]--; f.refs[d] == 0 {
+		delete(f.refs, d)
+	}
+}
+
+// held returns a copy of the references held.
+func (f *fakeInspector) held() map[Digest]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.refs)
 }
 
 func defaultInfo() ModuleInfo {
@@ -58,6 +83,7 @@ func (f *fakeInspector) Inspect(ctx context.Context, d Digest, module []byte) (M
 	if err := f.errs[d]; err != nil {
 		return ModuleInfo{}, err
 	}
+	f.refs[d]++
 	if info, ok := f.infos[d]; ok {
 		return info, nil
 	}
@@ -65,37 +91,60 @@ func (f *fakeInspector) Inspect(ctx context.Context, d Digest, module []byte) (M
 }
 
 type fixture struct {
-	t    testing.TB
-	dir  string
-	insp *fakeInspector
-	cat  *Catalog
+	t     testing.TB
+	dir   string
+	insp  *fakeInspector
+	cat   *Catalog
+	clock *fakeClock
+	tune  func(o *Options) // applied by open, if set
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector()}
+	return newFixtureWith(t, nil)
+}
+
+func newFixtureWith(t testing.TB, tune func(o *Options)) *fixture {
+	t.Helper()
+	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector(), clock: &fakeClock{now: t0}, tune: tune}
 	fx.cat = fx.open()
 	return fx
 }
 
+func (fx *fixture) options() Options {
+	o := Options{Dir: fx.dir, Inspector: fx.insp, Clock: fx.clock}
+	if fx.tune != nil {
+		fx.tune(&o)
+	}
+	return o
+}
+
 func (fx *fixture) open() *Catalog {
 	fx.t.Helper()
-	c, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: fx.insp})
+	c, err := Open(context.Background(), fx.options())
 	if err != nil {
 		fx.t.Fatalf("open: %v", err)
 	}
 	return c
 }
 
-// module uploads distinct bytes and returns their digest.
+// module uploads distinct bytes for tenant acme and returns their digest.
 func (fx *fixture) module(content string) Digest {
 	fx.t.Helper()
-	d := DigestOf(sha256.Sum256([]byte(content)))
-	if err := fx.cat.PutArtifact(context.Background(), d, strings.NewReader(content)); err != nil {
+	return fx.moduleFor("acme", content)
+}
+
+// moduleFor uploads bytes for tenant and returns their digest.
+func (fx *fixture) moduleFor(tenant TenantID, content string) Digest {
+	fx.t.Helper()
+	d := digestOf(content)
+	if err := fx.cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(content)); err != nil {
 		fx.t.Fatalf("put artifact: %v", err)
 	}
 	return d
 }
+
+func digestOf(content string) Digest { return DigestOf(sha256.Sum256([]byte(content))) }
 
 func (fx *fixture) deploy(m Manifest) Deployment {
 	fx.t.Helper()
@@ -137,11 +186,6 @@ func twoRevisions(a, b Digest) Manifest {
 // poisonStore counts and refuses every artifact access.
 type poisonStore struct{ touched *atomic.Int64 }
 
-func (p poisonStore) put(Digest, io.Reader, int64) error {
-	p.touched.Add(1)
-	return errors.New("poisoned")
-}
-
 func (p poisonStore) get(Digest, int64) ([]byte, error) {
 	p.touched.Add(1)
 	return nil, errors.New("poisoned")
@@ -158,4 +202,25 @@ func problemFields(t *testing.T, err error) []string {
 		out = append(out, p.Field)
 	}
 	return out
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock is a Clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
 }

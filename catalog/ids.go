@@ -15,7 +15,7 @@ const MaxNameBytes = 128
 
 // MaxGeneratedIDBytes bounds generated revision and release identities. The
 // identities this package generates are 69 bytes; admission must allow at least
-// this many bytes for them (seed 001 asks for at least 83).
+// this many bytes for them.
 const MaxGeneratedIDBytes = 96
 
 // TenantID names a tenant. Tenants come from node configuration; the catalog

@@ -22,6 +22,24 @@ type ModuleInspector interface {
 	Inspect(ctx context.Context, digest Digest, module []byte) (ModuleInfo, error)
 }
 
+// ModuleReleaser is an optional interface of a ModuleInspector that keeps
+// prepared (compiled) modules alive by reference. If the inspector implements
+// it, every successful Inspect hands the catalog one reference to that
+// digest's module, and the catalog calls ReleaseModule exactly once per
+// reference when it no longer needs it: at once when the deploy that
+// inspected fails for any reason (validation, quota, catalog full, disk, a
+// cancelled context), and for a published release when a later generation
+// replaces or deletes its service (the new release's references take the old
+// one's place). A deploy inspects each distinct artifact once, so a service
+// holds one reference per distinct artifact of its revisions; Open takes
+// them for every service it loads. The catalog never calls ReleaseModule
+// with its lock held. Pins are not counted: an old pin may still name a
+// revision whose module was released (the runner refuses it as not
+// available).
+type ModuleReleaser interface {
+	ReleaseModule(digest Digest)
+}
+
 // ModuleInfo is what inspection learns from a module's binary.
 type ModuleInfo struct {
 	// MinMemoryBytes and MaxMemoryBytes are the module's own memory limits

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
+	"slices"
 	"strconv"
 )
 
@@ -72,6 +73,18 @@ func (s *service) deployment() Deployment {
 		d.Revisions[i] = RevisionRef{Name: p.Name, ID: p.ID}
 	}
 	return d
+}
+
+// artifacts returns the distinct artifacts of the service's revisions, in
+// revision order: the module references the catalog holds for it.
+func (s *service) artifacts() []Digest {
+	out := make([]Digest, 0, len(s.policies))
+	for _, p := range s.policies {
+		if !slices.Contains(out, p.Artifact) {
+			out = append(out, p.Artifact)
+		}
+	}
+	return out
 }
 
 // buildService turns a validated spec and the inspection of its modules into

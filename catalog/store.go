@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cockroachdb/errors"
 )
@@ -25,40 +26,75 @@ var (
 	// ErrCorruptRecord: a persisted record or artifact fails its checksum or
 	// does not decode. The error names the file.
 	ErrCorruptRecord = errors.New("catalog: corrupt persisted record")
+	// ErrStorageFull: a write failed because the file system is full or the
+	// quota of the data directory is exhausted (ENOSPC, EDQUOT). Nothing was
+	// changed; retrying after space is freed can succeed. The error's message
+	// names the operation and the errno text, never a host path; the
+	// path-bearing cause stays reachable with errors.Unwrap for logs.
+	ErrStorageFull = errors.New("catalog: storage full")
 )
 
 // Layout under the data directory:
 //
-//	artifacts/sha256/<hex>            module bytes, named by their digest
+//	artifacts/sha256/<hex>            module bytes, named by their digest, stored
+//	                                  once whichever tenants uploaded them
 //	catalog/state.rec                 the last generation issued
 //	catalog/services/<hex>.rec        one record per deployed service; <hex> is
 //	                                  sha256(tenant 0x00 service), so names never
 //	                                  become paths
+//	catalog/owners/<t>/<hex>.rec      one record per artifact a tenant owns: <t> is
+//	                                  sha256(tenant), <hex> the artifact's digest;
+//	                                  the record holds the tenant, the digest, the
+//	                                  size and the upload time
 //
 // Every file is written to a temporary file in the same directory, fsynced,
-// renamed over its name, and the directory fsynced.
+// renamed over its name, and the directory fsynced. An upload writes the
+// artifact before its ownership record; garbage collection removes the
+// ownership record before the artifact. A crash in between leaves an artifact
+// nobody owns, which Open deletes; it never leaves an ownership record
+// without its artifact.
 const (
 	artifactsDir = "artifacts/sha256"
 	servicesDir  = "catalog/services"
+	ownersDir    = "catalog/owners"
 	stateFile    = "catalog/state.rec"
 	tmpPrefix    = ".tmp-"
 )
 
-// artifactStore is the catalog's access to module bytes. Only deploys and
-// Open touch it; tests replace it to prove pins never do.
+// artifactStore is how deploys and Open read module bytes; tests replace it
+// to prove pins never do.
 type artifactStore interface {
-	put(d Digest, r io.Reader, maxBytes int64) error
 	get(d Digest, maxBytes int64) ([]byte, error)
 }
 
-type diskStore struct{ root string }
+// tempFile is a temporary file being written. The store writes every file
+// through one; createTemp is the test seam that injects write failures.
+type tempFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+type diskStore struct {
+	root string
+	// createTemp creates a temporary file in dir; nil means os.CreateTemp.
+	createTemp func(dir, pattern string) (tempFile, error)
+}
 
 func (s diskStore) path(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
 
+func (s diskStore) newTemp(dir, pattern string) (tempFile, error) {
+	if s.createTemp != nil {
+		return s.createTemp(dir, pattern)
+	}
+	return os.CreateTemp(dir, pattern)
+}
+
 func (s diskStore) init() error {
-	for _, d := range []string{artifactsDir, servicesDir} {
+	for _, d := range []string{artifactsDir, servicesDir, ownersDir} {
 		if err := os.MkdirAll(s.path(d), 0o750); err != nil {
-			return errors.Wrapf(err, "catalog: create %s", s.path(d))
+			return storageErr(errors.Wrapf(err, "catalog: create %s", s.path(d)), "create directory")
 		}
 		if err := removeTemps(s.path(d)); err != nil {
 			return err
@@ -84,13 +120,21 @@ func removeTemps(dir string) error {
 	return nil
 }
 
-func (s diskStore) put(d Digest, r io.Reader, maxBytes int64) error {
+// stagedArtifact is an upload written and verified in a temporary file of
+// the artifact directory, not yet under its name.
+type stagedArtifact struct {
+	tmp  string
+	size int64
+}
+
+// stageArtifact writes r to a temporary file, verifying its size bound and
+// its digest, and fsyncs it. The caller commits or discards it.
+func (s diskStore) stageArtifact(d Digest, r io.Reader, maxBytes int64) (stagedArtifact, error) {
 	dir := s.path(artifactsDir)
-	tmp, err := os.CreateTemp(dir, tmpPrefix+"artifact-*")
+	tmp, err := s.newTemp(dir, tmpPrefix+"artifact-*")
 	if err != nil {
-		return errors.Wrap(err, "catalog: store artifact")
+		return stagedArtifact{}, storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op after the rename
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, maxBytes+1))
 	if err == nil && n > maxBytes {
@@ -106,16 +150,31 @@ func (s diskStore) put(d Digest, r io.Reader, maxBytes int64) error {
 		err = cerr
 	}
 	if err != nil {
-		return errors.Wrap(err, "catalog: store artifact")
+		_ = os.Remove(tmp.Name())
+		return stagedArtifact{}, storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, d.Hex())); err != nil {
-		return errors.Wrap(err, "catalog: store artifact")
+	return stagedArtifact{tmp: tmp.Name(), size: n}, nil
+}
+
+// commitArtifact renames a staged artifact to its digest's name (replacing
+// an identical copy, or a damaged one) and fsyncs the directory.
+func (s diskStore) commitArtifact(st stagedArtifact, d Digest) error {
+	dir := s.path(artifactsDir)
+	if err := os.Rename(st.tmp, filepath.Join(dir, d.Hex())); err != nil {
+		s.discard(st)
+		return storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
 	}
-	return syncDir(dir)
+	return storageErr(syncDir(dir), "store artifact")
+}
+
+func (s diskStore) discard(st stagedArtifact) { _ = os.Remove(st.tmp) }
+
+func (s diskStore) artifactPath(d Digest) string {
+	return filepath.Join(s.path(artifactsDir), d.Hex())
 }
 
 func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
-	name := filepath.Join(s.path(artifactsDir), d.Hex())
+	name := s.artifactPath(d)
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrArtifactNotFound
@@ -138,9 +197,9 @@ func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
 func (s diskStore) writeAtomic(rel string, data []byte) error {
 	name := s.path(rel)
 	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(name)+"-*")
+	tmp, err := s.newTemp(dir, tmpPrefix+filepath.Base(name)+"-*")
 	if err != nil {
-		return errors.Wrapf(err, "catalog: write %s", name)
+		return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	_, err = tmp.Write(data)
@@ -156,7 +215,7 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 	if err == nil {
 		err = syncDir(dir)
 	}
-	return errors.Wrapf(err, "catalog: write %s", name)
+	return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 }
 
 func (s diskStore) remove(rel string) error {
@@ -165,6 +224,18 @@ func (s diskStore) remove(rel string) error {
 		return errors.Wrapf(err, "catalog: remove %s", name)
 	}
 	return syncDir(filepath.Dir(name))
+}
+
+// mkdir creates the directory rel (and its parents) and fsyncs its parent.
+func (s diskStore) mkdir(rel string) error {
+	name := s.path(rel)
+	if _, err := os.Stat(name); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(name, 0o750); err != nil {
+		return storageErr(errors.Wrapf(err, "catalog: create %s", name), "create directory")
+	}
+	return storageErr(syncDir(filepath.Dir(name)), "create directory")
 }
 
 func syncDir(dir string) error {
@@ -179,9 +250,47 @@ func syncDir(dir string) error {
 	return errors.Wrapf(err, "catalog: sync %s", dir)
 }
 
+// storageFullError is a write that failed for lack of space. Its message
+// names the operation and the errno, never the path; the path-bearing cause
+// is its Unwrap, for logs.
+type storageFullError struct {
+	op    string
+	errno syscall.Errno
+	cause error
+}
+
+func (e *storageFullError) Error() string {
+	return "catalog: storage full: " + e.op + ": " + e.errno.Error()
+}
+
+func (e *storageFullError) Unwrap() error { return e.cause }
+
+// storageErr returns err marked ErrStorageFull, without host paths in its
+// message, if it was caused by ENOSPC or EDQUOT; otherwise err unchanged
+// (nil for nil).
+func storageErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) || (errno != syscall.ENOSPC && errno != syscall.EDQUOT) {
+		return err
+	}
+	return errors.Mark(&storageFullError{op: op, errno: errno, cause: err}, ErrStorageFull)
+}
+
 func serviceRecordPath(t TenantID, s ServiceName) string {
 	sum := sha256.Sum256([]byte(string(t) + "\x00" + string(s)))
 	return servicesDir + "/" + hex.EncodeToString(sum[:]) + ".rec"
+}
+
+func tenantOwnersDir(t TenantID) string {
+	sum := sha256.Sum256([]byte(t))
+	return ownersDir + "/" + hex.EncodeToString(sum[:])
+}
+
+func ownerRecordPath(t TenantID, d Digest) string {
+	return tenantOwnersDir(t) + "/" + d.Hex() + ".rec"
 }
 
 // Record encoding. A record file is one header line and a JSON payload:
