@@ -189,15 +189,16 @@ func BenchmarkInstrument(b *testing.B) {
 			} else {
 				wasm = testwasm.Bytes(b, name)
 			}
-			m, err := decodeModule(wasm)
+			lim := DefaultLimits()
+			m, err := decodeModule(wasm, &lim)
 			if err != nil {
 				b.Fatal(err)
 			}
 			_ = m
 			b.SetBytes(int64(len(wasm)))
 			for b.Loop() {
-				m, _ := decodeModule(wasm)
-				if _, err := m.instrument(DefaultMaxCallDepth); err != nil {
+				m, _ := decodeModule(wasm, &lim)
+				if _, err := m.instrument(DefaultMaxStackBytes); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -64,6 +64,16 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		_, err := m.tableIndex(r)
 		return err
 	}
+	// vals counts the values of types ts the instruction defines.
+	vals := func(ts []byte) {
+		for _, t := range ts {
+			if t == valV128 {
+				in.v16++
+			} else {
+				in.v8++
+			}
+		}
+	}
 
 	switch {
 	case op == opBlock || op == opLoop || op == opIf:
@@ -77,11 +87,14 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 				return in, invalid("block type index %d out of range", bt)
 			}
 			m.features |= FeatureMultiValue
+			vals(m.types[bt].params) // block parameters and results:
+			vals(m.types[bt].results)
 		case bt == -0x40:
 		default:
 			switch t := byte(bt & 0x7f); t {
 			case valI32, valI64, valF32, valF64, valV128, valFuncref, valExternref:
 				m.noteValType(t)
+				vals([]byte{t})
 			default:
 				return in, unsupported("block type " + hexByte(t))
 			}
@@ -102,9 +115,13 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 			rw.targets = append(rw.targets, l)
 		}
 	case op == opCall:
-		in.imm, err = index("function", uint64(m.numFuncs()))
+		if in.imm, err = index("function", uint64(m.numFuncs())); err == nil {
+			vals(m.types[m.funcType(in.imm)].results)
+		}
 	case op == opCallIndirect:
-		_, err = index("type", uint64(len(m.types)))
+		if in.imm, err = index("type", uint64(len(m.types))); err == nil {
+			vals(m.types[in.imm].results)
+		}
 		err = first(err, table())
 	case op == opSelectTyped:
 		m.features |= FeatureReferenceTypes
@@ -123,7 +140,7 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 			return in, invalid("select with %d types", n)
 		}
 	case op >= opLocalGet && op <= opLocalTee:
-		_, err = index("local", numLocals)
+		in.imm, err = index("local", numLocals)
 	case op == opGlobalGet || op == opGlobalSet:
 		_, err = index("global", uint64(m.numGlobals()))
 	case op == opTableGet || op == opTableSet:
@@ -168,7 +185,26 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		return in, unsupported("unknown opcode " + hexByte(op))
 	}
 	in.end = int32(r.pos)
+	if op != prefixMisc && op != prefixSIMD {
+		in.v8 += uint16(definesScalar(op))
+		if op == opSelect || op == opSelectTyped || op == opGlobalGet && m.features&FeatureSIMD != 0 {
+			in.v8, in.v16 = 0, 1 // may be a v128
+		}
+	}
 	return in, err
+}
+
+// definesScalar reports (1 or 0) whether a single-byte opcode other than
+// block, loop, if, call and call_indirect defines a value, counted as 8
+// bytes (see frameSize). local.get and local.tee define none: they name a
+// local's value.
+func definesScalar(op byte) int {
+	switch {
+	case op <= opCallIndirect, op == opDrop, op >= opLocalGet && op <= opLocalTee,
+		op == opGlobalSet, op == opTableSet, op >= opI32Store && op <= opI64Store32:
+		return 0
+	}
+	return 1
 }
 
 // first returns the first non-nil error. decode reads all of an
@@ -195,6 +231,11 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfc %d", at, sub)
 	}
 	in.op = prefixMisc<<8 | uint16(sub)
+	tableImm := func() error {
+		t, err := m.tableIndex(r)
+		in.imm = t
+		return err
+	}
 	dataLimit := uint64(m.numData)
 	if m.dataCount != nil {
 		dataLimit = uint64(*m.dataCount)
@@ -202,6 +243,7 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 	switch {
 	case sub <= miscTruncSatLast:
 		m.features |= FeatureNontrappingF2I
+		in.v8 = 1
 	case sub == miscMemoryInit:
 		m.features |= FeatureBulkMemory
 		_, err = index("data", dataLimit)
@@ -218,16 +260,19 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 	case sub == miscTableInit:
 		m.features |= FeatureBulkMemory
 		_, err = index("element", uint64(m.numElems()))
-		err = first(err, table())
+		err = first(err, tableImm())
 	case sub == miscElemDrop:
 		m.features |= FeatureBulkMemory
 		_, err = index("element", uint64(m.numElems()))
 	case sub == miscTableCopy:
 		m.features |= FeatureBulkMemory
-		err = first(table(), table())
+		err = first(tableImm(), table())
 	default: // table.grow, table.size, table.fill
 		m.features |= FeatureReferenceTypes
-		err = table()
+		err = tableImm()
+		if sub != miscTableFill {
+			in.v8 = 1
+		}
 	}
 	return err
 }
@@ -242,6 +287,9 @@ func (rw *rewriter) decodeSIMD(r *reader, in *instr, at int, memarg func() error
 		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfd %#x", at, sub)
 	}
 	in.op = prefixSIMD<<8 | uint16(sub)
+	if sub != simdStore && (sub < simdStoreLaneFirst || sub > simdLoadLaneLast) {
+		in.v16 = 1 // a few define an i32 or a lane; counted as a v128
+	}
 	switch {
 	case sub <= simdStore, sub == simdLoadZero32, sub == simdLoadZero64:
 		return memarg()

@@ -1,6 +1,7 @@
 package fuel
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -53,9 +54,19 @@ func richModule() []byte {
 func TestInstrument_richModule(t *testing.T) {
 	res := mustInstrument(t, richModule(), Config{})
 	info := res.Info
-	wantImports := []Import{{"lib", "f", ExternFunc}, {"lib", "t", ExternTable}, {"lib", "m", ExternMemory}, {"lib", "g", ExternGlobal}}
-	if !slices.Equal(info.Imports, wantImports) {
+	wantImports := []Import{
+		{Module: "lib", Name: "f", Kind: ExternFunc, Params: []byte{}, Results: []byte{}},
+		{Module: "lib", Name: "t", Kind: ExternTable}, {Module: "lib", Name: "m", Kind: ExternMemory},
+		{Module: "lib", Name: "g", Kind: ExternGlobal},
+	}
+	if !reflect.DeepEqual(info.Imports, wantImports) {
 		t.Errorf("imports %v", info.Imports)
+	}
+	if info.DataBytes != 21 || info.ElemCount != 2 {
+		t.Errorf("data bytes %d, elements %d, want 21 and 2", info.DataBytes, info.ElemCount)
+	}
+	if info.MaxFrameBytes < FrameCost(0, 0) {
+		t.Errorf("max frame bytes %d", info.MaxFrameBytes)
 	}
 	wantExports := []Export{{"f", ExternFunc}, {"t", ExternTable}, {"m", ExternMemory}, {"g", ExternGlobal}}
 	if !slices.Equal(info.Exports, wantExports) {
@@ -105,7 +116,7 @@ func TestDecode_prefixes(t *testing.T) {
 					if err := validate(res.Module); err != nil {
 						t.Fatalf("byte %d = %#x: output invalid: %v", i, b, err)
 					}
-				case !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrReserved):
+				case !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnsupported) && !errors.Is(err, ErrReserved) && !errors.Is(err, ErrLimit):
 					t.Fatalf("byte %d = %#x: unmarked error %v", i, b, err)
 				}
 			}

@@ -18,6 +18,19 @@ const (
 	// FuelExport is the exported mutable i64 global holding the fuel the guest
 	// may still spend before it calls TickName.
 	FuelExport = "__latent_fuel"
+	// StackExport is the exported mutable i64 global holding the bytes of
+	// call stack the guest may still take (see FrameCost). It starts at
+	// Config.MaxStackBytes; the host may set it before the first call.
+	StackExport = "__latent_stack"
+	// StackLowExport is the exported mutable i64 global holding the lowest
+	// value StackExport has had at a function entry (the low-water mark of
+	// the stack budget). It starts at Config.MaxStackBytes; the host sets it
+	// together with StackExport.
+	StackLowExport = "__latent_stack_low"
+	// StartExport names the export of the original module's start function.
+	// The instrumented module has no start section: the host calls this
+	// export after instantiating (and after setting the stack globals).
+	StartExport = "__latent_start"
 	// TickName is the slow path, func () -> (): called when the fuel global
 	// went negative. The host adds the next slice of the budget to the
 	// global, checks its context, and traps when the budget is spent.
@@ -26,23 +39,35 @@ const (
 	// host grows memory 0 by delta pages within what it grants and returns
 	// the old size in pages, or -1 (and records the refusal).
 	GrowName = "grow"
-	// DepthName is func () -> (), called when a call would nest deeper than
-	// Config.MaxCallDepth frames of defined functions. The host traps.
+	// DepthName is func () -> (), called when a function is entered with the
+	// stack global negative: the call stack budget is spent. The host traps.
 	DepthName = "depth_exceeded"
 )
 
-// DefaultMaxCallDepth is the call-depth bound used when Config.MaxCallDepth
-// is zero.
+// reservedExports are the export names the instrumenter adds.
+var reservedExports = map[string]bool{
+	FuelExport: true, StackExport: true, StackLowExport: true, StartExport: true,
+}
+
+// DefaultMaxStackBytes is the initial value of the stack globals when
+// Config.MaxStackBytes is zero.
+const DefaultMaxStackBytes = 1 << 20
+
+// DefaultMaxCallDepth was the default of the former call-depth bound.
+//
+// Deprecated: the call stack is bounded in bytes (Config.MaxStackBytes).
 const DefaultMaxCallDepth = 10_000
 
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
-const Version = "latent-fuel/2 cost=wasmtime-operator-cost bulk=len/64"
+const Version = "latent-fuel/3 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export"
 
 // BulkShift is the dynamic charge of bulk memory and table operations:
 // memory.fill, memory.copy, memory.init, table.fill, table.copy and
-// table.init cost len>>BulkShift units on top of their static 1.
+// table.init cost min(len, size)>>BulkShift units on top of their static 1,
+// where size is the memory's current size in bytes or the table's current
+// number of elements: only the part that can be in bounds is charged.
 const BulkShift = 6
 
 // Errors. Every error Instrument returns for a module is marked with one of
@@ -55,16 +80,153 @@ var (
 	// tail calls, exception handling, or a construct it does not know.
 	ErrUnsupported = errors.New("fuel: unsupported module")
 	// ErrReserved marks a module that imports from ImportModule or exports
-	// FuelExport.
+	// one of the names the instrumenter adds (FuelExport, StackExport,
+	// StackLowExport, StartExport).
 	ErrReserved = errors.New("fuel: reserved name")
+	// ErrLimit marks a module over one of the deploy limits (Limits). The
+	// error wraps a *LimitError naming the limit.
+	ErrLimit = errors.New("fuel: module exceeds a deploy limit")
 )
 
 // Config tunes the rewrite. The zero value is valid.
 type Config struct {
-	// MaxCallDepth bounds the nesting of calls to defined functions
-	// (imported functions do not count). Zero means DefaultMaxCallDepth; at
-	// most math.MaxInt32.
+	// MaxStackBytes is the initial value of the stack globals (StackExport,
+	// StackLowExport): the call stack budget in bytes of FrameCost when the
+	// host does not set them. Zero means DefaultMaxStackBytes; at most
+	// math.MaxInt64/2.
+	MaxStackBytes uint64
+	// Limits are the deploy limits; zero fields take DefaultLimits' values.
+	Limits Limits
+	// MaxCallDepth is ignored.
+	//
+	// Deprecated: the call stack is bounded in bytes (MaxStackBytes). The
+	// field is kept so that older callers compile; values above
+	// math.MaxInt32 are still refused.
 	MaxCallDepth uint32
+}
+
+// Limits bound what a module may declare (the deploy limits). Every limit is
+// checked by the instrumenter's own decoder, before any allocation sized by
+// the module's counts and before wazero sees the module. Zero fields mean
+// the DefaultLimits value.
+type Limits struct {
+	ModuleBytes       uint64 // the whole binary
+	Functions         uint64 // defined functions
+	FunctionLocals    uint64 // declared locals of one function, parameters excluded
+	TotalLocals       uint64 // declared locals, summed over all functions
+	FunctionBodyBytes uint64 // one code-section body
+	CodeBytes         uint64 // all code-section bodies
+	NestingDepth      uint64 // block, loop and if nesting inside one body
+	DataBytes         uint64 // data segment payloads, summed
+	Imports           uint64 // imports of every kind
+	Exports           uint64
+	Tables            uint64 // imported and defined
+	TableElements     uint64 // a table's minimum; a defined table's maximum is clamped to it
+	Globals           uint64 // imported and defined
+}
+
+// DefaultLimits returns the default deploy limits.
+func DefaultLimits() Limits {
+	return Limits{
+		ModuleBytes:       16 << 20,
+		Functions:         50_000,
+		FunctionLocals:    10_000,
+		TotalLocals:       1_000_000,
+		FunctionBodyBytes: 512 << 10,
+		CodeBytes:         16 << 20,
+		NestingDepth:      1_024,
+		DataBytes:         16 << 20,
+		Imports:           1_000,
+		Exports:           10_000,
+		Tables:            16,
+		TableElements:     1_000_000,
+		Globals:           10_000,
+	}
+}
+
+// withDefaults returns l with zero fields replaced by the defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	for _, f := range []struct{ v, d *uint64 }{
+		{&l.ModuleBytes, &d.ModuleBytes}, {&l.Functions, &d.Functions},
+		{&l.FunctionLocals, &d.FunctionLocals}, {&l.TotalLocals, &d.TotalLocals},
+		{&l.FunctionBodyBytes, &d.FunctionBodyBytes}, {&l.CodeBytes, &d.CodeBytes},
+		{&l.NestingDepth, &d.NestingDepth}, {&l.DataBytes, &d.DataBytes},
+		{&l.Imports, &d.Imports}, {&l.Exports, &d.Exports}, {&l.Tables, &d.Tables},
+		{&l.TableElements, &d.TableElements}, {&l.Globals, &d.Globals},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
+	return l
+}
+
+func (l Limits) String() string {
+	return "module_bytes=" + strconv.FormatUint(l.ModuleBytes, 10) +
+		" functions=" + strconv.FormatUint(l.Functions, 10) +
+		" function_locals=" + strconv.FormatUint(l.FunctionLocals, 10) +
+		" total_locals=" + strconv.FormatUint(l.TotalLocals, 10) +
+		" function_body_bytes=" + strconv.FormatUint(l.FunctionBodyBytes, 10) +
+		" code_bytes=" + strconv.FormatUint(l.CodeBytes, 10) +
+		" nesting_depth=" + strconv.FormatUint(l.NestingDepth, 10) +
+		" data_bytes=" + strconv.FormatUint(l.DataBytes, 10) +
+		" imports=" + strconv.FormatUint(l.Imports, 10) +
+		" exports=" + strconv.FormatUint(l.Exports, 10) +
+		" tables=" + strconv.FormatUint(l.Tables, 10) +
+		" table_elements=" + strconv.FormatUint(l.TableElements, 10) +
+		" globals=" + strconv.FormatUint(l.Globals, 10)
+}
+
+// LimitError is the structured form of a deploy-limit refusal (errors.As).
+// Key is "deploy_limits.<key>", the configuration key of the limit.
+type LimitError struct {
+	Key    string
+	Limit  uint64
+	Actual uint64
+	// What describes the offending construct, e.g. "function 3 declares
+	// 50000 locals".
+	What string
+}
+
+func (e *LimitError) Error() string {
+	return e.What + "; " + e.Key + " is " + strconv.FormatUint(e.Limit, 10)
+}
+
+// limitError returns a *LimitError marked ErrLimit.
+func limitError(key string, limit, actual uint64, what string) error {
+	return errors.Mark(&LimitError{Key: "deploy_limits." + key, Limit: limit, Actual: actual, What: what}, ErrLimit)
+}
+
+// Frame cost constants (see FrameCost and the package documentation).
+const (
+	// FrameFixed is the part of a compiled frame that does not depend on
+	// the function: saved callee-saved registers (13 × 16 bytes on amd64),
+	// return address, frame pointer and stack-check slots, rounded up.
+	FrameFixed = 256
+	// FrameGrowth covers how the engine grows its call stack: a Go []byte
+	// that, when full, is replaced by one of twice the length plus the
+	// frame needed. The bytes it allocates over a descent are at most about
+	// 4 × the bytes in use (the last stack is under 2 × the use, and the
+	// ones before it sum to less than the last).
+	FrameGrowth = 4
+)
+
+// FrameCost is the call stack charge, in bytes, of one frame of a function
+// whose compiled frame holds at most scalars 8-byte and vectors 16-byte
+// values: FrameGrowth × (FrameFixed + 8·scalars + 16·vectors), saturating.
+// The instrumenter counts, for each defined function, its parameters,
+// locals and results, every value its body defines (each may get its own
+// spill slot: the engine does not share slots between values), a block
+// parameter for each local.set and local.tee per enclosing block, the
+// parameters and results of every block type, and the parameters and results
+// of its largest call (as vectors).
+func FrameCost(scalars, vectors uint64) uint64 {
+	const max = math.MaxInt64 / 4
+	if scalars > max/64 || vectors > max/64 {
+		return max
+	}
+	return min(max, FrameGrowth*(FrameFixed+8*scalars+16*vectors))
 }
 
 // ExternKind is the kind of an import or export.
@@ -96,6 +258,9 @@ func (k ExternKind) String() string {
 type Import struct {
 	Module, Name string
 	Kind         ExternKind
+	// Params and Results are the value type codes (as api.ValueType) of a
+	// function import's type; nil for other kinds.
+	Params, Results []byte
 }
 
 // Export is one export of the original module.
@@ -151,6 +316,14 @@ type Info struct {
 	// Features are the post-MVP features the module uses, read from its
 	// types, segments and instructions.
 	Features Features
+	// DataBytes is the sum of the data segments' payload sizes; ElemCount
+	// the sum of the element segments' entries (work of instantiation).
+	DataBytes uint64
+	ElemCount uint64
+	// MaxFrameBytes is the largest FrameCost of a defined function: the
+	// call stack budget bounds every frame but the innermost one, so the
+	// charged stack use is at most the budget plus MaxFrameBytes.
+	MaxFrameBytes uint64
 }
 
 // Result is an instrumented module.
@@ -165,31 +338,35 @@ type Result struct {
 }
 
 // Instrument validates wasm and returns it rewritten for fuel metering and a
-// call-depth bound (see the package documentation). It is safe for
+// call stack bound (see the package documentation). It is safe for
 // concurrent use and deterministic: the same wasm and Config give the same
 // bytes. It takes about 15 ms per MB of code, plus wazero's validation of
 // the original (about 100 ms per MB).
 //
 // Errors are marked ErrInvalid (not valid WebAssembly: the instrumenter's
 // own checks or wazero's interpreter with api.CoreFeaturesV2 reject it),
-// ErrUnsupported or ErrReserved; messages name offsets and sections, never
-// host paths.
+// ErrUnsupported, ErrReserved or ErrLimit (over cfg.Limits; the error wraps
+// a *LimitError); messages name offsets and sections, never host paths.
 func Instrument(wasm []byte, cfg Config) (*Result, error) {
-	depth := cfg.MaxCallDepth
-	if depth == 0 {
-		depth = DefaultMaxCallDepth
+	if cfg.MaxCallDepth > math.MaxInt32 {
+		return nil, errors.Newf("fuel: MaxCallDepth %d exceeds %d", cfg.MaxCallDepth, math.MaxInt32)
 	}
-	if depth > math.MaxInt32 {
-		return nil, errors.Newf("fuel: MaxCallDepth %d exceeds %d", depth, math.MaxInt32)
+	stack := cfg.MaxStackBytes
+	if stack == 0 {
+		stack = DefaultMaxStackBytes
 	}
+	if stack > math.MaxInt64/2 {
+		return nil, errors.Newf("fuel: MaxStackBytes %d exceeds %d", stack, uint64(math.MaxInt64/2))
+	}
+	lim := cfg.Limits.withDefaults()
 	// The decoder and the rewrite check the module as they go; refusals
-	// (ErrUnsupported) come from them, with precise offsets. The output is
-	// used only if wazero also accepts the original.
-	m, err := decodeModule(wasm)
+	// (ErrUnsupported, ErrLimit) come from them, with precise offsets. The
+	// output is used only if wazero also accepts the original.
+	m, err := decodeModule(wasm, &lim)
 	if err != nil {
 		return nil, err
 	}
-	out, err := m.instrument(depth)
+	out, err := m.instrument(int64(stack))
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +376,7 @@ func Instrument(wasm []byte, cfg Config) (*Result, error) {
 	return &Result{
 		Module:  out,
 		Info:    m.info(),
-		Version: Version + " depth=" + strconv.FormatUint(uint64(depth), 10),
+		Version: Version + " stack=" + strconv.FormatUint(stack, 10) + " limits=" + lim.String(),
 	}, nil
 }
 
@@ -223,9 +400,15 @@ func validate(wasm []byte) error {
 }
 
 func (m *module) info() Info {
-	info := Info{Features: m.features}
+	info := Info{Features: m.features, DataBytes: m.dataBytes, ElemCount: m.elemCount, MaxFrameBytes: m.maxFrame}
 	for _, imp := range m.imports {
-		info.Imports = append(info.Imports, Import{Module: imp.module, Name: imp.name, Kind: imp.kind})
+		i := Import{Module: imp.module, Name: imp.name, Kind: imp.kind}
+		if imp.kind == ExternFunc {
+			t := m.types[imp.typeIdx]
+			i.Params = append([]byte{}, t.params...)
+			i.Results = append([]byte{}, t.results...)
+		}
+		info.Imports = append(info.Imports, i)
 	}
 	for _, e := range m.exports {
 		info.Exports = append(info.Exports, Export{Name: e.name, Kind: e.kind})

@@ -186,40 +186,59 @@ func deepModule() []byte {
 	)
 }
 
+// frameOf returns the frame cost of a module's only defined function.
+func frameOf(t *testing.T, wasm []byte) int64 {
+	t.Helper()
+	return int64(mustInstrument(t, wasm, Config{}).Info.MaxFrameBytes)
+}
+
 func TestDepth(t *testing.T) {
 	e := getEngine(t, true)
-	for _, depth := range []uint32{1, 2, 1000, 5000} {
-		t.Run(strconv.Itoa(int(depth)), func(t *testing.T) {
-			res := mustInstrument(t, deepModule(), Config{MaxCallDepth: depth})
-			ctx := ctxWith(t.Context(), newMeter(1<<40))
-			cm, err := e.rt.CompileModule(ctx, res.Module)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mod, err := e.rt.InstantiateModule(ctx, cm, moduleConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mod.Close(ctx)
-			_, err = mod.ExportedFunction("rec").Call(ctx, 1)
-			if !errors.Is(err, errDepthExceeded) {
-				t.Fatalf("want depth exceeded, have %v", err)
-			}
-			// The frame beyond the bound stopped at its entry, before it
-			// stored its d: the deepest frame that ran is exactly depth.
-			if deep := mod.ExportedGlobal("deep").Get(); deep != uint64(depth) {
-				t.Errorf("deepest frame = %d, want %d", deep, depth)
-			}
-		})
+	c := frameOf(t, deepModule())
+	for _, k := range []int64{0, 1, 999, 4999} {
+		// A budget of (k+1)·c - 1 lets k+1 frames run: frame d is entered
+		// with budget - (d-1)·c left. One more byte lets a frame more run.
+		for _, extra := range []int64{0, 1} {
+			budget := (k+1)*c - 1 + extra
+			t.Run(strconv.FormatInt(budget, 10), func(t *testing.T) {
+				res := mustInstrument(t, deepModule(), Config{MaxStackBytes: uint64(budget)})
+				ctx := ctxWith(t.Context(), newMeter(1<<40))
+				cm, err := e.rt.CompileModule(ctx, res.Module)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mod, err := e.rt.InstantiateModule(ctx, cm, moduleConfig())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mod.Close(ctx)
+				_, err = mod.ExportedFunction("rec").Call(ctx, 1)
+				if !errors.Is(err, errDepthExceeded) {
+					t.Fatalf("want depth exceeded, have %v", err)
+				}
+				// The frame beyond the budget stopped at its entry, before
+				// it stored its d.
+				if deep := int64(mod.ExportedGlobal("deep").Get()); deep != k+1+extra {
+					t.Errorf("deepest frame = %d, want %d", deep, k+1+extra)
+				}
+				// The low-water mark is the stack left at the deepest entry
+				// that ran, or below the re-entry of the first frame (its
+				// entry ticks: fuel starts at 0), but never below 0.
+				want := max(0, budget-max(k+extra, 1)*c)
+				if low := int64(mod.ExportedGlobal(StackLowExport).Get()); low != want {
+					t.Errorf("low-water mark %d, want %d", low, want)
+				}
+			})
+		}
 	}
 	t.Run("recursion.wasm", func(t *testing.T) {
-		res := mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{MaxCallDepth: 1000})
+		res := mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{})
 		o := e.run(t, res.Module, "", "", nil)
 		if !errors.Is(o.err, errDepthExceeded) {
 			t.Fatalf("want depth exceeded, have %s (%v)", o.behaviour(), o.err)
 		}
-		// With a huge bound the fuel runs out first.
-		res = mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{MaxCallDepth: 1 << 30})
+		// With a huge budget the fuel runs out first.
+		res = mustInstrument(t, testwasm.Bytes(t, "recursion"), Config{MaxStackBytes: 1 << 40})
 		o = e.run(t, res.Module, "", "", newMeter(2_000_000))
 		if !errors.Is(o.err, errFuelExhausted) {
 			t.Fatalf("want fuel exhausted, have %s (%v)", o.behaviour(), o.err)
@@ -228,6 +247,9 @@ func TestDepth(t *testing.T) {
 	t.Run("bad config", func(t *testing.T) {
 		if _, err := Instrument(countModule(), Config{MaxCallDepth: 1 << 31}); err == nil {
 			t.Error("MaxCallDepth 2^31 accepted")
+		}
+		if _, err := Instrument(countModule(), Config{MaxStackBytes: 1 << 63}); err == nil {
+			t.Error("MaxStackBytes 2^63 accepted")
 		}
 	})
 }
@@ -246,18 +268,25 @@ func TestGrow(t *testing.T) {
 	}
 }
 
-// bulkModule exports fill(n i32) (memory.fill of n bytes at 0) and
-// tgrow(n i32) i32 (table.grow by n).
+// bulkModule exports fill(n i32) (memory.fill of n bytes at 0), tgrow(n
+// i32) i32 (table.grow by n), tfill(n i32) (table.fill of n elements at 0),
+// copy(n i32) (memory.copy of n bytes from 0 to 0) and tcopy(n i32)
+// (table.copy of n elements from 0 to 0). The table has 128 elements and
+// may grow to 1000.
 func bulkModule() []byte {
 	return wasmModule(
 		types(functype(i32, none), functype(i32, i32)),
-		funcs(0, 1),
-		section(secTable, vec(cat([]byte{valFuncref, 0}, u32(0)))),
+		funcs(0, 1, 0, 0, 0),
+		section(secTable, vec(cat([]byte{valFuncref, 1}, u32(128), u32(1000)))),
 		memory(1, 1),
-		exports(exportEntry("fill", ExternFunc, 0), exportEntry("tgrow", ExternFunc, 1)),
+		exports(exportEntry("fill", ExternFunc, 0), exportEntry("tgrow", ExternFunc, 1),
+			exportEntry("tfill", ExternFunc, 2), exportEntry("copy", ExternFunc, 3), exportEntry("tcopy", ExternFunc, 4)),
 		codes(
 			body(nil, i32c(0), i32c(7), localGet(0), misc(miscMemoryFill, 0)),
 			body(nil, op(opRefNull, valFuncref), localGet(0), misc(miscTableGrow, 0)),
+			body(nil, i32c(0), op(opRefNull, valFuncref), localGet(0), misc(miscTableFill, 0)),
+			body(nil, i32c(0), i32c(0), localGet(0), misc(miscMemoryCopy, 0, 0)),
+			body(nil, i32c(0), i32c(0), localGet(0), misc(miscTableCopy, 0, 0)),
 		),
 	)
 }
@@ -280,6 +309,12 @@ func TestFuel_bulk(t *testing.T) {
 		{"fill", 65536, 4 + 1024},
 		{"tgrow", 0, 3},
 		{"tgrow", 10, 13},
+		{"tgrow", 872, 3 + 872}, // to the maximum
+		{"tgrow", 873, 3},       // refused (-1): only the static cost
+		{"tgrow", 0xffffffff, 3},
+		{"tfill", 128, 4 + 2},
+		{"copy", 65536, 4 + 1024},
+		{"tcopy", 64, 4 + 1},
 	}
 	for _, tc := range tests {
 		o := e.run(t, res.Module, "", tc.fn, nil, tc.n)
@@ -290,18 +325,41 @@ func TestFuel_bulk(t *testing.T) {
 			t.Errorf("%s(%d): fuel %d, want %d", tc.fn, tc.n, o.fuel, tc.wantFuel)
 		}
 	}
-	// A huge length (unsigned) is charged before the operation runs, so the
-	// budget stops it rather than the bounds check.
-	me := newMeter(1_000_000)
-	o := e.run(t, res.Module, "", "fill", me, 0xfffffff0)
-	if !errors.Is(o.err, errFuelExhausted) || o.fuel != 1_000_000 {
-		t.Errorf("fill(2^32-16): %v, fuel %d", o.err, o.fuel)
+	// A huge length (unsigned) is charged only up to the memory or table
+	// size, so under a small budget the operation's own bounds check traps;
+	// a budget below the in-bounds part stops it first (negative control).
+	for _, tc := range []struct {
+		fn       string
+		n        uint64
+		inBounds int64 // fuel of the call up to the operation's bounds check
+	}{
+		{"fill", 0xfffffff0, 4 + 1024},
+		{"copy", 0x80000000, 4 + 1024},
+		{"tfill", 0xffffffff, 4 + 2},
+		{"tcopy", 1 << 20, 4 + 2},
+	} {
+		o := e.run(t, res.Module, "", tc.fn, newMeter(1_000_000), tc.n)
+		if o.err == nil || !strings.Contains(o.err.Error(), "out of bounds") && !strings.Contains(o.err.Error(), "invalid table access") || o.fuel != tc.inBounds {
+			t.Errorf("%s(%#x): %v, fuel %d, want out of bounds with fuel %d", tc.fn, tc.n, o.err, o.fuel, tc.inBounds)
+		}
+		me := newMeter(tc.inBounds - 1)
+		o = e.run(t, res.Module, "", tc.fn, me, tc.n)
+		if !errors.Is(o.err, errFuelExhausted) || o.fuel != tc.inBounds-1 {
+			t.Errorf("%s(%#x), budget %d: %v, fuel %d", tc.fn, tc.n, tc.inBounds-1, o.err, o.fuel)
+		}
+	}
+	// A successful grow is charged after it ran: under a budget below the
+	// delta it completes, then the tick traps.
+	o := e.run(t, res.Module, "", "tgrow", newMeter(100), 500)
+	if !errors.Is(o.err, errFuelExhausted) {
+		t.Errorf("tgrow(500) with budget 100: %v", o.err)
 	}
 }
 
 func TestInstrument_goGuest(t *testing.T) {
 	wasm := testwasm.BuildGoGuest(t)
-	res := mustInstrument(t, wasm, Config{})
+	// The Go guest's deepest calls charge about 1.1 MB (see FrameCost).
+	res := mustInstrument(t, wasm, Config{MaxStackBytes: 4 << 20})
 	// Compiling 3 MB twice with the compiler takes seconds under -race; the
 	// interpreter checks the same behaviour.
 	e := getEngine(t, !testing.Short())
@@ -383,7 +441,7 @@ func mixModule() []byte {
 // are those of a run that never ticks at entry.
 func TestEntry_reentry(t *testing.T) {
 	e := getEngine(t, true)
-	res := mustInstrument(t, mixModule(), Config{MaxCallDepth: 100})
+	res := mustInstrument(t, mixModule(), Config{})
 	want := float64(7+3*50) + 1.5 + 0.25*math.Pow(2, 50)
 	args := []uint64{50, 7, uint64(math.Float32bits(1.5)), math.Float64bits(0.25)}
 	var fuel int64
@@ -401,18 +459,23 @@ func TestEntry_reentry(t *testing.T) {
 		}
 		fuel = o.fuel
 	}
-	// Re-entry frames do not count toward the bound: 51 nested calls fit in
-	// 51 and not in 50, whatever the slice.
+	// Re-entry frames are not charged to the stack global: 51 nested calls
+	// fit in a budget of 50 frames and not in one byte less, whatever the
+	// slice.
+	c := frameOf(t, mixModule())
 	for _, slice := range []int64{1 << 20, 1} {
 		for _, tc := range []struct {
-			depth uint32
-			ok    bool
-		}{{51, true}, {50, false}} {
+			budget int64
+			ok     bool
+		}{{50 * c, true}, {50*c - 1, false}} {
 			me := newMeter(1 << 40)
 			me.slice = slice
-			o := e.run(t, mustInstrument(t, mixModule(), Config{MaxCallDepth: tc.depth}).Module, "", "mix", me, args...)
+			o := e.run(t, mustInstrument(t, mixModule(), Config{MaxStackBytes: uint64(tc.budget)}).Module, "", "mix", me, args...)
 			if (o.err == nil) != tc.ok || (!tc.ok && !errors.Is(o.err, errDepthExceeded)) {
-				t.Errorf("slice %d, depth %d: %v", slice, tc.depth, o.err)
+				t.Errorf("slice %d, budget %d: %v", slice, tc.budget, o.err)
+			}
+			if tc.ok && o.stack != tc.budget {
+				t.Errorf("slice %d: stack global %d after return, want %d", slice, o.stack, tc.budget)
 			}
 		}
 	}

@@ -23,7 +23,7 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(fibModule())
 	f.Add(countModule())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		res, err := Instrument(wasm, Config{MaxCallDepth: 100})
+		res, err := Instrument(wasm, Config{MaxStackBytes: 100_000})
 		switch {
 		case err == nil:
 			if err := validate(res.Module); err != nil {
@@ -54,7 +54,8 @@ func FuzzInstrument(f *testing.F) {
 // decodes instruction by instruction, ignoring indices out of range (decode
 // reads all immediates before it reports one).
 func safeForWazero(wasm []byte) bool {
-	m, err := decodeModule(wasm)
+	lim := DefaultLimits()
+	m, err := decodeModule(wasm, &lim)
 	if err != nil {
 		return false
 	}
@@ -139,8 +140,8 @@ func checkGenerated(t *testing.T, data []byte, compiler bool) {
 	if have.fuel < 4*int64(have.counter) {
 		t.Fatalf("fuel %d < 4 × %d counter increments", have.fuel, have.counter)
 	}
-	if have.trap == "" && have.callsLeft != DefaultMaxCallDepth-1 {
-		t.Fatalf("calls left %d after return", have.callsLeft)
+	if have.trap == "" && have.stack != DefaultMaxStackBytes {
+		t.Fatalf("stack global %d after return", have.stack)
 	}
 	me := newMeter(1 << 40)
 	me.slice = 3

@@ -15,7 +15,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 )
@@ -197,7 +196,7 @@ type outcome struct {
 	err            error
 	results        []uint64
 	fuel           int64  // consumed (instrumented runs)
-	callsLeft      int64  // the call-depth global after the run
+	stack, low     int64  // the stack globals after the run
 	counter        uint64 // the exported global "cnt", if any
 	memHash        uint64 // FNV-1a of the memory exported as "mem", if any
 	me             *meter
@@ -231,7 +230,13 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 		if f == nil {
 			t.Fatalf("no export %q", fn)
 		}
-		o.results, err = f.Call(ctx, args...)
+		// The instrumented module's start function is an export.
+		if start := mod.ExportedFunction(StartExport); start != nil {
+			_, err = start.Call(ctx)
+		}
+		if err == nil {
+			o.results, err = f.Call(ctx, args...)
+		}
 	}
 	o.stdout, o.stderr = stdout.String(), stderr.String()
 	var exit *sys.ExitError
@@ -255,8 +260,8 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 		}
 		if g := mod.ExportedGlobal(FuelExport); g != nil {
 			me.fuel = g.(api.MutableGlobal)
-			im := mod.(experimental.InternalModule)
-			o.callsLeft = int64(im.Global(im.NumGlobal() - 1).Get())
+			o.stack = int64(mod.ExportedGlobal(StackExport).Get())
+			o.low = int64(mod.ExportedGlobal(StackLowExport).Get())
 		}
 	}
 	o.fuel = me.used()

@@ -11,11 +11,11 @@ const numAdded = 3
 // rewriter holds the module-wide facts of one rewrite and buffers reused
 // from one function to the next.
 type rewriter struct {
-	m        *module
-	maxDepth uint32
+	m     *module
+	stack int64 // initial value of the stack globals
 
 	tickFn, growFn, depthFn uint32 // function indices of the added imports
-	fuelG, depthG           uint32 // global indices of the added globals (fuel, calls left)
+	fuelG, stackG, lowG     uint32 // global indices of the added globals
 	voidType, growType      uint32 // type indices of the added imports
 	types                   []funcType
 
@@ -24,13 +24,34 @@ type rewriter struct {
 	charges []charge
 	ctl     []ctrl
 	targets []uint32
+	locals  []localRun // the function's parameters and locals, by type
+	set     []bool     // by local: a local.set or local.tee writes it
+	frame   frameSize  // the function's frame estimate (see analyze)
+}
+
+// localRun is a run of locals of one type ending before index end.
+type localRun struct {
+	end uint64
+	typ byte
+}
+
+// frameSize counts the values a function's compiled frame may hold, by
+// size (see FrameCost).
+type frameSize struct {
+	scalars, vectors uint64
+	callArea         uint64 // largest params+results of one call, in 16-byte slots
+	nesting          uint64 // deepest block nesting
 }
 
 // instr is one decoded instruction of the function being rewritten.
 type instr struct {
 	op         uint16 // opcode; prefixed: prefix<<8 | sub-opcode
+	v8, v16    uint16 // values of 8 and 16 bytes it defines (see frameSize)
 	start, end int32  // byte range in funcBody.code
-	imm        uint32 // function index (call, ref.func)
+	// imm is the function index (call, ref.func), type index
+	// (call_indirect), local index (local.*) or the table whose size bounds
+	// a bulk table operation (table.fill, table.copy, table.init).
+	imm uint32
 }
 
 // charge is the charge of the region starting before instruction at (at ==
@@ -60,17 +81,19 @@ func (m *module) shift(f uint32) uint32 {
 	return f + numAdded
 }
 
-// instrument rewrites the decoded module m (see the package documentation).
-func (m *module) instrument(maxDepth uint32) ([]byte, error) {
+// instrument rewrites the decoded module m (see the package documentation)
+// with stack as the initial value of the stack globals.
+func (m *module) instrument(stack int64) ([]byte, error) {
 	rw := &rewriter{
-		m:        m,
-		maxDepth: maxDepth,
-		tickFn:   m.numImportedFuncs,
-		growFn:   m.numImportedFuncs + 1,
-		depthFn:  m.numImportedFuncs + 2,
-		fuelG:    m.numGlobals(),
-		depthG:   m.numGlobals() + 1,
-		types:    m.types,
+		m:       m,
+		stack:   stack,
+		tickFn:  m.numImportedFuncs,
+		growFn:  m.numImportedFuncs + 1,
+		depthFn: m.numImportedFuncs + 2,
+		fuelG:   m.numGlobals(),
+		stackG:  m.numGlobals() + 1,
+		lowG:    m.numGlobals() + 2,
+		types:   m.types,
 	}
 	rw.voidType = rw.typeFor(funcType{params: []byte{}, results: []byte{}})
 	rw.growType = rw.typeFor(funcType{params: []byte{valI32}, results: []byte{valI32}})
@@ -132,7 +155,17 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 		emit(secFunction)
 	}
 	if m.tableRaw != nil {
-		sec.raw(m.tableRaw)
+		// Re-encoded: maxima may be clamped (see addTable).
+		defined := m.tables[m.numImportedTables:]
+		sec.u32(uint32(len(defined)))
+		for _, t := range defined {
+			sec.byte(t.elem)
+			sec.byte(boolByte(t.lim.hasMax))
+			sec.u32(t.lim.min)
+			if t.lim.hasMax {
+				sec.u32(t.lim.max)
+			}
+		}
 		emit(secTable)
 	}
 	if m.memoryRaw != nil {
@@ -140,19 +173,25 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 		emit(secMemory)
 	}
 
-	sec.u32(uint32(len(m.globals) + 2))
+	sec.u32(uint32(len(m.globals) + 3))
 	for _, g := range m.globals {
 		sec.byte(g.typ)
 		sec.byte(boolByte(g.mutable))
 		sec.raw(m.renumberConstExpr(g.init, m.shift))
 	}
 	sec.raw([]byte{valI64, 1, opI64Const, 0, opEnd}) // fuel
-	sec.raw([]byte{valI64, 1, opI64Const})           // calls left
-	sec.s64(int64(rw.maxDepth) - 1)
-	sec.byte(opEnd)
+	for range 2 {                                    // stack, low-water mark
+		sec.raw([]byte{valI64, 1, opI64Const})
+		sec.s64(rw.stack)
+		sec.byte(opEnd)
+	}
 	emit(secGlobal)
 
-	sec.u32(uint32(len(m.exports) + 1))
+	added := 3
+	if m.start != nil {
+		added++
+	}
+	sec.u32(uint32(len(m.exports) + added))
 	for _, e := range m.exports {
 		sec.name(e.name)
 		sec.byte(byte(e.kind))
@@ -162,15 +201,22 @@ func (m *module) instrument(maxDepth uint32) ([]byte, error) {
 			sec.u32(e.index)
 		}
 	}
-	sec.name(FuelExport)
-	sec.byte(byte(ExternGlobal))
-	sec.u32(rw.fuelG)
-	emit(secExport)
-
-	if m.start != nil {
-		sec.u32(m.shift(*m.start))
-		emit(secStart)
+	for _, g := range []struct {
+		name string
+		idx  uint32
+	}{{FuelExport, rw.fuelG}, {StackExport, rw.stackG}, {StackLowExport, rw.lowG}} {
+		sec.name(g.name)
+		sec.byte(byte(ExternGlobal))
+		sec.u32(g.idx)
 	}
+	if m.start != nil {
+		// No start section: the host runs the start function itself, once
+		// it has set the stack globals.
+		sec.name(StartExport)
+		sec.byte(byte(ExternFunc))
+		sec.u32(m.shift(*m.start))
+	}
+	emit(secExport)
 	if m.elems != nil {
 		sec.u32(uint32(len(m.elems)))
 		for i := range m.elems {
@@ -225,14 +271,44 @@ func (rw *rewriter) function(i int, w *writer) error {
 	fb := &m.code[i]
 	ft := m.types[m.funcs[i]]
 	numLocals := uint64(len(ft.params)) + fb.numLocals
+	rw.locals = rw.locals[:0]
+	for j, t := range ft.params {
+		rw.locals = append(rw.locals, localRun{end: uint64(j) + 1, typ: t})
+	}
+	end := uint64(len(ft.params))
+	for _, g := range fb.locals {
+		if g.n > 0 {
+			end += uint64(g.n)
+			rw.locals = append(rw.locals, localRun{end: end, typ: g.typ})
+		}
+	}
 	scratch, err := rw.analyze(fb, numLocals)
 	if err != nil {
 		return err
 	}
+	if d := rw.frame.nesting; d > m.lim.NestingDepth {
+		return limitError("nesting_depth", m.lim.NestingDepth, d,
+			"function "+itoa(uint64(m.numImportedFuncs)+uint64(i))+" nests blocks "+itoa(d)+" deep")
+	}
+	// The frame: parameters, locals and scratch locals, the values the body
+	// defines, the results.
+	fr := rw.frame
+	for _, t := range ft.params {
+		fr.add(t, 1)
+	}
+	for _, g := range fb.locals {
+		fr.add(g.typ, uint64(g.n))
+	}
+	fr.scalars += uint64(scratch)
+	for _, t := range ft.results {
+		fr.add(t, 1)
+	}
+	frameCost := FrameCost(fr.scalars, fr.vectors+fr.callArea)
+	m.maxFrame = max(m.maxFrame, frameCost)
 
-	// Locals, plus one i32 scratch local for the dynamic charges.
+	// Locals, plus up to two i32 scratch locals for the dynamic charges.
 	groups := len(fb.locals)
-	if scratch {
+	if scratch > 0 {
 		groups++
 	}
 	w.u32(uint32(groups))
@@ -240,16 +316,16 @@ func (rw *rewriter) function(i int, w *writer) error {
 		w.u32(g.n)
 		w.byte(g.typ)
 	}
-	scratchLocal := uint32(numLocals)
-	if scratch {
-		w.u32(1)
+	s0, s1 := uint32(numLocals), uint32(numLocals)+1
+	if scratch > 0 {
+		w.u32(uint32(scratch))
 		w.byte(valI32)
 	}
 
-	rw.emitEntry(w, rw.charges[0].cost, m.numImportedFuncs+numAdded+uint32(i), len(ft.params))
+	rw.emitEntry(w, rw.charges[0].cost, m.numImportedFuncs+numAdded+uint32(i), len(ft.params), frameCost)
 	code := fb.code
 	next := 1        // rw.charges[0] is the entry charge
-	calling := false // inside a call bracket: depth decremented
+	calling := false // inside a call bracket: the frame is charged
 	for idx, in := range rw.ins {
 		if next < len(rw.charges) && rw.charges[next].at == idx {
 			rw.emitCharge(w, rw.charges[next].cost)
@@ -258,12 +334,12 @@ func (rw *rewriter) function(i int, w *writer) error {
 		switch in.op {
 		case opCall, opCallIndirect:
 			if !calling {
-				rw.emitDepth(w, opI64Sub)
+				rw.emitAdd(w, rw.stackG, -int64(frameCost))
 				calling = true
 			}
 		case opBlock, opLoop, opIf, opElse, opEnd, opBr, opBrIf, opBrTable, opReturn, opUnreachable:
 			if calling {
-				rw.emitDepth(w, opI64Add)
+				rw.emitAdd(w, rw.stackG, int64(frameCost))
 				calling = false
 			}
 		}
@@ -274,13 +350,17 @@ func (rw *rewriter) function(i int, w *writer) error {
 		case opMemoryGrow:
 			w.byte(opCall)
 			w.u32(rw.growFn)
-		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscMemoryCopy, prefixMisc<<8 | miscMemoryFill,
-			prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill:
-			rw.emitDynamic(w, scratchLocal, BulkShift)
+		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscMemoryCopy, prefixMisc<<8 | miscMemoryFill:
+			rw.emitBulk(w, s0, false, 0)
+			w.raw(code[in.start:in.end])
+		case prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill:
+			rw.emitBulk(w, s0, true, in.imm)
 			w.raw(code[in.start:in.end])
 		case prefixMisc<<8 | miscTableGrow:
-			rw.emitDynamic(w, scratchLocal, 0)
+			w.byte(opLocalTee)
+			w.u32(s0)
 			w.raw(code[in.start:in.end])
+			rw.emitGrown(w, s0, s1)
 		default:
 			w.raw(code[in.start:in.end])
 		}
@@ -288,12 +368,51 @@ func (rw *rewriter) function(i int, w *writer) error {
 	return nil
 }
 
+// add counts n values of type t.
+func (f *frameSize) add(t byte, n uint64) {
+	if t == valV128 {
+		f.vectors += n
+	} else {
+		f.scalars += n
+	}
+}
+
+// localType returns the type of local idx (idx is in range).
+func (rw *rewriter) localType(idx uint32) byte {
+	lo, hi := 0, len(rw.locals)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if uint64(idx) < rw.locals[mid].end {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return rw.locals[lo].typ
+}
+
 // analyze decodes and checks the body of fb, filling rw.ins with its
-// instructions and rw.charges with its regions and their costs (see the
-// package documentation). It reports whether a dynamic charge needs the
-// scratch local.
-func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err error) {
+// instructions, rw.charges with its regions and their costs (see the
+// package documentation) and rw.frame with the values the body defines and
+// its nesting depth. It returns the number of i32 scratch locals the
+// dynamic charges need (0, 1 or 2).
+func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err error) {
 	rw.ins = rw.ins[:0]
+	rw.frame = frameSize{}
+	// Block parameters the locals may need: at most one per enclosing block
+	// of each local.set and local.tee, and at most one per block and local
+	// set in the body.
+	var defDepth, constructs, distinct uint64
+	wide := false
+	rw.set = append(rw.set[:0], make([]bool, numLocals)...)
+	defer func() {
+		phis := min(defDepth, constructs*distinct)
+		if wide {
+			rw.frame.vectors += phis
+		} else {
+			rw.frame.scalars += phis
+		}
+	}()
 	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8)})
 	rw.ctl = append(rw.ctl[:0], ctrl{op: opEnd, reachable: true})
 	cur := 0 // index in rw.charges of the open region; -1: unreachable code
@@ -317,21 +436,43 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 	}
 	for len(rw.ctl) > 0 {
 		if r.eof() {
-			return false, r.errorf("function body ends inside a block")
+			return 0, r.errorf("function body ends inside a block")
 		}
 		at := r.offset()
 		in, err := rw.decode(r, numLocals)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		idx := len(rw.ins)
 		rw.ins = append(rw.ins, in)
 		if cur >= 0 {
 			rw.charges[cur].cost += opCost(in.op)
 		}
+		rw.frame.scalars += uint64(in.v8)
+		rw.frame.vectors += uint64(in.v16)
+		switch in.op {
+		case opLocalSet, opLocalTee:
+			// A new value of the local: it may become a block parameter
+			// (a phi) of every enclosing block.
+			defDepth += uint64(len(rw.ctl) - 1)
+			if !rw.set[in.imm] {
+				rw.set[in.imm] = true
+				distinct++
+				wide = wide || rw.localType(in.imm) == valV128
+			}
+		case opCall, opCallIndirect:
+			ti := in.imm
+			if in.op == opCall {
+				ti = rw.m.funcType(in.imm)
+			}
+			t := rw.m.types[ti]
+			rw.frame.callArea = max(rw.frame.callArea, uint64(len(t.params)+len(t.results)))
+		}
 		switch in.op {
 		case opBlock, opLoop, opIf:
 			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1})
+			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
+			constructs++
 			if cur >= 0 && in.op != opBlock {
 				open(idx + 1) // loop header (a branch target) or then arm
 				rw.ctl[len(rw.ctl)-1].then = cur
@@ -339,7 +480,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 		case opElse:
 			t := &rw.ctl[len(rw.ctl)-1]
 			if t.op != opIf || t.hasElse {
-				return false, errors.Wrapf(ErrInvalid, "offset %#x: else without if", at)
+				return 0, errors.Wrapf(ErrInvalid, "offset %#x: else without if", at)
 			}
 			t.hasElse, t.thenLive = true, cur >= 0
 			cur = -1
@@ -382,7 +523,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 		case opBr, opBrIf:
 			target, err := mark(in.imm, at)
 			if err != nil {
-				return false, err
+				return 0, err
 			}
 			switch {
 			case in.op == opBr:
@@ -398,66 +539,139 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch bool, err e
 		case opBrTable:
 			for _, l := range rw.targets {
 				if _, err := mark(l, at); err != nil {
-					return false, err
+					return 0, err
 				}
 			}
 			cur = -1
 		case opReturn, opUnreachable:
 			cur = -1
 		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscMemoryCopy, prefixMisc<<8 | miscMemoryFill,
-			prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill,
-			prefixMisc<<8 | miscTableGrow:
-			scratch = true
+			prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill:
+			scratch = max(scratch, 1)
+		case prefixMisc<<8 | miscTableGrow:
+			scratch = 2
 		}
 	}
 	if !r.eof() {
-		return false, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
+		return 0, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
 	}
 	return scratch, nil
 }
 
 // emitEntry writes the function prologue of function self (its index in
-// the output) with numParams parameters: the entry region's charge and the
-// call-depth check, with one branch to the slow path:
+// the output) with numParams parameters and frame cost frame: the entry
+// region's charge and the stack check, with one branch to the slow path:
 //
 //	fuel -= cost
-//	if fuel|depth < 0 {
-//		if fuel < 0 { tick() }
-//		if depth < 0 { depth_exceeded(); unreachable }
-//		fuel += cost
-//		return self(params...)
+//	if fuel|(stack-low) < 0 {
+//		if stack < 0 { depth_exceeded(); unreachable }
+//		if stack < low { low = stack }
+//		if fuel < 0 {
+//			tick()
+//			fuel += cost
+//			low = min(low, max(stack-frame, 0))
+//			return self(params...)
+//		}
 //	}
 //
-// After tick the function enters itself again instead of going on: the slow
-// path then ends in a return and never joins the fast path, which keeps the
-// parameters and the fuel in registers there (wazero's compiler reloads
+// stack ≥ low ≥ 0 outside the slow path (the host keeps both ≥ 0), so
+// stack-low ≥ 0 means both that the budget is not spent and that the
+// low-water mark holds. The slow path that only moves the mark joins the
+// fast path; it makes no call, so nothing live across it is reloaded.
+//
+// After tick the function enters itself again instead of going on: that
+// slow path then ends in a return and never joins the fast path, which keeps
+// the parameters and the fuel in registers there (wazero's compiler reloads
 // every value live across a join with a call on one side). The refund and
 // the charge on re-entry cancel out, so fuel is unchanged. The re-entry is a
-// real frame that the depth counter does not see, at most one per counted
-// frame (the re-entered call passes its check: tick left fuel ≥ 0).
+// real frame that the stack global does not charge (see emitReentry): at
+// most one per tick in progress.
 //
-// The check is written "if fuel|depth >= 0 {} else { ... }" (see
-// emitUnlikely) so that the fast path falls through. Fuel is never negative
-// outside a charge, so with no cost only the depth needs checking.
-func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int) {
-	if cost == 0 {
-		rw.emitDepthCheck(w)
-		return
+// The check is written "if x >= 0 {} else { ... }" (see emitUnlikely) so
+// that the fast path falls through. Fuel is never negative outside a
+// charge, so with no cost only the stack is checked.
+func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int, frame uint64) {
+	if cost != 0 {
+		rw.emitAdd(w, rw.fuelG, -cost)
+		w.byte(opGlobalGet)
+		w.u32(rw.fuelG)
 	}
-	rw.emitAdd(w, rw.fuelG, -cost)
 	w.byte(opGlobalGet)
-	w.u32(rw.fuelG)
+	w.u32(rw.stackG)
 	w.byte(opGlobalGet)
-	w.u32(rw.depthG)
-	w.byte(0x84) // i64.or
+	w.u32(rw.lowG)
+	w.byte(opI64Sub)
+	if cost != 0 {
+		w.byte(opI64Or)
+	}
 	w.byte(opI64Const)
 	w.byte(0)
 	w.byte(opI64GeS)
 	rw.emitUnlikely(w)
-	rw.emitNegative(w, rw.fuelG)
-	rw.emitSlowCall(w, rw.tickFn)
-	rw.emitDepthCheck(w)
-	rw.emitAdd(w, rw.fuelG, cost)
+	// stack < 0: the budget is spent.
+	rw.emitNonNegative(w, rw.stackG)
+	rw.emitUnlikely(w)
+	w.byte(opCall)
+	w.u32(rw.depthFn)
+	w.byte(opUnreachable)
+	w.byte(opEnd)
+	// low = min(low, stack)
+	w.byte(opGlobalGet)
+	w.u32(rw.stackG)
+	w.byte(opGlobalGet)
+	w.u32(rw.lowG)
+	w.byte(opI64LtS)
+	w.byte(opIf)
+	w.byte(blockEmpty)
+	w.byte(opGlobalGet)
+	w.u32(rw.stackG)
+	w.byte(opGlobalSet)
+	w.u32(rw.lowG)
+	w.byte(opEnd)
+	if cost != 0 {
+		rw.emitNegative(w, rw.fuelG)
+		w.byte(opIf)
+		w.byte(blockEmpty)
+		w.byte(opCall)
+		w.u32(rw.tickFn)
+		rw.emitAdd(w, rw.fuelG, cost)
+		rw.emitReentry(w, self, numParams, frame)
+		w.byte(opEnd)
+	}
+	w.byte(opEnd)
+}
+
+// emitReentry writes "if stack-frame < low { low = max(stack-frame, 0) };
+// return self(params...)". The re-entered frame is not charged to the
+// stack global: a charge would make later entry checks, and so traps,
+// depend on where ticks happened. The low-water mark does see it, so the
+// host's view of the peak includes it (capped at the whole budget: the
+// mark never goes below 0, which keeps stack-low ≥ 0 meaning stack ≥ 0).
+func (rw *rewriter) emitReentry(w *writer, self uint32, numParams int, frame uint64) {
+	below := func() {
+		w.byte(opGlobalGet)
+		w.u32(rw.stackG)
+		w.byte(opI64Const)
+		w.s64(int64(frame))
+		w.byte(opI64Sub)
+	}
+	below()
+	w.byte(opGlobalGet)
+	w.u32(rw.lowG)
+	w.byte(opI64LtS)
+	w.byte(opIf)
+	w.byte(blockEmpty)
+	below()
+	w.byte(opI64Const)
+	w.byte(0)
+	below()
+	w.byte(opI64Const)
+	w.byte(0)
+	w.byte(opI64GtS)
+	w.byte(opSelect)
+	w.byte(opGlobalSet)
+	w.u32(rw.lowG)
+	w.byte(opEnd)
 	for p := range numParams {
 		w.byte(opLocalGet)
 		w.u32(uint32(p))
@@ -465,15 +679,12 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int)
 	w.byte(opCall)
 	w.u32(self)
 	w.byte(opReturn)
-	w.byte(opEnd)
 }
 
 // emitUnlikely opens the slow path of a check whose condition (true: all
 // is well) is on the stack: "if else". The fast path is the empty then
 // arm, so wazero's compiler lays it out as the fall-through and puts the
-// slow path after it; the caller writes the slow path and its end. Only for
-// slow paths that end in return or unreachable: one that joins the fast
-// path again costs the fast path a jump over it.
+// slow path after it; the caller writes the slow path and its end.
 func (rw *rewriter) emitUnlikely(w *writer) {
 	w.byte(opIf)
 	w.byte(blockEmpty)
@@ -507,17 +718,6 @@ func (rw *rewriter) emitSlowCall(w *writer, fn uint32) {
 	w.byte(opEnd)
 }
 
-// emitDepthCheck writes "if depth >= 0 {} else { depth_exceeded();
-// unreachable }": depth_exceeded never returns.
-func (rw *rewriter) emitDepthCheck(w *writer) {
-	rw.emitNonNegative(w, rw.depthG)
-	rw.emitUnlikely(w)
-	w.byte(opCall)
-	w.u32(rw.depthFn)
-	w.byte(opUnreachable)
-	w.byte(opEnd)
-}
-
 // emitAdd writes g += delta for an i64 global g.
 func (rw *rewriter) emitAdd(w *writer, g uint32, delta int64) {
 	w.byte(opGlobalGet)
@@ -534,18 +734,6 @@ func (rw *rewriter) emitAdd(w *writer, g uint32, delta int64) {
 	w.u32(g)
 }
 
-// emitDepth writes the opening (op i64.sub: one more call in progress) or
-// closing (i64.add) of a call bracket.
-func (rw *rewriter) emitDepth(w *writer, op byte) {
-	w.byte(opGlobalGet)
-	w.u32(rw.depthG)
-	w.byte(opI64Const)
-	w.byte(1)
-	w.byte(op)
-	w.byte(opGlobalSet)
-	w.u32(rw.depthG)
-}
-
 // emitCharge writes the charge of a region: "fuel -= cost; if fuel < 0 {
 // tick() }", or for a negative cost (a refund, see hoisting) "fuel +=
 // -cost", which cannot make fuel negative. A zero cost writes nothing.
@@ -560,22 +748,75 @@ func (rw *rewriter) emitCharge(w *writer, cost int64) {
 	}
 }
 
-// emitDynamic writes the charge of a bulk operation whose i32 length (an
-// unsigned count of bytes or elements) is on top of the stack: "fuel -=
-// uint64(len) >> shift; if fuel < 0 { tick() }", leaving the length in place.
-func (rw *rewriter) emitDynamic(w *writer, scratch uint32, shift byte) {
+// emitBulk writes the charge of a bulk operation whose i32 length (an
+// unsigned count of bytes or elements) is on top of the stack, leaving the
+// length in place: "fuel -= min(len>>6, bound); if fuel < 0 { tick() }"
+// where bound is the memory's size in 64-byte units (pages<<10) or, for a
+// table operation, the size of table>>6. That is min(len, size)>>BulkShift:
+// an out-of-bounds length is charged only up to the size, and the
+// operation's own bounds check traps.
+func (rw *rewriter) emitBulk(w *writer, scratch uint32, isTable bool, table uint32) {
+	bound := func() {
+		if isTable {
+			w.byte(prefixMisc)
+			w.u32(miscTableSize)
+			w.u32(table)
+			w.byte(opI32Const)
+			w.byte(BulkShift)
+			w.byte(opI32ShrU)
+		} else {
+			w.byte(opMemorySize)
+			w.byte(0)
+			w.byte(opI32Const)
+			w.byte(16 - BulkShift)
+			w.byte(opI32Shl)
+		}
+	}
+	units := func() {
+		w.byte(opLocalGet)
+		w.u32(scratch)
+		w.byte(opI32Const)
+		w.byte(BulkShift)
+		w.byte(opI32ShrU)
+	}
 	w.byte(opLocalTee)
 	w.u32(scratch)
 	w.byte(opGlobalGet)
 	w.u32(rw.fuelG)
-	w.byte(opLocalGet)
-	w.u32(scratch)
+	units()
+	bound()
+	units()
+	bound()
+	w.byte(opI32LtU)
+	w.byte(opSelect)
 	w.byte(opI64ExtendU)
-	if shift != 0 {
-		w.byte(opI64Const)
-		w.byte(shift)
-		w.byte(opI64ShrU)
-	}
+	w.byte(opI64Sub)
+	w.byte(opGlobalSet)
+	w.u32(rw.fuelG)
+	rw.emitNegative(w, rw.fuelG)
+	rw.emitSlowCall(w, rw.tickFn)
+}
+
+// emitGrown writes the charge of a table.grow that has run, its delta in
+// local delta and its result on top of the stack (left in place): "fuel -=
+// (result == -1 ? 0 : delta); if fuel < 0 { tick() }". A refused grow did
+// no work and costs only its static 1.
+func (rw *rewriter) emitGrown(w *writer, delta, result uint32) {
+	w.byte(opLocalTee)
+	w.u32(result)
+	w.byte(opGlobalGet)
+	w.u32(rw.fuelG)
+	w.byte(opLocalGet)
+	w.u32(delta)
+	w.byte(opI32Const)
+	w.byte(0)
+	w.byte(opLocalGet)
+	w.u32(result)
+	w.byte(opI32Const)
+	w.byte(1)
+	w.byte(opI32Add)
+	w.byte(opSelect) // result+1 != 0 ? delta : 0
+	w.byte(opI64ExtendU)
 	w.byte(opI64Sub)
 	w.byte(opGlobalSet)
 	w.u32(rw.fuelG)

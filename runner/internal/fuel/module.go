@@ -1,6 +1,9 @@
 package fuel
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/cockroachdb/errors"
 )
 
@@ -122,23 +125,31 @@ type module struct {
 
 	numImportedFuncs, numImportedTables, numImportedGlobals, numImportedMems uint32
 
-	funcs      []uint32 // type index of each defined function
-	tables     []tableEntry
-	memory     *limits // the one memory, imported or defined (nil: none)
-	memDefined bool
-	globals    []global
-	exports    []export
-	start      *uint32
-	elems      []elemSegment
-	dataCount  *uint32
-	numData    uint32
-	code       []funcBody
+	importTypes []uint32 // type index of each imported function
+	funcs       []uint32 // type index of each defined function
+	tables      []tableEntry
+	memory      *limits // the one memory, imported or defined (nil: none)
+	memDefined  bool
+	globals     []global
+	exports     []export
+	start       *uint32
+	elems       []elemSegment
+	dataCount   *uint32
+	numData     uint32
+	code        []funcBody
 
 	tableRaw, memoryRaw, dataRaw, dataCountRaw []byte // section contents kept verbatim
 
 	names    *nameSection
 	features Features
 	size     int // of the binary
+
+	lim         *Limits // the deploy limits, with defaults filled in
+	totalLocals uint64
+	codeBytes   uint64
+	dataBytes   uint64 // data segment payloads
+	elemCount   uint64 // element segment entries
+	maxFrame    uint64 // largest FrameCost of a defined function (set by instrument)
 }
 
 type importEntry struct {
@@ -153,6 +164,14 @@ type tableEntry struct {
 	lim  limits
 }
 
+// funcType returns the type index of function f (f is in range).
+func (m *module) funcType(f uint32) uint32 {
+	if f < m.numImportedFuncs {
+		return m.importTypes[f]
+	}
+	return m.funcs[f-m.numImportedFuncs]
+}
+
 func (m *module) numFuncs() uint32   { return m.numImportedFuncs + uint32(len(m.funcs)) }
 func (m *module) numTables() uint32  { return uint32(len(m.tables)) }
 func (m *module) numGlobals() uint32 { return m.numImportedGlobals + uint32(len(m.globals)) }
@@ -164,14 +183,20 @@ var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 // instrumenter does not handle and range-checks every index it reads, so that
 // an index that is out of range in the original cannot alias one the
 // instrumenter adds. Function bodies are checked by instrumentFunc.
-func decodeModule(b []byte) (*module, error) {
+//
+// Every deploy limit but the nesting depth (checked by analyze) is checked
+// here, each before anything is allocated for the counted items.
+func decodeModule(b []byte, lim *Limits) (*module, error) {
 	if len(b) < 8 || string(b[:4]) != string(wasmMagic[:4]) {
 		return nil, errors.Wrap(ErrInvalid, "not a WebAssembly binary (bad magic)")
 	}
 	if string(b[4:8]) != string(wasmMagic[4:8]) {
 		return nil, errors.Wrapf(ErrUnsupported, "binary format version %x", b[4:8])
 	}
-	m := &module{size: len(b)}
+	if uint64(len(b)) > lim.ModuleBytes {
+		return nil, limitError("module_bytes", lim.ModuleBytes, uint64(len(b)), "module is "+itoa(uint64(len(b)))+" bytes")
+	}
+	m := &module{size: len(b), lim: lim}
 	r := &reader{b: b, pos: 8}
 	last := 0
 	var numFuncDecls uint32
@@ -280,6 +305,25 @@ const (
 	maxLocals       = 50_000
 	maxBrTable      = 65_520
 )
+
+// limited reads a vector length like count, refusing it with a
+// *LimitError when base + n exceeds limit (checked before the
+// implementation limit max, so a big count names the deploy limit).
+func (r *reader) limited(what string, max uint32, key string, limit, base uint64) (uint32, error) {
+	n, err := r.count(what, math.MaxUint32)
+	if err != nil {
+		return 0, err
+	}
+	if base+uint64(n) > limit {
+		return 0, limitError(key, limit, base+uint64(n), "module declares "+itoa(base+uint64(n))+" "+what)
+	}
+	if n > max {
+		return 0, errors.Wrapf(ErrUnsupported, "offset %#x: %d %s (at most %d)", r.offset(), n, what, max)
+	}
+	return n, nil
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // count reads a vector length, refusing lengths that cannot fit in the rest
 // of the input (every element takes at least one byte) and, as unsupported,
@@ -425,7 +469,7 @@ func (m *module) addMemory(at int, l limits) error {
 }
 
 func (m *module) decodeImports(r *reader) error {
-	n, err := r.count("imports", maxImports)
+	n, err := r.limited("imports", maxImports, "imports", m.lim.Imports, 0)
 	if err != nil {
 		return err
 	}
@@ -453,6 +497,7 @@ func (m *module) decodeImports(r *reader) error {
 			if imp.typeIdx, err = m.typeIndex(r); err != nil {
 				return err
 			}
+			m.importTypes = append(m.importTypes, imp.typeIdx)
 			m.numImportedFuncs++
 		case ExternTable:
 			t, err := r.refType()
@@ -463,7 +508,9 @@ func (m *module) decodeImports(r *reader) error {
 			if err != nil {
 				return err
 			}
-			m.tables = append(m.tables, tableEntry{elem: t, lim: l})
+			if err := m.addTable(kat, t, l, false); err != nil {
+				return err
+			}
 			m.numImportedTables++
 		case ExternMemory:
 			l, err := r.limits("memory")
@@ -482,6 +529,9 @@ func (m *module) decodeImports(r *reader) error {
 			m.noteValType(t)
 			if _, err := r.mutability(); err != nil {
 				return err
+			}
+			if uint64(m.numImportedGlobals)+1 > m.lim.Globals {
+				return limitError("globals", m.lim.Globals, uint64(m.numImportedGlobals)+1, "module declares more than "+itoa(m.lim.Globals)+" globals")
 			}
 			m.numImportedGlobals++
 		default:
@@ -509,7 +559,7 @@ func (r *reader) mutability() (bool, error) {
 }
 
 func (m *module) decodeFunctions(r *reader) error {
-	n, err := r.count("functions", maxFuncs-m.numImportedFuncs)
+	n, err := r.limited("functions", maxFuncs-m.numImportedFuncs, "functions", m.lim.Functions, 0)
 	if err != nil {
 		return err
 	}
@@ -523,7 +573,7 @@ func (m *module) decodeFunctions(r *reader) error {
 }
 
 func (m *module) decodeTables(r *reader) error {
-	n, err := r.count("tables", maxTables)
+	n, err := r.limited("tables", maxTables, "tables", m.lim.Tables, uint64(len(m.tables)))
 	if err != nil {
 		return err
 	}
@@ -543,7 +593,9 @@ func (m *module) decodeTables(r *reader) error {
 		if l.shared {
 			return errors.Wrapf(ErrUnsupported, "offset %#x: shared table", at)
 		}
-		m.tables = append(m.tables, tableEntry{elem: t, lim: l})
+		if err := m.addTable(at, t, l, true); err != nil {
+			return err
+		}
 	}
 	if len(m.tables) > 1 {
 		m.features |= FeatureReferenceTypes
@@ -551,6 +603,29 @@ func (m *module) decodeTables(r *reader) error {
 	for _, t := range m.tables {
 		m.noteValType(t.elem)
 	}
+	return nil
+}
+
+// addTable appends a table, checking the table limits: its minimum must
+// not exceed TableElements, and a defined table's maximum is clamped to
+// TableElements (table.grow beyond the maximum returns -1, as the
+// specification has it for any maximum). An imported table keeps its type:
+// the table it is given decides how far it grows.
+func (m *module) addTable(at int, elem byte, l limits, defined bool) error {
+	if uint64(len(m.tables))+1 > m.lim.Tables {
+		return limitError("tables", m.lim.Tables, uint64(len(m.tables))+1, "module declares more than "+itoa(m.lim.Tables)+" tables")
+	}
+	if uint64(l.min) > m.lim.TableElements {
+		return limitError("table_elements", m.lim.TableElements, uint64(l.min),
+			"table "+itoa(uint64(len(m.tables)))+" has "+itoa(uint64(l.min))+" elements")
+	}
+	if defined && (!l.hasMax || uint64(l.max) > m.lim.TableElements) {
+		l.hasMax, l.max = true, uint32(m.lim.TableElements)
+		if l.max < l.min { // min ≤ limit < 2^32 after the check above
+			l.max = l.min
+		}
+	}
+	m.tables = append(m.tables, tableEntry{elem: elem, lim: l})
 	return nil
 }
 
@@ -574,7 +649,7 @@ func (m *module) decodeMemories(r *reader) error {
 }
 
 func (m *module) decodeGlobals(r *reader) error {
-	n, err := r.count("globals", maxGlobals-m.numImportedGlobals)
+	n, err := r.limited("globals", maxGlobals-m.numImportedGlobals, "globals", m.lim.Globals, uint64(m.numImportedGlobals))
 	if err != nil {
 		return err
 	}
@@ -598,7 +673,7 @@ func (m *module) decodeGlobals(r *reader) error {
 }
 
 func (m *module) decodeExports(r *reader) error {
-	n, err := r.count("exports", maxExports)
+	n, err := r.limited("exports", maxExports, "exports", m.lim.Exports, 0)
 	if err != nil {
 		return err
 	}
@@ -609,7 +684,7 @@ func (m *module) decodeExports(r *reader) error {
 		if e.name, err = r.name(); err != nil {
 			return err
 		}
-		if e.name == FuelExport {
+		if reservedExports[e.name] {
 			return errors.Wrapf(ErrReserved, "offset %#x: export %q uses a reserved name", at, e.name)
 		}
 		kind, err := r.byte()
@@ -747,6 +822,7 @@ func (m *module) decodeElems(r *reader) error {
 		if err != nil {
 			return err
 		}
+		m.elemCount += uint64(k)
 		if e.usesExpr() {
 			e.exprs = make([][]byte, k)
 			for j := range e.exprs {
@@ -855,7 +931,7 @@ func (m *module) renumberConstExpr(expr []byte, shift func(uint32) uint32) []byt
 }
 
 func (m *module) decodeCode(r *reader) error {
-	n, err := r.count("function bodies", maxFuncs)
+	n, err := r.limited("function bodies", maxFuncs, "functions", m.lim.Functions, 0)
 	if err != nil {
 		return err
 	}
@@ -866,6 +942,15 @@ func (m *module) decodeCode(r *reader) error {
 			return err
 		}
 		start := r.offset()
+		fn := uint64(m.numImportedFuncs) + uint64(i)
+		if uint64(size) > m.lim.FunctionBodyBytes {
+			return limitError("function_body_bytes", m.lim.FunctionBodyBytes, uint64(size),
+				"function "+itoa(fn)+" has a body of "+itoa(uint64(size))+" bytes")
+		}
+		if m.codeBytes += uint64(size); m.codeBytes > m.lim.CodeBytes {
+			return limitError("code_bytes", m.lim.CodeBytes, m.codeBytes,
+				"function bodies take more than "+itoa(m.lim.CodeBytes)+" bytes")
+		}
 		body, err := r.bytes(int(size))
 		if err != nil {
 			return errors.Wrapf(err, "function body %d", i)
@@ -886,6 +971,14 @@ func (m *module) decodeCode(r *reader) error {
 			}
 			m.noteValType(fb.locals[j].typ)
 			fb.numLocals += uint64(fb.locals[j].n)
+		}
+		if fb.numLocals > m.lim.FunctionLocals {
+			return limitError("function_locals", m.lim.FunctionLocals, fb.numLocals,
+				"function "+itoa(fn)+" declares "+itoa(fb.numLocals)+" locals")
+		}
+		if m.totalLocals += fb.numLocals; m.totalLocals > m.lim.TotalLocals {
+			return limitError("total_locals", m.lim.TotalLocals, m.totalLocals,
+				"functions declare more than "+itoa(m.lim.TotalLocals)+" locals in total")
 		}
 		if fb.numLocals > maxLocals {
 			return errors.Wrapf(ErrUnsupported, "offset %#x: function body %d declares %d locals (at most %d)", start, i, fb.numLocals, maxLocals)
@@ -938,6 +1031,10 @@ func (m *module) decodeData(r *reader) error {
 		k, err := r.u32()
 		if err != nil {
 			return err
+		}
+		if m.dataBytes += uint64(k); m.dataBytes > m.lim.DataBytes {
+			return limitError("data_bytes", m.lim.DataBytes, m.dataBytes,
+				"data segments hold more than "+itoa(m.lim.DataBytes)+" bytes")
 		}
 		if _, err := r.bytes(int(k)); err != nil {
 			return err

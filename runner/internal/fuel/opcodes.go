@@ -27,6 +27,7 @@ const (
 	opTableGet     = 0x25
 	opTableSet     = 0x26
 	opI32Load      = 0x28
+	opI32Store     = 0x36
 	opI64Store32   = 0x3e
 	opMemorySize   = 0x3f
 	opMemoryGrow   = 0x40
@@ -69,16 +70,17 @@ const (
 
 // Sub-opcodes of prefixSIMD with immediates.
 const (
-	simdLoadFirst    = 0x00 // 0x00-0x0b: v128 loads and store: memarg
-	simdStore        = 0x0b
-	simdV128Const    = 0x0c // 16 bytes
-	simdShuffle      = 0x0d // 16 lane indices
-	simdLaneFirst    = 0x15 // 0x15-0x22: extract/replace lane: lane index
-	simdLaneLast     = 0x22
-	simdLoadLaneFrst = 0x54 // 0x54-0x5b: load/store lane: memarg, lane index
-	simdLoadLaneLast = 0x5b
-	simdLoadZero32   = 0x5c // memarg
-	simdLoadZero64   = 0x5d // memarg
+	simdLoadFirst      = 0x00 // 0x00-0x0b: v128 loads and store: memarg
+	simdStore          = 0x0b
+	simdV128Const      = 0x0c // 16 bytes
+	simdShuffle        = 0x0d // 16 lane indices
+	simdLaneFirst      = 0x15 // 0x15-0x22: extract/replace lane: lane index
+	simdLaneLast       = 0x22
+	simdLoadLaneFrst   = 0x54 // 0x54-0x5b: load/store lane: memarg, lane index
+	simdLoadLaneLast   = 0x5b
+	simdStoreLaneFirst = 0x58 // 0x58-0x5b: store lane
+	simdLoadZero32     = 0x5c // memarg
+	simdLoadZero64     = 0x5d // memarg
 )
 
 // simdUnused are the SIMD sub-opcodes below 0x100 that the SIMD proposal
@@ -122,3 +124,13 @@ func opCost(op uint16) int64 {
 	}
 	return 1
 }
+
+// Opcodes only the rewrite writes.
+const (
+	opI32LtU  = 0x49
+	opI32Add  = 0x6a
+	opI32Shl  = 0x74
+	opI32ShrU = 0x76
+	opI64Or   = 0x84
+	opI64GtS  = 0x55
+)

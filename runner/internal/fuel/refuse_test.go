@@ -46,7 +46,7 @@ func TestInstrument_refusals(t *testing.T) {
 		{"unknown misc", voidModule(nil, op(prefixMisc), u32(18)), ErrUnsupported, "0xfc"},
 		{"unknown opcode", voidModule(nil, op(0x27)), ErrUnsupported, "unknown opcode 0x27"},
 		{"gc type", wasmModule(section(secType, vec(op(0x5f, 0)))), ErrUnsupported, "type form"},
-		{"too many locals", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{60000, valI32}}))), ErrUnsupported, "60000 locals"},
+		{"too many locals", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{60000, valI32}}))), ErrLimit, "function 0 declares 60000 locals; deploy_limits.function_locals is 10000"},
 		{"table64", wasmModule(section(secTable, vec(cat(op(valFuncref, 4), u32(1))))), ErrUnsupported, "64-bit"},
 		{"typed ref local", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{1, 0x63}}))), ErrUnsupported, "value type"},
 		{"version 2", append(slices.Clone(wasmMagic[:4]), 2, 0, 0, 0), ErrUnsupported, "version"},

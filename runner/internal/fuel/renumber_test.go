@@ -153,8 +153,12 @@ func TestInstrument_renumber(t *testing.T) {
 	if name := cm.ExportedFunctions()["run"].Name(); name != "run" {
 		t.Errorf("wazero sees run as %q", name)
 	}
-	if start := secs["8"]; !bytes.Equal(start, u32(6)) {
-		t.Errorf("start section %x, want function 6", start)
+	// The start function is exported instead of started.
+	if start, ok := secs["8"]; ok {
+		t.Errorf("start section %x kept", start)
+	}
+	if def := cm.ExportedFunctions()[StartExport]; def == nil || def.Index() != 6 {
+		t.Errorf("%s exports %v, want function 6", StartExport, def)
 	}
 }
 
