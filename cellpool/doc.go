@@ -1,16 +1,18 @@
 // Package cellpool owns the node's execution cells: per cell class a fixed
-// pool of cells created up front, affine leases that hand one cell to one
-// activation, and pooled linear memory that wazero uses as the guest's
-// memory and that is reset between tenants.
+// number of cells created up front and kept at that number by replacing
+// quarantined ones, affine leases that hand one cell to one activation, and
+// pooled linear memory that wazero uses as the guest's memory and that is
+// reset between tenants.
 //
 // # Leases
 //
 // Pool.TryLease never waits: ErrNoCell means every usable cell of the class
 // is leased (transient; the scheduler decides whether to wait), ErrDepleted
-// that every cell was quarantined, ErrClosed that the pool was closed.
+// that every cell is quarantined, ErrClosed that the pool was closed.
 // Pool.Lease waits on the same channel of idle cells, which is the class's
-// semaphore, until a cell is released, ctx is done, or the class can no
-// longer serve; it has no fairness of its own.
+// semaphore, until a cell is released or replaced, ctx is done, or the class
+// can no longer serve (closed, or depleted while Run is not running); it has
+// no fairness of its own.
 //
 // A *Lease is affine: Release(Reuse or Quarantine) consumes it once; a
 // second Release returns ErrLeaseReleased, a zero Lease ErrLeaseInvalid. A
@@ -84,10 +86,26 @@
 //     InstantiateModule (Lease.AbandonMemory), does not count;
 //   - the disposition was invalid.
 //
-// Quarantined cells are not replaced: a depleted class returns ErrDepleted
-// until the pool is rebuilt. Close unmaps idle cells at once and leased ones
-// when they are released; it does not wait and does not fail because of
-// outstanding leases.
+// Close unmaps idle cells at once and leased ones when they are released; it
+// does not wait and does not fail because of outstanding leases.
+//
+// # Replacement
+//
+// Don't forget to Run it: New starts nothing, and without Pool.Run a
+// quarantined cell stays out of service for good. Run is the pool's driver.
+// A quarantine wakes it through a channel (with nothing quarantined it waits
+// without a timer); each round it reserves one fresh region per class that
+// has a quarantined cell and puts it into service under that cell's index,
+// then pauses Config.ReplaceInterval (default 100 ms) before the next round.
+// A class thus regains at most one cell per interval, however fast a guest
+// gets cells quarantined. A failed reservation (mmap refused) is counted in
+// ClassStats.ReplaceFailures and retried after the same pause, never in a
+// loop. While Run runs a depleted class is only waiting for its
+// replacement: Lease waits for it; when Run returns, waiters on a depleted
+// class get ErrDepleted. ClassStats.Replaced counts replacements,
+// ClassStats.Quarantined the cells still waiting for one, and Pool.Degraded
+// reports a class below its Parallelism (for readiness). The pause is timed
+// through Config.Clock, which tests replace.
 //
 // # Not isolated
 //
@@ -100,8 +118,8 @@
 //
 // # Non-goals
 //
-// Waiting fairness (the scheduler's), replenishing quarantined cells,
-// shrinking a memory, memory64 and multiple memories, and crash safety for
+// Waiting fairness (the scheduler's), growing a class beyond its
+// Parallelism, shrinking a memory, memory64 and multiple memories, and crash safety for
 // callers that touch a module's memory after Release: below the high-water
 // mark that memory is zeroed and may be the next guest's, above it PROT_NONE
 // or unmapped; such a caller is a bug the package cannot catch. Off Linux a
@@ -109,10 +127,13 @@
 //
 // # Internal organization
 //
-//   - Pool: one classPool per configured class, indexed by class.
-//   - classPool: the class's cells, a buffered channel of idle cells (idle
-//     list and semaphore), a channel closed when the class can no longer
-//     serve, and counters under one mutex. settle takes a cell back.
+//   - Pool: one classPool per configured class, indexed by class; the
+//     driver's wake-up channel and clock.
+//   - classPool: a buffered channel of idle cells (idle list and semaphore)
+//     and, under one mutex, the cells by index, the indices waiting for
+//     replacement, a channel closed when the class can no longer serve, and
+//     counters. settle takes a cell back.
+//   - driver.go: Run, one replacement round, replaceOne.
 //   - cell: immutable identity and region.
 //   - Lease: the affine handle; its mutex guards the activation's memory
 //     state (granted bytes, peak, refusals, Free seen, first fault).
@@ -130,6 +151,7 @@
 //	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
 //		catalog.CellTiny: {Parallelism: 2, MemoryBytes: 16 << 20},
 //	}})
+//	go func() { errc <- pool.Run(ctx) }() // the node's driver; returns when ctx is done or pool.Close
 //	...
 //	lease, err := pool.TryLease(catalog.CellTiny) // ErrNoCell: queue and retry
 //	...

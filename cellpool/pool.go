@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -24,8 +26,9 @@ var (
 	// transient: a release makes a cell available again. The scheduler
 	// decides whether to wait.
 	ErrNoCell = errors.New("cellpool: no idle cell")
-	// ErrDepleted: every cell of the class was quarantined; the class cannot
-	// serve until the pool is rebuilt. Not transient, not ErrNoCell.
+	// ErrDepleted: every cell of the class is quarantined. Not ErrNoCell:
+	// while Run replaces cells it lasts about one Config.ReplaceInterval per
+	// cell; without Run the class never serves again.
 	ErrDepleted = errors.New("cellpool: every cell of the class is quarantined")
 	// ErrClosed: the pool was closed.
 	ErrClosed = errors.New("cellpool: pool closed")
@@ -52,12 +55,31 @@ const (
 	MaxParallelism = 1 << 14
 )
 
+// DefaultReplaceInterval is the default of Config.ReplaceInterval.
+const DefaultReplaceInterval = 100 * time.Millisecond
+
 // Config configures a Pool.
 type Config struct {
 	// Classes maps each offered cell class to its configuration. At least one
 	// class; every key a valid catalog.CellClass.
 	Classes map[catalog.CellClass]ClassConfig
+	// ReplaceInterval is the least time between two replacements of
+	// quarantined cells of one class by Run, and between two attempts after
+	// a replacement failed (default DefaultReplaceInterval; not negative).
+	ReplaceInterval time.Duration
+	// Clock times Run's pauses (default: the real clock).
+	Clock Clock
 }
+
+// Clock is what Run waits with. Tests inject a fake one.
+type Clock interface {
+	// After returns a channel that receives once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // ClassConfig configures the cells of one class.
 type ClassConfig struct {
@@ -76,6 +98,9 @@ func validate(cfg Config) error {
 	var problems []string
 	if len(cfg.Classes) == 0 {
 		problems = append(problems, "no cell class configured")
+	}
+	if cfg.ReplaceInterval < 0 {
+		problems = append(problems, "ReplaceInterval "+cfg.ReplaceInterval.String()+" is negative")
 	}
 	for class, cc := range cfg.Classes {
 		if !class.Valid() {
@@ -104,30 +129,44 @@ func validate(cfg Config) error {
 	return errors.Wrapf(ErrInvalidConfig, "%s", strings.Join(problems, "; "))
 }
 
-// Pool owns a fixed set of cells per class, created by New. It starts no
-// goroutines; a leaked lease is reclaimed by the runtime's finalizer
-// goroutine. All methods are safe for concurrent use.
+// Pool owns a fixed number of cells per class, created by New; Run replaces
+// the quarantined ones. New starts no goroutines; a leaked lease is
+// reclaimed by the runtime's finalizer goroutine. All methods are safe for
+// concurrent use.
 type Pool struct {
-	classes [int(catalog.CellXLarge) + 1]*classPool // indexed by class
+	classes  [int(catalog.CellXLarge) + 1]*classPool // indexed by class
+	reserve  func(size uint64) (region, error)
+	interval time.Duration
+	clock    Clock
+	wake     chan struct{} // capacity 1: a quarantine or Close happened
+	closed   atomic.Bool
+	running  atomic.Bool // Run is running
+	driving  atomic.Bool // Run is replacing cells: depletion is not final
+	onIdle   func()      // test hook: Run waits for a wake-up
 }
 
 // classPool is the cells of one class. free is both the idle list and the
 // counting semaphore: a cell is idle iff it is in the channel.
 type classPool struct {
-	class catalog.CellClass
-	cfg   ClassConfig
-	cells []*cell       // all cells, for diagnostics; immutable
-	free  chan *cell    // idle cells, capacity Parallelism
-	gone  chan struct{} // closed when the class can no longer serve (closed or depleted)
+	class   catalog.CellClass
+	cfg     ClassConfig
+	free    chan *cell    // idle cells, capacity Parallelism
+	wake    chan struct{} // the pool's
+	driving *atomic.Bool  // the pool's
 
 	mu struct {
 		sync.Mutex
+		cells       []*cell // by index; a quarantined cell stays until replaced
+		vacant      []int   // indices of quarantined cells not yet replaced
+		gone        chan struct{}
+		goneClosed  bool
 		leased      int
-		quarantined int
+		quarantined int // out of service, not yet replaced
+		replaced    int
+		failures    int // replacements that failed to reserve memory
 		retired     int // unmapped by Close
 		leaked      int
 		closed      bool
-		goneClosed  bool
 	}
 }
 
@@ -151,13 +190,20 @@ func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, er
 	if err := validate(cfg); err != nil {
 		return nil, err
 	}
-	p := &Pool{}
+	p := &Pool{reserve: reserveFn, interval: cfg.ReplaceInterval, clock: cfg.Clock, wake: make(chan struct{}, 1)}
+	if p.interval == 0 {
+		p.interval = DefaultReplaceInterval
+	}
+	if p.clock == nil {
+		p.clock = realClock{}
+	}
 	for _, class := range catalog.CellClasses {
 		cc, ok := cfg.Classes[class]
 		if !ok {
 			continue
 		}
-		cp := &classPool{class: class, cfg: cc, free: make(chan *cell, cc.Parallelism), gone: make(chan struct{})}
+		cp := &classPool{class: class, cfg: cc, free: make(chan *cell, cc.Parallelism), wake: p.wake, driving: &p.driving}
+		cp.mu.gone = make(chan struct{})
 		p.classes[class] = cp
 		for i := 0; i < cc.Parallelism; i++ {
 			r, err := reserveFn(cc.MemoryBytes)
@@ -166,7 +212,7 @@ func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, er
 				return nil, errors.Wrapf(err, "cellpool: reserve %d bytes for %s cell %d", cc.MemoryBytes, class, i)
 			}
 			c := &cell{class: class, index: i, region: r}
-			cp.cells = append(cp.cells, c)
+			cp.mu.cells = append(cp.mu.cells, c)
 			cp.free <- c
 		}
 	}
@@ -202,10 +248,12 @@ func (p *Pool) TryLease(class catalog.CellClass) (*Lease, error) {
 	return nil, errors.Wrapf(ErrNoCell, "cellpool: %s", class)
 }
 
-// Lease leases an idle cell of class, waiting until one is released, ctx is
-// done (the context's error, wrapped), the class is depleted (ErrDepleted) or
-// the pool is closed (ErrClosed). Waiters are not served in FIFO order: the
-// scheduler owns fairness and normally uses TryLease.
+// Lease leases an idle cell of class, waiting until one is released or
+// replaced, ctx is done (the context's error, wrapped), the class is depleted
+// while Run is not running (ErrDepleted) or the pool is closed (ErrClosed).
+// While Run runs, a depleted class is waited for: Run replaces its cells.
+// Waiters are not served in FIFO order: the scheduler owns fairness and
+// normally uses TryLease.
 func (p *Pool) Lease(ctx context.Context, class catalog.CellClass) (*Lease, error) {
 	cp, err := p.classPool(class)
 	if err != nil {
@@ -219,13 +267,21 @@ func (p *Pool) Lease(ctx context.Context, class catalog.CellClass) (*Lease, erro
 		return cp.lease(c), nil
 	default:
 	}
-	select {
-	case c := <-cp.free:
-		return cp.lease(c), nil
-	case <-cp.gone:
-		return nil, cp.unavailable()
-	case <-ctx.Done():
-		return nil, errors.Wrapf(ctx.Err(), "cellpool: lease %s", class)
+	for {
+		cp.mu.Lock()
+		gone := cp.mu.gone
+		cp.mu.Unlock()
+		select {
+		case c := <-cp.free:
+			return cp.lease(c), nil
+		case <-gone:
+			if err := cp.unavailable(); err != nil {
+				return nil, err
+			}
+			// A replacement ended the depletion that closed gone: wait again.
+		case <-ctx.Done():
+			return nil, errors.Wrapf(ctx.Err(), "cellpool: lease %s", class)
+		}
 	}
 }
 
@@ -268,8 +324,13 @@ func (cp *classPool) settle(c *cell, quarantine, leaked bool) error {
 	switch {
 	case quarantine:
 		cp.mu.quarantined++
-		if cp.usableLocked() == 0 {
+		cp.mu.vacant = append(cp.mu.vacant, c.index)
+		if cp.usableLocked() == 0 && !cp.driving.Load() {
 			cp.closeGoneLocked()
+		}
+		select {
+		case cp.wake <- struct{}{}:
+		default: // a wake-up is pending already
 		}
 	case cp.mu.closed:
 		cp.mu.retired++
@@ -290,7 +351,7 @@ func (cp *classPool) settle(c *cell, quarantine, leaked bool) error {
 func (cp *classPool) closeGoneLocked() {
 	if !cp.mu.goneClosed {
 		cp.mu.goneClosed = true
-		close(cp.gone)
+		close(cp.mu.gone)
 	}
 }
 
@@ -307,7 +368,8 @@ func (p *Pool) Capacity(class catalog.CellClass) int {
 }
 
 // ClassStats is a snapshot of one class. Parallelism = Usable + Quarantined
-// + Retired; Leased <= Usable.
+// + Retired; Leased <= Usable. Cells quarantined since New = Quarantined +
+// Replaced.
 type ClassStats struct {
 	// Parallelism is the configured number of cells.
 	Parallelism int
@@ -315,14 +377,38 @@ type ClassStats struct {
 	Usable int
 	// Leased is the number of cells currently leased.
 	Leased int
-	// Quarantined is the number of cells removed from service because their
-	// state was uncertain (or the holder asked), including leaked leases.
+	// Quarantined is the number of cells out of service because their state
+	// was uncertain (or the holder asked, or the lease leaked) and not yet
+	// replaced.
 	Quarantined int
+	// Replaced counts quarantined cells Run replaced with fresh ones.
+	Replaced int
+	// ReplaceFailures counts replacements that could not reserve memory
+	// (each retried one ReplaceInterval later).
+	ReplaceFailures int
 	// Retired is the number of cells unmapped by Close.
 	Retired int
 	// LeakedLeases counts leases reclaimed by the safety net (dropped
 	// without Release): each is a bug in the holder.
 	LeakedLeases int
+}
+
+// Degraded reports whether some class has fewer usable cells than its
+// configured Parallelism (cells quarantined and not yet replaced, or the
+// pool closed). For readiness checks.
+func (p *Pool) Degraded() bool {
+	for _, cp := range p.classes {
+		if cp == nil {
+			continue
+		}
+		cp.mu.Lock()
+		degraded := cp.usableLocked() < cp.cfg.Parallelism
+		cp.mu.Unlock()
+		if degraded {
+			return true
+		}
+	}
+	return false
 }
 
 // Stats returns a snapshot per configured class.
@@ -334,12 +420,14 @@ func (p *Pool) Stats() map[catalog.CellClass]ClassStats {
 		}
 		cp.mu.Lock()
 		out[cp.class] = ClassStats{
-			Parallelism:  cp.cfg.Parallelism,
-			Usable:       cp.usableLocked(),
-			Leased:       cp.mu.leased,
-			Quarantined:  cp.mu.quarantined,
-			Retired:      cp.mu.retired,
-			LeakedLeases: cp.mu.leaked,
+			Parallelism:     cp.cfg.Parallelism,
+			Usable:          cp.usableLocked(),
+			Leased:          cp.mu.leased,
+			Quarantined:     cp.mu.quarantined,
+			Replaced:        cp.mu.replaced,
+			ReplaceFailures: cp.mu.failures,
+			Retired:         cp.mu.retired,
+			LeakedLeases:    cp.mu.leaked,
 		}
 		cp.mu.Unlock()
 	}
@@ -349,9 +437,16 @@ func (p *Pool) Stats() map[catalog.CellClass]ClassStats {
 // Close takes the pool out of service: idle cells are unmapped now, leased
 // cells when their lease is released (or reclaimed as leaked), whatever the
 // disposition; outstanding leases stay valid until then. Later leases fail
-// with ErrClosed and waiting Lease calls return it. Close never blocks and
-// is idempotent; it returns only unmapping errors.
+// with ErrClosed and waiting Lease calls return it; Run returns. Close never
+// blocks and is idempotent; it returns only unmapping errors.
 func (p *Pool) Close() error {
+	p.closed.Store(true)
+	defer func() {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}()
 	var errs error
 	for _, cp := range p.classes {
 		if cp == nil {

@@ -46,7 +46,7 @@ func protection(t *testing.T, addr uintptr) string {
 // above it) after reset, gone after quarantine.
 func TestRegion_protection(t *testing.T) {
 	p := onePool(t, 1, 16*PageSize)
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(p.classes[tiny].cells[0].region.bytes())))
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(p.classes[tiny].mu.cells[0].region.bytes())))
 	at := func(page uintptr) string { return protection(t, base+page*PageSize) }
 
 	if have := at(0); have != "---p" {
