@@ -135,11 +135,11 @@ func ManyLocals(funcs, locals int) []byte {
 // deploy limit on one body (512 KiB by default).
 const MaxBodyBytes = 256 << 10
 
-// BigCode is a valid module of about codeBytes of function bodies spread
-// over functions of at most MaxBodyBytes each. Each body pushes and drops
-// distinct constants derived from seed, so different seeds give different
-// code (not only different bytes). _start returns at once; the other
-// functions are never called.
+// BigCode is a valid module of codeBytes of function bodies (plus their end
+// opcodes) spread over functions of at most MaxBodyBytes each. Each body
+// pushes and drops distinct constants derived from seed, so different seeds
+// give different code (not only different bytes). _start returns at once;
+// the other functions are never called.
 func BigCode(codeBytes int, seed uint64) []byte {
 	var fs []Func
 	fs = append(fs, Func{Type: 0})
@@ -154,6 +154,9 @@ func BigCode(codeBytes int, seed uint64) []byte {
 			body = append(body, opI64Const)
 			body = AppendI64(body, int64(x>>20))
 			body = append(body, opDrop)
+		}
+		for len(body) < n {
+			body = append(body, opNop)
 		}
 		fs = append(fs, Func{Type: 0, Body: body})
 		left -= n

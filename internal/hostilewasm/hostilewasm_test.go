@@ -46,9 +46,11 @@ func run(t *testing.T, module []byte) (instErr, callErr error) {
 
 func TestGenerators_validate(t *testing.T) {
 	t.Parallel()
-	long, locals, nested := 10_000_000, 50_000, 100_000
+	// The sizes the hostile suite deploys; -short validates the same
+	// generators at smaller sizes.
+	long, locals, nested, code := 10_000_000, 50_000, 100_000, 6<<20
 	if testing.Short() {
-		long, locals, nested = 1_000_000, 5_000, 100_000
+		long, locals, nested, code = 1_000_000, 5_000, 20_000, 1<<20
 	}
 	tests := []struct {
 		name    string
@@ -63,7 +65,7 @@ func TestGenerators_validate(t *testing.T) {
 		{"nested blocks", NestedBlocks(nested), 3 * nested},
 		{"long function", LongFunction(long), long},
 		{"many locals", ManyLocals(100, locals), 0},
-		{"big code", BigCode(2<<20, 1), 2 << 20},
+		{"big code", BigCode(code, 1), code},
 		{"big data", BigData(1 << 20), 1 << 20},
 		{"stack bomb", StackBomb(10_000, 200), 0},
 		{"table grow", TableGrow(0x7fffffff), 0},
