@@ -35,15 +35,6 @@ const (
 	DefaultArtifactGrace             = time.Hour
 )
 
-// Clock tells the catalog the time; it stamps artifact uploads.
-type Clock interface {
-	Now() time.Time
-}
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // Options configure a catalog.
 type Options struct {
 	// Dir is the node's data directory; the catalog owns its "artifacts" and

@@ -115,6 +115,7 @@
 //     immutable per-service index.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
 //   - catalog.go: Catalog (Open, Deploy, Delete, Pin), Options.
+//   - clock.go: Clock and the default wall clock.
 //   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.
 //   - store.go: the on-disk layout, atomic writes, record encoding, the
 //     storage-full classification.
@@ -126,7 +127,7 @@
 //	err = cat.PutArtifact(ctx, "acme", digest, moduleReader)
 //	dep, err := cat.Deploy(ctx, manifest) // manifest.Tenant == "acme"
 //	...
-//	stats, err := cat.CollectGarbage(ctx, time.Now()) // periodically
+//	stats, err := cat.CollectGarbage(ctx, clock.Now()) // periodically, from the node's actor
 //
 //	pin := cat.Pin()
 //	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)
