@@ -162,7 +162,7 @@ func newHarness(t testing.TB, policy NodeAdmissionPolicy) *harness {
 	h.cat = cat
 	for _, s := range testServices {
 		d := catalog.DigestOf(sha256.Sum256([]byte(s.module)))
-		if err := cat.PutArtifact(context.Background(), d, strings.NewReader(s.module)); err != nil {
+		if err := cat.PutArtifact(context.Background(), s.tenant, d, strings.NewReader(s.module)); err != nil {
 			t.Fatal(err)
 		}
 		ceiling := s.ceiling

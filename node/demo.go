@@ -24,7 +24,7 @@ var DemoTarget = catalog.Target{Tenant: "demo", Service: "hello", Route: "greet"
 // greet.
 func (n *Node) DeployDemo(ctx context.Context) (catalog.Deployment, error) {
 	d := catalog.DigestOf(sha256.Sum256(DemoHello))
-	if err := n.cat.PutArtifact(ctx, d, bytes.NewReader(DemoHello)); err != nil {
+	if err := n.cat.PutArtifact(ctx, DemoTarget.Tenant, d, bytes.NewReader(DemoHello)); err != nil {
 		return catalog.Deployment{}, errors.Wrap(err, "node: demo artifact")
 	}
 	return n.cat.Deploy(ctx, catalog.Manifest{Tenant: DemoTarget.Tenant, Service: DemoTarget.Service,

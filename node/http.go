@@ -1,10 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"path"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -15,7 +22,9 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 )
 
-// Handler returns the node's HTTP API (DESIGN §3.3).
+// Handler returns the node's HTTP API. Every refusal is a problem body, for
+// unknown paths and methods too; a panic in a handler is logged and answered
+// 500.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", n.authed(auth.Invoke, n.handleInvoke))
@@ -27,9 +36,96 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/admission", n.authed(auth.Admin, n.handleAdminAdmission))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{}))
-	return mux
+	// Metrics name tenants: only administrators read them.
+	prom := promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{})
+	mux.HandleFunc("GET /metrics", n.authed(auth.Admin, func(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
+		prom.ServeHTTP(w, r)
+	}))
+	// A known path with another method is 405, anything else 404, both as
+	// problems (the mux's own answers are plain text).
+	for _, path := range []string{"/v1/invoke/{tenant}/{service}/{route}", "/v1/artifacts/{digest}",
+		"/v1/deployments/{tenant}/{service}", "/v1/admission", "/v1/admin/admission", "/healthz", "/readyz", "/metrics"} {
+		mux.HandleFunc(path, handleMethodNotAllowed)
+	}
+	mux.HandleFunc("/", handleNotFound)
+	return n.recovered(cleanPaths(mux))
 }
+
+func handleNotFound(w http.ResponseWriter, _ *http.Request) {
+	api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "unknown-path", admission.ScopeRequest,
+		"path", false), 0)
+}
+
+func handleMethodNotAllowed(w http.ResponseWriter, _ *http.Request) {
+	api.WriteProblem(w, api.Refusal(http.StatusMethodNotAllowed, admission.CodeInvalidArgument, "method-not-allowed",
+		admission.ScopeRequest, "method", false), 0)
+}
+
+// cleanPaths answers a path the mux would redirect (not absolute, or with
+// "." or ".." elements or repeated slashes) with 404 instead: the API has
+// no redirects.
+func cleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+			handleNotFound(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is path.Clean keeping a trailing slash (the mux's form).
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// recovered answers a handler's panic with a 500 problem (or, when the
+// answer had started, aborts the connection) and logs it, at most one line
+// a second.
+func (n *Node) recovered(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &startedWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
+				panic(v)
+			}
+			n.panics.log("handler panic", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v),
+				"stack", string(debug.Stack()))
+			if sw.started {
+				panic(http.ErrAbortHandler) // the status line is out: cut the connection
+			}
+			n.writeAnswer(sw, problemAnswer(internalProblem(), 0))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// startedWriter records whether the answer's status line was written.
+type startedWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *startedWriter) WriteHeader(status int) {
+	w.started = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 
@@ -68,14 +164,86 @@ func tooLarge(dimension string) api.Problem {
 		admission.ScopeNode, dimension, false)
 }
 
+// storageRetryAfter is the Retry-After of an insufficient-storage answer:
+// space comes back when an operator or the artifact collection frees it,
+// not within a queue's drain time.
+const storageRetryAfter = time.Minute
+
+// insufficientStorage answers a write the disk could not hold. It names no
+// path: the cause is logged, not answered.
+func insufficientStorage() api.Problem {
+	p := api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "insufficient-storage",
+		admission.ScopeNode, "storage-bytes", true)
+	p.Detail = "the node's storage is full; retry later"
+	return p
+}
+
+// quotaExceeded answers a tenant's own catalog quota (not retryable: the
+// tenant must delete something first).
+func quotaExceeded(dimension string) api.Problem {
+	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "tenant-quota-exceeded",
+		admission.ScopeTenant, dimension, false)
+}
+
+// Body problems.
+const (
+	detailBodyTruncated = "the request body ended before its declared length or its last chunk"
+	detailBodyChunked   = "the request body's chunked framing is malformed"
+	detailBodyTimeout   = "the request body did not arrive within the read timeout"
+	detailBodyRead      = "the request body could not be read"
+)
+
+// bodyProblem is the answer to a failed body read: 413 when the body passed
+// its bound (dimension names the bound), 400 malformed-body otherwise
+// (truncated, malformed chunked framing, too slow).
+func bodyProblem(err error, dimension string) api.Problem {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return tooLarge(dimension)
+	}
+	detail := detailBodyRead
+	var ne net.Error
+	switch msg := err.Error(); {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		detail = detailBodyTruncated
+	case errors.As(err, &ne) && ne.Timeout():
+		detail = detailBodyTimeout
+	case strings.Contains(msg, "chunk"):
+		detail = detailBodyChunked
+	}
+	return badRequest("malformed-body", "body", detail)
+}
+
 // readBounded reads a body of at most limit bytes: a declared length over
-// the limit is refused before reading, a chunked body as soon as it passes it.
-func readBounded(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+// the limit is refused before reading, a chunked body as soon as it passes
+// it. A failed read is answered by bodyProblem.
+func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension string) ([]byte, *api.Problem) {
 	if r.ContentLength > limit {
-		return nil, false
+		p := tooLarge(dimension)
+		return nil, &p
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	return data, err == nil
+	if err != nil {
+		p := bodyProblem(err, dimension)
+		return nil, &p
+	}
+	return data, nil
+}
+
+// bodyReader remembers the first error of a body its consumer reads, so a
+// failure of the consumer can be blamed on the body (the caller) or on the
+// node.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil { //nolint:errorlint // io.EOF is returned as is by readers
+		b.err = err
+	}
+	return n, err
 }
 
 func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
@@ -95,10 +263,10 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, badRequest("invalid-identifier", "target", ""), 0)
 		return
 	}
-	body, ok := readBounded(w, r, int64(n.cfg.Node.Limits.MaxPayloadBytes))
-	if !ok {
-		n.metrics.rejected(admission.CodeResourceExhausted, "payload-too-large", admission.ScopeNode, "payload-bytes")
-		api.WriteProblem(w, tooLarge("payload-bytes"), 0)
+	body, prob := readBounded(w, r, int64(n.cfg.Node.Limits.MaxPayloadBytes), "payload-bytes")
+	if prob != nil {
+		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
+		api.WriteProblem(w, *prob, 0)
 		return
 	}
 	a := n.invoke(r.Context(), p, target, h, body)
@@ -115,6 +283,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	_, _ = w.Write(a.body)
 }
 
+// handleArtifact stores an artifact for the caller's own tenant.
 func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	d, err := catalog.ParseDigest(r.PathValue("digest"))
 	if err != nil {
@@ -125,22 +294,50 @@ func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Pr
 		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
 		return
 	}
-	err = n.cat.PutArtifact(r.Context(), d, http.MaxBytesReader(w, r.Body, catalog.DefaultMaxArtifactBytes+1))
+	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, catalog.DefaultMaxArtifactBytes+1)}
+	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
 	switch {
+	case err == nil:
+		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})
+	case body.err != nil: // the caller's body failed, whatever the catalog made of it
+		api.WriteProblem(w, bodyProblem(body.err, "artifact-bytes"), 0)
 	case errors.Is(err, catalog.ErrDigestMismatch):
 		api.WriteProblem(w, badRequest("digest-mismatch", "digest", "the body does not hash to the digest in the path"), 0)
 	case errors.Is(err, catalog.ErrArtifactTooLarge):
 		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
-	case err != nil:
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
-			return
-		}
-		n.writeAnswer(w, n.internal(err))
 	default:
-		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})
+		n.writeCatalogError(w, err)
 	}
+}
+
+// writeCatalogError answers the catalog errors every write can return.
+func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
+	var qe *catalog.QuotaError
+	switch {
+	case errors.As(err, &qe):
+		prob := quotaExceeded(qe.Dimension)
+		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
+		api.WriteProblem(w, prob, 0)
+	case errors.Is(err, catalog.ErrTenantQuota):
+		prob := quotaExceeded("")
+		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
+		api.WriteProblem(w, prob, 0)
+	case isStorageFull(err):
+		n.log.Error("storage full", "err", err) // the cause names the path; the answer does not
+		prob := insufficientStorage()
+		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
+		api.WriteProblem(w, prob, storageRetryAfter)
+	case errors.Is(err, catalog.ErrCatalogFull):
+		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
+			admission.ScopeNode, "services", false), 0)
+	default:
+		n.writeAnswer(w, n.internal(err))
+	}
+}
+
+// isStorageFull reports a write the node's disk could not hold.
+func isStorageFull(err error) bool {
+	return errors.Is(err, catalog.ErrStorageFull)
 }
 
 // ownTenant refuses deployment requests for another tenant.
@@ -158,7 +355,16 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if !ok {
 		return
 	}
-	m, err := catalog.DecodeManifest(r.Body)
+	data, prob := readBounded(w, r, catalog.MaxManifestBytes, "manifest-bytes")
+	if prob != nil {
+		api.WriteProblem(w, *prob, 0)
+		return
+	}
+	if !json.Valid(data) {
+		api.WriteProblem(w, badRequest("malformed-body", "body", "the manifest is not JSON"), 0)
+		return
+	}
+	m, err := catalog.DecodeManifest(bytes.NewReader(data))
 	if err == nil && (m.Tenant != t || m.Service != s) {
 		err = &catalog.ValidationError{Problems: []catalog.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
 	}
@@ -168,18 +374,20 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	var ve *catalog.ValidationError
 	switch {
-	case errors.As(err, &ve):
-		prob := badRequest("invalid-manifest", "manifest", ve.Error())
-		prob.Status = http.StatusUnprocessableEntity
-		api.WriteProblem(w, prob, 0)
-	case errors.Is(err, catalog.ErrCatalogFull):
-		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
-			admission.ScopeNode, "", false), 0)
-	case err != nil:
-		n.writeAnswer(w, n.internal(err))
-	default:
+	case err == nil:
 		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))
 		writeJSON(w, http.StatusOK, d)
+	case errors.As(err, &ve):
+		// Module refusals are field problems too: they name the deploy limit
+		// or the import.
+		prob := badRequest("invalid-manifest", "manifest", ve.Error())
+		prob.Status = http.StatusUnprocessableEntity
+		for _, fe := range ve.Problems {
+			prob.Fields = append(prob.Fields, api.FieldProblem{Field: fe.Field, Problem: fe.Problem})
+		}
+		api.WriteProblem(w, prob, 0)
+	default:
+		n.writeCatalogError(w, err)
 	}
 }
 
@@ -239,7 +447,8 @@ func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	default:
-		w.WriteHeader(http.StatusServiceUnavailable)
+		api.WriteProblem(w, api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "health-checks-busy",
+			admission.ScopeNode, "", true), 0)
 	}
 }
 
@@ -262,6 +471,13 @@ func (n *Node) writeAnswer(w http.ResponseWriter, a answer) {
 	}
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
+}
+
+// internalProblem is the answer to the node's own failure; the cause is
+// logged, never answered.
+func internalProblem() api.Problem {
+	return api.Problem{Type: "https://latent-node.dev/problems/internal", Title: "internal error",
+		Status: http.StatusInternalServerError, Code: "internal", Reason: "platform-failure"}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -70,10 +70,19 @@ var (
 	descAge  = prometheus.NewDesc("latent_load_sample_age_seconds", "Age of the last accepted load sample.", nil, nil)
 	descLeak = prometheus.NewDesc("latent_permits_leaked_total",
 		"Admission permits reclaimed by the safety net (each a bug).", nil, nil)
+	descConns = prometheus.NewDesc("latent_http_connections", "Open HTTP connections by state (busy, idle, new: no request read yet).",
+		[]string{"state"}, nil)
+	descConnsShed = prometheus.NewDesc("latent_http_connections_shed_total",
+		"Idle or silent HTTP connections closed to make room under the connection bounds.", nil, nil)
+	descConnsRefused = prometheus.NewDesc("latent_http_connections_refused_total",
+		"HTTP connections closed at once because every open connection was serving a request.", nil, nil)
+	descAcceptErrors = prometheus.NewDesc("latent_http_accept_errors_total",
+		"Failed accepts of the HTTP listener (each retried after a back-off).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak} {
+	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors} {
 		ch <- d
 	}
 }
@@ -95,4 +104,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, snap.Last.Memory, "memory")
 	ch <- prometheus.MustNewConstMetric(descAge, prometheus.GaugeValue, snap.Age.Seconds())
 	ch <- prometheus.MustNewConstMetric(descLeak, prometheus.CounterValue, float64(n.prov.LeakedPermits()))
+	if n.conns != nil {
+		cs := n.conns.Stats()
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(cs.Idle), "idle")
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(cs.New), "new")
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(cs.Busy), "busy")
+		ch <- prometheus.MustNewConstMetric(descConnsShed, prometheus.CounterValue, float64(cs.Shed))
+		ch <- prometheus.MustNewConstMetric(descConnsRefused, prometheus.CounterValue, float64(cs.Refused))
+		ch <- prometheus.MustNewConstMetric(descAcceptErrors, prometheus.CounterValue, float64(cs.AcceptErrors))
+	}
 }

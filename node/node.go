@@ -32,6 +32,9 @@ type Options struct {
 	Clock  Clock        // default: the wall clock
 	// LoadSource overrides the host pressure source (tests).
 	LoadSource loadsource.Source
+	// Conns bounds the HTTP connections of listeners wrapped with
+	// WrapListener (zero fields: the defaults of ConnLimits).
+	Conns ConnLimits
 }
 
 // Node is a composed latent-node: catalog, runner, cell pool, load source,
@@ -52,6 +55,8 @@ type Node struct {
 	auth    *auth.Authenticator
 	metrics *metrics
 	health  chan struct{} // the liveness probe's own bound
+	conns   *connLimiter
+	panics  *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
 }
@@ -68,6 +73,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.clock == nil {
 		n.clock = wallClock{}
 	}
+	n.conns = newConnLimiter(opts.Conns, n.log)
+	n.panics = newRateLog(n.log, time.Second)
 	defer func() {
 		if err != nil {
 			n.Close(context.Background())
@@ -128,15 +135,30 @@ func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 // Sampler is the load sampler actor: run it for the node's lifetime.
 func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }
 
-// Server returns an http.Server for the node's API on l's address.
+// Server returns an http.Server for the node's API. Serve it on a listener
+// wrapped with WrapListener, which bounds its connections (the server's
+// ConnState hook feeds the bound). The server's own error lines (failed TLS
+// or protocol exchanges) go to the node's logger as structured records, at
+// most one a second.
 func (n *Node) Server() *http.Server {
 	// Reads are bounded in time as well as size (a slow body cannot hold a
 	// connection forever); writes are not, since an answer waits for queueing
 	// and execution, both bounded by the configuration.
 	return &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-		BaseContext: func(net.Listener) context.Context { return context.Background() }}
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
+		ConnState:   n.conns.ConnState, ErrorLog: newErrorLog(n.log)}
 }
+
+// WrapListener bounds ln's connections by Options.Conns, in total and per
+// remote address: at a bound, idle keep-alive connections are closed first
+// to make room, and a new connection is closed at once only when every open
+// one is serving a request. Accept errors are retried after a back-off and
+// logged at most once a second. Serve the result with Server().
+func (n *Node) WrapListener(ln net.Listener) net.Listener { return n.conns.Wrap(ln) }
+
+// ConnStats returns the counters of the node's connection bound.
+func (n *Node) ConnStats() ConnStats { return n.conns.Stats() }
 
 // Close releases the runtime and the pool. Call it after the actors stopped.
 func (n *Node) Close(ctx context.Context) {

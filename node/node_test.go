@@ -216,7 +216,7 @@ func TestNode_endToEnd(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "queue_classes") {
 		t.Fatalf("admin admission: %d %s", resp.StatusCode, body)
 	}
-	resp, body = tn.do(t, "GET", "/metrics", "", nil, nil)
+	resp, body = tn.do(t, "GET", "/metrics", tn.key, nil, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("metrics: %d", resp.StatusCode)
 	}

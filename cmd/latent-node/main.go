@@ -218,10 +218,11 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		return err
 	}
 	defer n.Close(ctx)
-	ln, err := net.Listen("tcp", cfg.Node.Listen)
+	raw, err := net.Listen("tcp", cfg.Node.Listen)
 	if err != nil {
 		return errors.Wrap(err, "listen")
 	}
+	ln := n.WrapListener(raw) // bounded connections, accept errors backed off
 	if demoKey != "" {
 		if _, err := n.DeployDemo(ctx); err != nil {
 			_ = ln.Close()

@@ -22,11 +22,20 @@ type Problem struct {
 	Scope     string `json:"scope,omitempty"`
 	Dimension string `json:"dimension,omitempty"`
 	Retryable bool   `json:"retryable"`
+	// Fields lists the problems of an invalid manifest or module, one per
+	// field (a module refusal names the deploy limit or the import).
+	Fields []FieldProblem `json:"invalid_fields,omitempty"`
 	// Execution outcomes.
 	Outcome  string `json:"outcome,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	TrapKind string `json:"trap_kind,omitempty"`
 	Stderr   string `json:"stderr,omitempty"`
+}
+
+// FieldProblem is one problem of a refused manifest or module.
+type FieldProblem struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
 }
 
 // StatusOf maps a structured refusal to its HTTP status (DESIGN §3.3).
@@ -37,6 +46,12 @@ func StatusOf(code, reason string) int {
 	case admission.CodePermissionDenied:
 		return http.StatusForbidden
 	case admission.CodeInvalidArgument:
+		switch reason {
+		case "unknown-path":
+			return http.StatusNotFound
+		case "method-not-allowed":
+			return http.StatusMethodNotAllowed
+		}
 		return http.StatusBadRequest
 	case admission.CodeAlreadyExists:
 		return http.StatusConflict
@@ -56,6 +71,8 @@ func StatusOf(code, reason string) int {
 		switch reason {
 		case "payload-too-large":
 			return http.StatusRequestEntityTooLarge
+		case "insufficient-storage", "catalog-full":
+			return http.StatusInsufficientStorage
 		case "node-overloaded":
 			return http.StatusServiceUnavailable
 		}

@@ -1,0 +1,489 @@
+package node
+
+import (
+	"context"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// Connection bounds of the HTTP listener.
+const (
+	// DefaultMaxConnsCeiling is the highest default of ConnLimits.MaxConns;
+	// the default is lower when the process's open-file limit is.
+	DefaultMaxConnsCeiling = 4096
+	// DefaultMaxConnsPerAddr is the default of ConnLimits.MaxConnsPerAddr.
+	DefaultMaxConnsPerAddr = 256
+	// connsFDReserve is what DefaultMaxConns leaves of RLIMIT_NOFILE to the
+	// data directory, the compile cache and the runtime.
+	connsFDReserve = 64
+)
+
+// Accept error back-off: doubling from the first to the last, reset by a
+// successful accept.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+)
+
+// ConnLimits bound the connections of the node's HTTP listener.
+type ConnLimits struct {
+	// MaxConns bounds open connections in total (0: DefaultMaxConns()).
+	MaxConns int
+	// MaxConnsPerAddr bounds open connections from one remote IP address
+	// (0: DefaultMaxConnsPerAddr).
+	MaxConnsPerAddr int
+}
+
+// DefaultMaxConns is min(DefaultMaxConnsCeiling, RLIMIT_NOFILE soft - 64),
+// and at least 1.
+func DefaultMaxConns() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return DefaultMaxConnsCeiling
+	}
+	if rl.Cur <= connsFDReserve {
+		return 1
+	}
+	return int(min(uint64(DefaultMaxConnsCeiling), rl.Cur-connsFDReserve))
+}
+
+func (c ConnLimits) withDefaults() ConnLimits {
+	if c.MaxConns <= 0 {
+		c.MaxConns = DefaultMaxConns()
+	}
+	if c.MaxConnsPerAddr <= 0 {
+		c.MaxConnsPerAddr = DefaultMaxConnsPerAddr
+	}
+	return c
+}
+
+// ConnStats are the limiter's counters.
+type ConnStats struct {
+	Open         int    // connections open now: Busy + Idle + New
+	Busy         int    // serving a request
+	Idle         int    // keep-alive connections between requests
+	New          int    // accepted, no request read yet
+	Shed         uint64 // idle or silent connections closed to make room
+	Refused      uint64 // connections accepted and closed at once: nothing could be shed
+	AcceptErrors uint64 // failed accepts (each retried after a back-off)
+}
+
+// connLimiter bounds the connections of the listeners it wraps, in total and
+// per remote address. At a bound it closes a connection that is not serving
+// a request, to make room for the new one: the longest-idle keep-alive
+// connection first, then the oldest connection that has not sent a request
+// yet (of the new connection's address when that address is at its bound,
+// else of any address). Only when every connection is serving a request is
+// the new connection closed at once. A client that keeps a connection open
+// without using it therefore never locks out another, and /healthz keeps
+// answering at the bound.
+//
+// It learns whether a connection serves a request from the http.Server's
+// ConnState hook (ConnState below), so the server must use it.
+type connLimiter struct {
+	lim      ConnLimits
+	acceptLg *rateLog
+
+	mu struct {
+		sync.Mutex
+		open   int
+		byAddr map[string]*addrConns
+		// idle and fresh are every address's idle and not-yet-active
+		// connections, oldest first.
+		idle, fresh connList
+		shed        uint64
+		refused     uint64
+		acceptErrs  uint64
+	}
+	// changed, when set (tests), is called after every state change, without
+	// the lock.
+	changed func()
+}
+
+// addrConns are one remote address's connections.
+type addrConns struct {
+	open        int
+	idle, fresh connList
+}
+
+func newConnLimiter(lim ConnLimits, lg *slog.Logger) *connLimiter {
+	l := &connLimiter{lim: lim.withDefaults(), acceptLg: newRateLog(lg, time.Second)}
+	l.mu.byAddr = map[string]*addrConns{}
+	return l
+}
+
+// Stats returns the current counters.
+func (l *connLimiter) Stats() ConnStats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ConnStats{Open: l.mu.open, Busy: l.mu.open - l.mu.idle.n - l.mu.fresh.n, Idle: l.mu.idle.n, New: l.mu.fresh.n,
+		Shed: l.mu.shed, Refused: l.mu.refused, AcceptErrors: l.mu.acceptErrs}
+}
+
+// connKind is where a tracked connection is listed.
+type connKind uint8
+
+const (
+	kindFresh  connKind = iota // accepted, no request read yet
+	kindActive                 // serving a request (or hijacked)
+	kindIdle                   // keep-alive, between requests
+	kindClosed                 // removed
+)
+
+// trackedConn is an accepted connection the limiter counts. It sits in at
+// most one pair of lists (global and per address) by kind.
+type trackedConn struct {
+	net.Conn
+	l    *connLimiter
+	addr *addrConns
+	key  string
+	kind connKind // guarded by l.mu
+	// Intrusive links of the global list and of the address's list of its kind.
+	prev, next         *trackedConn
+	addrPrev, addrNext *trackedConn
+	closeOnce          sync.Once
+	closeErr           error
+}
+
+// connList is an intrusive doubly linked list, oldest first. global selects
+// the links: the limiter's lists or an address's.
+type connList struct {
+	head, tail *trackedConn
+	n          int
+	perAddr    bool
+}
+
+func (q *connList) links(c *trackedConn) (prev, next **trackedConn) {
+	if q.perAddr {
+		return &c.addrPrev, &c.addrNext
+	}
+	return &c.prev, &c.next
+}
+
+func (q *connList) push(c *trackedConn) {
+	prev, next := q.links(c)
+	*prev, *next = q.tail, nil
+	if q.tail != nil {
+		_, tn := q.links(q.tail)
+		*tn = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+	q.n++
+}
+
+func (q *connList) remove(c *trackedConn) {
+	prev, next := q.links(c)
+	if *prev != nil {
+		_, pn := q.links(*prev)
+		*pn = *next
+	} else {
+		q.head = *next
+	}
+	if *next != nil {
+		np, _ := q.links(*next)
+		*np = *prev
+	} else {
+		q.tail = *prev
+	}
+	*prev, *next = nil, nil
+	q.n--
+}
+
+// lists returns the global and the address list of kind (nil for active).
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) lists(c *trackedConn, k connKind) (*connList, *connList) {
+	switch k {
+	case kindIdle:
+		return &l.mu.idle, &c.addr.idle
+	case kindFresh:
+		return &l.mu.fresh, &c.addr.fresh
+	}
+	return nil, nil
+}
+
+// setKind moves c to the lists of k.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) setKind(c *trackedConn, k connKind) {
+	if c.kind == k || c.kind == kindClosed {
+		return
+	}
+	if g, a := l.lists(c, c.kind); g != nil {
+		g.remove(c)
+		a.remove(c)
+	}
+	c.kind = k
+	if g, a := l.lists(c, k); g != nil {
+		g.push(c)
+		a.push(c)
+	}
+}
+
+// victim returns the connection to close to make room: the oldest idle
+// one, else the oldest fresh one, of a (when not nil) or of any address.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) victim(a *addrConns) *trackedConn {
+	if a != nil {
+		if a.idle.head != nil {
+			return a.idle.head
+		}
+		return a.fresh.head
+	}
+	if l.mu.idle.head != nil {
+		return l.mu.idle.head
+	}
+	return l.mu.fresh.head
+}
+
+// admit counts a newly accepted connection, closing victims to make room.
+// It returns nil when nothing could be shed.
+func (l *connLimiter) admit(c net.Conn) *trackedConn {
+	key := addrKey(c.RemoteAddr())
+	var shed []*trackedConn
+	l.mu.Lock()
+	a := l.mu.byAddr[key]
+	if a == nil {
+		a = &addrConns{idle: connList{perAddr: true}, fresh: connList{perAddr: true}}
+	}
+	ok := true
+	if a.open >= l.lim.MaxConnsPerAddr {
+		if v := l.victim(a); v != nil {
+			l.dropLocked(v)
+			shed = append(shed, v)
+		} else {
+			ok = false
+		}
+	}
+	if ok && l.mu.open >= l.lim.MaxConns {
+		if v := l.victim(nil); v != nil {
+			l.dropLocked(v)
+			shed = append(shed, v)
+		} else {
+			ok = false
+		}
+	}
+	l.mu.shed += uint64(len(shed))
+	var tc *trackedConn
+	if ok {
+		if a.open == 0 {
+			l.mu.byAddr[key] = a
+		}
+		tc = &trackedConn{Conn: c, l: l, addr: a, key: key, kind: kindActive}
+		a.open++
+		l.mu.open++
+		l.setKind(tc, kindFresh)
+	} else {
+		l.mu.refused++
+	}
+	l.mu.Unlock()
+	for _, v := range shed {
+		_ = v.Conn.Close() // the server sees the read fail and forgets it
+	}
+	l.notify()
+	return tc
+}
+
+// dropLocked stops counting c.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) dropLocked(c *trackedConn) {
+	if c.kind == kindClosed {
+		return
+	}
+	l.setKind(c, kindActive) // off every list
+	c.kind = kindClosed
+	c.addr.open--
+	l.mu.open--
+	if c.addr.open == 0 {
+		delete(l.mu.byAddr, c.key)
+	}
+}
+
+func (l *connLimiter) notify() {
+	if l.changed != nil {
+		l.changed()
+	}
+}
+
+// ConnState is the http.Server's ConnState hook: it tells the limiter which
+// connections serve a request.
+func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+	tc, ok := c.(*trackedConn)
+	if !ok || tc.l != l {
+		return
+	}
+	l.mu.Lock()
+	switch s {
+	case http.StateIdle:
+		l.setKind(tc, kindIdle)
+	case http.StateActive, http.StateHijacked:
+		l.setKind(tc, kindActive)
+	case http.StateClosed:
+		l.dropLocked(tc)
+	}
+	l.mu.Unlock()
+	l.notify()
+}
+
+// Close stops counting the connection and closes it.
+func (c *trackedConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.l.mu.Lock()
+		c.l.dropLocked(c)
+		c.l.mu.Unlock()
+		c.closeErr = c.Conn.Close()
+		c.l.notify()
+	})
+	return c.closeErr
+}
+
+// addrKey is the remote IP address (the port varies per connection).
+func addrKey(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return string(ta.IP.To16())
+	}
+	if a == nil {
+		return ""
+	}
+	s := a.String()
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		return host
+	}
+	return s
+}
+
+// limitedListener applies a connLimiter to a listener and backs off on
+// accept errors instead of spinning.
+type limitedListener struct {
+	net.Listener
+	l      *connLimiter
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Wrap returns ln bounded by the limiter.
+func (l *connLimiter) Wrap(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: l, closed: make(chan struct{})}
+}
+
+// Accept returns the next connection the limiter admits. A failed accept
+// that can succeed later (out of file descriptors, a connection aborted
+// before it was accepted, a timeout) is logged (at most one line a second)
+// and retried after a back-off that doubles up to a second; any other error,
+// or closing the listener, ends Accept.
+func (ll *limitedListener) Accept() (net.Conn, error) {
+	var backoff time.Duration
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			if !retryableAccept(err) {
+				return nil, err
+			}
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			ll.l.mu.Lock()
+			ll.l.mu.acceptErrs++
+			ll.l.mu.Unlock()
+			ll.l.acceptLg.log("accept failed; retrying", "err", err.Error(), "retry_in", backoff.String())
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ll.closed:
+				t.Stop()
+				return nil, net.ErrClosed
+			}
+			continue
+		}
+		backoff = 0
+		if tc := ll.l.admit(c); tc != nil {
+			return tc, nil
+		}
+		_ = c.Close() // nothing to shed: refused at once
+	}
+}
+
+// Close closes the listener and ends a back-off in progress.
+func (ll *limitedListener) Close() error {
+	ll.once.Do(func() { close(ll.closed) })
+	return ll.Listener.Close()
+}
+
+// retryableAccept reports whether an accept error can go away by itself.
+func retryableAccept(err error) bool {
+	if errors.Is(err, net.ErrClosed) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED,
+			syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO, syscall.EPERM:
+			return true
+		}
+	}
+	return false
+}
+
+// rateLog writes at most one line per interval through a slog logger; the
+// next line written counts the lines suppressed since the last one.
+type rateLog struct {
+	lg    *slog.Logger
+	every time.Duration
+	now   func() time.Time
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed uint64
+}
+
+func newRateLog(lg *slog.Logger, every time.Duration) *rateLog {
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	return &rateLog{lg: lg, every: every, now: time.Now}
+}
+
+func (r *rateLog) log(msg string, args ...any) {
+	r.mu.Lock()
+	now := r.now()
+	if !r.last.IsZero() && now.Sub(r.last) < r.every {
+		r.suppressed++
+		r.mu.Unlock()
+		return
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	r.mu.Unlock()
+	r.lg.LogAttrs(context.Background(), slog.LevelWarn, msg, append(slog.Group("", args...).Value.Group(),
+		slog.Uint64("suppressed", n))...)
+}
+
+// errorLogWriter is the http.Server's ErrorLog output: each line becomes a
+// rate-limited structured record, so nothing reaches stderr as plain text.
+type errorLogWriter struct{ r *rateLog }
+
+func (w errorLogWriter) Write(p []byte) (int, error) {
+	w.r.log("http server", "err", strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// newErrorLog returns a *log.Logger for http.Server.ErrorLog writing to lg
+// (at most one line a second).
+func newErrorLog(lg *slog.Logger) *log.Logger {
+	return log.New(errorLogWriter{newRateLog(lg, time.Second)}, "", 0)
+}

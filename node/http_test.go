@@ -1,0 +1,334 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// servedNode is the demo node served by its own Server() on a wrapped
+// loopback listener, with a second principal that may only invoke.
+type servedNode struct {
+	n          *Node
+	url, addr  string
+	admin, inv string // keys: the demo principal (every role), an invoke-only one
+	log        *syncBuffer
+}
+
+func startServed(t *testing.T) *servedNode {
+	t.Helper()
+	admin, adminHash, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, invHash, _ := auth.Generate()
+	cfg, err := config.Demo(config.WithDataDir(t.TempDir()), config.WithDemoKey(adminHash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Principals = append(cfg.Principals, config.Principal{Subject: "inv", Kind: admission.KindUser, Tenant: "demo",
+		Roles: config.RoleInvoke, APIKeys: []string{invHash}})
+	cfg.Overload.SampleInterval = 10 * time.Millisecond
+	logs := &syncBuffer{}
+	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.DeployDemo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.Server()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = n.Scheduler().Run(ctx) }()
+	go func() { defer wg.Done(); _ = n.Sampler().Run(ctx) }()
+	go func() { defer wg.Done(); _ = srv.Serve(n.WrapListener(ln)) }()
+	sn := &servedNode{n: n, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), admin: admin, inv: inv, log: logs}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		cancel()
+		wg.Wait()
+		n.Close(context.Background())
+	})
+	for i := 0; i < 500; i++ { // ready once the first load sample arrived
+		if r := sn.do(t, "GET", "/readyz", "", nil, nil); r.status == 200 {
+			break
+		}
+		<-time.After(2 * time.Millisecond) // bounded poll of the endpoint
+	}
+	return sn
+}
+
+type answerOf struct {
+	status int
+	header http.Header
+	body   []byte
+	prob   api.Problem
+}
+
+func (sn *servedNode) do(t *testing.T, method, path, key string, body io.Reader, headers map[string]string) answerOf {
+	t.Helper()
+	req, _ := http.NewRequest(method, sn.url+path, body)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return readAnswer(t, resp)
+}
+
+func readAnswer(t *testing.T, resp *http.Response) answerOf {
+	t.Helper()
+	data, _ := io.ReadAll(resp.Body)
+	a := answerOf{status: resp.StatusCode, header: resp.Header, body: data}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
+		if err := json.Unmarshal(data, &a.prob); err != nil {
+			t.Fatalf("problem %q: %v", data, err)
+		}
+	}
+	return a
+}
+
+// raw sends req as bytes on a new connection, half-closes it and reads
+// the answer.
+func (sn *servedNode) raw(t *testing.T, req string) answerOf {
+	t.Helper()
+	c, err := net.Dial("tcp", sn.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	return readAnswer(t, resp)
+}
+
+func wantProblem(t *testing.T, a answerOf, status int, reason string) {
+	t.Helper()
+	if a.status != status || a.prob.Status != status || a.prob.Reason != reason || a.prob.Code == "" {
+		t.Fatalf("want %d %s, have %d %s", status, reason, a.status, a.body)
+	}
+	if (a.header.Get("Retry-After") != "") != a.prob.Retryable {
+		t.Fatalf("Retry-After %q with retryable=%v", a.header.Get("Retry-After"), a.prob.Retryable)
+	}
+}
+
+func TestHTTP_metricsNeedAdmin(t *testing.T) {
+	sn := startServed(t)
+	wantProblem(t, sn.do(t, "GET", "/metrics", "", nil, nil), 401, "unauthenticated")
+	wantProblem(t, sn.do(t, "GET", "/metrics", sn.inv, nil, nil), 403, "role-not-authorized")
+	a := sn.do(t, "GET", "/metrics", sn.admin, nil, nil)
+	if a.status != 200 || !strings.Contains(string(a.body), "latent_http_connections{state=\"busy\"}") {
+		t.Fatalf("admin metrics: %d %.300s", a.status, a.body)
+	}
+	// No unauthenticated answer names a tenant.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/admission", "/v1/admin/admission",
+		"/v1/deployments/demo/hello", "/nope"} {
+		if a := sn.do(t, "GET", p, "", nil, nil); strings.Contains(string(a.body), "demo") {
+			t.Fatalf("%s names a tenant without authentication: %s", p, a.body)
+		}
+	}
+}
+
+func TestHTTP_malformedBodies(t *testing.T) {
+	sn := startServed(t)
+	auth := "Authorization: Bearer " + sn.admin + "\r\n"
+	digest := client.Digest([]byte("0123456789"))
+	tests := []struct {
+		name, req string
+		status    int
+		reason    string
+	}{
+		{"invoke bad chunk size", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400, "malformed-body"},
+		{"invoke chunk cut short", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Transfer-Encoding: chunked\r\n\r\n10\r\nabc", 400, "malformed-body"},
+		{"invoke truncated", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 10\r\n\r\nabc", 400, "malformed-body"},
+		{"invoke chunked over the bound", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Transfer-Encoding: chunked\r\n\r\n100001\r\n" + strings.Repeat("x", 1<<20+1) + "\r\n0\r\n\r\n", 413, "payload-too-large"},
+		{"artifact bad chunk", "PUT /v1/artifacts/" + digest + " HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Transfer-Encoding: chunked\r\n\r\n5\r\n01234XX\r\n", 400, "malformed-body"},
+		{"artifact truncated", "PUT /v1/artifacts/" + digest + " HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 10\r\n\r\n01234", 400, "malformed-body"},
+		{"deploy bad chunk", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Transfer-Encoding: chunked\r\n\r\n;;\r\n{}\r\n", 400, "malformed-body"},
+		{"deploy truncated", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 100\r\n\r\n{\"tenant\":", 400, "malformed-body"},
+		{"deploy not JSON", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 9\r\n\r\n{\"tenant\"", 400, "malformed-body"},
+		{"deploy invalid manifest", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 31\r\n\r\n{\"tenant\":\"demo\",\"service\":\"x\"}", 422, "invalid-manifest"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProblem(t, sn.raw(t, tc.req), tc.status, tc.reason)
+		})
+	}
+	// The node still serves.
+	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, strings.NewReader("ada"), nil); a.status != 200 {
+		t.Fatalf("after malformed bodies: %d %s", a.status, a.body)
+	}
+	if strings.Contains(sn.log.String(), "internal error") {
+		t.Fatalf("a malformed body was blamed on the node:\n%s", sn.log.String())
+	}
+}
+
+func TestHTTP_problemsForUnknownPathsAndMethods(t *testing.T) {
+	sn := startServed(t)
+	tests := []struct {
+		method, path string
+		status       int
+		reason       string
+	}{
+		{"GET", "/nope", 404, "unknown-path"},
+		{"GET", "/v1/invoke/demo/hello/greet", 405, "method-not-allowed"},
+		{"POST", "/metrics", 405, "method-not-allowed"},
+		{"GET", "/v1//admission", 404, "unknown-path"},
+		{"GET", "/v1/admission/../admission", 404, "unknown-path"},
+		{"PATCH", "/v1/deployments/demo/hello", 405, "method-not-allowed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			wantProblem(t, sn.raw(t, tc.method+" "+tc.path+" HTTP/1.1\r\nHost: n\r\n\r\n"), tc.status, tc.reason)
+		})
+	}
+}
+
+// bareNode is a node with only what the error paths need.
+func bareNode(t *testing.T) (*Node, *syncBuffer) {
+	logs := &syncBuffer{}
+	n := &Node{log: slog.New(slog.NewJSONHandler(logs, nil))}
+	n.metrics = newMetrics(n)
+	n.panics = newRateLog(n.log, time.Second)
+	return n, logs
+}
+
+func TestHTTP_catalogErrors(t *testing.T) {
+	n, logs := bareNode(t)
+	tests := []struct {
+		name      string
+		err       error
+		status    int
+		reason    string
+		dimension string
+	}{
+		{"storage full", errors.Wrap(errors.Mark(errors.New("write /var/lib/secret/artifacts/x: no space left on device"),
+			catalog.ErrStorageFull), "catalog: put artifact"), 507, "insufficient-storage", "storage-bytes"},
+		{"tenant quota", errors.Wrap(&catalog.QuotaError{Dimension: catalog.QuotaArtifactBytes, Limit: 10, Used: 9}, "x"),
+			429, "tenant-quota-exceeded", "artifact-bytes"},
+		{"service quota", &catalog.QuotaError{Dimension: catalog.QuotaServices, Limit: 1, Used: 1}, 429,
+			"tenant-quota-exceeded", "services"},
+		{"catalog full", errors.Wrap(catalog.ErrCatalogFull, "x"), 507, "catalog-full", "services"},
+		{"other", errors.New("disk on fire at /var/lib/secret"), 500, "platform-failure", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			n.writeCatalogError(rec, tc.err)
+			a := readAnswer(t, rec.Result())
+			wantProblem(t, a, tc.status, tc.reason)
+			if a.prob.Dimension != tc.dimension || strings.Contains(string(a.body), "/var/lib") {
+				t.Fatalf("problem: %s", a.body)
+			}
+			if tc.status == 507 && tc.reason == "insufficient-storage" && (!a.prob.Retryable || a.header.Get("Retry-After") != "60") {
+				t.Fatalf("storage full must be retryable: %v %s", a.header, a.body)
+			}
+			if tc.status == 429 && a.prob.Retryable {
+				t.Fatal("a tenant quota is not retryable")
+			}
+		})
+	}
+	if !strings.Contains(logs.String(), "no space left on device") {
+		t.Fatal("the storage cause was not logged")
+	}
+}
+
+func TestHTTP_recover(t *testing.T) {
+	n, logs := bareNode(t)
+	h := n.recovered(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/late" {
+			w.WriteHeader(200)
+		}
+		var m map[string]int
+		m["boom"]++ // a nil map write panics
+	}))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	a := readAnswer(t, rec.Result())
+	wantProblem(t, a, 500, "platform-failure")
+	if !strings.Contains(logs.String(), `"msg":"handler panic"`) {
+		t.Fatalf("panic not logged: %s", logs.String())
+	}
+	// After the status line, the connection is aborted instead.
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
+				t.Fatalf("want http.ErrAbortHandler, have %v", v)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/late", nil))
+	}()
+}
+
+func TestBodyProblem(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		detail string
+	}{
+		{&http.MaxBytesError{Limit: 1}, 413, ""},
+		{errors.Wrap(io.ErrUnexpectedEOF, "x"), 400, detailBodyTruncated},
+		{errors.New("invalid byte in chunk length"), 400, detailBodyChunked},
+		{errors.New("http: request body too slow"), 400, detailBodyRead},
+		{&net.OpError{Op: "read", Err: timeoutErr{}}, 400, detailBodyTimeout},
+	}
+	for _, tc := range tests {
+		p := bodyProblem(tc.err, "payload-bytes")
+		if p.Status != tc.status || p.Detail != tc.detail {
+			t.Errorf("%v: %+v", tc.err, p)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string { return "i/o timeout" }
+func (timeoutErr) Timeout() bool { return true }
