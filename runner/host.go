@@ -20,11 +20,17 @@ type activation struct {
 	remaining uint64          // fuel not yet handed to the guest
 	budget    uint64
 	slice     uint64
-	mod       api.Module // set after instantiation (nil while a start section runs)
+	mod       api.Module // set after instantiation
 
-	memLimitPages uint32
-	memPeakPages  uint32
-	memRefused    bool
+	// grant is the activation's memory grant in bytes: linear memory and
+	// call stack together. stack and stackLow are the module's stack
+	// globals (fuel.StackExport, fuel.StackLowExport): what the guest may
+	// still take, grant minus linear memory minus the stack in use, and the
+	// lowest that has been. nil until set after instantiation.
+	grant      uint64
+	stack      api.MutableGlobal
+	stackLow   api.MutableGlobal
+	memRefused bool
 
 	input   []byte // stdin; the guest has read input[:inputAt]
 	inputAt int
@@ -132,19 +138,24 @@ func (a *activation) charge(ctx context.Context, n uint64) {
 	}
 }
 
-// grow replaces memory.grow: it grows memory 0 within the activation's
-// granted pages, charges one unit per page, and records a refusal so the
-// outcome says memory-exhausted instead of a silent -1.
+// grow replaces memory.grow: it grows memory 0 by delta pages if linear
+// memory, the new pages and the call stack in use fit in the activation's
+// grant together, which is when the stack global (what the guest may still
+// take) covers the new pages. On success it takes the pages from the stack
+// global and its low-water mark and charges one unit of fuel per page; a
+// refusal is recorded so the outcome says memory-exhausted instead of a
+// silent -1.
 func grow(ctx context.Context, mod api.Module, stack []uint64) {
 	a := activationFrom(ctx)
 	delta := uint32(stack[0])
 	mem := mod.Memory()
-	if mem == nil {
+	if mem == nil || a.stack == nil {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	old := mem.Size() / 65536
-	if uint64(old)+uint64(delta) > uint64(a.memLimitPages) {
+	bytes := int64(delta) * 65536
+	avail := int64(a.stack.Get())
+	if bytes > max(avail, 0) {
 		a.memRefused = true
 		stack[0] = api.EncodeI32(-1)
 		return
@@ -155,14 +166,18 @@ func grow(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	a.memPeakPages = max(a.memPeakPages, prev+delta)
+	avail -= bytes
+	a.stack.Set(uint64(avail))
+	if avail < int64(a.stackLow.Get()) {
+		a.stackLow.Set(uint64(avail))
+	}
 	stack[0] = api.EncodeI32(int32(prev))
-	if a.mod != nil && delta > 0 {
+	if delta > 0 {
 		a.charge(ctx, uint64(delta))
 	}
 }
 
-// depthExceeded traps: the guest nested calls deeper than its bound.
+// depthExceeded traps: the guest's call stack budget is spent.
 func depthExceeded(context.Context, api.Module, []uint64) {
 	panic(errCallDepth)
 }

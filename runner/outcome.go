@@ -35,6 +35,7 @@ const (
 	TrapInvalidConversion  = "invalid-conversion-to-integer"
 	TrapStackOverflow      = "stack-overflow"
 	TrapCallDepth          = "call-depth-exceeded"
+	TrapInstantiation      = "instantiation"
 	TrapOther              = "other"
 )
 
@@ -45,14 +46,17 @@ type Outcome struct {
 	TrapKind string // for Trap
 	// FuelUsed is exact and deterministic for the same module, input and grant.
 	FuelUsed uint64
-	// MemoryPeakBytes is the largest linear memory the guest had.
+	// MemoryPeakBytes is the most of its memory grant the guest used at
+	// once: linear memory and charged call stack together (zero when the
+	// module was not instantiated).
 	MemoryPeakBytes uint64
 	// ExecutionTime is the wall time from instantiation to the guest's stop.
 	ExecutionTime time.Duration
 	Stdout        []byte
 	StderrTail    []byte
 	// Quarantine is set when the cell's state is uncertain (platform
-	// failure): the caller must release the lease with Quarantine.
+	// failure, never the guest's doing): the caller must release the lease
+	// with Quarantine.
 	Quarantine bool
 	// Err is the internal cause, for logs only; never show it to callers.
 	Err error
@@ -81,10 +85,13 @@ var trapKinds = []struct{ text, kind string }{
 	{"stack overflow", TrapStackOverflow},
 }
 
-// classify turns the result of running _start into an outcome kind. Order:
-// what the host observed (deadline, cancellation, fuel, output, memory)
-// wins over how the guest stopped.
-func classify(a *activation, err error, stopped time.Time) (Kind, uint32, string) {
+// classify turns the result of running the guest into an outcome kind.
+// Order: what the host observed (deadline, cancellation, fuel, output,
+// memory) wins over how the guest stopped. instantiating says err came from
+// InstantiateModule: every such error is the module's doing (a data or
+// element segment out of bounds, a table or memory the cell cannot hold)
+// and is a trap, never a platform failure.
+func classify(a *activation, err error, stopped time.Time, instantiating bool) (Kind, uint32, string) {
 	late := a.stopAt(stopped)
 	switch {
 	case errors.Is(err, errDeadline):
@@ -118,16 +125,30 @@ func classify(a *activation, err error, stopped time.Time) (Kind, uint32, string
 		return DeclaredError, exit.ExitCode(), ""
 	}
 	msg := err.Error()
-	// Instantiation traps of the guest's own making (a data or element
-	// segment out of bounds) read "data[i]: …" or "elem[i]: …".
-	if strings.HasPrefix(msg, "wasm error: ") || strings.HasPrefix(msg, "stack overflow") ||
-		strings.HasPrefix(msg, "data[") || strings.HasPrefix(msg, "elem[") {
-		for _, t := range trapKinds {
-			if strings.Contains(msg, t.text) {
-				return Trap, 0, t.kind
-			}
+	if instantiating {
+		// Segment traps read "data[i]: …" or "elem[i]: …".
+		if kind := trapKind(msg); kind != "" {
+			return Trap, 0, kind
+		}
+		return Trap, 0, TrapInstantiation
+	}
+	if strings.HasPrefix(msg, "wasm error: ") || strings.HasPrefix(msg, "stack overflow") {
+		if kind := trapKind(msg); kind != "" {
+			return Trap, 0, kind
 		}
 		return Trap, 0, TrapOther
 	}
+	// Anything else came out of the host side of a call (a host function
+	// failed an assertion or hit a Go runtime error): the host's fault.
 	return PlatformFailure, 0, ""
+}
+
+// trapKind is the trap kind wazero's message msg names, or "".
+func trapKind(msg string) string {
+	for _, t := range trapKinds {
+		if strings.Contains(msg, t.text) {
+			return t.kind
+		}
+	}
+	return ""
 }

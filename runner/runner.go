@@ -20,9 +20,27 @@ const WASIModule = "wasi_snapshot_preview1"
 
 // Defaults of Config.
 const (
-	DefaultMaxOutputBytes = 1 << 20
-	DefaultFuelSlice      = 1 << 20 // ≈ 1 ms of compiled code between context checks
+	DefaultMaxOutputBytes     = 1 << 20
+	DefaultFuelSlice          = 1 << 20 // ≈ 1 ms of compiled code between context checks
+	DefaultCompileConcurrency = 1
+	DefaultMaxCompiledBytes   = 1 << 30
 )
+
+// Limits are the deploy limits a module must stay within (the
+// [deploy_limits] configuration keys): a module over one is refused at
+// Inspect with an error naming the key, marked ErrLimit. Zero fields take
+// DefaultLimits' values.
+type Limits = fuel.Limits
+
+// LimitError is the structured form of a deploy-limit refusal (errors.As);
+// Key is "deploy_limits.<key>".
+type LimitError = fuel.LimitError
+
+// ErrLimit marks a module refused for a deploy limit.
+var ErrLimit = fuel.ErrLimit
+
+// DefaultLimits returns the deploy limits used for zero fields of Limits.
+func DefaultLimits() Limits { return fuel.DefaultLimits() }
 
 // Config configures a Runner.
 type Config struct {
@@ -31,13 +49,42 @@ type Config struct {
 	CacheDir string
 	// MaxOutputBytes caps a guest's stdout (default 1 MiB).
 	MaxOutputBytes int
-	// MaxCallDepth bounds nested calls of defined functions (default
-	// fuel.DefaultMaxCallDepth). Admission's CallDepthLimit must not exceed it.
+	// MaxCallDepth is ignored.
+	//
+	// Deprecated: the call stack is bounded in bytes, by the activation's
+	// memory grant (see the package documentation).
 	MaxCallDepth uint32
 	// FuelSlice is how much fuel the guest gets between two slow-path checks
 	// of its context (default 1<<20).
 	FuelSlice uint64
+	// Limits are the deploy limits Inspect enforces (zero fields: defaults).
+	Limits Limits
+	// CompileConcurrency is how many compiles run at a time (default 1).
+	CompileConcurrency int
+	// MaxCompiledBytes bounds the estimated size of the compiled modules the
+	// runner keeps (default 1 GiB; see CompiledBytesEstimate). An Inspect
+	// that would exceed it fails with ErrCompiledCacheFull.
+	MaxCompiledBytes uint64
+	// OnCacheDiscard, if set, is called when Inspect found a corrupt entry
+	// in the on-disk compilation cache, discarded it and compiled again (so
+	// the caller can log a warning). Its error names no host path.
+	OnCacheDiscard func(error)
 }
+
+// Errors of Inspect that are the host's, not the module's. Each message
+// says what happened without host paths; the cause is kept for logs.
+var (
+	// ErrCompiledCacheFull: keeping one more compiled module would exceed
+	// Config.MaxCompiledBytes. Retry once other releases are released.
+	ErrCompiledCacheFull = errors.New("runner: compiled module cache full")
+	// ErrStorageFull: the compilation cache could not be written because the
+	// disk is full (ENOSPC) or over quota (EDQUOT). The error wraps that
+	// syscall.Errno (errors.Is, errors.As).
+	ErrStorageFull = errors.New("runner: insufficient storage")
+	// ErrCompileFailed: wazero did not compile a module the instrumenter had
+	// validated, and not because of the disk cache: a host fault.
+	ErrCompileFailed = errors.New("runner: compile failed")
+)
 
 // randSeed seeds every activation's random_get. It is fixed, as wazero's
 // default source is, so fuel use and output stay deterministic for the same
@@ -59,24 +106,25 @@ type Cell interface {
 
 // Runner executes admitted activations in wazero. It compiles each artifact
 // once, at deploy (it implements catalog.ModuleInspector), and never at
-// admission or execution. It starts no goroutines.
+// admission or execution. The only goroutines it starts are compile
+// workers, which Inspect waits for.
 type Runner struct {
 	cfg   Config
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
+	// wasi is the type of every function the WASI host module exports, read
+	// from the runtime: imports are checked against it.
+	wasi map[string]api.FunctionDefinition
 
 	// base is the module configuration every binding starts from.
 	base     wazero.ModuleConfig
 	bindings sync.Pool // idle *binding
 
-	mu      sync.RWMutex
-	modules map[catalog.Digest]prepared
-}
+	compileSlots chan struct{} // one token per running compile
 
-// prepared is a compiled module and what Run checks before instantiating it.
-type prepared struct {
-	compiled       wazero.CompiledModule
-	minMemoryBytes uint64
+	mu            sync.RWMutex
+	modules       map[catalog.Digest]*module
+	compiledBytes uint64 // estimated size of every entry in modules
 }
 
 var _ catalog.ModuleInspector = (*Runner)(nil)
@@ -88,11 +136,14 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.MaxOutputBytes <= 0 {
 		cfg.MaxOutputBytes = DefaultMaxOutputBytes
 	}
-	if cfg.MaxCallDepth == 0 {
-		cfg.MaxCallDepth = fuel.DefaultMaxCallDepth
-	}
 	if cfg.FuelSlice == 0 {
 		cfg.FuelSlice = DefaultFuelSlice
+	}
+	if cfg.CompileConcurrency <= 0 {
+		cfg.CompileConcurrency = DefaultCompileConcurrency
+	}
+	if cfg.MaxCompiledBytes == 0 {
+		cfg.MaxCompiledBytes = DefaultMaxCompiledBytes
 	}
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
@@ -114,7 +165,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
-	return &Runner{cfg: cfg, rt: rt, cache: cache, base: base, modules: map[catalog.Digest]prepared{}}, nil
+	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
+		base: base, compileSlots: make(chan struct{}, cfg.CompileConcurrency),
+		modules: map[catalog.Digest]*module{}}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -123,44 +176,33 @@ func (r *Runner) Close(ctx context.Context) error {
 	return errors.CombineErrors(err, r.cache.Close(ctx))
 }
 
-// Inspect validates module, refuses imports outside WASI, reads its memory
-// limits, features and exports, instruments it for fuel and compiles it (once
-// per digest; the compilation cache makes a restart cheap). Errors name what
-// to fix and contain no host paths.
+// Inspect validates module against the deploy limits, refuses imports that
+// are not WASI preview 1 functions of the right type, reads its memory
+// limits, features and exports, instruments it for fuel and compiles it
+// (once per digest while it is referenced; the compilation cache makes a
+// restart cheap). A successful Inspect hands the caller one reference to
+// the compiled module, given back with ReleaseModule. Refusals of the
+// module name what to fix; ErrCompiledCacheFull, ErrStorageFull and
+// ErrCompileFailed are the host's. No error contains a host path.
 func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
-	res, err := fuel.Instrument(module, fuel.Config{MaxCallDepth: r.cfg.MaxCallDepth})
+	res, err := fuel.Instrument(module, fuel.Config{Limits: r.cfg.Limits})
 	if err != nil {
 		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
 	}
-	info, err := moduleInfo(res.Info)
+	info, err := r.moduleInfo(res.Info)
 	if err != nil {
 		return catalog.ModuleInfo{}, err
 	}
-	r.mu.RLock()
-	_, done := r.modules[digest]
-	r.mu.RUnlock()
-	if done {
-		return info, nil
-	}
-	compiled, err := r.rt.CompileModule(ctx, res.Module)
-	if err != nil {
-		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: compile")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, done := r.modules[digest]; done {
-		_ = compiled.Close(ctx)
-	} else {
-		r.modules[digest] = prepared{compiled: compiled, minMemoryBytes: info.MinMemoryBytes}
+	if err := r.prepare(ctx, digest, res, info); err != nil {
+		return catalog.ModuleInfo{}, err
 	}
 	return info, nil
 }
 
-func moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
+func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	for _, imp := range in.Imports {
-		if imp.Module != WASIModule {
-			return catalog.ModuleInfo{}, errors.Newf("runner: import %s.%s is not allowed (only %s imports are)",
-				imp.Module, imp.Name, WASIModule)
+		if err := r.checkImport(imp); err != nil {
+			return catalog.ModuleInfo{}, err
 		}
 	}
 	var exports []catalog.FunctionName
@@ -197,12 +239,12 @@ func moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	return info, nil
 }
 
-// Prepared reports whether the artifact was compiled (by Inspect).
-func (r *Runner) Prepared(digest catalog.Digest) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.modules[digest]
-	return ok
+// instantiationFuel is what instantiating a module costs, charged before
+// wazero instantiates it: one unit per 64 bytes of data segments, one per
+// element segment entry, and 1024 per page of initial memory (wazero
+// allocates and the cell zeroes it).
+func instantiationFuel(in fuel.Info) uint64 {
+	return in.DataBytes>>ioShift + in.ElemCount + uint64(in.MemoryMinPages)*1024
 }
 
 // Run executes one activation on cell under exec's obligations and returns
@@ -210,6 +252,10 @@ func (r *Runner) Prepared(digest catalog.Digest) bool {
 // through the fuel slow path. Run never panics: a panic anywhere is a
 // platform failure that quarantines the cell. The caller releases the cell
 // (Quarantine when Outcome.Quarantine) and then the permit.
+//
+// Run holds its own reference to the compiled module while it runs; a
+// caller that resolved the artifact earlier pins it with Acquire so that it
+// is still there when Run starts.
 func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, input []byte) (out Outcome) {
 	start := time.Now()
 	defer func() {
@@ -219,23 +265,28 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		}
 	}()
 	ob := exec.Obligations()
-	r.mu.RLock()
-	pm, ok := r.modules[ob.Artifact]
-	r.mu.RUnlock()
-	if !ok {
+	pm := r.acquire(ob.Artifact)
+	if pm == nil {
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: artifact %s was not prepared", ob.Artifact)}
 	}
+	defer r.unref(pm)
 	budget := exec.Budget()
 	if pm.minMemoryBytes > budget.MemoryBytes {
 		// Admission grants at least the module's initial memory; this is a
 		// broken invariant, refused before wazero sees it.
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: grant below the module's initial memory")}
 	}
+	if pm.instantiationFuel > budget.CPUFuel {
+		// Instantiating would cost more than the whole budget: nothing is
+		// instantiated, and the budget counts as spent.
+		return Outcome{Kind: FuelExhausted, FuelUsed: budget.CPUFuel, ExecutionTime: time.Since(start),
+			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
+	}
 
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
-	a := &activation{remaining: budget.CPUFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
-		deadline: exec.Deadline(), memLimitPages: uint32(min(budget.MemoryBytes/65536, 65536)), input: input,
+	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
+		deadline: exec.Deadline(), grant: budget.MemoryBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 	}
@@ -246,25 +297,17 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 
 	b := r.bind(a)
 	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, b.cfg)
+	instantiated := err == nil
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
-		a.mod = mod
-		if m := mod.Memory(); m != nil {
-			a.memPeakPages = max(a.memPeakPages, m.Size()/65536)
-		}
-		fn := mod.ExportedFunction(string(ob.Function))
-		if fn == nil {
-			err = errors.AssertionFailedf("runner: entrypoint not exported")
-		} else {
-			_, err = fn.Call(callCtx)
-		}
+		err = a.start(callCtx, mod, string(ob.Function))
 	}
 	stopped := time.Now()
 	elapsed := stopped.Sub(start)
-	kind, code, trap := classify(a, err, stopped)
+	kind, code, trap := classify(a, err, stopped, !instantiated)
 	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: elapsed,
-		MemoryPeakBytes: uint64(a.memPeakPages) * 65536, Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
+		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if mod != nil {
 		if cerr := mod.Close(callCtx); cerr != nil {
 			out.Quarantine = true
@@ -276,6 +319,51 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		out.Quarantine = true
 	}
 	return out
+}
+
+// start sets up the instantiated module's stack budget, runs the original
+// start function (exported by the instrumenter) and calls the entrypoint.
+func (a *activation) start(ctx context.Context, mod api.Module, entry string) error {
+	a.mod = mod
+	a.stack, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
+	a.stackLow, _ = mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
+	if a.stack == nil || a.stackLow == nil {
+		return errors.AssertionFailedf("runner: instrumented module without mutable stack globals")
+	}
+	linear := uint64(0)
+	if m := mod.Memory(); m != nil {
+		linear = uint64(m.Size())
+	}
+	// The grant covers the linear memory and the call stack together: the
+	// guest may take whatever the memory does not use as stack, and grow
+	// takes its pages from the same budget.
+	budget := a.grant - min(linear, a.grant)
+	a.stack.Set(budget)
+	a.stackLow.Set(budget)
+	if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
+		if _, err := fn.Call(ctx); err != nil {
+			return err
+		}
+	}
+	fn := mod.ExportedFunction(entry)
+	if fn == nil {
+		return errors.AssertionFailedf("runner: entrypoint not exported")
+	}
+	_, err := fn.Call(ctx)
+	return err
+}
+
+// memoryPeak is the most of the grant the guest used at once: the grant
+// minus the lowest the stack budget went (linear memory growth lowers it as
+// well); zero when the module was not instantiated. A frame whose entry
+// found the budget spent trapped before it ran, so the peak stops at the
+// grant.
+func (a *activation) memoryPeak() uint64 {
+	if a.stackLow == nil {
+		return 0
+	}
+	low := max(int64(a.stackLow.Get()), 0)
+	return a.grant - min(uint64(low), a.grant)
 }
 
 // used is the fuel consumed: handed out minus what the guest still holds.

@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -10,6 +12,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/latent-node/latent-node/runner/internal/fuel"
 )
 
 // errnoFault is WASI's EFAULT: a pointer the guest passed is out of range.
@@ -178,4 +182,33 @@ func (b *bindingStderr) Write(p []byte) (int, error) { return b.a.stderr.Write(p
 func (b *bindingRand) Read(p []byte) (int, error) {
 	b.a.chargeHostCall(uint64(len(p)) >> ioShift)
 	return b.rand.Read(p)
+}
+
+// checkImport accepts imp only if it is a function the runner's
+// wasi_snapshot_preview1 module exports, with exactly that function's type.
+func (r *Runner) checkImport(imp fuel.Import) error {
+	if imp.Module != WASIModule {
+		return errors.Newf("runner: import %s.%s is not allowed (only %s imports are)", imp.Module, imp.Name, WASIModule)
+	}
+	def, ok := r.wasi[imp.Name]
+	if !ok || imp.Kind != fuel.ExternFunc {
+		return errors.Newf("runner: import %s.%s is not a WASI preview 1 function", imp.Module, imp.Name)
+	}
+	if !slices.Equal(imp.Params, def.ParamTypes()) || !slices.Equal(imp.Results, def.ResultTypes()) {
+		return errors.Newf("runner: import %s.%s has type %s; want %s", imp.Module, imp.Name,
+			funcType(imp.Params, imp.Results), funcType(def.ParamTypes(), def.ResultTypes()))
+	}
+	return nil
+}
+
+// funcType writes a function type as "(i32, i32) -> (i32)".
+func funcType(params, results []api.ValueType) string {
+	list := func(ts []api.ValueType) string {
+		names := make([]string, len(ts))
+		for i, t := range ts {
+			names[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(names, ", ") + ")"
+	}
+	return list(params) + " -> " + list(results)
 }

@@ -1,0 +1,125 @@
+package runner
+
+import (
+	"context"
+	"io/fs"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// compile compiles an instrumented module on a compile worker (see
+// compileOnWorker). The instrumenter validated the module, so a failure is
+// the host's: a full disk (ErrStorageFull), a corrupt entry of the on-disk
+// compilation cache (discarded, reported to Config.OnCacheDiscard, and
+// compiled again once), or anything else (ErrCompileFailed). No returned
+// error contains a host path; the cause is kept as a secondary error for
+// logs.
+func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	compiled, err := r.compileOnWorker(ctx, wasm)
+	if err == nil {
+		return compiled, nil
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil, errors.Wrap(ctx.Err(), "runner: waiting to compile")
+	}
+	if full := storageFull(err); full != nil {
+		return nil, full
+	}
+	if r.cfg.CacheDir == "" || !cacheFault(err) {
+		return nil, errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed)
+	}
+	discard := errors.WithSecondaryError(errors.New("runner: discarded a corrupt compilation cache entry"), err)
+	if !discardCorruptEntries(r.cfg.CacheDir) {
+		discard = errors.WithSecondaryError(errors.New("runner: cleared the compilation cache (a corrupt entry could not be identified)"), err)
+	}
+	if r.cfg.OnCacheDiscard != nil {
+		r.cfg.OnCacheDiscard(discard)
+	}
+	if compiled, err = r.compileOnWorker(ctx, wasm); err == nil {
+		return compiled, nil
+	}
+	if full := storageFull(err); full != nil {
+		return nil, full
+	}
+	return nil, errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed after discarding the compilation cache (host fault)"), err), ErrCompileFailed)
+}
+
+// compileOnWorker waits for one of Config.CompileConcurrency compile slots
+// (or for ctx) and compiles wasm with a single wazero worker on a goroutine
+// of its own, which it waits for. That goroutine locks its OS thread and
+// lowers the thread's scheduling priority, so compiles yield the CPU to
+// running guests; it returns without unlocking, so the Go runtime discards
+// the thread with its lowered priority instead of reusing it.
+func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	select {
+	case r.compileSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-r.compileSlots }()
+	type result struct {
+		compiled wazero.CompiledModule
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		defer func() {
+			if p := recover(); p != nil {
+				res = result{err: errors.Newf("runner: compile panicked: %v", p)}
+			}
+			done <- res
+		}()
+		runtime.LockOSThread()
+		lowerThreadPriority()
+		ctx := experimental.WithCompilationWorkers(ctx, 1)
+		res.compiled, res.err = r.rt.CompileModule(ctx, wasm)
+		if res.err != nil && (errors.Is(res.err, syscall.ENOSPC) || errors.Is(res.err, syscall.EDQUOT)) {
+			dropUnwrittenCompile(ctx, r.rt, wasm)
+		}
+	}()
+	res := <-done
+	return res.compiled, res.err
+}
+
+// dropUnwrittenCompile undoes what a compile whose cache write failed left
+// behind. wazero adds compiled code to its in-memory cache before writing
+// the cache file, and returns the write's error without removing it, so
+// the engine holds a reference no CompiledModule owns. Compiling again finds
+// the code in memory and returns a CompiledModule (a second reference);
+// closing it twice drops both.
+func dropUnwrittenCompile(ctx context.Context, rt wazero.Runtime, wasm []byte) {
+	c, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return
+	}
+	_ = c.Close(ctx)
+	_ = c.Close(ctx)
+}
+
+// storageFull returns err as ErrStorageFull (wrapping its errno)
+// when a write failed for want of disk space or quota, else nil.
+func storageFull(err error) error {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
+		if errors.Is(err, errno) {
+			// The errno itself (no path) stays in the chain, for errors.Is and
+			// errors.As; the full cause is kept for logs only.
+			full := errors.Wrap(errno, "runner: insufficient storage for the compilation cache")
+			return errors.Mark(errors.WithSecondaryError(full, err), ErrStorageFull)
+		}
+	}
+	return nil
+}
+
+// cacheFault reports whether err came from reading wazero's on-disk
+// compilation cache: an entry that does not decode ("compilationcache: …")
+// or a file that could not be read.
+func cacheFault(err error) bool {
+	var pathErr *fs.PathError
+	return strings.HasPrefix(err.Error(), "compilationcache: ") || errors.As(err, &pathErr)
+}

@@ -1,0 +1,356 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/runner/internal/fuel"
+)
+
+func digestOf(wasm []byte) catalog.Digest { return catalog.DigestOf(sha256.Sum256(wasm)) }
+
+// TestInspect_wasiImportTypes: an import is accepted only if it is a
+// function of the runner's own WASI module with exactly its type.
+func TestInspect_wasiImportTypes(t *testing.T) {
+	r := sharedRunner(t)
+	wasm := testwasm.Bytes(t, "hostile/wasi_bad_sig")
+	_, err := r.Inspect(context.Background(), digestOf(wasm), wasm)
+	const want = "import wasi_snapshot_preview1.fd_write has type (i32) -> (i32); want (i32, i32, i32, i32) -> (i32)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("want a refusal %q, have %v", want, err)
+	}
+	if r.Prepared(digestOf(wasm)) {
+		t.Fatal("a refused module was compiled")
+	}
+	i32, i64 := byte(0x7f), byte(0x7e)
+	for _, tc := range []struct {
+		name string
+		imp  fuel.Import
+		want string // "" accepted
+	}{
+		{"fd_write", fuel.Import{Module: WASIModule, Name: "fd_write", Kind: fuel.ExternFunc,
+			Params: []byte{i32, i32, i32, i32}, Results: []byte{i32}}, ""},
+		{"proc_exit", fuel.Import{Module: WASIModule, Name: "proc_exit", Kind: fuel.ExternFunc,
+			Params: []byte{i32}, Results: []byte{}}, ""},
+		{"args_get (the runner's own)", fuel.Import{Module: WASIModule, Name: "args_get", Kind: fuel.ExternFunc,
+			Params: []byte{i32, i32}, Results: []byte{i32}}, ""},
+		{"wrong result", fuel.Import{Module: WASIModule, Name: "proc_exit", Kind: fuel.ExternFunc,
+			Params: []byte{i32}, Results: []byte{i32}}, "import wasi_snapshot_preview1.proc_exit has type (i32) -> (i32); want (i32) -> ()"},
+		{"wrong param type", fuel.Import{Module: WASIModule, Name: "clock_time_get", Kind: fuel.ExternFunc,
+			Params: []byte{i32, i32, i32}, Results: []byte{i32}}, "has type (i32, i32, i32) -> (i32); want (i32, i64, i32) -> (i32)"},
+		{"unknown function", fuel.Import{Module: WASIModule, Name: "no_such_fn", Kind: fuel.ExternFunc},
+			"import wasi_snapshot_preview1.no_such_fn is not a WASI preview 1 function"},
+		{"memory", fuel.Import{Module: WASIModule, Name: "memory", Kind: fuel.ExternMemory},
+			"import wasi_snapshot_preview1.memory is not a WASI preview 1 function"},
+		{"global named like a function", fuel.Import{Module: WASIModule, Name: "fd_write", Kind: fuel.ExternGlobal},
+			"import wasi_snapshot_preview1.fd_write is not a WASI preview 1 function"},
+		{"other module", fuel.Import{Module: "env", Name: "fd_write", Kind: fuel.ExternFunc,
+			Params: []byte{i32, i32, i32, i32}, Results: []byte{i32}}, "import env.fd_write is not allowed"},
+		{"i64 for i32", fuel.Import{Module: WASIModule, Name: "sched_yield", Kind: fuel.ExternFunc,
+			Params: []byte{}, Results: []byte{i64}}, "want () -> (i32)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := r.checkImport(tc.imp)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("want %q, have %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// countingCell records whether Run asked it for memory.
+type countingCell struct {
+	mu             sync.Mutex
+	withMemory     int
+	abandonedCalls int
+}
+
+func (c *countingCell) WithMemory(ctx context.Context, _ uint64) context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.withMemory++
+	return ctx
+}
+
+func (c *countingCell) AbandonMemory() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.abandonedCalls++
+}
+
+// TestRun_instantiationFailuresAreTraps: whatever makes a module fail to
+// instantiate or start is the guest's trap, and never quarantines a cell.
+func TestRun_instantiationFailuresAreTraps(t *testing.T) {
+	e := newEnv(t)
+	big := ceiling(1<<40, 1<<20, 10*time.Second)
+	for _, tc := range []struct {
+		fixture string
+		kind    Kind
+		trap    string
+	}{
+		{"oob_data", Trap, TrapOutOfBounds},
+		{"hostile/start_trap", Trap, TrapUnreachable},
+		// wazero v1.12.0 ignores an active element segment past the end of
+		// its table (with reference types on it should trap): the module
+		// instantiates and runs.
+		{"hostile/elem_oob", Success, ""},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			name := strings.ReplaceAll(tc.fixture, "/", "-")
+			e.deploy(name, testwasm.Bytes(t, tc.fixture), big)
+			out := e.run(name, "", admission.BudgetRequest{})
+			if out.Kind != tc.kind || out.TrapKind != tc.trap || out.Quarantine {
+				t.Fatalf("want %s %q, unquarantined; have %s/%q quarantine=%v (%v)", tc.kind, tc.trap, out.Kind, out.TrapKind, out.Quarantine, out.Err)
+			}
+		})
+	}
+	// Negative control: an error out of the host side of a call that is not
+	// a trap (here a host assertion) is still the host's fault.
+	a := &activation{ctx: context.Background(), deadline: time.Now().Add(time.Hour)}
+	if kind, _, _ := classify(a, errors.AssertionFailedf("runner: broken"), time.Now(), false); kind != PlatformFailure {
+		t.Fatalf("a host assertion classified %s", kind)
+	}
+	if kind, _, trap := classify(a, errors.New("module[x] something wazero says"), time.Now(), true); kind != Trap || trap != TrapInstantiation {
+		t.Fatalf("an instantiation error classified %s/%s", kind, trap)
+	}
+}
+
+// TestRun_instantiationFailures_hammer: 100 activations that fail to
+// instantiate or start, on a pool of 2 cells, leave both cells usable.
+func TestRun_instantiationFailures_hammer(t *testing.T) {
+	e := newEnv(t)
+	big := ceiling(1<<40, 1<<20, 10*time.Second)
+	fixtures := []string{"oob_data", "hostile/start_trap", "echo"}
+	for _, f := range fixtures {
+		e.deploy(strings.ReplaceAll(f, "/", "-"), testwasm.Bytes(t, f), big)
+	}
+	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
+		catalog.CellStandard: {Parallelism: 2, MemoryBytes: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = pool.Close() }()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				f := fixtures[(g+i)%2] // only the failing ones
+				lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				x := e.permit(strings.ReplaceAll(f, "/", "-"), admission.BudgetRequest{})
+				out := e.r.Run(context.Background(), x, lease, nil)
+				disp := cellpool.Reuse
+				if out.Quarantine {
+					disp = cellpool.Quarantine
+				}
+				if err := lease.Release(disp); err != nil {
+					t.Errorf("%s: release: %v", f, err)
+				}
+				_ = x.Release()
+				if out.Kind != Trap || out.Quarantine {
+					t.Errorf("%s: %s quarantine=%v (%v)", f, out.Kind, out.Quarantine, out.Err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := pool.Stats()[catalog.CellStandard]; st.Usable != 2 || st.Quarantined != 0 || st.LeakedLeases != 0 {
+		t.Fatalf("pool after 100 failed instantiations: %+v", st)
+	}
+	// Both cells still run a guest.
+	for range 2 {
+		lease, err := pool.TryLease(catalog.CellStandard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = lease.Release(cellpool.Reuse) }()
+		x := e.permit("echo", admission.BudgetRequest{})
+		out := e.r.Run(context.Background(), x, lease, []byte("still here"))
+		_ = x.Release()
+		if out.Kind != Success || string(out.Stdout) != "still here" {
+			t.Fatalf("a cell after the hammer: %s %q (%v)", out.Kind, out.Stdout, out.Err)
+		}
+	}
+}
+
+// TestRun_instantiationFuel: instantiating data_big costs (128 KiB >> 6) +
+// 4 pages × 1024 = 6144 units, charged before instantiating: one unit less
+// is fuel-exhausted without touching the cell.
+func TestRun_instantiationFuel(t *testing.T) {
+	const charge = 128<<10>>6 + 4*1024
+	e := newEnv(t)
+	e.deploy("data_big", testwasm.Bytes(t, "hostile/data_big"), ceiling(1<<40, 1<<20, 10*time.Second))
+	e.deploy("trivial", testwasm.Bytes(t, "trivial"), ceiling(1<<40, 1<<20, 10*time.Second))
+	run := func(service string, budget uint64) (Outcome, *countingCell) {
+		t.Helper()
+		x := e.permit(service, admission.BudgetRequest{CPUFuel: budget, HasCPUFuel: true})
+		defer func() { _ = x.Release() }()
+		cell := &countingCell{}
+		return e.r.Run(context.Background(), x, cell, nil), cell
+	}
+	out, cell := run("data_big", charge-1)
+	if out.Kind != FuelExhausted || out.FuelUsed != charge-1 || cell.withMemory != 0 || out.MemoryPeakBytes != 0 {
+		t.Fatalf("budget one short of the charge: %s used %d, cell asked %d times (%v)", out.Kind, out.FuelUsed, cell.withMemory, out.Err)
+	}
+	// The exact charge instantiates and runs _start, which costs nothing.
+	out, cell = run("data_big", charge)
+	if out.Kind != Success || out.FuelUsed != charge || cell.withMemory != 1 {
+		t.Fatalf("budget = charge: %s used %d, cell asked %d times (%v)", out.Kind, out.FuelUsed, cell.withMemory, out.Err)
+	}
+	full, _ := run("data_big", 1<<30)
+	tiny, _ := run("trivial", 1<<30)
+	if full.Kind != Success || tiny.Kind != Success {
+		t.Fatalf("%s, %s", full.Kind, tiny.Kind)
+	}
+	// Same _start; the difference is the data and the 3 extra pages.
+	if d := full.FuelUsed - tiny.FuelUsed; d != charge-1024 {
+		t.Fatalf("data_big used %d, trivial %d: difference %d, want %d", full.FuelUsed, tiny.FuelUsed, d, charge-1024)
+	}
+	t.Logf("data_big: %d fuel, trivial: %d", full.FuelUsed, tiny.FuelUsed)
+}
+
+// TestRun_stackBomb: unbounded recursion with large frames under a 4 MiB
+// grant stops with the call-depth trap, reports a peak within the grant,
+// and the Go heap the run allocated (the engine's stack) stays within the
+// grant plus a small constant.
+func TestRun_stackBomb(t *testing.T) {
+	const grant = 4 << 20
+	e := newEnv(t)
+	e.deploy("stack_bomb", testwasm.Bytes(t, "hostile/stack_bomb"), ceiling(1<<40, grant, 10*time.Second))
+	e.deploy("recursion", testwasm.Bytes(t, "recursion"), ceiling(1<<40, grant, 10*time.Second))
+	_ = e.run("stack_bomb", "", admission.BudgetRequest{}) // warm up the runner's pools
+	for _, name := range []string{"stack_bomb", "recursion"} {
+		x := e.permit(name, admission.BudgetRequest{})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		out := e.r.Run(context.Background(), x, plainCell{}, nil)
+		runtime.ReadMemStats(&after)
+		_ = x.Release()
+		if out.Kind != Trap || out.TrapKind != TrapCallDepth || out.Quarantine {
+			t.Fatalf("%s: want the call-depth trap, have %s/%s (%v)", name, out.Kind, out.TrapKind, out.Err)
+		}
+		if out.MemoryPeakBytes > grant || out.MemoryPeakBytes < grant-64<<10 {
+			t.Fatalf("%s: memory peak %d, want the grant (%d) less at most one page", name, out.MemoryPeakBytes, grant)
+		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		t.Logf("%s: memory peak %d of %d; Go heap allocated during the run %d (%.2f × the grant); fuel %d",
+			name, out.MemoryPeakBytes, grant, alloc, float64(alloc)/grant, out.FuelUsed)
+		if alloc > grant+1<<20 {
+			t.Fatalf("%s: the run allocated %d bytes of Go heap under a %d-byte grant", name, alloc, grant)
+		}
+	}
+}
+
+// TestRunner_moduleReferences: the compiled module lives while Inspect's
+// reference or an activation's holds it, and is freed after the last.
+func TestRunner_moduleReferences(t *testing.T) {
+	ctx := context.Background()
+	r, err := New(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	wasm := testwasm.Bytes(t, "hostile/data_big")
+	d := digestOf(wasm)
+
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	base := heap()
+	for range 3 {
+		if _, err := r.Inspect(ctx, d, wasm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !r.Prepared(d) || r.CompiledBytes() != CompiledBytesEstimate(lenInstrumented(t, wasm)) {
+		t.Fatalf("prepared %v, compiled bytes %d", r.Prepared(d), r.CompiledBytes())
+	}
+	held := heap()
+	release, ok := r.Acquire(d)
+	if !ok {
+		t.Fatal("Acquire of an inspected module failed")
+	}
+	for range 3 {
+		r.ReleaseModule(d)
+	}
+	if !r.Prepared(d) {
+		t.Fatal("an activation's reference did not keep the module")
+	}
+	release()
+	release() // once only
+	if r.Prepared(d) || r.CompiledBytes() != 0 {
+		t.Fatalf("released module still prepared (%v) or counted (%d bytes)", r.Prepared(d), r.CompiledBytes())
+	}
+	if _, ok := r.Acquire(d); ok {
+		t.Fatal("Acquire of a released module succeeded")
+	}
+	r.ReleaseModule(d) // nothing left: no effect
+	freed := heap()
+	t.Logf("heap: %d before Inspect, %d while compiled, %d after the last release", base, held, freed)
+	if held <= base || freed > base+(held-base)/2 {
+		t.Fatalf("heap did not come back: %d before, %d while compiled, %d after", base, held, freed)
+	}
+	// Inspect again compiles again.
+	if _, err := r.Inspect(ctx, d, wasm); err != nil || !r.Prepared(d) {
+		t.Fatalf("inspect after release: %v, prepared %v", err, r.Prepared(d))
+	}
+}
+
+func lenInstrumented(t *testing.T, wasm []byte) int {
+	t.Helper()
+	res, err := fuel.Instrument(wasm, fuel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(res.Module)
+}
+
+// TestInspect_compiledBytesBound: an Inspect that would take the compiled
+// modules past MaxCompiledBytes is refused with ErrCompiledCacheFull and
+// keeps nothing; releasing makes room again.
+func TestInspect_compiledBytesBound(t *testing.T) {
+	ctx := context.Background()
+	small, big := testwasm.Bytes(t, "trivial"), testwasm.Bytes(t, "hostile/data_big")
+	bound := CompiledBytesEstimate(lenInstrumented(t, big)) + CompiledBytesEstimate(lenInstrumented(t, small)) - 1
+	r, err := New(ctx, Config{MaxCompiledBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	if _, err := r.Inspect(ctx, digestOf(small), small); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Inspect(ctx, digestOf(big), big)
+	if !errors.Is(err, ErrCompiledCacheFull) {
+		t.Fatalf("want ErrCompiledCacheFull, have %v", err)
+	}
+	if r.Prepared(digestOf(big)) || r.CompiledBytes() != CompiledBytesEstimate(lenInstrumented(t, small)) {
+		t.Fatalf("a refused Inspect kept something: %d bytes", r.CompiledBytes())
+	}
+	r.ReleaseModule(digestOf(small))
+	if _, err := r.Inspect(ctx, digestOf(big), big); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package runner
+
+// lowerThreadPriority does nothing outside Linux: compiles run at the
+// node's priority (still bounded by Config.CompileConcurrency).
+func lowerThreadPriority() {}
