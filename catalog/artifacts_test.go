@@ -579,3 +579,49 @@ func outcome(err error) string {
 	}
 	return "other: " + err.Error()
 }
+
+func TestMarkStorageFull(t *testing.T) {
+	pathErr := &os.PathError{Op: "write", Path: "/data/secret/x", Err: syscall.ENOSPC}
+	tests := []struct {
+		name string
+		err  error
+		full bool
+	}{
+		{"nil", nil, false},
+		{"ENOSPC", errors.Wrap(pathErr, "compile cache"), true},
+		{"EDQUOT", &os.PathError{Op: "write", Path: "/data/x", Err: syscall.EDQUOT}, true},
+		{"EIO", &os.PathError{Op: "write", Path: "/data/x", Err: syscall.EIO}, false},
+		{"other", errors.New("boom"), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := MarkStorageFull(tc.err, "write compiled module")
+			if errors.Is(err, ErrStorageFull) != tc.full {
+				t.Fatalf("marked %v: %v", !tc.full, err)
+			}
+			if !tc.full {
+				if err != tc.err {
+					t.Fatalf("changed: %v", err)
+				}
+				return
+			}
+			if strings.Contains(err.Error(), "/data") || !strings.Contains(err.Error(), "write compiled module") {
+				t.Fatalf("message: %q", err.Error())
+			}
+		})
+	}
+}
+
+// BenchmarkPutArtifact uploads a 64 KiB module that the tenant owns already
+// (stream, verify, fsync, rename, ownership record).
+func BenchmarkPutArtifact(b *testing.B) {
+	fx := newFixture(b)
+	data := strings.Repeat("x", 64<<10)
+	d := digestOf(data)
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		if err := fx.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

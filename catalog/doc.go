@@ -61,8 +61,8 @@
 // no tenant can fill the node, otherwise new services of every tenant get
 // ErrCatalogFull once the node is full. Quota checks come before the costly
 // work: a new service over quota is refused before inspection, an artifact
-// over the count before its bytes are read. Lowering a bound does not remove
-// anything: a tenant above it can only replace and delete.
+// over the count before its bytes are read. Lowering a tenant bound does not
+// remove anything: a tenant above it can only replace and delete.
 //
 // CollectGarbage removes a tenant's ownership of an artifact none of its
 // services in the current view uses once Options.ArtifactGrace has passed

@@ -265,9 +265,14 @@ func (e *storageFullError) Error() string {
 
 func (e *storageFullError) Unwrap() error { return e.cause }
 
-// storageErr returns err marked ErrStorageFull, without host paths in its
-// message, if it was caused by ENOSPC or EDQUOT; otherwise err unchanged
-// (nil for nil).
+// MarkStorageFull returns err as an error marked ErrStorageFull if it was
+// caused by ENOSPC or EDQUOT: its message is "catalog: storage full: " + op
+// + ": " + the errno's text, without the host paths err may name (err stays
+// its Unwrap, for logs). Any other err is returned unchanged, nil as nil.
+// The catalog classifies its own writes with it; other layers that write
+// under the data directory (a compile cache) may use it too.
+func MarkStorageFull(err error, op string) error { return storageErr(err, op) }
+
 func storageErr(err error, op string) error {
 	if err == nil {
 		return nil
