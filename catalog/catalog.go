@@ -124,11 +124,7 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 		return nil, errors.New("catalog: Options.Inspector is required")
 	}
 	opts.setDefaults()
-	return open(ctx, opts, diskStore{root: opts.Dir})
-}
-
-func open(ctx context.Context, opts Options, store diskStore) (*Catalog, error) {
-	c := &Catalog{opts: opts, store: store}
+	c := &Catalog{opts: opts, store: diskStore{root: opts.Dir}}
 	c.arts = c.store
 	c.releaser, _ = opts.Inspector.(ModuleReleaser)
 	if err := c.store.init(); err != nil {
