@@ -1,11 +1,12 @@
 // Package fuel rewrites a WebAssembly module so that it meters its own
 // execution: it spends fuel from a global as it runs, calls the host when
 // the fuel runs out, asks the host before growing memory, and bounds its call
-// depth. wazero has no metering of its own (see
-// shared/research/wazero-metering.md); this rewrite is how the runner bounds
-// CPU, enforces deadlines without WithCloseOnContextDone, gives the Go GC a
-// safe point in long guest loops, and reports memory and depth limits as
-// typed errors.
+// stack in bytes. wazero has no metering of its own; this rewrite is how the
+// runner bounds CPU, enforces deadlines without WithCloseOnContextDone, gives
+// the Go GC a safe point in long guest loops, bounds the Go heap wazero's
+// compiler uses for the guest's call stack, and reports memory and stack
+// limits as typed errors. Before any of that, the decoder enforces the
+// deploy limits (Limits), which bound what compiling a module can cost.
 //
 // Non-goals: this package runs nothing. The host side (budgets, slices,
 // deadlines, the page limit, classification of outcomes) belongs to the
@@ -14,7 +15,8 @@
 // # Contract with the host
 //
 // The instrumented module imports three functions from module
-// ImportModule ("latent_fuel") and exports one global:
+// ImportModule ("latent_fuel") and exports three globals and, if the
+// original has a start function, that function:
 //
 //   - FuelExport ("__latent_fuel"), a mutable i64: the fuel the guest may
 //     still spend. It starts at 0. Outside a charge it is never negative.
@@ -32,15 +34,29 @@
 //     refusal so the outcome can say memory-exhausted. It may charge fuel
 //     for the pages by subtracting from the global (then tick itself if the
 //     global went negative).
-//   - DepthName, func () -> (): called when a call would exceed
-//     Config.MaxCallDepth; the host traps with a typed error.
+//   - DepthName, func () -> (): called when a function is entered with the
+//     stack global negative (the call stack budget is spent); the host traps
+//     with a typed error.
+//   - StackExport ("__latent_stack"), a mutable i64: bytes of call stack the
+//     guest may still take (see Call stack). StackLowExport
+//     ("__latent_stack_low"), a mutable i64: the lowest value the stack
+//     global has had at a function entry. Both start at
+//     Config.MaxStackBytes; the host may set both (to the same value) after
+//     instantiation and before the first call, and may lower both later
+//     (stack -= d; low = min(low, stack)) to give stack budget to something
+//     else, such as memory. Neither may ever be set below 0. The budget used
+//     at the peak is initial - low.
+//   - StartExport ("__latent_start"): the original's start function. The
+//     instrumented module has no start section, so instantiating it runs no
+//     guest code; the host sets the stack globals, then calls this export,
+//     then the entry point.
 //
 // Host functions that do work proportional to their input (WASI writes,
 // reads) charge it the same way: subtract from the global and tick when it
 // goes negative. Because the first charge of any activation makes the
 // global negative, the host needs no set-up: the first tick hands out the
-// first slice. The global (and the call-depth global) must start at their
-// initial values in every instance, which a fresh instantiation guarantees.
+// first slice. The globals must start at their initial values in every
+// instance, which a fresh instantiation guarantees.
 //
 // # Regions and costs
 //
@@ -74,7 +90,7 @@
 // where C is the region's static cost, so a region is paid for before any of
 // it runs and an exhausted budget stops the guest before the work.
 // Regions of cost 0 get nothing. The function entry's charge shares its
-// branch with the call-depth check (see below).
+// branch with the stack check (see below).
 //
 // Hoisting. Exactly one arm of an if/else runs once the if's region has
 // run. So the dearer arm's first region is charged with the if's region, and
@@ -87,10 +103,16 @@
 // about 1.2× the uninstrumented time instead of 1.4×.
 //
 // Dynamic costs. memory.fill, memory.copy, memory.init, table.fill,
-// table.copy and table.init also cost len >> BulkShift (len/64, len read as
-// unsigned), and table.grow costs its delta, charged just before the
+// table.copy and table.init also cost min(len, size) >> BulkShift (len read
+// as unsigned; size is the memory's current size in bytes, or the current
+// size of the table the operation writes), charged just before the
 // operation runs (with a tick check), through an added i32 scratch local.
-// memory.grow becomes call $grow; the host charges for pages.
+// Only the part that can be in bounds is charged: a huge length traps out of
+// bounds (the operation's own trap) rather than exhausting a small budget.
+// table.grow costs its delta only when it succeeds, charged right after it
+// (with a tick check) through two scratch locals; a refused grow (-1) did no
+// work and costs its static 1. memory.grow becomes call $grow; the host
+// charges for pages.
 //
 // Exactness. For a given module, input and sequence of host answers the fuel
 // used is a pure function: the sum of the costs of the regions entered (with
@@ -105,30 +127,60 @@
 // pending refunds (the differences between the arms of the if/else it is
 // in) before its end.
 //
-// # Call depth
+// # Call stack
 //
-// wazero's compiler grows the native stack far past any memory limit, so
-// the rewrite bounds nesting. A second added global (mutable i64, not
-// exported; the last global of the module) counts the calls that may still
-// be made; it starts at MaxCallDepth - 1. The caller keeps it: before a call
-// or call_indirect (to a guest or host function) it is decremented, and
-// after the call, before the next control instruction, incremented again; a
-// run of calls with no control instruction between them shares one
-// decrement and one increment. Every function entry checks it together with
-// the fuel, in one branch:
+// wazero's compiler runs the guest on a call stack that is a Go []byte:
+// when a function's entry finds too little room, it allocates a new slice
+// of twice the length plus the frame and copies the old one (up to about
+// 50 MB and more, far past any memory grant). So the rewrite bounds the
+// stack in bytes. The stack global holds the bytes the guest may still
+// take. The caller keeps it: before a call or call_indirect (to a guest or
+// host function) it subtracts its own frame cost, and after the call,
+// before the next control instruction, adds it back; a run of calls with
+// no control instruction between them shares one bracket. Every function
+// entry checks the stack together with the fuel and the low-water mark, in
+// one branch:
 //
 //	fuel -= cost
-//	if fuel|depth < 0 {
-//		if fuel < 0 { tick() }
-//		if depth < 0 { depth_exceeded(); unreachable }
-//		fuel += cost
-//		return self(params...)
+//	if fuel|(stack-low) < 0 {
+//		if stack < 0 { depth_exceeded(); unreachable }
+//		if stack < low { low = stack }
+//		if fuel < 0 {
+//			tick()
+//			fuel += cost
+//			low = min(low, max(stack-frame, 0))
+//			return self(params...)
+//		}
 //	}
 //
-// So at most MaxCallDepth counted frames of guest functions are ever on the
-// stack, counting frames re-entered through host callbacks, and the exits of
-// a function (return, branches to its label, its end) need no
-// instrumentation.
+// The host keeps both globals ≥ 0 and low ≤ stack outside a call bracket,
+// so stack-low ≥ 0 implies stack ≥ 0. The branch is taken only when the
+// fuel ran out or the stack reached a new low; the path that only moves
+// the mark makes no call and joins the fast path. The exits of a function
+// (return, branches to its label, its end) need no instrumentation.
+//
+// Frame cost. FrameCost(scalars, vectors) = FrameGrowth × (FrameFixed +
+// 8·scalars + 16·vectors), with FrameFixed = 256 (the callee-saved
+// registers, return address, frame pointer and stack-check slots of a
+// compiled frame on amd64) and FrameGrowth = 4. The instrumenter counts for
+// each function, as scalars or vectors by type: its parameters, declared
+// locals, scratch locals and results; every value its body defines (one per
+// result of each instruction other than local.get and local.tee; the
+// engine gives each value it spills a stack slot of its own, so this is
+// per definition, not per live value); a block parameter per local.set or
+// local.tee and enclosing block, but at most one per block and local the
+// body writes; the parameters and results of each block type; and, as
+// vectors, the parameters and results of its largest call (arguments that
+// do not fit in registers). FrameGrowth covers the doubling: over a descent
+// the slices allocated sum to at most about 4 × the bytes in use. The tests
+// check, for frames with many live values, v128 values, parameters, locals
+// and values spilled across a sequence of calls, that the Go heap allocated
+// for the stack stays below the bytes charged (it is 10-72% of them), and
+// that a recursion keeping values live across its calls with a 4 MiB budget
+// traps having allocated under 4 MiB. Info.MaxFrameBytes is the largest
+// frame cost of the module: the innermost frame is never charged (it calls
+// nothing), so the stack the guest can use is bounded by the budget plus
+// MaxFrameBytes.
 //
 // Re-entry. After tick at a function's entry, the function does not go on:
 // it refunds its entry charge and calls itself with its parameters, which
@@ -138,15 +190,17 @@
 // in registers on the fast path instead of reloading every value that is
 // live across the join: the metered fib fixture (fib(27), median of 101
 // paired runs) took 1.31× the uninstrumented time with the join and 1.20×
-// with the re-entry. The re-entered frame is not counted,
-// so the stack holds at most two frames per counted one. The entry check is
-// written as an if whose empty then arm is the fast path, so the compiler
-// makes it the fall-through; a tight loop whose function entry only checks
-// the depth went from 1.4× to 1.1× with that and the unreachable after
-// depth_exceeded (nothing is live across a slow path that does not return). A trap or exit abandons the instance, so a decrement left
-// unmatched does not matter. Counting at every entry and uncounting at every
-// exit costs each call a second read-modify-write and branch: fib(25) ran
-// 1.43× slower than uninstrumented that way, 1.2× this way.
+// with the re-entry. The re-entered frame is not charged to the stack
+// global: charging it would make later entries, and so traps, depend on
+// where ticks happened, which depends on the slice size. It lowers the
+// low-water mark (to at least 0), so the host's view of the peak includes
+// it; between ticks (one per slice of the budget) each entry adds at most
+// one such frame. The entry check is written as an if whose empty then arm
+// is the fast path, so the compiler makes it the fall-through; a tight loop
+// whose function entry only checks the stack went from 1.4× to 1.1× with
+// that and the unreachable after depth_exceeded (nothing is live across a
+// slow path that does not return). A trap or exit abandons the instance, so
+// a bracket left open does not matter.
 //
 // # Renumbering and what else changes
 //
@@ -155,9 +209,12 @@
 // call, ref.func, exports, the start function, element segments in all
 // eight encodings (function indices and ref.func in element expressions),
 // and ref.func in global initializers. Types for the imports are reused if
-// the module has them, else appended, so existing type indices stay. The two
-// globals are appended after the module's globals, so no global index moves.
-// The export of the fuel global is appended.
+// the module has them, else appended, so existing type indices stay. The
+// three globals (fuel, stack, low-water mark) are appended after the
+// module's globals, so no global index moves. Their exports, and the start
+// function's, are appended; the start section is dropped. A defined table
+// whose maximum is absent or above Limits.TableElements gets that maximum
+// (table.grow beyond a table's maximum returns -1, for any maximum).
 //
 // Custom sections are dropped, except the "name" section, whose module,
 // function and local names are kept and renumbered (wazero shows them in
@@ -168,16 +225,27 @@
 //
 // A module is instrumented only if it passes two checks. The package's own
 // decoder reads every section and instruction, range-checks every index (an
-// out-of-range index in the original must never alias one the rewrite adds)
-// and bounds every count and length by the bytes that follow; then wazero's
-// interpreter, configured with api.CoreFeaturesV2 and without DWARF,
-// compiles the original. The order matters: wazero's decoder allocates
+// out-of-range index in the original must never alias one the rewrite adds),
+// bounds every count and length by the bytes that follow and enforces the
+// deploy limits; then wazero's interpreter, configured with
+// api.CoreFeaturesV2 and without DWARF, compiles the original. The order matters: wazero's decoder allocates
 // whatever counts and lengths claim (up to 2^32 items: a 33-byte module made
 // it allocate 32 GiB) and validates every declared local (2^28 of them took
 // minutes), so it only sees modules the package's decoder accepted whole.
 //
+// Refused with ErrLimit (wrapping a *LimitError with the key
+// "deploy_limits.<key>", the limit and the value found): a module over one
+// of the Limits. Each is checked before anything is allocated for the
+// counted items: the module's size first; counts of imports, functions,
+// tables, globals and exports as their vectors start; a table's minimum;
+// each body's size and locals and the running sums of body bytes, locals and
+// data bytes as they are read; and the nesting of blocks, loops and ifs
+// (the deepest control stack of one body) while the body is analyzed,
+// before wazero sees the module.
+//
 // Refused with ErrReserved: imports from "latent_fuel", an export named
-// "__latent_fuel". Refused with ErrUnsupported: more than one memory,
+// "__latent_fuel", "__latent_stack", "__latent_stack_low" or
+// "__latent_start". Refused with ErrUnsupported: more than one memory,
 // memory64 and table64, shared memory and atomics (threads), tail calls,
 // exception handling, typed function references and GC, any opcode or
 // encoding the decoder does not know, and modules beyond the JavaScript
@@ -188,24 +256,27 @@
 //
 // # Internal organization
 //
-//   - fuel.go: the API (Instrument, Config, Result, Info), the reserved names
-//     and the sentinel errors.
+//   - fuel.go: the API (Instrument, Config, Limits, Result, Info,
+//     FrameCost), the reserved names and the sentinel errors.
 //   - reader.go: LEB128 and vector primitives (reader, writer).
 //   - module.go: section-level decoding, checks and the element-segment
 //     encoder; sections the rewrite does not change are kept as bytes.
 //   - decode.go, opcodes.go: the instruction decoder with index checks,
 //     feature detection and the cost table.
-//   - instrument.go: region analysis (analyze), code emission (function) and
-//     module assembly (instrument).
+//   - instrument.go: region analysis and frame estimate (analyze), code
+//     emission (function) and module assembly (instrument).
 //   - names.go: the name section.
 //
 // # Usage
 //
-//	res, err := fuel.Instrument(wasm, fuel.Config{MaxCallDepth: 10_000})
-//	if err != nil { ... } // errors.Is(err, fuel.ErrUnsupported), ...
-//	// res.Info: imports, exports, memory limits, features of the original.
+//	res, err := fuel.Instrument(wasm, fuel.Config{Limits: limits})
+//	if err != nil { ... } // errors.Is(err, fuel.ErrLimit), ...
+//	// res.Info: imports (with types), exports, memory limits, features,
+//	// data and element sizes, the largest frame cost.
 //	// Cache the compiled res.Module under sha256(wasm) + res.Version.
 //	// Instantiate a host module "latent_fuel" exporting tick, grow and
-//	// depth_exceeded, then the guest; read the "__latent_fuel" global to
-//	// account for the fuel left.
+//	// depth_exceeded, then the guest; set "__latent_stack" and
+//	// "__latent_stack_low" to the stack budget; call "__latent_start" if
+//	// exported, then the entry; read "__latent_fuel" to account for the
+//	// fuel left and "__latent_stack_low" for the stack peak.
 package fuel

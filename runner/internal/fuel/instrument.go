@@ -299,18 +299,17 @@ func (rw *rewriter) function(i int, w *writer) error {
 	for _, g := range fb.locals {
 		fr.add(g.typ, uint64(g.n))
 	}
-	fr.scalars += uint64(scratch)
+	entryCost := rw.charges[0].cost
+	fr.scalars += uint64(scratch) + uint64(boolByte(entryCost != 0))
 	for _, t := range ft.results {
 		fr.add(t, 1)
 	}
 	frameCost := FrameCost(fr.scalars, fr.vectors+fr.callArea)
 	m.maxFrame = max(m.maxFrame, frameCost)
 
-	// Locals, plus up to two i32 scratch locals for the dynamic charges.
-	groups := len(fb.locals)
-	if scratch > 0 {
-		groups++
-	}
+	// Locals, plus up to two i32 scratch locals for the dynamic charges and
+	// an i64 one for the entry check.
+	groups := len(fb.locals) + int(boolByte(scratch > 0)) + int(boolByte(entryCost != 0))
 	w.u32(uint32(groups))
 	for _, g := range fb.locals {
 		w.u32(g.n)
@@ -321,8 +320,12 @@ func (rw *rewriter) function(i int, w *writer) error {
 		w.u32(uint32(scratch))
 		w.byte(valI32)
 	}
+	if entryCost != 0 {
+		w.u32(1)
+		w.byte(valI64)
+	}
 
-	rw.emitEntry(w, rw.charges[0].cost, m.numImportedFuncs+numAdded+uint32(i), len(ft.params), frameCost)
+	rw.emitEntry(w, entryCost, uint32(numLocals)+uint32(scratch), m.numImportedFuncs+numAdded+uint32(i), len(ft.params), frameCost)
 	code := fb.code
 	next := 1        // rw.charges[0] is the entry charge
 	calling := false // inside a call bracket: the frame is charged
@@ -587,14 +590,25 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 // real frame that the stack global does not charge (see emitReentry): at
 // most one per tick in progress.
 //
-// The check is written "if x >= 0 {} else { ... }" (see emitUnlikely) so
-// that the fast path falls through. Fuel is never negative outside a
+// The new fuel is kept in an added i64 local for the check, which saves the
+// fast path a load of the global. The check is written "if x >= 0 {} else
+// { ... }" (see emitUnlikely) so that the fast path falls through. Fuel is never negative outside a
 // charge, so with no cost only the stack is checked.
-func (rw *rewriter) emitEntry(w *writer, cost int64, self uint32, numParams int, frame uint64) {
+func (rw *rewriter) emitEntry(w *writer, cost int64, fuelLocal, self uint32, numParams int, frame uint64) {
 	if cost != 0 {
-		rw.emitAdd(w, rw.fuelG, -cost)
+		// fuel -= cost, keeping the new fuel in a local for the check
+		// rather than loading the global again.
 		w.byte(opGlobalGet)
 		w.u32(rw.fuelG)
+		w.byte(opI64Const)
+		w.s64(cost)
+		w.byte(opI64Sub)
+		w.byte(opLocalTee)
+		w.u32(fuelLocal)
+		w.byte(opGlobalSet)
+		w.u32(rw.fuelG)
+		w.byte(opLocalGet)
+		w.u32(fuelLocal)
 	}
 	w.byte(opGlobalGet)
 	w.u32(rw.stackG)

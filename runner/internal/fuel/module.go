@@ -531,7 +531,7 @@ func (m *module) decodeImports(r *reader) error {
 				return err
 			}
 			if uint64(m.numImportedGlobals)+1 > m.lim.Globals {
-				return limitError("globals", m.lim.Globals, uint64(m.numImportedGlobals)+1, "module declares more than "+itoa(m.lim.Globals)+" globals")
+				return limitError("globals", m.lim.Globals, uint64(m.numImportedGlobals)+1, "module declares at least "+itoa(uint64(m.numImportedGlobals)+1)+" globals")
 			}
 			m.numImportedGlobals++
 		default:
@@ -613,7 +613,7 @@ func (m *module) decodeTables(r *reader) error {
 // the table it is given decides how far it grows.
 func (m *module) addTable(at int, elem byte, l limits, defined bool) error {
 	if uint64(len(m.tables))+1 > m.lim.Tables {
-		return limitError("tables", m.lim.Tables, uint64(len(m.tables))+1, "module declares more than "+itoa(m.lim.Tables)+" tables")
+		return limitError("tables", m.lim.Tables, uint64(len(m.tables))+1, "module declares at least "+itoa(uint64(len(m.tables))+1)+" tables")
 	}
 	if uint64(l.min) > m.lim.TableElements {
 		return limitError("table_elements", m.lim.TableElements, uint64(l.min),
@@ -949,7 +949,7 @@ func (m *module) decodeCode(r *reader) error {
 		}
 		if m.codeBytes += uint64(size); m.codeBytes > m.lim.CodeBytes {
 			return limitError("code_bytes", m.lim.CodeBytes, m.codeBytes,
-				"function bodies take more than "+itoa(m.lim.CodeBytes)+" bytes")
+				"function bodies take at least "+itoa(m.codeBytes)+" bytes")
 		}
 		body, err := r.bytes(int(size))
 		if err != nil {
@@ -978,7 +978,7 @@ func (m *module) decodeCode(r *reader) error {
 		}
 		if m.totalLocals += fb.numLocals; m.totalLocals > m.lim.TotalLocals {
 			return limitError("total_locals", m.lim.TotalLocals, m.totalLocals,
-				"functions declare more than "+itoa(m.lim.TotalLocals)+" locals in total")
+				"functions declare at least "+itoa(m.totalLocals)+" locals in total")
 		}
 		if fb.numLocals > maxLocals {
 			return errors.Wrapf(ErrUnsupported, "offset %#x: function body %d declares %d locals (at most %d)", start, i, fb.numLocals, maxLocals)
@@ -1034,7 +1034,7 @@ func (m *module) decodeData(r *reader) error {
 		}
 		if m.dataBytes += uint64(k); m.dataBytes > m.lim.DataBytes {
 			return limitError("data_bytes", m.lim.DataBytes, m.dataBytes,
-				"data segments hold more than "+itoa(m.lim.DataBytes)+" bytes")
+				"data segments hold at least "+itoa(m.dataBytes)+" bytes")
 		}
 		if _, err := r.bytes(int(k)); err != nil {
 			return err
