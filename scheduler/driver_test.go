@@ -203,8 +203,10 @@ func newEnv(t *testing.T, exec Executor, opts envOptions) *env {
 	e.cat = cat
 	module := []byte("module")
 	d := catalog.DigestOf(sha256.Sum256(module))
-	if err := cat.PutArtifact(context.Background(), d, strings.NewReader(string(module))); err != nil {
-		t.Fatal(err)
+	for tenant := range driverTenants {
+		if err := cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(string(module))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for tenant := range driverTenants {
 		m := catalog.Manifest{Tenant: tenant, Service: "svc",

@@ -156,7 +156,7 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 		t.Fatal(err)
 	}
 	d := catalog.DigestOf(sha256.Sum256([]byte("m")))
-	if err := cat.PutArtifact(context.Background(), d, strings.NewReader("m")); err != nil {
+	if err := cat.PutArtifact(context.Background(), "acme", d, strings.NewReader("m")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = cat.Deploy(context.Background(), catalog.Manifest{Tenant: "acme", Service: "images",

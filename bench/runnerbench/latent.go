@@ -158,7 +158,7 @@ func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 	ceiling := catalog.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: catalog.Duration(10 * time.Minute)}
 	for name, wasm := range guests {
 		d := catalog.DigestOf(sha256.Sum256(wasm))
-		if err := e.cat.PutArtifact(ctx, d, bytes.NewReader(wasm)); err != nil {
+		if err := e.cat.PutArtifact(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
 			return errors.Wrapf(err, "runnerbench: put %s", name)
 		}
 		m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
