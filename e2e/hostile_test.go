@@ -73,7 +73,7 @@ type hostileScale struct {
 
 func hostileScaleFromEnv() hostileScale {
 	if os.Getenv("LATENT_HOSTILE_SCALE") == "stress" {
-		return hostileScale{name: "stress", repeat: 3, instFail: 500, importInvokes: 200, stackRounds: 100,
+		return hostileScale{name: "stress", repeat: 5, instFail: 2000, importInvokes: 200, stackRounds: 500,
 			releaseModules: 15, refusedDeploys: 15, heapDeadline: 2 * time.Minute, nodeLife: 40 * time.Minute}
 	}
 	return hostileScale{name: "short", repeat: 1, instFail: 50, importInvokes: 20, stackRounds: 5,
@@ -207,6 +207,7 @@ fairness = "fuel"
 type hostileEnv struct {
 	keys, hashes map[string]string
 	scale        hostileScale
+	mods         map[string][]byte // prepareModules
 
 	// The current node and what measures it.
 	n          *node
@@ -322,6 +323,32 @@ func TestHostile(t *testing.T) {
 
 func mib(v uint64) float64 { return float64(v) / (1 << 20) }
 
+// prepareModules generates the large modules before the node starts, so
+// that building them does not compete with the quiet client inside the
+// attacks' windows.
+func prepareModules(scale hostileScale) map[string][]byte {
+	m := map[string][]byte{
+		"data60": hostilewasm.BigData(60 << 20),
+		"data10": hostilewasm.BigData(10 << 20),
+	}
+	for round := 0; round < scale.repeat; round++ {
+		salt := uint64(round)
+		m["nest"+strconv.Itoa(round)] = hostilewasm.Salted(hostilewasm.NestedBlocks(100_000), salt)
+		m["long"+strconv.Itoa(round)] = hostilewasm.Salted(hostilewasm.LongFunction(10_000_000), salt)
+		m["locals"+strconv.Itoa(round)] = hostilewasm.Salted(hostilewasm.ManyLocals(1000, 50_000), salt)
+		for i := 0; i < 4; i++ {
+			m[fmt.Sprintf("big%d-%d", round, i)] = hostilewasm.BigCode(6<<20, uint64(1000*round+i+1))
+		}
+	}
+	for i := 0; i < scale.releaseModules; i++ {
+		m["rel"+strconv.Itoa(i)] = hostilewasm.BigCode(2<<20, uint64(5000+i))
+	}
+	for i := 0; i < scale.refusedDeploys; i++ {
+		m["refused"+strconv.Itoa(i)] = hostilewasm.BigCode(2<<20, uint64(9000+i))
+	}
+	return m
+}
+
 // newHostileEnv makes the principals' keys and the configuration, checked
 // with `latent-node check`.
 func newHostileEnv(t *testing.T, scale hostileScale) *hostileEnv {
@@ -330,7 +357,7 @@ func newHostileEnv(t *testing.T, scale hostileScale) *hostileEnv {
 	for _, who := range []string{"quiet", "hostile", "ops"} {
 		k[who], h[who] = keygen(t)
 	}
-	e := &hostileEnv{keys: k, hashes: h, scale: scale}
+	e := &hostileEnv{keys: k, hashes: h, scale: scale, mods: prepareModules(scale)}
 	path := e.writeConfig(t)
 	if out, err := exec.Command(binary(t), "check", "--config", path).CombinedOutput(); err != nil {
 		t.Fatalf("the hostile suite's configuration does not check: %v\n%s", err, out)
@@ -1090,17 +1117,16 @@ func attackInstantiationFails(t *testing.T, e *hostileEnv) {
 // c: compile bombs, refused quickly or compiled within the bound.
 func attackCompileBombs(t *testing.T, e *hostileEnv) {
 	for round := 0; round < e.scale.repeat; round++ {
-		salt := uint64(round)
 		t.Run("nesting-100k", func(t *testing.T) {
-			r, el := e.deployModule(t, "hostile", "nest", hostilewasm.Salted(hostilewasm.NestedBlocks(100_000), salt), deployOpts{})
+			r, el := e.deployModule(t, "hostile", "nest", e.mods["nest"+strconv.Itoa(round)], deployOpts{})
 			e.refusedNaming(t, "c nesting 100k", r, el, "deploy_limits.nesting_depth")
 		})
 		t.Run("body-10M-instructions", func(t *testing.T) {
-			r, el := e.deployModule(t, "hostile", "long", hostilewasm.Salted(hostilewasm.LongFunction(10_000_000), salt), deployOpts{})
+			r, el := e.deployModule(t, "hostile", "long", e.mods["long"+strconv.Itoa(round)], deployOpts{})
 			e.refusedNaming(t, "c 10M instructions", r, el, "deploy_limits.function_body_bytes", "deploy_limits.code_bytes")
 		})
 		t.Run("locals-1000x50k", func(t *testing.T) {
-			r, el := e.deployModule(t, "hostile", "locals", hostilewasm.Salted(hostilewasm.ManyLocals(1000, 50_000), salt), deployOpts{})
+			r, el := e.deployModule(t, "hostile", "locals", e.mods["locals"+strconv.Itoa(round)], deployOpts{})
 			e.refusedNaming(t, "c 1000x50k locals", r, el, "deploy_limits.function_locals", "deploy_limits.total_locals")
 		})
 		t.Run("4x6MB-concurrent", func(t *testing.T) {
@@ -1113,7 +1139,7 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 			mods := make([][]byte, 4)
 			digests := make([]string, 4)
 			for i := range mods {
-				mods[i] = hostilewasm.BigCode(6<<20, uint64(1000*round+i+1))
+				mods[i] = e.mods[fmt.Sprintf("big%d-%d", round, i)]
 				d, r := e.upload(t, "hostile", mods[i])
 				if r.status != 201 && r.status != 200 {
 					t.Fatalf("upload of a 6 MB module: %d %s", r.status, r.body)
@@ -1181,7 +1207,7 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 // d: large data segments.
 func attackDataSegments(t *testing.T, e *hostileEnv) {
 	t.Run("60MB-refused", func(t *testing.T) {
-		r, el := e.deployModule(t, "hostile", "data60", hostilewasm.BigData(60<<20), deployOpts{memory: "64MiB"})
+		r, el := e.deployModule(t, "hostile", "data60", e.mods["data60"], deployOpts{memory: "64MiB"})
 		if r.status == 413 {
 			e.note("d 60MB: upload refused 413 (%s)", r.problem.Dimension)
 			return
@@ -1192,7 +1218,7 @@ func attackDataSegments(t *testing.T, e *hostileEnv) {
 		}
 	})
 	t.Run("10MB-small-fuel", func(t *testing.T) {
-		if !e.mustDeploy(t, "data10", hostilewasm.BigData(10<<20), deployOpts{memory: "16MiB"}) {
+		if !e.mustDeploy(t, "data10", e.mods["data10"], deployOpts{memory: "16MiB"}) {
 			return
 		}
 		for i := 0; i < 2*e.scale.repeat; i++ {
@@ -1262,7 +1288,7 @@ func attackModulesReleased(t *testing.T, e *hostileEnv) {
 	var compiles []time.Duration
 	for i := 0; i < e.scale.releaseModules; i++ {
 		svc := "rel" + strconv.Itoa(i)
-		r, el := e.deployModule(t, "hostile", svc, hostilewasm.BigCode(2<<20, uint64(5000+i)), deployOpts{})
+		r, el := e.deployModule(t, "hostile", svc, e.mods[svc], deployOpts{})
 		if r.status != 200 {
 			t.Errorf("deploy %s: %d %s", svc, r.status, truncate(string(r.body), 300))
 			continue
@@ -1273,7 +1299,7 @@ func attackModulesReleased(t *testing.T, e *hostileEnv) {
 	for i := 0; i < e.scale.refusedDeploys; i++ {
 		// Valid and compiled, then refused by the catalog: the route names a
 		// function the module does not export.
-		r, _ := e.deployModule(t, "hostile", "refused"+strconv.Itoa(i), hostilewasm.BigCode(2<<20, uint64(9000+i)),
+		r, _ := e.deployModule(t, "hostile", "refused"+strconv.Itoa(i), e.mods["refused"+strconv.Itoa(i)],
 			deployOpts{function: "not_exported"})
 		if r.status != 422 {
 			t.Errorf("deploy naming an unexported function: %d %s", r.status, truncate(string(r.body), 300))

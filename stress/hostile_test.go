@@ -14,9 +14,9 @@ import (
 
 // TestHostileLong runs the end-to-end hostile-tenant suite (e2e.TestHostile,
 // against the real latent-node binary) at its stress scale: every attack
-// runs more times (500 failing instantiations per module, 100 rounds of
+// runs more times (2,000 failing instantiations per module, 500 rounds of
 // concurrent stack bombs, 15 large modules deployed and deleted and 15
-// refused, three rounds of compile bombs and connection floods) and the heap
+// refused, five rounds of compile bombs and connection floods) and the heap
 // may take up to two minutes to come back. The suite lives in e2e because it
 // needs that package's process harness; LATENT_HOSTILE_SCALE selects the
 // scale.
