@@ -1356,7 +1356,13 @@ func attackNamespaces(t *testing.T, e *hostileEnv) {
 		e.deleteService(t, "quiet", "compute")
 	})
 	t.Run("foreign-artifact", func(t *testing.T) {
-		quietDigest := digestOf(testwasm.Bytes(t, "echo"))
+		// An artifact only quiet uploaded (hostile uploaded the plain echo
+		// guest itself above, so it owns that digest too).
+		own := hostilewasm.Salted(testwasm.Bytes(t, "echo"), 4242)
+		quietDigest, up := e.upload(t, "quiet", own)
+		if up.status != 201 && up.status != 200 {
+			t.Fatalf("quiet's upload: %d %s", up.status, up.body)
+		}
 		unknown := make([]byte, 64)
 		_, _ = rand.Read(unknown)
 		unknownDigest := digestOf(unknown)
