@@ -1,13 +1,19 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latent-node/latent-node/client"
 )
 
 // otherArch is an architecture this host is not.
@@ -199,8 +205,107 @@ func TestOutcomesAndRejections(t *testing.T) {
 
 	// Nothing leaked: no live reservations once everything answered.
 	n.waitUsage(t, "alice", func(live, queued uint64) bool { return live == 0 && queued == 0 })
-	r := n.do(t, "GET", "/metrics", "", nil, nil)
+	r := n.do(t, "GET", "/metrics", "root", nil, nil)
 	if r.status != 200 || !strings.Contains(string(r.body), "latent_permits_leaked_total 0") {
 		t.Fatalf("metrics: %d", r.status)
 	}
+}
+
+// rawExchange writes req on a new connection, half-closes it and reads the
+// answer (for framing no client would send).
+func (n *node) rawExchange(t *testing.T, req string) reply {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(n.url, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, body: data}
+	if err := json.Unmarshal(data, &r.problem); err != nil {
+		t.Fatalf("not a problem body: %q", data)
+	}
+	return r
+}
+
+// TestAPI_hardening: /metrics is for administrators, activation ids are per
+// tenant, and malformed bodies are the caller's 400.
+func TestAPI_hardening(t *testing.T) {
+	n, _ := startNode(t, nil, calm)
+	n.deploy(t, "alice", "acme", "sleep", rev{guest: "sleep"})
+	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
+	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
+
+	t.Run("metrics need admin", func(t *testing.T) {
+		checkRefusal(t, n.do(t, "GET", "/metrics", "", nil, nil), 401, "unauthenticated")
+		checkRefusal(t, n.do(t, "GET", "/metrics", "alice", nil, nil), 403, "role-not-authorized")
+		r := n.do(t, "GET", "/metrics", "root", nil, nil)
+		if r.status != 200 || !strings.Contains(string(r.body), "latent_http_connections") {
+			t.Fatalf("admin: %d %.200s", r.status, r.body)
+		}
+	})
+
+	t.Run("activation ids are per tenant", func(t *testing.T) {
+		id := "shared-activation"
+		held := n.async("alice", "acme/sleep/run", "", map[string]string{"Latent-Activation-Id": id, "Latent-Timeout-Ms": "2000"})
+		n.waitUsage(t, "alice", func(live, _ uint64) bool { return live == 1 })
+		// beta uses the same id while acme's is live: admitted and run.
+		r := n.invoke(t, "bob", "beta/echo/run", "mine", map[string]string{"Latent-Activation-Id": id})
+		if r.status != 200 || string(r.body) != "mine" || r.header.Get("Latent-Activation-Id") != id {
+			t.Fatalf("beta with acme's live id: %d %s", r.status, r.body)
+		}
+		// Negative control: within acme the id is still taken.
+		checkRefusal(t, n.invoke(t, "alice", "acme/echo/run", "x", map[string]string{"Latent-Activation-Id": id}),
+			409, "activation-id-unavailable")
+		if r := await(t, held, 10*time.Second); r.status != 504 || r.header.Get("Latent-Activation-Id") != id {
+			t.Fatalf("held: %d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("malformed bodies", func(t *testing.T) {
+		head := func(method, path string) string {
+			return method + " " + path + " HTTP/1.1\r\nHost: n\r\nAuthorization: Bearer " + n.keys["alice"] + "\r\n"
+		}
+		digest := client.Digest([]byte("0123456789"))
+		tests := []struct{ name, req string }{
+			{"invoke bad chunk size", head("POST", "/v1/invoke/acme/echo/run") + "Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"},
+			{"invoke chunk longer than declared", head("POST", "/v1/invoke/acme/echo/run") + "Transfer-Encoding: chunked\r\n\r\n2\r\nabcdef\r\n0\r\n\r\n"},
+			{"invoke truncated", head("POST", "/v1/invoke/acme/echo/run") + "Content-Length: 10\r\n\r\nabc"},
+			{"artifact bad chunk size", head("PUT", "/v1/artifacts/"+digest) + "Transfer-Encoding: chunked\r\n\r\nzz\r\n0123\r\n0\r\n\r\n"},
+			{"artifact truncated", head("PUT", "/v1/artifacts/"+digest) + "Content-Length: 10\r\n\r\n01234"},
+			{"deployment bad chunk size", head("PUT", "/v1/deployments/acme/m") + "Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"},
+			{"deployment not JSON", head("PUT", "/v1/deployments/acme/m") + "Content-Length: 10\r\n\r\n{\"tenant\":"},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				checkRefusal(t, n.rawExchange(t, tc.req), 400, "malformed-body")
+			})
+		}
+		// A body over its bound stays 413, also chunked.
+		big := strings.Repeat("x", 64<<10+1)
+		checkRefusal(t, n.rawExchange(t, head("POST", "/v1/invoke/acme/echo/run")+"Transfer-Encoding: chunked\r\n\r\n"+
+			strconv.FormatInt(int64(len(big)), 16)+"\r\n"+big+"\r\n0\r\n\r\n"), 413, "payload-too-large")
+		// The node still serves, and blamed none of it on itself.
+		if r := n.invoke(t, "alice", "acme/echo/run", "ok", nil); r.status != 200 || string(r.body) != "ok" {
+			t.Fatalf("after malformed bodies: %d %s", r.status, r.body)
+		}
+		if strings.Contains(n.stderr.String(), "internal error") {
+			t.Fatalf("a malformed body was logged as the node's error:\n%s", n.stderr.String())
+		}
+	})
+
+	t.Run("unknown paths are problems", func(t *testing.T) {
+		checkRefusal(t, n.do(t, "GET", "/v1/nope", "", nil, nil), 404, "unknown-path")
+		checkRefusal(t, n.do(t, "GET", "/v1/invoke/acme/echo/run", "alice", nil, nil), 405, "method-not-allowed")
+	})
 }

@@ -33,7 +33,7 @@ type servedNode struct {
 	log        *syncBuffer
 }
 
-func startServed(t *testing.T) *servedNode {
+func startServed(t testing.TB) *servedNode {
 	t.Helper()
 	admin, adminHash, err := auth.Generate()
 	if err != nil {
@@ -89,7 +89,7 @@ type answerOf struct {
 	prob   api.Problem
 }
 
-func (sn *servedNode) do(t *testing.T, method, path, key string, body io.Reader, headers map[string]string) answerOf {
+func (sn *servedNode) do(t testing.TB, method, path, key string, body io.Reader, headers map[string]string) answerOf {
 	t.Helper()
 	req, _ := http.NewRequest(method, sn.url+path, body)
 	if key != "" {
@@ -106,7 +106,7 @@ func (sn *servedNode) do(t *testing.T, method, path, key string, body io.Reader,
 	return readAnswer(t, resp)
 }
 
-func readAnswer(t *testing.T, resp *http.Response) answerOf {
+func readAnswer(t testing.TB, resp *http.Response) answerOf {
 	t.Helper()
 	data, _ := io.ReadAll(resp.Body)
 	a := answerOf{status: resp.StatusCode, header: resp.Header, body: data}

@@ -109,6 +109,9 @@ func TestStatusOfAndWriteProblem(t *testing.T) {
 		{"resource-exhausted", "queue-wait-exceeded", 429}, {"resource-exhausted", "node-overloaded", 503},
 		{"admission-rejected", "queue-deadline-infeasible", 503}, {"deadline-exceeded", "deadline-exceeded", 504},
 		{"unavailable", "load-sample-stale", 503}, {"already-exists", "activation-id-unavailable", 409},
+		{"invalid-argument", "malformed-body", 400}, {"invalid-argument", "unknown-path", 404},
+		{"invalid-argument", "method-not-allowed", 405}, {"resource-exhausted", "insufficient-storage", 507},
+		{"resource-exhausted", "catalog-full", 507}, {"resource-exhausted", "tenant-quota-exceeded", 429},
 		{"something-else", "", 500},
 	}
 	for _, tc := range tests {
@@ -125,6 +128,13 @@ func TestStatusOfAndWriteProblem(t *testing.T) {
 	WriteProblem(rec, Problem{Status: 401, Title: "unauthenticated", Code: "unauthenticated"}, 0)
 	if rec.Header().Get("Retry-After") != "" || rec.Header().Get("WWW-Authenticate") == "" {
 		t.Fatalf("401 headers: %v", rec.Header())
+	}
+	rec = httptest.NewRecorder()
+	p := Refusal(422, "invalid-argument", "invalid-manifest", "request", "manifest", false)
+	p.Fields = []FieldProblem{{Field: "revisions[0].artifact", Problem: "deploy_limits.functions is 50000"}}
+	WriteProblem(rec, p, 0)
+	if !strings.Contains(rec.Body.String(), `"invalid_fields":[{"field":"revisions[0].artifact","problem":"deploy_limits.functions is 50000"}]`) {
+		t.Fatalf("field problems: %s", rec.Body.String())
 	}
 	if RetryAfterSeconds(0) != 1 || RetryAfterSeconds(10*time.Hour) != 3600 {
 		t.Fatal("RetryAfterSeconds bounds")
