@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/node/config"
 )
 
 // Connection bounds of the HTTP listener.
@@ -53,6 +55,19 @@ func DefaultMaxConns() int {
 		return 1
 	}
 	return int(min(uint64(DefaultMaxConnsCeiling), rl.Cur-connsFDReserve))
+}
+
+// connLimits are the configuration's bounds, each overridden by a non-zero
+// field of override.
+func connLimits(cfg *config.Config, override ConnLimits) ConnLimits {
+	lim := ConnLimits{MaxConns: cfg.Node.MaxConnections, MaxConnsPerAddr: cfg.Node.MaxConnectionsPerAddress}
+	if override.MaxConns != 0 {
+		lim.MaxConns = override.MaxConns
+	}
+	if override.MaxConnsPerAddr != 0 {
+		lim.MaxConnsPerAddr = override.MaxConnsPerAddr
+	}
+	return lim
 }
 
 func (c ConnLimits) withDefaults() ConnLimits {
@@ -153,8 +168,8 @@ type trackedConn struct {
 	closeErr           error
 }
 
-// connList is an intrusive doubly linked list, oldest first. global selects
-// the links: the limiter's lists or an address's.
+// connList is an intrusive doubly linked list, oldest first. perAddr
+// selects the links: an address's lists or the limiter's.
 type connList struct {
 	head, tail *trackedConn
 	n          int

@@ -15,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"go.uber.org/goleak"
+
+	"github.com/latent-node/latent-node/node/config"
 )
 
 // limitedServer is an http.Server on a loopback listener wrapped by a
@@ -424,4 +426,15 @@ func (s *syncBuffer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.b.Reset()
+}
+
+func TestConnLimits_fromConfig(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Node.MaxConnections, cfg.Node.MaxConnectionsPerAddress = 200, 16
+	if l := connLimits(cfg, ConnLimits{}); l != (ConnLimits{MaxConns: 200, MaxConnsPerAddr: 16}) {
+		t.Fatalf("configuration: %+v", l)
+	}
+	if l := connLimits(cfg, ConnLimits{MaxConnsPerAddr: 3}); l != (ConnLimits{MaxConns: 200, MaxConnsPerAddr: 3}) {
+		t.Fatalf("override: %+v", l)
+	}
 }

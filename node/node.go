@@ -32,8 +32,8 @@ type Options struct {
 	Clock  Clock        // default: the wall clock
 	// LoadSource overrides the host pressure source (tests).
 	LoadSource loadsource.Source
-	// Conns bounds the HTTP connections of listeners wrapped with
-	// WrapListener (zero fields: the defaults of ConnLimits).
+	// Conns overrides node.max_connections and
+	// node.max_connections_per_address (a zero field: the configuration's).
 	Conns ConnLimits
 }
 
@@ -73,7 +73,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.clock == nil {
 		n.clock = wallClock{}
 	}
-	n.conns = newConnLimiter(opts.Conns, n.log)
+	n.conns = newConnLimiter(connLimits(cfg, opts.Conns), n.log)
 	n.panics = newRateLog(n.log, time.Second)
 	defer func() {
 		if err != nil {
@@ -150,7 +150,8 @@ func (n *Node) Server() *http.Server {
 		ConnState:   n.conns.ConnState, ErrorLog: newErrorLog(n.log)}
 }
 
-// WrapListener bounds ln's connections by Options.Conns, in total and per
+// WrapListener bounds ln's connections by node.max_connections and
+// node.max_connections_per_address (or Options.Conns), in total and per
 // remote address: at a bound, idle keep-alive connections are closed first
 // to make room, and a new connection is closed at once only when every open
 // one is serving a request. Accept errors are retried after a back-off and
