@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/runner"
 )
 
 // Handler returns the node's HTTP API. Every refusal is a problem body, for
@@ -327,6 +328,13 @@ func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
 		prob := insufficientStorage()
 		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, prob, storageRetryAfter)
+	case errors.Is(err, runner.ErrCompiledCacheFull):
+		n.log.Warn("compiled module cache full", "err", err)
+		prob := api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "insufficient-storage",
+			admission.ScopeNode, "compiled-bytes", true)
+		prob.Detail = "the node holds as many compiled modules as it may; retry once releases are replaced or deleted"
+		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
+		api.WriteProblem(w, prob, storageRetryAfter)
 	case errors.Is(err, catalog.ErrCatalogFull):
 		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
 			admission.ScopeNode, "services", false), 0)
@@ -335,9 +343,10 @@ func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
 	}
 }
 
-// isStorageFull reports a write the node's disk could not hold.
+// isStorageFull reports a write the node's disk could not hold (the
+// catalog's or the compilation cache's).
 func isStorageFull(err error) bool {
-	return errors.Is(err, catalog.ErrStorageFull)
+	return errors.Is(err, catalog.ErrStorageFull) || errors.Is(err, runner.ErrStorageFull)
 }
 
 // ownTenant refuses deployment requests for another tenant.

@@ -22,6 +22,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/runner"
 )
 
 // servedNode is the demo node served by its own Server() on a wrapped
@@ -257,6 +258,9 @@ func TestHTTP_catalogErrors(t *testing.T) {
 		{"service quota", &catalog.QuotaError{Dimension: catalog.QuotaServices, Limit: 1, Used: 1}, 429,
 			"tenant-quota-exceeded", "services"},
 		{"catalog full", errors.Wrap(catalog.ErrCatalogFull, "x"), 507, "catalog-full", "services"},
+		{"compile cache disk full", errors.Wrap(errors.Mark(errors.New("write /var/lib/cache: no space left on device"),
+			runner.ErrStorageFull), "inspect"), 507, "insufficient-storage", "storage-bytes"},
+		{"compiled modules bound", errors.Wrap(runner.ErrCompiledCacheFull, "inspect"), 507, "insufficient-storage", "compiled-bytes"},
 		{"other", errors.New("disk on fire at /var/lib/secret"), 500, "platform-failure", ""},
 	}
 	for _, tc := range tests {
@@ -268,7 +272,7 @@ func TestHTTP_catalogErrors(t *testing.T) {
 			if a.prob.Dimension != tc.dimension || strings.Contains(string(a.body), "/var/lib") {
 				t.Fatalf("problem: %s", a.body)
 			}
-			if tc.status == 507 && tc.reason == "insufficient-storage" && (!a.prob.Retryable || a.header.Get("Retry-After") != "60") {
+			if tc.reason == "insufficient-storage" && (!a.prob.Retryable || a.header.Get("Retry-After") != "60") {
 				t.Fatalf("storage full must be retryable: %v %s", a.header, a.body)
 			}
 			if tc.status == 429 && a.prob.Retryable {
