@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
 // otherArch is an architecture this host is not.
@@ -301,6 +303,25 @@ func TestAPI_hardening(t *testing.T) {
 		}
 		if strings.Contains(n.stderr.String(), "internal error") {
 			t.Fatalf("a malformed body was logged as the node's error:\n%s", n.stderr.String())
+		}
+	})
+
+	t.Run("module refusals name the problem", func(t *testing.T) {
+		digest, err := n.client(t, "alice").UploadArtifact(context.Background(), testwasm.Bytes(t, "bad_import"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest := `{"tenant":"acme","service":"bad","revisions":[{"name":"v1","artifact":"` + digest +
+			`","trust_class":"untrusted","ceiling":{"cpu_fuel":1000000,"memory_bytes":"1MiB","wall_time":"1s"}}],` +
+			`"routes":[{"name":"run","targets":[{"revision":"v1","weight":1}]}]}`
+		r := n.do(t, "PUT", "/v1/deployments/acme/bad", "alice", strings.NewReader(manifest), nil)
+		checkRefusal(t, r, 422, "invalid-manifest")
+		var p struct {
+			Fields []struct{ Field, Problem string } `json:"invalid_fields"`
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil || len(p.Fields) != 1 ||
+			p.Fields[0].Field != "revisions[0].artifact" || !strings.Contains(p.Fields[0].Problem, "import") {
+			t.Fatalf("field problems: %s", r.body)
 		}
 	})
 
