@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"syscall"
@@ -30,7 +31,7 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	if full := storageFull(err); full != nil {
 		return nil, full
 	}
-	if r.cfg.CacheDir == "" || !cacheFault(err) {
+	if r.cfg.CacheDir == "" || !cacheReadFault(err) {
 		return nil, errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed)
 	}
 	discard := errors.WithSecondaryError(errors.New("runner: discarded a corrupt compilation cache entry"), err)
@@ -77,9 +78,12 @@ func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (wazero.Compi
 		}()
 		runtime.LockOSThread()
 		lowerThreadPriority()
+		if compileHook != nil {
+			compileHook()
+		}
 		ctx := experimental.WithCompilationWorkers(ctx, 1)
 		res.compiled, res.err = r.rt.CompileModule(ctx, wasm)
-		if res.err != nil && (errors.Is(res.err, syscall.ENOSPC) || errors.Is(res.err, syscall.EDQUOT)) {
+		if res.err != nil && cacheWriteFault(res.err) {
 			dropUnwrittenCompile(ctx, r.rt, wasm)
 		}
 	}()
@@ -116,10 +120,27 @@ func storageFull(err error) error {
 	return nil
 }
 
-// cacheFault reports whether err came from reading wazero's on-disk
-// compilation cache: an entry that does not decode ("compilationcache: …")
-// or a file that could not be read.
-func cacheFault(err error) bool {
+// wazero's file cache (v1.12.0) reads an entry with os.Open (a failure is
+// an *fs.PathError with Op "open"; a corrupt entry fails to decode with a
+// "compilationcache: " error) and writes one with os.CreateTemp, a write, a
+// sync, a close and os.Rename (an *fs.PathError with another Op, or an
+// *os.LinkError).
+
+// cacheReadFault reports whether err came from reading wazero's on-disk
+// compilation cache.
+func cacheReadFault(err error) bool {
 	var pathErr *fs.PathError
-	return strings.HasPrefix(err.Error(), "compilationcache: ") || errors.As(err, &pathErr)
+	return strings.HasPrefix(err.Error(), "compilationcache: ") || errors.As(err, &pathErr) && pathErr.Op == "open"
 }
+
+// cacheWriteFault reports whether err came from writing an entry of
+// wazero's on-disk compilation cache.
+func cacheWriteFault(err error) bool {
+	var pathErr *fs.PathError
+	var linkErr *os.LinkError
+	return errors.As(err, &pathErr) && pathErr.Op != "open" || errors.As(err, &linkErr)
+}
+
+// compileHook, when set by a test, runs on the compile worker's thread
+// before it compiles.
+var compileHook func()

@@ -4,28 +4,64 @@
 // # Deploy time
 //
 // Runner implements catalog.ModuleInspector. Inspect validates the original
-// module, instruments it for fuel (runner/internal/fuel: an exported i64
-// fuel global, a slow-path `tick` import, a `grow` import replacing
-// memory.grow, a call-depth bound), refuses any import outside
-// wasi_snapshot_preview1 with an error naming it, requires the wasi-stdio
-// exports (`_start`, `memory`), reads the memory limits and the features
-// used, and compiles the instrumented module once per artifact with the
-// compiler engine and wazero's compilation cache (on disk under the node's
-// data directory, so a restart loads instead of recompiling). Nothing is
-// compiled at admission or execution.
+// module against the deploy limits (Config.Limits, the [deploy_limits]
+// keys; a refusal names the key and is marked ErrLimit), instruments it
+// for fuel (runner/internal/fuel: an exported i64 fuel global, a slow-path
+// `tick` import, a `grow` import replacing memory.grow, a call stack
+// budget in bytes, the start function moved to an export), and accepts
+// only imports that are functions of its own wasi_snapshot_preview1 host
+// module with exactly that function's type, read from the runtime (any
+// other import, a non-function one included, is refused with an error
+// naming it and, for a type mismatch, both types). It requires the
+// wasi-stdio exports (`_start`, `memory`) and reads the memory limits and
+// the features used.
+//
+// Compiles run on a bounded worker: at most Config.CompileConcurrency at a
+// time (waiting respects the context), each on a goroutine Inspect waits
+// for, which locks its OS thread, lowers the thread's priority (nice 10 on
+// Linux) and exits without unlocking, so the thread is discarded; wazero
+// compiles with one worker, using the compiler engine and wazero's
+// compilation cache (on disk under the node's data directory, so a
+// restart loads instead of recompiling). Nothing is compiled at admission
+// or execution.
+//
+// A compile failure is the host's (the instrumenter validated the module):
+// a full disk or quota returns ErrStorageFull (wrapping the errno); an
+// entry of the disk cache that fails to load is found by checking every
+// entry's layout and checksum and removed (all entries, if none can be
+// singled out: the cache is disposable), reported to
+// Config.OnCacheDiscard, and the module compiled once more; anything else
+// is ErrCompileFailed. Error texts never contain host paths.
+//
+// # Compiled code ownership
+//
+// A compiled module is kept per digest while it is referenced: each
+// successful Inspect hands out one reference, given back with
+// ReleaseModule (catalog.ModuleReleaser); Acquire takes one for an
+// activation, and Run holds one while it runs. The last release closes the
+// module; Inspecting the digest again compiles again, from the cache. The
+// compiled modules' estimated size (CompiledBytesEstimate: 6 × the
+// instrumented bytes + 64 KiB, measured) is bounded by
+// Config.MaxCompiledBytes; an Inspect past it fails with
+// ErrCompiledCacheFull and keeps nothing.
 //
 // # Execution
 //
-// Run instantiates the compiled module on a leased cell (whose pooled linear
-// memory wazero uses through experimental.WithMemoryAllocator), with stdin =
-// the input, stdout capped at MaxOutputBytes, the last 4 KiB of stderr kept,
-// the environment LATENT_ACTIVATION_ID and LATENT_REVISION only, the
-// entrypoint's name as the only argument, no preopened directories and no
-// sockets, and calls the entrypoint. The module configuration is not built
-// per activation (each wazero With… call copies it): a pooled binding's
-// configuration forwards stdio, sleeps and random_get to the activation
-// bound to it, and the runner's own args and environ functions read the
-// activation from the call's context.
+// Run first charges instantiation to the fuel budget: one unit per 64
+// bytes of data segments, one per element segment entry and 1024 per page
+// of initial memory. A budget below that is fuel-exhausted without
+// instantiating. Run then instantiates the compiled module on a leased
+// cell (whose pooled linear memory wazero uses through
+// experimental.WithMemoryAllocator), with stdin = the input, stdout capped
+// at MaxOutputBytes, the last 4 KiB of stderr kept, the environment
+// LATENT_ACTIVATION_ID and LATENT_REVISION only, the entrypoint's name as
+// the only argument, no preopened directories and no sockets; it sets the
+// stack budget, calls the module's start function if it has one, and calls
+// the entrypoint. The module configuration is not built per activation
+// (each wazero With… call copies it): a pooled binding's configuration
+// forwards stdio, sleeps and random_get to the activation bound to it, and
+// the runner's own args and environ functions read the activation from the
+// call's context.
 //
 // Fuel: the guest spends its fuel global; when it goes negative it calls
 // tick, which checks the run context (the permit's deadline, bound at
@@ -39,9 +75,17 @@
 // context is done. Fuel used is exact and deterministic for the same module,
 // input and grant.
 //
-// Memory: grow enforces the granted pages and records a refusal, so the
-// outcome says memory-exhausted instead of a silent -1; the cell's allocator
-// caps the memory as well.
+// Memory: the grant covers linear memory and the call stack together. The
+// compiler's call stack lives on the Go heap, outside linear memory; the
+// instrumenter charges each call a bound of what its frame costs there,
+// against the module's stack global, which the runner sets after
+// instantiation to the grant minus the linear memory. A call that finds it
+// spent traps (call-depth-exceeded). grow succeeds only if the new pages
+// fit in what the stack global has left, and takes them from it (and from
+// its low-water mark); a refusal is recorded, so the outcome says
+// memory-exhausted instead of a silent -1. The memory peak reported is the
+// grant minus the low-water mark. The cell's allocator caps the linear
+// memory as well.
 //
 // # Outcomes
 //
@@ -51,26 +95,34 @@
 // call-depth trap; then success (returning from _start or proc_exit(0)),
 // declared-error (proc_exit(n≠0)), a trap by kind (wazero's trap types are
 // internal, so they are matched by message; the version is pinned and each
-// kind has a fixture), and anything else is a platform failure. A panic
-// anywhere in Run is a platform failure, and a platform failure asks the
-// caller to quarantine the cell; Run itself never panics.
+// kind has a fixture). Every error of instantiation is the module's (a
+// segment out of bounds): a trap of its kind, or "instantiation". An error
+// out of a call that is not a trap (a host function's assertion or Go
+// runtime error) is a platform failure, as is a panic anywhere in Run, and
+// a platform failure asks the caller to quarantine the cell; Run itself
+// never panics. No guest input leads to a platform failure.
 //
 // # Non-goals
 //
 // Run does not lease or release cells, or release permits: the scheduler
 // owns both, and keeps the execution permit until the guest stopped and the
-// cell was released. The compiler's native stack is outside linear memory;
-// the call-depth bound and fuel keep it finite.
+// cell was released.
 //
 // # Internal organization
 //
-//   - runner.go: Runner (New, Inspect, Run), Config, Cell.
+//   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors.
+//   - modules.go: compiled modules by digest and their references (Acquire,
+//     ReleaseModule, Prepared), the compiled-bytes bound.
+//   - compile.go: the compile worker and compile failures;
+//     cachefile.go: checking and discarding disk cache entries;
+//     prio_*.go: the worker thread's priority.
 //   - host.go: the activation state, the fuel host module (tick, grow,
 //     depth_exceeded), the capped and tail writers, stdin.
 //   - wasi.go: wasi_snapshot_preview1 (wazero's, with args_* and environ_*
-//     reading the activation from the call's context) and bindings: module
-//     configurations built once, lent to one activation at a time, whose
-//     stdio, sleep and random source forward to it.
+//     reading the activation from the call's context), the import check,
+//     and bindings: module configurations built once, lent to one
+//     activation at a time, whose stdio, sleep and random source forward
+//     to it.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - internal/fuel: the module rewriter.
 //
@@ -78,7 +130,10 @@
 //
 //	r, err := runner.New(ctx, runner.Config{CacheDir: filepath.Join(dataDir, "cache")})
 //	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
-//	// per activation, after admission and leasing:
+//	// per activation, after resolving the revision:
+//	release, ok := r.Acquire(rev.Artifact) // !ok: revision not available
+//	defer release()
+//	// after admission and leasing:
 //	out := r.Run(ctx, execPermit, lease, input)
 //	lease.Release(disposition(out.Quarantine))
 //	execPermit.Release()

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package runner
+
+func threadNice() int { return 0 }
