@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/latent-node/latent-node/catalog"
 )
 
 // compile compiles an instrumented module on a compile worker (see
@@ -106,7 +108,8 @@ func dropUnwrittenCompile(ctx context.Context, rt wazero.Runtime, wasm []byte) {
 	_ = c.Close(ctx)
 }
 
-// storageFull returns err as ErrStorageFull (wrapping its errno)
+// storageFull returns err as ErrStorageFull and catalog.ErrStorageFull
+// (wrapping its errno)
 // when a write failed for want of disk space or quota, else nil.
 func storageFull(err error) error {
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT} {
@@ -114,7 +117,7 @@ func storageFull(err error) error {
 			// The errno itself (no path) stays in the chain, for errors.Is and
 			// errors.As; the full cause is kept for logs only.
 			full := errors.Wrap(errno, "runner: insufficient storage for the compilation cache")
-			return errors.Mark(errors.WithSecondaryError(full, err), ErrStorageFull)
+			return errors.Mark(errors.Mark(errors.WithSecondaryError(full, err), ErrStorageFull), catalog.ErrStorageFull)
 		}
 	}
 	return nil

@@ -166,7 +166,7 @@ func TestStorageFull(t *testing.T) {
 		cause := errors.Wrap(&fs.PathError{Op: "write", Path: path, Err: errno}, "wazero")
 		err := storageFull(cause)
 		var got syscall.Errno
-		if !errors.Is(err, ErrStorageFull) || !errors.Is(err, errno) || !errors.As(err, &got) || got != errno ||
+		if !errors.Is(err, ErrStorageFull) || !errors.Is(err, catalog.ErrStorageFull) || !errors.Is(err, errno) || !errors.As(err, &got) || got != errno ||
 			strings.Contains(err.Error(), path) {
 			t.Fatalf("%v: %v", errno, err)
 		}
@@ -235,5 +235,30 @@ func TestCompile_boundedLowPriority(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && (len(nice) != 1 || !nice[compileNice]) {
 		t.Fatalf("compile threads' nice values: %v, want %d", nice, compileNice)
+	}
+}
+
+// TestInspect_deployLimits: Config.Limits reaches the instrumenter; a
+// module over one is refused naming the key, and compiles nothing.
+func TestInspect_deployLimits(t *testing.T) {
+	ctx := context.Background()
+	r, err := New(ctx, Config{Limits: Limits{DataBytes: 64 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	wasm := testwasm.Bytes(t, "hostile/data_big")
+	_, err = r.Inspect(ctx, digestOf(wasm), wasm)
+	var lim *LimitError
+	if !errors.Is(err, ErrLimit) || !errors.As(err, &lim) || lim.Key != "deploy_limits.data_bytes" ||
+		lim.Limit != 64<<10 || lim.Actual <= lim.Limit || !strings.Contains(err.Error(), "deploy_limits.data_bytes") {
+		t.Fatalf("want a data_bytes refusal, have %v", err)
+	}
+	if r.Prepared(digestOf(wasm)) || r.CompiledBytes() != 0 {
+		t.Fatal("a refused module was compiled")
+	}
+	// Negative control: the default limits accept it.
+	if _, err := sharedRunner(t).Inspect(ctx, digestOf(wasm), wasm); err != nil {
+		t.Fatal(err)
 	}
 }

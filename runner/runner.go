@@ -78,8 +78,9 @@ var (
 	// Config.MaxCompiledBytes. Retry once other releases are released.
 	ErrCompiledCacheFull = errors.New("runner: compiled module cache full")
 	// ErrStorageFull: the compilation cache could not be written because the
-	// disk is full (ENOSPC) or over quota (EDQUOT). The error wraps that
-	// syscall.Errno (errors.Is, errors.As).
+	// disk is full (ENOSPC) or over quota (EDQUOT). The error is also
+	// marked catalog.ErrStorageFull and wraps the syscall.Errno (errors.Is,
+	// errors.As).
 	ErrStorageFull = errors.New("runner: insufficient storage")
 	// ErrCompileFailed: wazero did not compile a module the instrumenter had
 	// validated, and not because of the disk cache: a host fault.
