@@ -39,7 +39,8 @@ import (
 //
 // TestHostile runs a quick version of every attack class (make test); with
 // LATENT_HOSTILE_SCALE=stress (the stress package's TestHostileLong sets it)
-// each attack runs longer and more times.
+// each attack runs longer and more times. LATENT_HOSTILE_ONLY=c,d runs only
+// the attacks with those letters (to measure one attack's memory alone).
 
 // Guarantees.
 const (
@@ -260,7 +261,11 @@ func TestHostile(t *testing.T) {
 	var rows []row
 	var restarts []string
 	begin := time.Now()
+	only := os.Getenv("LATENT_HOSTILE_ONLY") // e.g. "c,d": run only those attacks
 	for _, a := range hostileAttacks {
+		if only != "" && !slices.Contains(strings.Split(only, ","), a.name[:1]) {
+			continue
+		}
 		from := time.Now()
 		e.rss.resetWindow()
 		ok := t.Run(a.name, func(t *testing.T) { a.run(t, e) })
