@@ -85,6 +85,14 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		}
 		return n.internal(err)
 	}
+	// The compiled module stays with this activation until it answered,
+	// even if a deploy or delete releases it meanwhile.
+	releaseModule, ok := n.run.Acquire(permit.Obligations().Artifact)
+	if !ok {
+		_ = permit.Release()
+		return n.refuse(target.Tenant, revisionNotAvailable)
+	}
+	defer releaseModule()
 	cellClass := permit.Obligations().CellClass
 	job, err := n.sched.Submit(ctx, permit, &invocation{body: body})
 	if err != nil { // Submit released the permit

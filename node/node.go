@@ -80,10 +80,16 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 			n.Close(context.Background())
 		}
 	}()
-	if n.run, err = runner.New(ctx, cfg.RunnerConfig(cfg.Node.DataDir)); err != nil {
+	rc := cfg.RunnerConfig(cfg.Node.DataDir)
+	rc.OnCacheDiscard = func(err error) {
+		n.log.Warn("discarded a corrupt compile-cache entry and compiled the module again", "err", err.Error())
+	}
+	if n.run, err = runner.New(ctx, rc); err != nil {
 		return nil, err
 	}
-	if n.cat, err = catalog.Open(ctx, catalog.Options{Dir: cfg.Node.DataDir, Inspector: n.run}); err != nil {
+	co := cfg.CatalogOptions()
+	co.Inspector = n.run
+	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err
 	}
 	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
@@ -99,7 +105,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps{Cells: cellSource{n.pool},
-		Exec: executor{n.run}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace}); err != nil {
+		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace}); err != nil {
 		return nil, err
 	}
 	if n.prov, err = admission.NewLocalQuotaProvider(cfg.AdmissionPolicy(), admission.Options{Clock: n.clock,
@@ -131,6 +137,38 @@ func (n *Node) Catalog() *catalog.Catalog { return n.cat }
 
 // Scheduler is the scheduler actor: run it (Run(ctx)) for the node's lifetime.
 func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
+
+// Cells is the cell pool, whose driver replaces quarantined cells: run it
+// (Run(ctx)) for the node's lifetime.
+func (n *Node) Cells() *cellpool.Pool { return n.pool }
+
+// CollectArtifacts collects, every interval until ctx ends, the artifacts no
+// release of their tenant references once their grace period is over (the
+// catalog's garbage collection). It returns nil when ctx ends.
+func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		st, err := n.cat.CollectGarbage(ctx, n.clock.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			n.log.Warn("artifact collection failed; retrying at the next interval", "err", err)
+		case st.Released > 0 || st.Deleted > 0:
+			n.log.Info("collected unused artifacts", "released", st.Released, "deleted", st.Deleted, "bytes", st.DeletedBytes)
+		}
+	}
+}
+
+// CollectInterval is how often CollectArtifacts should run for the
+// configuration: a quarter of the grace period, from 1s to 5m.
+func CollectInterval(cfg *config.Config) time.Duration {
+	return min(max(cfg.Catalog.ArtifactGrace/4, time.Second), 5*time.Minute)
+}
 
 // Sampler is the load sampler actor: run it for the node's lifetime.
 func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }
@@ -196,8 +234,9 @@ func (c cell) Release(quarantine bool) error {
 
 var _ runner.Cell = cell{}
 
-// executor adapts the runner to the scheduler.
-type executor struct{ r *runner.Runner }
+// executor adapts the runner to the scheduler. A cell quarantined by an
+// activation is logged: it means a host fault, never a guest's doing.
+type executor struct{ n *Node }
 
 func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admission.ExecutionPermit, c scheduler.Cell) scheduler.Completion {
 	inv, ok := job.Input().(*invocation)
@@ -206,6 +245,11 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admissi
 		return scheduler.Completion{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
 			Err: errors.AssertionFailedf("node: unexpected job input or cell")}}
 	}
-	out := e.r.Run(ctx, exec, lease, inv.body)
+	out := e.n.run.Run(ctx, exec, lease, inv.body)
+	if out.Quarantine {
+		ob := exec.Obligations()
+		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),
+			"outcome", string(out.Kind), "err", out.Err)
+	}
 	return scheduler.Completion{FuelUsed: out.FuelUsed, Quarantine: out.Quarantine, Outcome: out}
 }

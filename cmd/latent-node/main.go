@@ -246,6 +246,14 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.Sampler().Run(sctx) }, func(error) { cancel() })
 	}
+	{ // the cell pool: replaces quarantined cells
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.Cells().Run(sctx) }, func(error) { cancel() })
+	}
+	{ // artifact garbage collection
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.CollectArtifacts(sctx, node.CollectInterval(cfg)) }, func(error) { cancel() })
+	}
 	{ // the aggregated refusal log line
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.LogRejections(sctx, 10*time.Second) }, func(error) { cancel() })

@@ -24,12 +24,10 @@ import (
 // it is parsed.
 const MaxFileBytes = 1 << 20
 
-// CallDepthLimit is the call-depth bound every execution enforces; it goes
-// into admission's NodeAdmissionPolicy.CallDepthLimit and the runner's
-// MaxCallDepth, so the two always agree. It is not configurable: 10,000
-// nested calls of defined functions is the runner's default
-// (runner/internal/fuel.DefaultMaxCallDepth) and far more than real guests
-// use, while keeping a runaway recursion from exhausting the host stack.
+// CallDepthLimit is the value of admission's CallDepthLimit obligation.
+// The runner bounds the call stack in bytes, against the activation's
+// memory grant, which is stricter than 10,000 frames for any frame of more
+// than a few hundred bytes; the obligation only records the nominal bound.
 const CallDepthLimit = 10_000
 
 // CompileCacheDir is the subdirectory of the data directory that holds
@@ -121,6 +119,10 @@ type Node struct {
 	// CompileConcurrency is how many modules compile at once, each on a
 	// lower-priority worker thread (1..64, default 1).
 	CompileConcurrency int
+	// MaxCompiledBytes bounds the (estimated) size of the compiled code of
+	// every deployed module together; a deploy past it is refused with 507
+	// (default 1 GiB, at least 1 MiB).
+	MaxCompiledBytes uint64
 }
 
 // QueueClass is one [[queue_classes]] entry.
@@ -316,6 +318,16 @@ func syntaxProblem(err error) Problem {
 	return Problem{Message: "invalid TOML at line " + strconv.Itoa(row) + ", column " + strconv.Itoa(col) + ": " + msg}
 }
 
+// CatalogOptions returns the catalog's options for the data directory: the
+// node-wide and per-tenant bounds, and the module size bound from
+// [deploy_limits]. The caller adds the inspector (and a clock in tests).
+func (c *Config) CatalogOptions() catalog.Options {
+	return catalog.Options{Dir: c.Node.DataDir, MaxServices: int(c.Catalog.MaxServices),
+		MaxArtifactBytes: int64(c.DeployLimits.ModuleBytes), MaxServicesPerTenant: int(c.Catalog.MaxServicesPerTenant),
+		MaxArtifactsPerTenant: int(c.Catalog.MaxArtifactsPerTenant), MaxArtifactBytesPerTenant: int64(c.Catalog.MaxArtifactBytesPerTenant),
+		ArtifactGrace: c.Catalog.ArtifactGrace}
+}
+
 // AdmissionPolicy returns the admission policy of the configuration. It
 // shares no memory with c. CallDepthLimit is the constant CallDepthLimit.
 func (c *Config) AdmissionPolicy() admission.NodeAdmissionPolicy {
@@ -369,10 +381,11 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 
 // RunnerConfig returns the runner configuration: the compile cache in
 // dataDir/compile-cache (normally dataDir is c.Node.DataDir; an empty
-// dataDir keeps the cache in memory), the output cap and the call-depth
-// bound that admission also enforces. The fuel slice is the runner's default.
+// dataDir keeps the cache in memory), the output cap, the deploy limits and
+// the compile bounds. The fuel slice is the runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
-	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, MaxCallDepth: CallDepthLimit}
+	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits,
+		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes}
 	if dataDir != "" {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}

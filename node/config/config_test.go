@@ -575,7 +575,7 @@ func TestParse_design(t *testing.T) {
 		t.Errorf("cell pool: have %+v", pc)
 	}
 	rc := cfg.RunnerConfig(cfg.Node.DataDir)
-	if rc.CacheDir != filepath.Join("/var/lib/latent-node", CompileCacheDir) || rc.MaxOutputBytes != 1<<20 || rc.MaxCallDepth != CallDepthLimit {
+	if rc.CacheDir != filepath.Join("/var/lib/latent-node", CompileCacheDir) || rc.MaxOutputBytes != 1<<20 {
 		t.Errorf("runner: have %+v", rc)
 	}
 	if rc := cfg.RunnerConfig(""); rc.CacheDir != "" {

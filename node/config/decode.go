@@ -306,7 +306,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 			Listen: DefaultListen, Architecture: HostArchitecture(), Region: DefaultRegion, Zone: DefaultZone,
 			MaxOutputBytes: DefaultMaxOutputBytes, ShutdownGrace: DefaultShutdownGrace,
 			MaxConnections: DefaultMaxConnections, MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress,
-			CompileConcurrency: DefaultCompileConcurrency,
+			CompileConcurrency: DefaultCompileConcurrency, MaxCompiledBytes: DefaultMaxCompiledBytes,
 		},
 		DeployLimits: DefaultDeployLimits,
 		Catalog:      DefaultCatalogLimits,
@@ -400,6 +400,7 @@ func (d *decoder) node(n *Node, t *table) {
 	t.setInt(&n.MaxConnections, "max_connections", optional)
 	t.setInt(&n.MaxConnectionsPerAddress, "max_connections_per_address", optional)
 	t.setInt(&n.CompileConcurrency, "compile_concurrency", optional)
+	t.setSize(&n.MaxCompiledBytes, "max_compiled_bytes", optional)
 
 	b := t.sub("budget_ceiling", requiredTable)
 	b.setUint64(&n.BudgetCeiling.CPUFuel, "cpu_fuel", required)

@@ -79,7 +79,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("unusable cell class %v: %+v", class, cc)
 			}
 		}
-		if rc := cfg.RunnerConfig(cfg.Node.DataDir); rc.MaxOutputBytes <= 0 || rc.MaxCallDepth != CallDepthLimit {
+		if rc := cfg.RunnerConfig(cfg.Node.DataDir); rc.MaxOutputBytes <= 0 {
 			t.Fatalf("runner config %+v", rc)
 		}
 		if cfg.Overload.MaxObservationAge <= 0 || cfg.Overload.SampleInterval <= 0 {

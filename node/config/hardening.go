@@ -4,58 +4,31 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner"
 )
 
 // DeployLimits is the [deploy_limits] table: what a module may contain to be
-// deployed. They bound the time and memory compiling any accepted module
-// takes (the README's security model states the measured bound). A module
-// over one of them is refused with a 422 that names the key. Every field is
-// optional and must be at least 1.
-type DeployLimits struct {
-	ModuleBytes       uint64 // module_bytes: the whole module
-	Functions         uint64 // functions: defined functions
-	FunctionLocals    uint64 // function_locals: declared locals of one function
-	TotalLocals       uint64 // total_locals: declared locals of all functions
-	FunctionBodyBytes uint64 // function_body_bytes: one function body
-	CodeBytes         uint64 // code_bytes: all function bodies
-	NestingDepth      uint64 // nesting_depth: block/loop/if nesting in one body
-	DataBytes         uint64 // data_bytes: all data segment payloads
-	Imports           uint64 // imports
-	Exports           uint64 // exports
-	Tables            uint64 // tables
-	TableElements     uint64 // table_elements: one table's size (its maximum is clamped to it)
-	Globals           uint64 // globals
-}
+// deployed (the runner's deploy limits). They bound the time and memory
+// compiling any accepted module takes (the README's security model states
+// the measured bound). A module over one of them is refused with a 422 that
+// names the key. Every key is optional and must be at least 1.
+type DeployLimits = runner.Limits
 
 // DefaultDeployLimits are the limits of keys the file leaves out.
-var DefaultDeployLimits = DeployLimits{
-	ModuleBytes:       16 << 20,
-	Functions:         50_000,
-	FunctionLocals:    10_000,
-	TotalLocals:       1_000_000,
-	FunctionBodyBytes: 512 << 10,
-	CodeBytes:         16 << 20,
-	NestingDepth:      1_024,
-	DataBytes:         16 << 20,
-	Imports:           1_000,
-	Exports:           10_000,
-	Tables:            16,
-	TableElements:     1_000_000,
-	Globals:           10_000,
+var DefaultDeployLimits = runner.DefaultLimits()
+
+type limitKey struct {
+	key  string
+	dst  *uint64
+	size bool
 }
 
 // deployLimitKeys lists the [deploy_limits] keys with their fields, in the
 // order the reference documents them.
-func (l *DeployLimits) keys() []struct {
-	key  string
-	dst  *uint64
-	size bool
-} {
-	return []struct {
-		key  string
-		dst  *uint64
-		size bool
-	}{
+func deployLimitKeys(l *DeployLimits) []limitKey {
+	return []limitKey{
 		{"module_bytes", &l.ModuleBytes, true},
 		{"functions", &l.Functions, false},
 		{"function_locals", &l.FunctionLocals, false},
@@ -91,11 +64,11 @@ type CatalogLimits struct {
 
 // DefaultCatalogLimits are the [catalog] values of keys the file leaves out.
 var DefaultCatalogLimits = CatalogLimits{
-	MaxServices:               4096,
-	MaxServicesPerTenant:      256,
-	MaxArtifactsPerTenant:     256,
-	MaxArtifactBytesPerTenant: 1 << 30,
-	ArtifactGrace:             time.Hour,
+	MaxServices:               catalog.DefaultMaxServices,
+	MaxServicesPerTenant:      catalog.DefaultMaxServicesPerTenant,
+	MaxArtifactsPerTenant:     catalog.DefaultMaxArtifactsPerTenant,
+	MaxArtifactBytesPerTenant: catalog.DefaultMaxArtifactBytesPerTenant,
+	ArtifactGrace:             catalog.DefaultArtifactGrace,
 }
 
 // Defaults of the [node] keys that bound connections and compiles.
@@ -105,6 +78,7 @@ const (
 	DefaultMaxConnections           = 0
 	DefaultMaxConnectionsPerAddress = 256
 	DefaultCompileConcurrency       = 1
+	DefaultMaxCompiledBytes         = runner.DefaultMaxCompiledBytes
 	maxCompileConcurrency           = 64
 )
 
@@ -112,7 +86,7 @@ func (d *decoder) deployLimits(l *DeployLimits, t *table) {
 	if t == nil {
 		return
 	}
-	for _, k := range l.keys() {
+	for _, k := range deployLimitKeys(l) {
 		if k.size {
 			t.setSize(k.dst, k.key, optional)
 		} else {
@@ -135,7 +109,7 @@ func (d *decoder) catalogLimits(c *CatalogLimits, t *table) {
 }
 
 func (c *Config) checkHardening(v *checker) {
-	for _, k := range c.DeployLimits.keys() {
+	for _, k := range deployLimitKeys(&c.DeployLimits) {
 		if *k.dst < 1 {
 			v.add("deploy_limits."+k.key, "must be at least 1")
 		}
@@ -168,6 +142,9 @@ func (c *Config) checkHardening(v *checker) {
 	}
 	if n.MaxConnectionsPerAddress < 1 {
 		v.add("node.max_connections_per_address", "must be at least 1")
+	}
+	if n.MaxCompiledBytes < 1<<20 {
+		v.add("node.max_compiled_bytes", "must be at least 1MiB")
 	}
 	if n.CompileConcurrency < 1 || n.CompileConcurrency > maxCompileConcurrency {
 		v.add("node.compile_concurrency", "must be from 1 to "+strconv.Itoa(maxCompileConcurrency))

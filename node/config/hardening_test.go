@@ -1,9 +1,11 @@
 package config
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestParse_hardening decodes the deploy limits, the catalog quotas and the
@@ -86,5 +88,21 @@ artifact_grace = "5m"
 				t.Errorf("have %q, want %q", have, tt.want)
 			}
 		})
+	}
+}
+
+// TestDeployLimitKeys_everyField fails when the runner gains a deploy limit
+// that [deploy_limits] cannot set.
+func TestDeployLimitKeys_everyField(t *testing.T) {
+	var l DeployLimits
+	v := reflect.ValueOf(&l).Elem()
+	covered := map[uintptr]bool{}
+	for _, k := range deployLimitKeys(&l) {
+		covered[uintptr(unsafe.Pointer(k.dst))] = true
+	}
+	for i := range v.NumField() {
+		if !covered[v.Field(i).Addr().Pointer()] {
+			t.Errorf("runner.Limits.%s has no [deploy_limits] key", v.Type().Field(i).Name)
+		}
 	}
 }
