@@ -676,6 +676,14 @@ type rssSampler struct {
 	lastHWM uint64
 }
 
+// windowMax returns the maximum since the last resetWindow.
+func (s *rssSampler) windowMax() uint64 {
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.window
+}
+
 // resetWindow starts a new window and returns the previous window's maximum.
 func (s *rssSampler) resetWindow() uint64 {
 	s.sample()
@@ -1011,7 +1019,7 @@ func (e *hostileEnv) refusedNaming(t *testing.T, what string, r reply, el time.D
 	if el > hostileRefuseBound {
 		t.Errorf("%s: refused after %v, bound %v", what, el, hostileRefuseBound)
 	}
-	e.note("%s: refused in %v", what, el.Round(time.Millisecond))
+	e.note("%s: refused in %v (node RSS so far in this attack %.0f MiB)", what, el.Round(time.Millisecond), mib(e.rss.windowMax()))
 	return named
 }
 
@@ -1186,7 +1194,8 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 			if total > hostileCompileBound {
 				t.Errorf("4 concurrent 6 MB modules took %v, bound %v", total, hostileCompileBound)
 			}
-			e.note("c 4x6MB: statuses %v, all answered in %v", times, total.Round(time.Millisecond))
+			e.note("c 4x6MB: statuses %v, all answered in %v (node RSS so far in this attack %.0f MiB)", times,
+				total.Round(time.Millisecond), mib(e.rss.windowMax()))
 			for i, o := range out {
 				if o.r.status == 200 {
 					rs := e.invokeN(t, "big"+strconv.Itoa(i), 1, nil)
