@@ -72,6 +72,7 @@ type ctrl struct {
 	// For a reachable if: the regions holding the if, starting the then arm
 	// and starting the else arm (-1: none yet).
 	pre, then, els int
+	localOps       uint64 // local.get, local.set and local.tee before it opened
 }
 
 func (m *module) shift(f uint32) uint32 {
@@ -290,6 +291,10 @@ func (rw *rewriter) function(i int, w *writer) error {
 		return limitError("nesting_depth", m.lim.NestingDepth, d,
 			"function "+itoa(uint64(m.numImportedFuncs)+uint64(i))+" nests blocks "+itoa(d)+" deep")
 	}
+	if m.loopWork > m.lim.LoopLocalWork {
+		return limitError("loop_local_work", m.lim.LoopLocalWork, m.loopWork,
+			"loops and branch targets up to function "+itoa(uint64(m.numImportedFuncs)+uint64(i))+" use locals "+itoa(m.loopWork)+" times (squared per loop)")
+	}
 	// The frame: parameters, locals and scratch locals, the values the body
 	// defines, the results.
 	fr := rw.frame
@@ -405,7 +410,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 	// Block parameters the locals may need: at most one per enclosing block
 	// of each local.set and local.tee, and at most one per block and local
 	// set in the body.
-	var defDepth, constructs, distinct uint64
+	var defDepth, constructs, distinct, localOps uint64
 	wide := false
 	rw.set = append(rw.set[:0], make([]bool, numLocals)...)
 	defer func() {
@@ -453,6 +458,9 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		}
 		rw.frame.scalars += uint64(in.v8)
 		rw.frame.vectors += uint64(in.v16)
+		if in.op >= opLocalGet && in.op <= opLocalTee {
+			localOps++
+		}
 		switch in.op {
 		case opLocalSet, opLocalTee:
 			// A new value of the local: it may become a block parameter
@@ -473,7 +481,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		}
 		switch in.op {
 		case opBlock, opLoop, opIf:
-			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1})
+			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1, localOps: localOps})
 			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
 			constructs++
 			if cur >= 0 && in.op != opBlock {
@@ -494,6 +502,12 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		case opEnd:
 			t := rw.ctl[len(rw.ctl)-1]
 			rw.ctl = rw.ctl[:len(rw.ctl)-1]
+			if t.op == opLoop || t.op == opIf || t.op == opBlock && t.targeted {
+				// A merge point: the compiler may give it a block parameter
+				// per local used inside (see Limits.LoopLocalWork).
+				n := min(localOps-t.localOps, numLocals)
+				rw.m.loopWork += n * n
+			}
 			switch t.op {
 			case opBlock:
 				if t.targeted {

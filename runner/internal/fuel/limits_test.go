@@ -61,6 +61,9 @@ var limitModules = map[string]func(n int) []byte{
 	"table_elements": func(n int) []byte {
 		return wasmModule(section(secTable, vec(cat(op(valFuncref, 0), u32(uint32(n))))))
 	},
+	"loop_local_work": func(n int) []byte { // n loops using one local each
+		return voidModuleLocals([]localGroup{{1, valI32}}, repeat(n, loop(blockEmpty, localGet(0), op(opDrop)))...)
+	},
 	"globals": func(n int) []byte { // one imported, the rest defined
 		return wasmModule(imports(cat(str("env"), str("g"), op(byte(ExternGlobal), valI32, 0))),
 			section(secGlobal, vec(repeat(n-1, cat(op(valI32, 0), i32c(0), op(opEnd)))...)))
@@ -103,6 +106,7 @@ func setLimit(key string, v uint64) Limits {
 		"total_locals": &l.TotalLocals, "function_body_bytes": &l.FunctionBodyBytes, "code_bytes": &l.CodeBytes,
 		"nesting_depth": &l.NestingDepth, "data_bytes": &l.DataBytes, "imports": &l.Imports,
 		"exports": &l.Exports, "tables": &l.Tables, "table_elements": &l.TableElements, "globals": &l.Globals,
+		"loop_local_work": &l.LoopLocalWork,
 	}[key]
 	*p = v
 	return l
@@ -111,8 +115,8 @@ func setLimit(key string, v uint64) Limits {
 // TestLimits: a module at each limit is accepted and one item more is
 // refused with a *LimitError naming the key, the limit and the actual value.
 func TestLimits(t *testing.T) {
-	if len(limitModules) != 13 {
-		t.Fatalf("%d limits covered, want 13", len(limitModules))
+	if len(limitModules) != 14 {
+		t.Fatalf("%d limits covered, want 14", len(limitModules))
 	}
 	for key, build := range limitModules {
 		t.Run(key, func(t *testing.T) {

@@ -150,6 +150,7 @@ type module struct {
 	dataBytes   uint64 // data segment payloads
 	elemCount   uint64 // element segment entries
 	maxFrame    uint64 // largest FrameCost of a defined function (set by instrument)
+	loopWork    uint64 // see Limits.LoopLocalWork (set by instrument)
 }
 
 type importEntry struct {

@@ -3,7 +3,6 @@ package fuel
 import (
 	"context"
 	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/cockroachdb/errors"
@@ -19,6 +18,18 @@ func liveModule(k int) []byte {
 	var pre, post []byte
 	for i := range k {
 		pre = cat(pre, localGet(0), op(opI64ExtendU), i64c(int64(i)), op(opI64Add))
+		post = cat(post, op(opI64Add))
+	}
+	return recModule(functype(i32, i64), nil, cat(pre, localGet(0), i32c(1), op(opI32Sub), call(0), post))
+}
+
+// pressureModule keeps k i64 remainders (whose lowering needs fixed
+// registers and temporaries) live across the call.
+func pressureModule(k int) []byte {
+	var pre, post []byte
+	for i := range k {
+		pre = cat(pre, localGet(0), op(opI64ExtendU), i64c(int64(i)+7), op(0x81 /* i64.rem_s */),
+			localGet(0), op(opI64ExtendU), i64c(int64(i)), op(0x88 /* i64.shr_u */), op(0x83 /* i64.and */))
 		post = cat(post, op(opI64Add))
 	}
 	return recModule(functype(i32, i64), nil, cat(pre, localGet(0), i32c(1), op(opI32Sub), call(0), post))
@@ -141,6 +152,7 @@ func stackShapes() []stackShape {
 		{"live1", liveModule(1)},
 		{"live16", liveModule(16)},
 		{"live200", liveModule(200)},
+		{"pressure100", pressureModule(100)},
 		{"vector8", vectorModule(8)},
 		{"vector100", vectorModule(100)},
 		{"params8", paramsModule(8)},
@@ -158,7 +170,11 @@ func TestStack_calibration(t *testing.T) {
 	for _, sh := range stackShapes() {
 		t.Run(sh.name, func(t *testing.T) {
 			res := mustInstrument(t, sh.wasm, Config{})
-			for _, depth := range []uint64{100, 1000, 3000} {
+			depths := []uint64{100, 1000, 3000}
+			if testing.Short() {
+				depths = depths[:2]
+			}
+			for _, depth := range depths {
 				alloc, charged, err := stackRun(t, res.Module, 1<<40, depth)
 				if err != nil {
 					t.Fatalf("depth %d: %v", depth, err)
@@ -200,5 +216,4 @@ func TestStack_bomb(t *testing.T) {
 		t.Errorf("plain: %d bytes (%v), want more than %d", alloc, err, 8*budget)
 	}
 	t.Logf("plain live200 at depth 10000: %d bytes", alloc)
-	_ = strconv.Itoa
 }

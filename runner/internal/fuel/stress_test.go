@@ -4,9 +4,11 @@ package fuel
 
 import (
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,27 +61,53 @@ func nested(depth int, kind byte, inner func(room int) []byte, max int) []byte {
 	return cat(head, inner(room), tail)
 }
 
+// nestLocals is depth nested constructs of kind around as much of "local.get
+// j; i32.const 1; i32.add; local.set j" over locals locals as fits.
+func nestLocals(kind byte, depth, locals int) []byte {
+	code := nested(depth, kind, func(room int) []byte {
+		var b []byte
+		for j := 0; ; j = (j + 1) % locals {
+			unit := cat(localGet(uint32(j)), i32c(1), op(0x6a), localSet(uint32(j)))
+			if len(b)+len(unit) > room {
+				return b
+			}
+			b = append(b, unit...)
+		}
+	}, stressBody)
+	return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(locals), valI32}}, code)))
+}
+
+var stressLocals = int(DefaultLimits().FunctionLocals)
+
 var stressCases = map[string]func() []byte{
 	// 1024 nested blocks around 512 KiB of i32.const 1; drop.
 	"nest-blocks-const": func() []byte {
 		code := nested(stressNest, opBlock, func(room int) []byte { return fill(nil, room, cat(i32c(1), op(opDrop))) }, stressBody)
 		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody(nil, code)))
 	},
-	// 1024 nested loops; the innermost increments 10,000 locals over and
-	// over (every local may need a block parameter at every loop).
+	// The deepest nesting of loops; the innermost increments as many locals
+	// as loop_local_work allows (every local may need a block parameter at
+	// every loop): 1024 loops of 1397 locals.
 	"nest-loops-locals": func() []byte {
-		const locals = 10_000
-		code := nested(stressNest, opLoop, func(room int) []byte {
-			var b []byte
-			for j := 0; ; j = (j + 1) % locals {
-				unit := cat(localGet(uint32(j)), i32c(1), op(0x6a), localSet(uint32(j)))
-				if len(b)+len(unit) > room {
-					return b
-				}
-				b = append(b, unit...)
-			}
-		}, stressBody)
-		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{locals, valI32}}, code)))
+		return nestLocals(opLoop, stressNest, int(math.Sqrt(float64(DefaultLimits().LoopLocalWork)/stressNest)))
+	},
+	// 20 nested loops around all the locals a function may have.
+	"nest20-loops-locals": func() []byte {
+		return nestLocals(opLoop, 20, min(stressLocals, int(math.Sqrt(float64(DefaultLimits().LoopLocalWork)/20))))
+	},
+	"nest-blocks-locals": func() []byte { return nestLocals(opBlock, stressNest, stressLocals) },
+	// Loops one after the other, each reading and writing every local.
+	"seq-loops-locals": func() []byte {
+		var code []byte
+		loopBody := []byte{}
+		for j := range stressLocals {
+			loopBody = append(loopBody, cat(localGet(uint32(j)), i32c(1), op(0x6a), localSet(uint32(j)))...)
+		}
+		for len(code)+len(loopBody)+4 < stressBody-8 {
+			code = append(code, loop(blockEmpty, loopBody)...)
+		}
+		code = append(code, opEnd)
+		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(stressLocals), valI32}}, code)))
 	},
 	// One 512 KiB function of i32.const 0; drop.
 	"const-drop": func() []byte {
@@ -91,21 +119,24 @@ var stressCases = map[string]func() []byte{
 		code := append(fill(nil, stressBody-8, cat(localGet(0), localSet(1))), opEnd)
 		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{2, valI64}}, code)))
 	},
-	// 100 functions of 10,000 locals each (total_locals), each local used.
+	// Functions of function_locals locals each up to total_locals, each
+	// local used.
 	"max-locals": func() []byte {
-		var bodies [][]byte
-		for range 100 {
-			var code []byte
-			for j := range 10_000 {
-				code = append(code, cat(localGet(uint32(j)), localSet(uint32((j+1)%10_000)))...)
-			}
-			bodies = append(bodies, rawBody([]localGroup{{10_000, valI64}}, append(code, opEnd)))
+		l := DefaultLimits()
+		n := int(l.TotalLocals / l.FunctionLocals)
+		var code []byte
+		for j := range stressLocals {
+			code = append(code, cat(localGet(uint32(j)), localSet(uint32((j+1)%stressLocals)))...)
 		}
-		return wasmModule(types(functype(none, none)), funcs(make([]uint32, 100)...), codes(bodies...))
+		b := rawBody([]localGroup{{uint32(stressLocals), valI64}}, append(code, opEnd))
+		return wasmModule(types(functype(none, none)), funcs(make([]uint32, n)...), codes(repeat(n, b)...))
 	},
-	// 50,000 functions, each calling the next.
+	// As many functions as allowed, each calling the next.
 	"max-functions": func() []byte {
-		const n = 50_000
+		n := int(DefaultLimits().Functions)
+		if v := os.Getenv("FUEL_STRESS_FUNCS"); v != "" {
+			n, _ = strconv.Atoi(v)
+		}
 		var bodies [][]byte
 		for i := range n {
 			code := []byte{opEnd}
@@ -120,9 +151,14 @@ var stressCases = map[string]func() []byte{
 	// call, then dropped.
 	"live-across-call": func() []byte {
 		k := (stressBody - 16) / 3
-		code := fill(nil, 2*k, localGet(0))
+		code := make([]byte, 0, stressBody)
+		for range k {
+			code = append(code, localGet(0)...)
+		}
 		code = append(code, call(0)...)
-		code = fill(code, 3*k, op(opDrop))
+		for range k {
+			code = append(code, opDrop)
+		}
 		code = append(code, opEnd)
 		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, valI32}}, code)))
 	},
@@ -132,6 +168,20 @@ var stressCases = map[string]func() []byte{
 		unit := cat(localGet(0), i64c(3), op(opI64Mul), localSet(0), call(0))
 		code := append(fill(nil, stressBody-8, unit), opEnd)
 		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, valI64}}, code)))
+	},
+	// 512 KiB functions of nested loops updating locals (the dearest
+	// function per byte found) up to code_bytes, each within
+	// loop_local_work: 25 locals, so that 32 of them fit.
+	"max-code-nest": func() []byte {
+		one := nestLocals(opLoop, stressNest, 25)
+		lim := DefaultLimits()
+		m, _ := decodeModule(one, &lim)
+		raw := one[len(one)-int(m.codeBytes):] // the body: the module ends with it
+		n := int(DefaultLimits().CodeBytes) / len(raw)
+		if v := os.Getenv("FUEL_STRESS_FUNCS"); v != "" {
+			n, _ = strconv.Atoi(v)
+		}
+		return wasmModule(types(functype(none, none)), funcs(make([]uint32, n)...), codes(repeat(n, cat(u32(uint32(len(raw))), raw))...))
 	},
 	// 32 functions of 512 KiB (code_bytes) of i32.const/drop.
 	"max-code": func() []byte {
@@ -149,6 +199,9 @@ func TestStress_compile(t *testing.T) {
 		return
 	}
 	for name := range stressCases {
+		if only := os.Getenv("FUEL_STRESS_ONLY"); only != "" && !strings.Contains(","+only+",", ","+name+",") {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestStress_compile$", "-test.v")
 			cmd.Env = append(os.Environ(), "FUEL_STRESS_CASE="+name)
@@ -168,7 +221,18 @@ func TestStress_compile(t *testing.T) {
 func stressChild(t *testing.T, name string) {
 	wasm := stressCases[name]()
 	start := time.Now()
-	res, err := Instrument(wasm, Config{})
+	cfg := Config{}
+	if n, l := os.Getenv("FUEL_STRESS_NEST"), os.Getenv("FUEL_STRESS_LOCALS"); n != "" {
+		d, _ := strconv.Atoi(n)
+		k, _ := strconv.Atoi(l)
+		kind := byte(opLoop)
+		if strings.Contains(name, "blocks") {
+			kind = opBlock
+		}
+		wasm = nestLocals(kind, d, k)
+		cfg.Limits = Limits{NestingDepth: 1 << 20, FunctionLocals: 1 << 20}
+	}
+	res, err := Instrument(wasm, cfg)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
