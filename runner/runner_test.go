@@ -46,7 +46,7 @@ var (
 // sharedRunner compiles each fixture once per test process.
 func sharedRunner(t testing.TB) *Runner {
 	sharedOnce.Do(func() {
-		sharedR, sharedErr = New(context.Background(), Config{MaxOutputBytes: 64 << 10, MaxCallDepth: 1000})
+		sharedR, sharedErr = New(context.Background(), Config{MaxOutputBytes: 64 << 10})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -411,10 +411,11 @@ func TestRun_slowPathEverySlice(t *testing.T) {
 	}
 }
 
-// TestRun_deepRecursionBounded: unbounded recursion stops at the call-depth
-// bound (the default 10,000 frames) with a typed trap, and the process's
-// memory does not explode on the way (the compiler's stack lives outside
-// linear memory, so the bound is what keeps it small).
+// TestRun_deepRecursionBounded: unbounded recursion stops when the call
+// stack budget (the 1 MiB grant less linear memory) is spent, with a typed
+// trap, and the process's memory does not explode on the way (the
+// compiler's stack lives outside linear memory, so the budget is what
+// keeps it small).
 func TestRun_deepRecursionBounded(t *testing.T) {
 	r, err := New(context.Background(), Config{})
 	if err != nil {
