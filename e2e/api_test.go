@@ -329,4 +329,11 @@ func TestAPI_hardening(t *testing.T) {
 		checkRefusal(t, n.do(t, "GET", "/v1/nope", "", nil, nil), 404, "unknown-path")
 		checkRefusal(t, n.do(t, "GET", "/v1/invoke/acme/echo/run", "alice", nil, nil), 405, "method-not-allowed")
 	})
+
+	// Whatever the server met, its log stays structured: one JSON object a line.
+	for _, l := range strings.Split(strings.TrimSpace(n.stderr.String()), "\n") {
+		if !json.Valid([]byte(l)) {
+			t.Errorf("a log line is not JSON: %q", l)
+		}
+	}
 }
