@@ -293,7 +293,7 @@ func (rw *rewriter) function(i int, w *writer) error {
 	}
 	if m.loopWork > m.lim.LoopLocalWork {
 		return limitError("loop_local_work", m.lim.LoopLocalWork, m.loopWork,
-			"loops and branch targets up to function "+itoa(uint64(m.numImportedFuncs)+uint64(i))+" use locals "+itoa(m.loopWork)+" times (squared per loop)")
+			"function "+itoa(uint64(m.numImportedFuncs)+uint64(i))+" brings the local uses in loops and branch targets (squared per loop) to "+itoa(m.loopWork))
 	}
 	// The frame: parameters, locals and scratch locals, the values the body
 	// defines, the results.
