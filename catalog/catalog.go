@@ -323,6 +323,9 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Di
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")
 			}
+			if errors.Is(err, ErrHostFault) || errors.Is(err, ErrStorageFull) {
+				return nil, refs, err // the host's fault, not the module's: no field problem
+			}
 			p.addErr(f, errors.Wrap(err, "module rejected"))
 			continue
 		}

@@ -868,3 +868,26 @@ func BenchmarkPin_resolvePolicy(b *testing.B) {
 		}
 	}
 }
+
+// TestDeploy_hostFaultIsNotTheModules: an inspector failure marked
+// ErrHostFault or ErrStorageFull fails the deploy as is, not as a field
+// problem that blames the module; the previous release keeps serving.
+func TestDeploy_hostFaultIsNotTheModules(t *testing.T) {
+	for _, mark := range []error{ErrHostFault, ErrStorageFull} {
+		t.Run(mark.Error(), func(t *testing.T) {
+			fx := newFixture(t)
+			a, b := fx.module("a"), fx.module("b")
+			good := fx.deploy(twoRevisions(a, b))
+			faulty := fx.module("faulty")
+			fx.insp.reject(faulty, errors.Mark(errors.New("compile failed"), mark))
+			m := twoRevisions(a, faulty)
+			_, err := fx.cat.Deploy(context.Background(), m)
+			if !errors.Is(err, mark) || errors.Is(err, ErrInvalidManifest) {
+				t.Fatalf("want %v and not ErrInvalidManifest, have %v", mark, err)
+			}
+			if d, _ := fx.cat.Pin().Deployment("acme", "images"); !reflect.DeepEqual(d, good) {
+				t.Fatalf("previous release no longer serves: %+v", d)
+			}
+		})
+	}
+}

@@ -19,8 +19,15 @@ type ModuleInspector interface {
 	// sha256 digest is digest. An error means the module cannot be deployed;
 	// its message is shown to the deployer, so it must say what to fix (for
 	// example which import is not allowed) and must not contain host paths.
+	// An error marked ErrHostFault or ErrStorageFull is the host's, not the
+	// module's: the deploy fails with it as is, not with a field problem.
 	Inspect(ctx context.Context, digest Digest, module []byte) (ModuleInfo, error)
 }
+
+// ErrHostFault marks an Inspect error that is not the module's fault (the
+// inspector could not compile or keep a valid module): a deploy failing with
+// it is the node's failure and may succeed later.
+var ErrHostFault = errors.New("catalog: the host could not prepare the module")
 
 // ModuleReleaser is an optional interface of a ModuleInspector that keeps
 // prepared (compiled) modules alive by reference. If the inspector implements

@@ -34,7 +34,7 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 		return nil, full
 	}
 	if r.cfg.CacheDir == "" || !cacheReadFault(err) {
-		return nil, errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed)
+		return nil, errors.Mark(errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed), catalog.ErrHostFault)
 	}
 	discard := errors.WithSecondaryError(errors.New("runner: discarded a corrupt compilation cache entry"), err)
 	if !discardCorruptEntries(r.cfg.CacheDir) {
@@ -49,7 +49,7 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	if full := storageFull(err); full != nil {
 		return nil, full
 	}
-	return nil, errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed after discarding the compilation cache (host fault)"), err), ErrCompileFailed)
+	return nil, errors.Mark(errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed after discarding the compilation cache (host fault)"), err), ErrCompileFailed), catalog.ErrHostFault)
 }
 
 // compileOnWorker waits for one of Config.CompileConcurrency compile slots

@@ -171,8 +171,8 @@ func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.R
 		if r.compiledBytes+est > r.cfg.MaxCompiledBytes {
 			used := r.compiledBytes
 			r.mu.Unlock()
-			return errors.Mark(errors.Newf("runner: compiling this module (about %d MiB) would exceed the compiled code bound (%d of %d MiB in use)",
-				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull)
+			return errors.Mark(errors.Mark(errors.Newf("runner: compiling this module (about %d MiB) would exceed the compiled code bound (%d of %d MiB in use)",
+				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}),
 			minMemoryBytes: info.MinMemoryBytes, instantiationFuel: instantiationFuel(res.Info)}
