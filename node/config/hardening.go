@@ -42,6 +42,7 @@ func deployLimitKeys(l *DeployLimits) []limitKey {
 		{"tables", &l.Tables, false},
 		{"table_elements", &l.TableElements, false},
 		{"globals", &l.Globals, false},
+		{"loop_local_work", &l.LoopLocalWork, false},
 	}
 }
 

@@ -38,6 +38,7 @@ exports = 6
 tables = 1
 table_elements = 1000
 globals = 7
+loop_local_work = 8000
 
 [catalog]
 max_services = 100
@@ -52,7 +53,8 @@ artifact_grace = "5m"
 		t.Fatal(err)
 	}
 	want := DeployLimits{ModuleBytes: 4 << 20, Functions: 10, FunctionLocals: 20, TotalLocals: 30, FunctionBodyBytes: 4096,
-		CodeBytes: 1 << 20, NestingDepth: 64, DataBytes: 2 << 20, Imports: 5, Exports: 6, Tables: 1, TableElements: 1000, Globals: 7}
+		CodeBytes: 1 << 20, NestingDepth: 64, DataBytes: 2 << 20, Imports: 5, Exports: 6, Tables: 1, TableElements: 1000, Globals: 7,
+		LoopLocalWork: 8000}
 	if cfg.DeployLimits != want {
 		t.Errorf("deploy limits: have %+v, want %+v", cfg.DeployLimits, want)
 	}
