@@ -1164,12 +1164,13 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 				go func() {
 					defer wg.Done()
 					svc := "big" + strconv.Itoa(i)
+					begin := time.Now()
 					r, err := e.n.try("PUT", "/v1/deployments/hostile/"+svc, "hostile",
 						bytes.NewReader(e.manifest("hostile", svc, digests[i], deployOpts{})), nil)
 					if err != nil {
 						r = reply{status: -1, body: []byte(err.Error())}
 					}
-					out[i] = res{r: r}
+					out[i] = res{r: r, el: time.Since(begin)}
 				}()
 			}
 			start := time.Now()
@@ -1189,7 +1190,7 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 				default:
 					t.Errorf("6 MB module %d: %d %s", i, o.r.status, truncate(string(o.r.body), 300))
 				}
-				times = append(times, strconv.Itoa(o.r.status))
+				times = append(times, fmt.Sprintf("%d in %v", o.r.status, o.el.Round(time.Millisecond)))
 			}
 			if total > hostileCompileBound {
 				t.Errorf("4 concurrent 6 MB modules took %v, bound %v", total, hostileCompileBound)
