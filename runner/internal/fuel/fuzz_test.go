@@ -10,7 +10,7 @@ import (
 
 // FuzzInstrument: Instrument's output is always valid, and it never calls
 // a module invalid that wazero accepts (it may refuse one: ErrUnsupported,
-// ErrReserved). Instrument itself only succeeds when wazero accepts the
+// ErrReserved, ErrLimit). Instrument itself only succeeds when wazero accepts the
 // original.
 //
 //	go test -run '^$' -fuzz '^FuzzInstrument$' -fuzztime 60s ./runner/internal/fuel/
@@ -33,7 +33,7 @@ func FuzzInstrument(f *testing.F) {
 				t.Fatalf("re-instrumenting: %v", err)
 			}
 			return
-		case errors.Is(err, ErrUnsupported), errors.Is(err, ErrReserved):
+		case errors.Is(err, ErrUnsupported), errors.Is(err, ErrReserved), errors.Is(err, ErrLimit):
 			return // refusals are allowed
 		case !errors.Is(err, ErrInvalid):
 			t.Fatalf("error not marked: %v", err)
