@@ -669,28 +669,32 @@ func truncate(s string, n int) string {
 
 // rssSampler reads the node's VmRSS every 20 ms and keeps the maximum.
 type rssSampler struct {
-	pid     int
-	mu      sync.Mutex
-	max     uint64
-	window  uint64 // the maximum since the last resetWindow
-	lastHWM uint64
+	pid       int
+	mu        sync.Mutex
+	max       uint64
+	window    uint64 // the maximum since the last resetWindow
+	windowHWM uint64 // VmHWM when the window started
+	lastHWM   uint64
 }
 
-// windowMax returns the maximum since the last resetWindow.
+// windowMax returns the maximum since the last resetWindow: the sampled
+// maximum, or VmHWM if it rose in the window (a peak between two samples).
 func (s *rssSampler) windowMax() uint64 {
 	s.sample()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.lastHWM > s.windowHWM {
+		return max(s.window, s.lastHWM)
+	}
 	return s.window
 }
 
 // resetWindow starts a new window and returns the previous window's maximum.
 func (s *rssSampler) resetWindow() uint64 {
-	s.sample()
+	w := s.windowMax()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := s.window
-	s.window = 0
+	s.window, s.windowHWM = 0, s.lastHWM
 	return w
 }
 
