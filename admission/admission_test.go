@@ -424,7 +424,7 @@ func TestAdmit_resamplesTimeUnderLock(t *testing.T) {
 // one ledger; an old pin keeps admitting the exact old policy and a new pin
 // refuses the old generation.
 func TestController_sharedLedger(t *testing.T) {
-	h := newHarness(t, testPolicy())
+	h := newHarnessOwnCatalog(t, testPolicy())
 	oldPin := h.cat.Pin()
 	oldRev, err := oldPin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
 	if err != nil {

@@ -3,10 +3,13 @@ package admission
 import (
 	"context"
 	"crypto/sha256"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/loadsource"
@@ -152,28 +155,76 @@ type harness struct {
 
 func (h *harness) ObservedQueueDelay(c catalog.CellClass) time.Duration { return h.delay[c] }
 
+// sharedCat is the catalog of testServices that harnesses share: deploying
+// them takes most of a harness's set-up, and no harness changes it (a test
+// that deploys uses newHarnessOwnCatalog). TestMain removes its directory.
+var sharedCat struct {
+	once sync.Once
+	dir  string
+	cat  *catalog.Catalog
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedCat.dir != "" {
+		_ = os.RemoveAll(sharedCat.dir)
+	}
+	os.Exit(code)
+}
+
 func newHarness(t testing.TB, policy NodeAdmissionPolicy) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: &fakeClock{now: epoch}, load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{}}
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: inspector{}})
+	sharedCat.once.Do(func() {
+		if sharedCat.dir, sharedCat.err = os.MkdirTemp("", "admission-catalog-"); sharedCat.err == nil {
+			sharedCat.cat, sharedCat.err = deployTestServices(sharedCat.dir)
+		}
+	})
+	if sharedCat.err != nil {
+		t.Fatal(sharedCat.err)
+	}
+	return harnessWith(t, policy, sharedCat.cat)
+}
+
+// newHarnessOwnCatalog is newHarness with a catalog of the test's own, which
+// the test may change.
+func newHarnessOwnCatalog(t testing.TB, policy NodeAdmissionPolicy) *harness {
+	t.Helper()
+	cat, err := deployTestServices(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cat = cat
+	return harnessWith(t, policy, cat)
+}
+
+// deployTestServices opens a catalog in dir and deploys testServices.
+func deployTestServices(dir string) (*catalog.Catalog, error) {
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: inspector{}})
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range testServices {
 		d := catalog.DigestOf(sha256.Sum256([]byte(s.module)))
-		if err := cat.PutArtifact(context.Background(), s.tenant, d, strings.NewReader(s.module)); err != nil {
-			t.Fatal(err)
+		if err := cat.PutArtifact(ctx, s.tenant, d, strings.NewReader(s.module)); err != nil {
+			return nil, err
 		}
 		ceiling := s.ceiling
 		m := catalog.Manifest{Tenant: s.tenant, Service: s.name,
 			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading,
 				Features: s.features, Ceiling: &ceiling, Placement: s.placement, Attributes: s.attributes}},
 			Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
-		if _, err := cat.Deploy(context.Background(), m); err != nil {
-			t.Fatalf("deploy %s/%s: %v", s.tenant, s.name, err)
+		if _, err := cat.Deploy(ctx, m); err != nil {
+			return nil, errors.Wrapf(err, "deploy %s/%s", s.tenant, s.name)
 		}
 	}
+	return cat, nil
+}
+
+func harnessWith(t testing.TB, policy NodeAdmissionPolicy, cat *catalog.Catalog) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: &fakeClock{now: epoch}, load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{},
+		cat: cat}
 	h.setLoad(0.1, 0.1)
 	prov, err := NewLocalQuotaProvider(policy, Options{Clock: h.clock, Load: h.load, QueueDelay: h})
 	if err != nil {
