@@ -506,7 +506,9 @@ type problem struct {
 	Stderr    string `json:"stderr"`
 }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+// httpClient stays below the node's per-address connection cap (256), so
+// the node never sheds connections the tests are using.
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 240, MaxIdleConnsPerHost: 128}}
 
 // do sends one request; headers may hold "Authorization".
 func (n *node) do(t *testing.T, method, path, who string, body io.Reader, headers map[string]string) reply {
