@@ -462,12 +462,29 @@ func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // handleReadyz: ready when the catalog is loaded (it is, once New returned)
-// and the load sample is fresh.
+// and the load sample is fresh. While quarantined cells wait for their
+// replacement it still answers 200, with "degraded:" and the usable cells
+// of each class short of its parallelism.
 func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	if _, err := n.load.Read(n.clock.Now()); err != nil {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "load sample not fresh\n")
+		return
+	}
+	if n.pool.Degraded() {
+		// Still serving, on fewer cells: say which, so an operator sees it
+		// while the pool replaces the quarantined ones.
+		w.Header().Set("Content-Type", "text/plain")
+		var b strings.Builder
+		b.WriteString("degraded:")
+		stats := n.pool.Stats()
+		for _, c := range n.cfg.SortedCellClasses() {
+			if st := stats[c]; st.Usable < st.Parallelism {
+				fmt.Fprintf(&b, " %s %d/%d cells usable;", c, st.Usable, st.Parallelism)
+			}
+		}
+		_, _ = io.WriteString(w, strings.TrimSuffix(b.String(), ";")+"\n")
 		return
 	}
 	_, _ = io.WriteString(w, "ready\n")

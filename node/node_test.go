@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/node/auth"
@@ -265,5 +268,47 @@ func TestRejections_aggregatedLog(t *testing.T) {
 	cancel()
 	if err := n.LogRejections(ctx, time.Hour); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadyz_degraded: a quarantined cell makes /readyz say "degraded" with
+// the class and its usable cells; the pool's driver replaces the cell and
+// /readyz says "ready" again.
+func TestReadyz_degraded(t *testing.T) {
+	tn := startNode(t)
+	readyz := func() string {
+		resp, body := tn.do(t, "GET", "/readyz", "", nil, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("readyz: status %d", resp.StatusCode)
+		}
+		return string(body)
+	}
+	if have := readyz(); have != "ready\n" {
+		t.Fatalf("before: have %q", have)
+	}
+	l, err := tn.n.pool.TryLease(catalog.CellTiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(cellpool.Quarantine); err != nil && !errors.Is(err, cellpool.ErrQuarantined) {
+		t.Fatal(err)
+	}
+	st := tn.n.pool.Stats()[catalog.CellTiny]
+	want := fmt.Sprintf("degraded: tiny %d/%d cells usable\n", st.Parallelism-1, st.Parallelism)
+	if have := readyz(); have != want {
+		t.Fatalf("quarantined: have %q, want %q", have, want)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tn.n.Cells().Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(10 * time.Second)
+	for readyz() != "ready\n" {
+		select {
+		case <-deadline:
+			t.Fatalf("not ready again: %q", readyz())
+		case <-time.After(5 * time.Millisecond): // bounded poll of the endpoint
+		}
 	}
 }
