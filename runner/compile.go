@@ -15,15 +15,17 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 )
 
-// compile compiles an instrumented module on a compile worker (see
-// compileOnWorker). The instrumenter validated the module, so a failure is
+// compile compiles an instrumented module. The instrumenter validated the
+// module, so a failure is
 // the host's: a full disk (ErrStorageFull), a corrupt entry of the on-disk
 // compilation cache (discarded, reported to Config.OnCacheDiscard, and
 // compiled again once), or anything else (ErrCompileFailed). No returned
 // error contains a host path; the cause is kept as a secondary error for
 // logs.
+//
+// REQUIRES: the caller runs on a worker (onWorker).
 func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
-	compiled, err := r.compileOnWorker(ctx, wasm)
+	compiled, err := r.compileHere(ctx, wasm)
 	if err == nil {
 		return compiled, nil
 	}
@@ -43,7 +45,7 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	if r.cfg.OnCacheDiscard != nil {
 		r.cfg.OnCacheDiscard(discard)
 	}
-	if compiled, err = r.compileOnWorker(ctx, wasm); err == nil {
+	if compiled, err = r.compileHere(ctx, wasm); err == nil {
 		return compiled, nil
 	}
 	if full := storageFull(err); full != nil {
@@ -52,45 +54,65 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	return nil, errors.Mark(errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed after discarding the compilation cache (host fault)"), err), ErrCompileFailed), catalog.ErrHostFault)
 }
 
-// compileOnWorker waits for one of Config.CompileConcurrency compile slots
-// (or for ctx) and compiles wasm with a single wazero worker on a goroutine
-// of its own, which it waits for. That goroutine locks its OS thread and
-// lowers the thread's scheduling priority, so compiles yield the CPU to
-// running guests; it returns without unlocking, so the Go runtime discards
-// the thread with its lowered priority instead of reusing it.
-func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+// onWorker waits for one of Config.CompileConcurrency slots (or for ctx)
+// and runs fn on a goroutine of its own, which it waits for. That goroutine
+// locks its OS thread and lowers the thread's scheduling priority, so
+// inspections and compiles yield the CPU to running guests; it returns
+// without unlocking, so the Go runtime discards the thread with its lowered
+// priority instead of reusing it. A panic in fn is returned as an error.
+// Everything Inspect does that costs memory in proportion to the module
+// (decoding, validation, instrumentation, compilation) runs inside fn, so
+// at most CompileConcurrency modules are in flight at once.
+func (r *Runner) onWorker(ctx context.Context, fn func() error) error {
 	select {
 	case r.compileSlots <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	defer func() { <-r.compileSlots }()
-	type result struct {
-		compiled wazero.CompiledModule
-		err      error
-	}
-	done := make(chan result, 1)
+	done := make(chan error, 1)
 	go func() {
-		var res result
+		var err error
 		defer func() {
 			if p := recover(); p != nil {
-				res = result{err: errors.Newf("runner: compile panicked: %v", p)}
+				err = errors.Newf("runner: inspection panicked: %v", p)
 			}
-			done <- res
+			done <- err
 		}()
 		runtime.LockOSThread()
 		lowerThreadPriority()
 		if compileHook != nil {
 			compileHook()
 		}
-		ctx := experimental.WithCompilationWorkers(ctx, 1)
-		res.compiled, res.err = r.rt.CompileModule(ctx, wasm)
-		if res.err != nil && cacheWriteFault(res.err) {
-			dropUnwrittenCompile(ctx, r.rt, wasm)
-		}
+		err = fn()
 	}()
-	res := <-done
-	return res.compiled, res.err
+	return <-done
+}
+
+// compileOnWorker compiles wasm on a worker (onWorker); Inspect, already on
+// one, calls compileHere.
+func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (compiled wazero.CompiledModule, err error) {
+	werr := r.onWorker(ctx, func() error {
+		compiled, err = r.compileHere(ctx, wasm)
+		return nil
+	})
+	if werr != nil {
+		return nil, werr
+	}
+	return compiled, err
+}
+
+// compileHere compiles wasm with a single wazero worker on the calling
+// goroutine.
+//
+// REQUIRES: the caller runs on a worker (onWorker).
+func (r *Runner) compileHere(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	wctx := experimental.WithCompilationWorkers(ctx, 1)
+	compiled, err := r.rt.CompileModule(wctx, wasm)
+	if err != nil && cacheWriteFault(err) {
+		dropUnwrittenCompile(wctx, r.rt, wasm)
+	}
+	return compiled, err
 }
 
 // dropUnwrittenCompile undoes what a compile whose cache write failed left

@@ -185,7 +185,21 @@ func (r *Runner) Close(ctx context.Context) error {
 // the compiled module, given back with ReleaseModule. Refusals of the
 // module name what to fix; ErrCompiledCacheFull, ErrStorageFull and
 // ErrCompileFailed are the host's. No error contains a host path.
-func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
+func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (info catalog.ModuleInfo, err error) {
+	werr := r.onWorker(ctx, func() error {
+		info, err = r.inspect(ctx, digest, module)
+		return nil
+	})
+	if werr != nil {
+		return catalog.ModuleInfo{}, errors.Wrap(werr, "runner: inspect")
+	}
+	return info, err
+}
+
+// inspect is Inspect on a worker.
+//
+// REQUIRES: the caller runs on a worker (onWorker).
+func (r *Runner) inspect(ctx context.Context, digest catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
 	res, err := fuel.Instrument(module, fuel.Config{Limits: r.cfg.Limits})
 	if err != nil {
 		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
