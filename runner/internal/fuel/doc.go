@@ -240,18 +240,20 @@
 // tables, globals and exports as their vectors start; a table's minimum;
 // each body's size and locals and the running sums of body bytes, locals and
 // data bytes as they are read; and the nesting of blocks, loops and ifs
-// (the deepest control stack of one body) while the body is analyzed,
-// before wazero sees the module.
+// (the deepest control stack of one body) and the loop local work while
+// the bodies are analyzed, before wazero sees the module.
 //
-// The defaults (DefaultLimits) keep compiling any one function with
-// wazero's compiler to about 1.4 s and 180 MB at worst, measured by the
-// stress tests (build tag stress) on adversarial functions at the limits.
-// The dearest per byte is the deepest nesting of loops around code that
-// updates many locals: the compiler gives each loop a block parameter per
-// local, and its cost grows with the square of the locals per loop (1024
-// loops with 10,000 locals took 175 s and 1.4 GB, with 1,000 locals 1.3 s),
-// which is why function_locals defaults to 1,000. A whole module of such
-// functions up to code_bytes costs that per function.
+// The defaults (DefaultLimits) keep compiling a module with wazero's
+// compiler to about 3 s and 650 MB at worst on the adversarial modules of
+// the stress tests (build tag stress: deepest nesting at the largest body,
+// largest bodies of cheap instructions, most locals, most functions, values
+// live across calls, the whole code size). The dearest per byte is the
+// deepest nesting of loops around code that uses many locals: the compiler
+// may give every loop a block parameter per local used inside, at a cost
+// that grows with their square (1024 nested loops using 10,000 locals took
+// 175 s and 1.4 GB to compile). LoopLocalWork bounds that sum of squares
+// for the whole module; nesting depth and locals alone cannot without
+// refusing ordinary code (Go's output nests blocks 500 deep).
 //
 // Refused with ErrReserved: imports from "latent_fuel", an export named
 // "__latent_fuel", "__latent_stack", "__latent_stack_low" or
