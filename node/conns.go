@@ -96,7 +96,7 @@ type ConnStats struct {
 // a request, to make room for the new one: the longest-idle keep-alive
 // connection first, then the oldest connection that has not sent a request
 // yet (of the new connection's address when that address is at its bound,
-// else of any address). Only when every connection is serving a request is
+// else of the address that holds the most connections). Only when every connection is serving a request is
 // the new connection closed at once. A client that keeps a connection open
 // without using it therefore never locks out another, and /healthz keeps
 // answering at the bound.
@@ -262,6 +262,22 @@ func (l *connLimiter) victim(a *addrConns) *trackedConn {
 	return l.mu.fresh.head
 }
 
+// heaviestLocked returns the address holding the most connections among
+// those with one to shed (nil when none has), so that at the total bound
+// the address that takes the most room gives it back, not a quiet client
+// whose one keep-alive connection happens to be the longest idle.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) heaviestLocked() *addrConns {
+	var most *addrConns
+	for _, a := range l.mu.byAddr {
+		if (a.idle.head != nil || a.fresh.head != nil) && (most == nil || a.open > most.open) {
+			most = a
+		}
+	}
+	return most
+}
+
 // admit counts a newly accepted connection, closing victims to make room.
 // It returns nil when nothing could be shed.
 func (l *connLimiter) admit(c net.Conn) *trackedConn {
@@ -282,7 +298,7 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 		}
 	}
 	if ok && l.mu.open >= l.lim.MaxConns {
-		if v := l.victim(nil); v != nil {
+		if v := l.victim(l.heaviestLocked()); v != nil {
 			l.dropLocked(v)
 			shed = append(shed, v)
 		} else {

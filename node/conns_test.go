@@ -438,3 +438,30 @@ func TestConnLimits_fromConfig(t *testing.T) {
 		t.Fatalf("override: %+v", l)
 	}
 }
+
+// TestConnLimiter_heaviestAddressPays: at the total bound the connection
+// shed is the heaviest address's, even when a lighter address holds the
+// longest-idle one (a quiet client's keep-alive connection survives a
+// flood from another address).
+func TestConnLimiter_heaviestAddressPays(t *testing.T) {
+	const max = 6
+	ls := startLimited(t, ConnLimits{MaxConns: max, MaxConnsPerAddr: 100})
+	quiet := ls.dial(t, "127.0.0.1") // the longest idle of all
+	if st, err := quiet.get("/healthz"); err != nil || st != 200 {
+		t.Fatalf("quiet: %d %v", st, err)
+	}
+	ls.wait(t, "quiet idle", func(s ConnStats) bool { return s.Idle == 1 })
+	for i := 1; i < max+3; i++ {
+		c := ls.dial(t, "127.0.0.2")
+		if st, err := c.get("/healthz"); err != nil || st != 200 {
+			t.Fatalf("flood %d: %d %v", i, st, err)
+		}
+		ls.wait(t, "idle", func(s ConnStats) bool { return s.Idle == min(i+1, max) })
+	}
+	if st, err := quiet.get("/healthz"); err != nil || st != 200 {
+		t.Fatalf("quiet after the flood (its connection was shed?): %d %v", st, err)
+	}
+	if s := ls.l.Stats(); s.Shed != 3 || s.Open != max {
+		t.Fatalf("stats: %+v", s)
+	}
+}
