@@ -78,11 +78,17 @@ var (
 		"HTTP connections closed at once because every open connection was serving a request.", nil, nil)
 	descAcceptErrors = prometheus.NewDesc("latent_http_accept_errors_total",
 		"Failed accepts of the HTTP listener (each retried after a back-off).", nil, nil)
+	descReplaced = prometheus.NewDesc("latent_cells_replaced_total",
+		"Quarantined cells the pool replaced with fresh ones, per class.", []string{"cell_class"}, nil)
+	descReplaceFailures = prometheus.NewDesc("latent_cell_replace_failures_total",
+		"Cell replacements that could not reserve memory (each retried later), per class.", []string{"cell_class"}, nil)
+	descCompiled = prometheus.NewDesc("latent_compiled_bytes",
+		"Estimated size of the compiled code the runner keeps (bounded by node.max_compiled_bytes).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
-		descConns, descConnsShed, descConnsRefused, descAcceptErrors} {
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled} {
 		ch <- d
 	}
 }
@@ -94,7 +100,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Usable), cc, "usable")
 		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Leased), cc, "busy")
 		ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(st.Quarantined), cc, "quarantined")
+		ch <- prometheus.MustNewConstMetric(descReplaced, prometheus.CounterValue, float64(st.Replaced), cc)
+		ch <- prometheus.MustNewConstMetric(descReplaceFailures, prometheus.CounterValue, float64(st.ReplaceFailures), cc)
 	}
+	ch <- prometheus.MustNewConstMetric(descCompiled, prometheus.GaugeValue, float64(n.run.CompiledBytes()))
 	for _, st := range n.sched.Stats().Cells {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Class.String())
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.Waiting), st.Class.String())

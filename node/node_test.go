@@ -311,4 +311,22 @@ func TestReadyz_degraded(t *testing.T) {
 		case <-time.After(5 * time.Millisecond): // bounded poll of the endpoint
 		}
 	}
+	mfs, err := tn.n.metrics.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() != "latent_cells_replaced_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "tiny" {
+				replaced = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if replaced != 1 {
+		t.Fatalf("latent_cells_replaced_total{cell_class=tiny}: have %v, want 1", replaced)
+	}
 }
