@@ -40,6 +40,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzGenerated$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./node/config/
 	$(GO) test -run='^$$' -fuzz='^FuzzAuthenticate$$' -fuzztime=$(FUZZTIME) ./node/auth/
+	$(GO) test -run='^$$' -fuzz='^FuzzLimits$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
+	$(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZTIME) ./node/
+	$(GO) test -run='^$$' -fuzz='^FuzzReadBody$$' -fuzztime=$(FUZZTIME) ./node/
 
 stress:
 	$(GO) test -race -tags stress -timeout 60m ./stress/...
