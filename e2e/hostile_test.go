@@ -243,6 +243,7 @@ var hostileAttacks = []hostileAttack{
 	{"h-connections", attackConnections},
 	{"i-malformed-bodies", attackMalformedBodies},
 	{"j-table-and-memory", attackTableAndMemory},
+	{"k-restart-corrupt-cache", attackRestart},
 }
 
 func TestHostile(t *testing.T) {
@@ -1627,4 +1628,83 @@ func attackTableAndMemory(t *testing.T, e *hostileEnv) {
 		expectOutcomes(t, "j memory.fill 4 GiB", rs, 502, "trap", "out-of-bounds-memory-access")
 		e.deleteService(t, "hostile", "memfill")
 	})
+}
+
+// attackRestart restarts a second node whose data directory holds hostile's
+// large modules, with every compile-cache file damaged: the node must start
+// (the cache is disposable: each damaged entry is discarded, the module
+// compiled again and a warning logged), within the compile bound per
+// module, and serve the modules; the quiet tenant's node keeps its
+// guarantees meanwhile.
+func attackRestart(t *testing.T, e *hostileEnv) {
+	dataDir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "node.toml")
+	if err := os.WriteFile(cfgPath, []byte(hostileConfigTOML(dataDir, e.hashes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	main := e.n
+	var services []string
+	defer func() {
+		e.n = main
+		e.mu.Lock()
+		for _, s := range services { // they live on this attack's node only
+			delete(e.services, s)
+		}
+		e.mu.Unlock()
+	}()
+	first := &node{proc: serveFor(t, cfgPath, calm, e.scale.nodeLife), keys: e.keys}
+	e.n = first
+	services = append(services, "restart-echo")
+	if r, _ := e.deployModule(t, "hostile", "restart-echo", testwasm.Bytes(t, "echo"), deployOpts{}); r.status != 200 {
+		t.Fatalf("deploy restart-echo: %d %s", r.status, r.body)
+	}
+	for i := 0; i < 2; i++ {
+		name := fmt.Sprintf("restart-big%d", i)
+		if r, _ := e.deployModule(t, "hostile", name, hostilewasm.BigCode(6<<20, uint64(7000+i)), deployOpts{}); r.status != 200 {
+			t.Fatalf("deploy %s: %d %s", name, r.status, truncate(string(r.body), 300))
+		}
+		services = append(services, name)
+	}
+	_ = first.cmd.Process.Kill()
+	<-first.done
+
+	damaged := 0
+	_ = filepath.WalkDir(filepath.Join(dataDir, "compile-cache"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		data, rerr := os.ReadFile(path)
+		if rerr != nil || len(data) < 64 {
+			return nil
+		}
+		for i := len(data) / 2; i < len(data)/2+32; i++ {
+			data[i] ^= 0xff
+		}
+		if os.WriteFile(path, data, 0o600) == nil {
+			damaged++
+		}
+		return nil
+	})
+	if damaged == 0 {
+		t.Fatal("no compile-cache file to damage: the cache is not where the node keeps it")
+	}
+
+	start := time.Now()
+	second := &node{proc: serveFor(t, cfgPath, calm, e.scale.nodeLife), keys: e.keys}
+	restart := time.Since(start)
+	e.n = second
+	defer func() { _ = second.cmd.Process.Kill(); <-second.done }()
+	warned := strings.Count(second.stderr.String(), "corrupt compile-cache entry")
+	e.note("k restart: %d cache files damaged, serving again after %v, %d warnings logged", damaged, restart.Round(time.Millisecond), warned)
+	if warned == 0 {
+		t.Errorf("no warning about the discarded compile-cache entries")
+	}
+	if restart > 30*time.Second {
+		t.Errorf("the node took %v to serve again with %d modules deployed", restart, len(services))
+	}
+	for i, r := range e.invokeN(t, "restart-echo", 3, nil) {
+		if r.status != 200 || string(r.body) != "x" {
+			t.Errorf("k after restart, invoke %d: %d %s", i, r.status, truncate(string(r.body), 200))
+		}
+	}
 }
