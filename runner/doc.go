@@ -81,8 +81,10 @@
 // against the module's stack global, which the runner sets after
 // instantiation to the grant minus the linear memory. A call that finds it
 // spent traps (call-depth-exceeded). grow succeeds only if the new pages
-// fit in what the stack global has left, and takes them from it (and from
-// its low-water mark); a refusal is recorded, so the outcome says
+// fit in what the stack global has left less a reserve for the stack (an
+// eighth of the grant, at most 1 MiB, so a guest that fills its memory
+// still has stack to handle the -1), and takes them from it (and from its
+// low-water mark); a refusal is recorded, so the outcome says
 // memory-exhausted instead of a silent -1. The memory peak reported is the
 // grant minus the low-water mark. The cell's allocator caps the linear
 // memory as well.

@@ -145,6 +145,17 @@ func (a *activation) charge(ctx context.Context, n uint64) {
 // global and its low-water mark and charges one unit of fuel per page; a
 // refusal is recorded so the outcome says memory-exhausted instead of a
 // silent -1.
+// MaxStackReserve bounds the part of the grant memory.grow leaves to the
+// call stack (see stackReserve).
+const MaxStackReserve = 1 << 20
+
+// stackReserve is how much of the grant memory.grow keeps free for the call
+// stack: an eighth of the grant, at most MaxStackReserve. A guest that grows
+// its memory up to the cap then gets -1 from memory.grow, its ordinary
+// out-of-memory path, with room left to report it, instead of running out
+// of stack on its next call.
+func stackReserve(grant uint64) uint64 { return min(grant/8, MaxStackReserve) }
+
 func grow(ctx context.Context, mod api.Module, stack []uint64) {
 	a := activationFrom(ctx)
 	delta := uint32(stack[0])
@@ -155,7 +166,7 @@ func grow(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	bytes := int64(delta) * 65536
 	avail := int64(a.stack.Get())
-	if bytes > max(avail, 0) {
+	if bytes > max(avail-int64(stackReserve(a.grant)), 0) {
 		a.memRefused = true
 		stack[0] = api.EncodeI32(-1)
 		return
