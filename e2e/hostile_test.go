@@ -1182,20 +1182,33 @@ func attackCompileBombs(t *testing.T, e *hostileEnv) {
 			wg.Wait()
 			total := time.Since(start)
 			var times []string
+			accepted := 0
 			for i, o := range out {
 				switch o.r.status {
 				case 200:
 					e.mu.Lock()
 					e.services["big"+strconv.Itoa(i)] = true
 					e.mu.Unlock()
+					accepted++
 				case 422:
 					if !strings.Contains(string(o.r.body), "deploy_limits.") {
 						t.Errorf("6 MB module %d refused without naming a limit: %s", i, o.r.body)
+					}
+				case 429: // the tenant's own bound on writes in flight (two at a time)
+					var pb struct {
+						Dimension string `json:"dimension"`
+						Retryable bool   `json:"retryable"`
+					}
+					if json.Unmarshal(o.r.body, &pb) != nil || pb.Dimension != "catalog-writes" || !pb.Retryable {
+						t.Errorf("6 MB module %d: 429 for another reason: %s", i, o.r.body)
 					}
 				default:
 					t.Errorf("6 MB module %d: %d %s", i, o.r.status, truncate(string(o.r.body), 300))
 				}
 				times = append(times, fmt.Sprintf("%d in %v", o.r.status, o.el.Round(time.Millisecond)))
+			}
+			if accepted < 2 {
+				t.Errorf("only %d of 4 concurrent 6 MB deploys accepted; a tenant may have two in flight", accepted)
 			}
 			if total > hostileCompileBound {
 				t.Errorf("4 concurrent 6 MB modules took %v, bound %v", total, hostileCompileBound)

@@ -291,11 +291,17 @@ func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Pr
 		api.WriteProblem(w, badRequest("invalid-digest", "digest", `want "sha256:" followed by 64 lowercase hex digits`), 0)
 		return
 	}
-	if r.ContentLength > catalog.DefaultMaxArtifactBytes {
+	limit := int64(n.cfg.DeployLimits.ModuleBytes)
+	if r.ContentLength > limit {
 		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
 		return
 	}
-	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, catalog.DefaultMaxArtifactBytes+1)}
+	if !n.writes.begin(p.Tenant) {
+		api.WriteProblem(w, writesBusy(), writeRetryAfter)
+		return
+	}
+	defer n.writes.end(p.Tenant)
+	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
 	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
 	switch {
 	case err == nil:
@@ -364,6 +370,11 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if !ok {
 		return
 	}
+	if !n.writes.begin(t) {
+		api.WriteProblem(w, writesBusy(), writeRetryAfter)
+		return
+	}
+	defer n.writes.end(t)
 	data, prob := readBounded(w, r, catalog.MaxManifestBytes, "manifest-bytes")
 	if prob != nil {
 		api.WriteProblem(w, *prob, 0)

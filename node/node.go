@@ -59,6 +59,7 @@ type Node struct {
 	panics  *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
+	writes     tenantWrites // uploads and deploys in flight, per tenant
 }
 
 // New composes a node from a validated configuration. It opens (or creates)

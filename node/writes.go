@@ -1,0 +1,59 @@
+package node
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/api"
+)
+
+// MaxTenantWrites is how many uploads and deploys one tenant may have in
+// flight at once. Inspection runs compile_concurrency modules at a time for
+// the whole node; without a per-tenant bound one tenant's queue of deploys
+// would delay every other tenant's, and its uploads could fill the disk
+// with temporary files before any quota counts them.
+const MaxTenantWrites = 2
+
+// writeRetryAfter is the Retry-After of a write refused for MaxTenantWrites.
+const writeRetryAfter = time.Second
+
+// tenantWrites counts each tenant's uploads and deploys in flight. Its keys
+// are configured tenants (callers are authenticated first), so it is
+// bounded by the configuration.
+type tenantWrites struct {
+	mu       sync.Mutex
+	inFlight map[catalog.TenantID]int
+}
+
+// begin takes a slot for tenant; false when the tenant has MaxTenantWrites
+// in flight. end gives it back.
+func (tw *tenantWrites) begin(tenant catalog.TenantID) bool {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.inFlight == nil {
+		tw.inFlight = map[catalog.TenantID]int{}
+	}
+	if tw.inFlight[tenant] >= MaxTenantWrites {
+		return false
+	}
+	tw.inFlight[tenant]++
+	return true
+}
+
+func (tw *tenantWrites) end(tenant catalog.TenantID) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	if tw.inFlight[tenant]--; tw.inFlight[tenant] <= 0 {
+		delete(tw.inFlight, tenant)
+	}
+}
+
+// writesBusy is the refusal of an upload or deploy over MaxTenantWrites:
+// retryable, the tenant's own concurrency.
+func writesBusy() api.Problem {
+	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted",
+		admission.ScopeTenant, "catalog-writes", true)
+}
