@@ -380,10 +380,16 @@ func (c *trackedConn) Close() error {
 	return c.closeErr
 }
 
-// addrKey is the remote IP address (the port varies per connection).
+// addrKey is the remote IPv4 address, or the /64 prefix of an IPv6 one
+// (the port varies per connection).
 func addrKey(a net.Addr) string {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return string(ta.IP.To16())
+		if ip4 := ta.IP.To4(); ip4 != nil {
+			return string(ip4)
+		}
+		// An IPv6 client usually holds a whole /64: one address per
+		// connection would escape the per-address bound.
+		return string(ta.IP.To16()[:8])
 	}
 	if a == nil {
 		return ""

@@ -465,3 +465,25 @@ func TestConnLimiter_heaviestAddressPays(t *testing.T) {
 		t.Fatalf("stats: %+v", s)
 	}
 }
+
+func TestAddrKey(t *testing.T) {
+	tcp := func(ip string, port int) net.Addr { return &net.TCPAddr{IP: net.ParseIP(ip), Port: port} }
+	tests := []struct {
+		name string
+		a, b net.Addr
+		same bool
+	}{
+		{"same IPv4, other port", tcp("10.0.0.1", 1), tcp("10.0.0.1", 2), true},
+		{"other IPv4", tcp("10.0.0.1", 1), tcp("10.0.0.2", 1), false},
+		{"IPv4 and its mapped IPv6 form", tcp("10.0.0.1", 1), tcp("::ffff:10.0.0.1", 1), true},
+		{"same IPv6 /64", tcp("2001:db8:1:2::1", 1), tcp("2001:db8:1:2:ffff::9", 1), true},
+		{"other IPv6 /64", tcp("2001:db8:1:2::1", 1), tcp("2001:db8:1:3::1", 1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if have := addrKey(tt.a) == addrKey(tt.b); have != tt.same {
+				t.Fatalf("same key: have %v, want %v", have, tt.same)
+			}
+		})
+	}
+}

@@ -296,11 +296,11 @@ func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Pr
 		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
 		return
 	}
-	if !n.writes.begin(p.Tenant) {
+	if !n.uploads.begin(p.Tenant) {
 		api.WriteProblem(w, writesBusy(), writeRetryAfter)
 		return
 	}
-	defer n.writes.end(p.Tenant)
+	defer n.uploads.end(p.Tenant)
 	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
 	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
 	switch {
@@ -370,11 +370,11 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if !ok {
 		return
 	}
-	if !n.writes.begin(t) {
+	if !n.deploys.begin(t) {
 		api.WriteProblem(w, writesBusy(), writeRetryAfter)
 		return
 	}
-	defer n.writes.end(t)
+	defer n.deploys.end(t)
 	data, prob := readBounded(w, r, catalog.MaxManifestBytes, "manifest-bytes")
 	if prob != nil {
 		api.WriteProblem(w, *prob, 0)

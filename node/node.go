@@ -59,7 +59,8 @@ type Node struct {
 	panics  *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
-	writes     tenantWrites // uploads and deploys in flight, per tenant
+	uploads    tenantWrites // uploads in flight, per tenant
+	deploys    tenantWrites // deploys in flight, per tenant
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -67,7 +68,8 @@ type Node struct {
 // through the runner, and fails with an error naming the file when a record
 // is corrupt.
 func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
-	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64)}
+	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64),
+		uploads: tenantWrites{max: MaxTenantUploads}, deploys: tenantWrites{max: MaxTenantDeploys}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}

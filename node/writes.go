@@ -10,33 +10,38 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 )
 
-// MaxTenantWrites is how many uploads and deploys one tenant may have in
-// flight at once. Inspection runs compile_concurrency modules at a time for
-// the whole node; without a per-tenant bound one tenant's queue of deploys
-// would delay every other tenant's, and its uploads could fill the disk
+// How many uploads and deploys one tenant may have in flight at once.
+// Inspection runs compile_concurrency modules at a time for the whole node;
+// with one deploy per tenant in flight, tenants take turns at it instead of
+// one tenant's queue of deploys delaying everyone else's. Uploads only
+// write a file, but bounding them keeps one tenant from filling the disk
 // with temporary files before any quota counts them.
-const MaxTenantWrites = 2
+const (
+	MaxTenantUploads = 2
+	MaxTenantDeploys = 1
+)
 
-// writeRetryAfter is the Retry-After of a write refused for MaxTenantWrites.
+// writeRetryAfter is the Retry-After of a write refused for its bound.
 const writeRetryAfter = time.Second
 
-// tenantWrites counts each tenant's uploads and deploys in flight. Its keys
-// are configured tenants (callers are authenticated first), so it is
-// bounded by the configuration.
+// tenantWrites counts each tenant's writes of one kind in flight, at most
+// max. Its keys are configured tenants (callers are authenticated first), so
+// it is bounded by the configuration.
 type tenantWrites struct {
+	max      int
 	mu       sync.Mutex
 	inFlight map[catalog.TenantID]int
 }
 
-// begin takes a slot for tenant; false when the tenant has MaxTenantWrites
-// in flight. end gives it back.
+// begin takes a slot for tenant; false when the tenant has max in flight.
+// end gives it back.
 func (tw *tenantWrites) begin(tenant catalog.TenantID) bool {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.inFlight == nil {
 		tw.inFlight = map[catalog.TenantID]int{}
 	}
-	if tw.inFlight[tenant] >= MaxTenantWrites {
+	if tw.inFlight[tenant] >= tw.max {
 		return false
 	}
 	tw.inFlight[tenant]++
@@ -51,7 +56,7 @@ func (tw *tenantWrites) end(tenant catalog.TenantID) {
 	}
 }
 
-// writesBusy is the refusal of an upload or deploy over MaxTenantWrites:
+// writesBusy is the refusal of an upload or deploy over its bound:
 // retryable, the tenant's own concurrency.
 func writesBusy() api.Problem {
 	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted",

@@ -2,11 +2,11 @@ package node
 
 import "testing"
 
-// TestTenantWrites: a tenant gets MaxTenantWrites slots, another tenant is
+// TestTenantWrites: a tenant gets max slots, another tenant is
 // not held back by it, and an ended write frees its slot (and its entry).
 func TestTenantWrites(t *testing.T) {
-	var tw tenantWrites
-	for i := range MaxTenantWrites {
+	tw := tenantWrites{max: 2}
+	for i := range tw.max {
 		if !tw.begin("acme") {
 			t.Fatalf("write %d refused under the bound", i)
 		}
@@ -21,7 +21,7 @@ func TestTenantWrites(t *testing.T) {
 	if !tw.begin("acme") {
 		t.Fatal("an ended write did not free its slot")
 	}
-	for range MaxTenantWrites {
+	for range tw.max {
 		tw.end("acme")
 	}
 	tw.end("beta")
