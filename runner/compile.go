@@ -59,7 +59,8 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 // locks its OS thread and lowers the thread's scheduling priority, so
 // inspections and compiles yield the CPU to running guests; it returns
 // without unlocking, so the Go runtime discards the thread with its lowered
-// priority instead of reusing it. A panic in fn is returned as an error.
+// priority instead of reusing it. A panic in fn is returned as an error
+// marked catalog.ErrHostFault: the module was not at fault.
 // Everything Inspect does that costs memory in proportion to the module
 // (decoding, validation, instrumentation, compilation) runs inside fn, so
 // at most CompileConcurrency modules are in flight at once.
@@ -75,15 +76,12 @@ func (r *Runner) onWorker(ctx context.Context, fn func() error) error {
 		var err error
 		defer func() {
 			if p := recover(); p != nil {
-				err = errors.Newf("runner: inspection panicked: %v", p)
+				err = errors.Mark(errors.Newf("runner: inspection panicked (host fault): %v", p), catalog.ErrHostFault)
 			}
 			done <- err
 		}()
 		runtime.LockOSThread()
 		lowerThreadPriority()
-		if compileHook != nil {
-			compileHook()
-		}
 		err = fn()
 	}()
 	return <-done
@@ -107,6 +105,9 @@ func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (compiled waz
 //
 // REQUIRES: the caller runs on a worker (onWorker).
 func (r *Runner) compileHere(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	if compileHook != nil {
+		compileHook()
+	}
 	wctx := experimental.WithCompilationWorkers(ctx, 1)
 	compiled, err := r.rt.CompileModule(wctx, wasm)
 	if err != nil && cacheWriteFault(err) {

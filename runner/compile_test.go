@@ -5,12 +5,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -260,5 +263,93 @@ func TestInspect_deployLimits(t *testing.T) {
 	// Negative control: the default limits accept it.
 	if _, err := sharedRunner(t).Inspect(ctx, digestOf(wasm), wasm); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInspect_compilePanic: a compile that panics is a host fault and
+// keeps nothing: the estimate is given back, and the next Inspect of the
+// same digest compiles instead of waiting forever for the failed one.
+func TestInspect_compilePanic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := New(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	wasm := testwasm.Bytes(t, "trivial")
+	d := digestOf(wasm)
+	base := r.CompiledBytes()
+	var calls atomic.Int32
+	compileHook = func() {
+		if calls.Add(1) == 1 {
+			panic("test: compile panicked")
+		}
+	}
+	defer func() { compileHook = nil }()
+	_, err = r.Inspect(ctx, d, wasm)
+	if err == nil || !errors.Is(err, catalog.ErrHostFault) {
+		t.Fatalf("want a host fault, have %v", err)
+	}
+	if r.Prepared(d) || r.CompiledBytes() != base {
+		t.Fatalf("a panicked compile kept something: prepared %v, %d bytes (baseline %d)", r.Prepared(d), r.CompiledBytes(), base)
+	}
+	if _, err := r.Inspect(ctx, d, wasm); err != nil {
+		t.Fatalf("Inspect after a panicked compile: %v", err)
+	}
+	if calls.Load() != 2 || !r.Prepared(d) || r.CompiledBytes() != base+CompiledBytesEstimate(lenInstrumented(t, wasm)) {
+		t.Fatalf("%d compiles, prepared %v, %d bytes", calls.Load(), r.Prepared(d), r.CompiledBytes())
+	}
+	r.ReleaseModule(d)
+	if r.CompiledBytes() != base {
+		t.Fatalf("%d bytes after the release, baseline %d", r.CompiledBytes(), base)
+	}
+}
+
+// TestInspect_liveDigest: Inspect of a digest whose module is compiled and
+// referenced returns the first inspection's information and takes a
+// reference, without a worker (every compile slot is taken here) or a
+// compile; once the module is released, Inspect needs a worker again.
+func TestInspect_liveDigest(t *testing.T) {
+	ctx := context.Background()
+	r, err := New(ctx, Config{CompileConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	wasm := testwasm.Bytes(t, "trivial")
+	d := digestOf(wasm)
+	first, err := r.Inspect(ctx, d, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := first
+	want.Exports = slices.Clone(first.Exports)
+	first.Exports[0] = "changed by the caller"
+
+	compileHook = func() { t.Error("a live digest was compiled again") }
+	defer func() { compileHook = nil }()
+	r.compileSlots <- struct{}{} // no worker available
+	defer func() { <-r.compileSlots }()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	second, err := r.Inspect(cancelled, d, wasm)
+	if err != nil {
+		t.Fatalf("Inspect of a live digest: %v", err)
+	}
+	if !reflect.DeepEqual(second, want) {
+		t.Fatalf("second Inspect: %+v, want %+v", second, want)
+	}
+	r.ReleaseModule(d)
+	if !r.Prepared(d) {
+		t.Fatal("the second Inspect took no reference")
+	}
+	r.ReleaseModule(d)
+	if r.Prepared(d) || r.CompiledBytes() != 0 {
+		t.Fatalf("released twice: prepared %v, %d bytes", r.Prepared(d), r.CompiledBytes())
+	}
+	// Negative control: with the module released, Inspect waits for a worker.
+	if _, err := r.Inspect(cancelled, d, wasm); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Inspect of a released digest without a worker: %v", err)
 	}
 }

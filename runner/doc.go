@@ -39,10 +39,16 @@
 // successful Inspect hands out one reference, given back with
 // ReleaseModule (catalog.ModuleReleaser); Acquire takes one for an
 // activation, and Run holds one while it runs. The last release closes the
-// module; Inspecting the digest again compiles again, from the cache. The
-// compiled modules' estimated size (CompiledBytesEstimate: 6 × the
-// instrumented bytes + 64 KiB, measured) is bounded by
-// Config.MaxCompiledBytes; an Inspect past it fails with
+// module; Inspecting the digest again compiles again, from the cache.
+// Inspecting a digest whose module is compiled and referenced takes one
+// more reference and returns what the first inspection found, without a
+// worker: services sharing a module, inspected one after another at a
+// restart, decode, validate and instrument it once. A compile that fails
+// or panics (a host fault, catalog.ErrHostFault) keeps nothing, and the
+// next Inspect of the digest compiles again. The compiled modules'
+// estimated size (CompiledBytesEstimate: 6 × the instrumented bytes +
+// 64 KiB, measured) is bounded by Config.MaxCompiledBytes; an Inspect past
+// it fails with
 // ErrCompiledCacheFull and keeps nothing.
 //
 // # Execution

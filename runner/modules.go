@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,7 @@ type module struct {
 	// reached zero is dead and never referenced again.
 	refs              atomic.Int64
 	compiled          wazero.CompiledModule
+	info              catalog.ModuleInfo // what Inspect returned for it
 	minMemoryBytes    uint64
 	instantiationFuel uint64
 }
@@ -145,7 +147,9 @@ func (r *Runner) CompiledBytes() uint64 {
 // reference to it: the live module if there is one, else a new compile
 // (one at a time per digest; concurrent callers wait for it). A compile
 // that would take the compiled modules past Config.MaxCompiledBytes is
-// refused with ErrCompiledCacheFull and keeps nothing.
+// refused with ErrCompiledCacheFull and keeps nothing. A compile that
+// fails or panics keeps nothing either: its entry and estimate are given
+// back and waiters are woken.
 func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.Result, info catalog.ModuleInfo) error {
 	for {
 		r.mu.Lock()
@@ -174,26 +178,43 @@ func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.R
 			return errors.Mark(errors.Mark(errors.Newf("runner: compiling this module (about %d MiB) would exceed the compiled code bound (%d of %d MiB in use)",
 				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
-		m := &module{digest: digest, bytes: est, ready: make(chan struct{}),
+		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
 			minMemoryBytes: info.MinMemoryBytes, instantiationFuel: instantiationFuel(res.Info)}
+		m.info.Exports = slices.Clone(info.Exports) // the caller may keep and change its own
 		r.modules[digest] = m
 		r.compiledBytes += est
 		r.mu.Unlock()
-
-		compiled, err := r.compile(ctx, res.Module)
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err != nil {
-			if r.modules[digest] == m {
-				delete(r.modules, digest)
-			}
-			r.compiledBytes -= est
-			close(m.ready)
-			return err
-		}
-		m.compiled = compiled
-		m.refs.Store(1)
-		close(m.ready)
-		return nil
+		return r.compileInto(ctx, m, res.Module)
 	}
+}
+
+// compileInto compiles wasm for m, which prepare registered. On success m
+// holds the caller's reference; on an error or a panic (which propagates,
+// for onWorker to recover) m is removed, its estimate given back, and
+// nobody waits for it any longer.
+func (r *Runner) compileInto(ctx context.Context, m *module, wasm []byte) (err error) {
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		r.mu.Lock()
+		if r.modules[m.digest] == m {
+			delete(r.modules, m.digest)
+		}
+		r.compiledBytes -= m.bytes
+		r.mu.Unlock()
+		close(m.ready)
+	}()
+	compiled, err := r.compile(ctx, wasm)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	m.compiled = compiled
+	m.refs.Store(1)
+	close(m.ready)
+	r.mu.Unlock()
+	done = true
+	return nil
 }

@@ -182,10 +182,19 @@ func (r *Runner) Close(ctx context.Context) error {
 // limits, features and exports, instruments it for fuel and compiles it
 // (once per digest while it is referenced; the compilation cache makes a
 // restart cheap). A successful Inspect hands the caller one reference to
-// the compiled module, given back with ReleaseModule. Refusals of the
-// module name what to fix; ErrCompiledCacheFull, ErrStorageFull and
-// ErrCompileFailed are the host's. No error contains a host path.
+// the compiled module, given back with ReleaseModule. A digest whose module
+// is compiled and referenced already is not inspected again: Inspect takes
+// a reference and returns the information it found the first time, without
+// waiting for a worker. Refusals of the module name what to fix;
+// ErrCompiledCacheFull, ErrStorageFull, ErrCompileFailed and a panic while
+// inspecting are the host's (catalog.ErrHostFault). No error contains a
+// host path.
 func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (info catalog.ModuleInfo, err error) {
+	if m := r.acquire(digest); m != nil {
+		info = m.info
+		info.Exports = slices.Clone(m.info.Exports)
+		return info, nil
+	}
 	werr := r.onWorker(ctx, func() error {
 		info, err = r.inspect(ctx, digest, module)
 		return nil
