@@ -17,9 +17,9 @@ import (
 
 // ErrTenantQuota marks a refusal because a tenant reached one of its own
 // bounds (Options.MaxServicesPerTenant, MaxArtifactsPerTenant,
-// MaxArtifactBytesPerTenant). The error is a *QuotaError. It is not
-// transient: the tenant must delete services or let unused artifacts be
-// collected.
+// MaxArtifactBytesPerTenant, MaxDeployedBytesPerTenant). The error is a
+// *QuotaError. It is not transient: the tenant must delete services, deploy
+// smaller releases or let unused artifacts be collected.
 var ErrTenantQuota = errors.New("catalog: tenant quota exceeded")
 
 // Dimensions of a QuotaError.
@@ -27,11 +27,13 @@ const (
 	QuotaServices      = "services"
 	QuotaArtifacts     = "artifacts"
 	QuotaArtifactBytes = "artifact-bytes"
+	QuotaDeployedBytes = "deployed-bytes"
 )
 
 // QuotaError is a refusal for a tenant quota: which one, its limit, and what
 // the tenant used before the refused request (services deployed, artifacts
-// owned, bytes of the artifacts owned). errors.Is(err, ErrTenantQuota) holds.
+// owned, bytes of the artifacts owned, bytes of the distinct artifacts its
+// services use). errors.Is(err, ErrTenantQuota) holds.
 type QuotaError struct {
 	Dimension string
 	Limit     uint64

@@ -490,6 +490,7 @@ func TestModuleReferences(t *testing.T) {
 			o.MaxServicesPerTenant = 2
 			o.MaxServices = 3
 			o.MaxArtifactsPerTenant = 3
+			o.MaxDeployedBytesPerTenant = 6 // the modules are 2, 3 and 8 bytes
 		})
 		configure := func(in *fakeInspector) {
 			in.reject(digestOf("rejected"), errors.New("import env.x is not allowed"))
@@ -539,6 +540,9 @@ func TestModuleReferences(t *testing.T) {
 				fx.cat = fx.open()
 			}
 			outcomes[kind+" "+outcome(err)]++
+			if qe := (*QuotaError)(nil); errors.As(err, &qe) && qe.Dimension == QuotaDeployedBytes {
+				outcomes["deploy deployed-bytes"]++
+			}
 			want := map[Digest]int{}
 			for _, svc := range fx.cat.Pin().s.services {
 				for _, d := range svc.artifacts() {
@@ -552,7 +556,7 @@ func TestModuleReferences(t *testing.T) {
 		}
 	}
 	// The sequences reached every kind of outcome the property is about.
-	for _, k := range []string{"deploy ok", "deploy invalid", "deploy quota", "deploy full", "deploy storage-full",
+	for _, k := range []string{"deploy ok", "deploy invalid", "deploy quota", "deploy deployed-bytes", "deploy full", "deploy storage-full",
 		"deploy cancelled", "delete ok", "restart ok"} {
 		if outcomes[k] == 0 {
 			t.Errorf("no %q in the random sequences: %v", k, outcomes)
@@ -624,4 +628,91 @@ func BenchmarkPutArtifact(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func TestQuota_deployedBytes(t *testing.T) {
+	ctx := context.Background()
+	limit10 := func(o *Options) { o.MaxDeployedBytesPerTenant = 10 }
+	t.Run("bound", func(t *testing.T) {
+		fx := newFixtureWith(t, limit10)
+		a5, b3, c5, d1 := fx.module("aaaaa"), fx.module("bbb"), fx.module("ccccc"), fx.module("d")
+		fx.deploy(oneRevision("acme", "one", a5))
+		fx.deploy(oneRevision("acme", "two", a5)) // shared: counted once (5)
+		fx.deploy(oneRevision("acme", "three", b3))
+		fx.deploy(oneRevision("acme", "three", c5)) // replaces b3: 5 + 5, at the bound
+		held, inspected := fx.insp.held(), fx.insp.calls.Load()
+		_, err := fx.cat.Deploy(ctx, oneRevision("acme", "four", d1)) // one byte over
+		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 10, Used: 10})
+		if fx.insp.calls.Load() != inspected {
+			t.Fatal("a deploy over the deployed bytes was inspected")
+		}
+		if have := fx.insp.held(); !reflect.DeepEqual(have, held) {
+			t.Fatalf("references held %v, want %v", have, held)
+		}
+		if _, ok := fx.cat.Pin().s.services[serviceKey{"acme", "four"}]; ok {
+			t.Fatal("the refused service was published")
+		}
+		// Another tenant is unaffected by acme being at its bound.
+		fx.deploy(oneRevision("beta", "one", fx.moduleFor("beta", "0123456789")))
+		// Two revisions of a new release: both count, the replaced one not.
+		m := twoRevisions(b3, d1)
+		m.Service = "three"
+		fx.deploy(m) // 5 + 3 + 1
+		if _, err := fx.cat.Delete(ctx, "acme", "one"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = fx.cat.Deploy(ctx, oneRevision("acme", "four", c5)) // a5 is still used by two: 9 + 5
+		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 10, Used: 9})
+		if _, err := fx.cat.Delete(ctx, "acme", "two"); err != nil {
+			t.Fatal(err)
+		}
+		fx.deploy(oneRevision("acme", "four", c5)) // 4 + 5
+		if got := fx.insp.held(); !reflect.DeepEqual(got, map[Digest]int{b3: 1, d1: 1, c5: 1, digestOf("0123456789"): 1}) {
+			t.Fatalf("references held %v", got)
+		}
+	})
+	t.Run("checked under the lock", func(t *testing.T) {
+		// A deploy that passed the early check loses to one that published
+		// while it was being inspected: the check before publishing refuses it.
+		fx := newFixtureWith(t, limit10)
+		a6, b6 := fx.module("aaaaaa"), fx.module("bbbbbb")
+		var inner error
+		fx.insp.onCall = func() {
+			fx.insp.onCall = nil
+			_, inner = fx.cat.Deploy(ctx, oneRevision("acme", "second", b6))
+		}
+		_, err := fx.cat.Deploy(ctx, oneRevision("acme", "first", a6))
+		if inner != nil {
+			t.Fatalf("the inner deploy: %v", inner)
+		}
+		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 10, Used: 6})
+		if got := fx.insp.held(); !reflect.DeepEqual(got, map[Digest]int{b6: 1}) {
+			t.Fatalf("references held %v, want only the published service's", got)
+		}
+	})
+	t.Run("lowered bound at open", func(t *testing.T) {
+		fx := newFixtureWith(t, limit10)
+		a5, b3, c2, d4 := fx.module("aaaaa"), fx.module("bbb"), fx.module("cc"), fx.module("dddd")
+		fx.deploy(oneRevision("acme", "one", a5))
+		fx.deploy(oneRevision("acme", "two", b3))
+		fx.deploy(oneRevision("acme", "three", c2))
+		fx.tune = func(o *Options) { o.MaxDeployedBytesPerTenant = 5 }
+		fx.insp = newFakeInspector()
+		fx.cat = fx.open() // 10 deployed above a bound of 5: loads anyway
+		// Growing to 11 is refused.
+		_, err := fx.cat.Deploy(ctx, oneRevision("acme", "two", d4))
+		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 5, Used: 10})
+		fx.deploy(oneRevision("acme", "three", fx.module("c"))) // shrinks to 9, still above
+		if _, err := fx.cat.Delete(ctx, "acme", "two"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = fx.cat.Deploy(ctx, oneRevision("acme", "two", b3)) // back to 9 from 6: grows
+		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 5, Used: 6})
+	})
+	t.Run("default", func(t *testing.T) {
+		fx := newFixture(t)
+		if fx.cat.opts.MaxDeployedBytesPerTenant != DefaultMaxDeployedBytesPerTenant || DefaultMaxDeployedBytesPerTenant != 128<<20 {
+			t.Fatalf("default deployed bytes %d", fx.cat.opts.MaxDeployedBytesPerTenant)
+		}
+	})
 }

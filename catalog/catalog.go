@@ -32,6 +32,7 @@ const (
 	DefaultMaxServicesPerTenant      = 256
 	DefaultMaxArtifactsPerTenant     = 256
 	DefaultMaxArtifactBytesPerTenant = 1 << 30
+	DefaultMaxDeployedBytesPerTenant = 128 << 20
 	DefaultArtifactGrace             = time.Hour
 )
 
@@ -61,6 +62,14 @@ type Options struct {
 	// tenant owns (default 1 GiB). Each owner is charged the full size of an
 	// artifact, even when another tenant uploaded the same bytes.
 	MaxArtifactBytesPerTenant int64
+	// MaxDeployedBytesPerTenant bounds the total size of the distinct
+	// artifacts the tenant's deployed services use (default 128 MiB): what
+	// the node compiles and keeps for the tenant. A deploy is checked
+	// against the services the tenant would have after it (the release it
+	// replaces no longer counts). Open does not enforce it: a tenant above a
+	// lowered bound keeps its services and may only delete them or replace
+	// them with releases that do not grow its deployed bytes.
+	MaxDeployedBytesPerTenant int64
 	// ArtifactGrace is how long after its upload an artifact that none of
 	// its tenant's services uses survives CollectGarbage (default 1 hour).
 	ArtifactGrace time.Duration
@@ -83,6 +92,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxArtifactBytesPerTenant <= 0 {
 		o.MaxArtifactBytesPerTenant = DefaultMaxArtifactBytesPerTenant
+	}
+	if o.MaxDeployedBytesPerTenant <= 0 {
+		o.MaxDeployedBytesPerTenant = DefaultMaxDeployedBytesPerTenant
 	}
 	if o.ArtifactGrace <= 0 {
 		o.ArtifactGrace = DefaultArtifactGrace
@@ -362,7 +374,10 @@ func (c *Catalog) release(refs []Digest) {
 // an artifact its tenant owns (see PutArtifact); any other digest is refused
 // exactly like one never uploaded. A new service beyond the tenant's quota is
 // refused with ErrTenantQuota (before anything is inspected), beyond the
-// node's bound with ErrCatalogFull.
+// node's bound with ErrCatalogFull. A release that would take the tenant's
+// deployed bytes beyond Options.MaxDeployedBytesPerTenant is refused with
+// ErrTenantQuota too, checked before inspection and again, authoritatively,
+// under the catalog's lock before publishing.
 func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
 	s, err := validate(m)
 	if err != nil {
@@ -370,6 +385,12 @@ func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
 	}
 	m = cloneManifest(m) // the caller keeps its slices and maps
 	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
+		return Deployment{}, err
+	}
+	c.mu.Lock()
+	err = c.deployedRoomLocked(c.cur.Load(), s)
+	c.mu.Unlock()
+	if err != nil {
 		return Deployment{}, err
 	}
 	modules, refs, err := c.inspectAll(ctx, s, c.owns)
@@ -407,6 +428,9 @@ func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []Mod
 		}
 	}
 	if err := p.err(); err != nil {
+		return Deployment{}, nil, err
+	}
+	if err := c.deployedRoomLocked(old, s); err != nil {
 		return Deployment{}, nil, err
 	}
 	gen := c.mu.generation + 1
@@ -454,6 +478,53 @@ func (c *Catalog) serviceRoom(snap *snapshot, tenant TenantID, name ServiceName)
 	}
 	if len(snap.services) >= c.opts.MaxServices {
 		return errors.WithHint(ErrCatalogFull, "delete unused services or raise the node's service bound")
+	}
+	return nil
+}
+
+// deployedRoomLocked reports whether the tenant's deployed bytes stay within
+// Options.MaxDeployedBytesPerTenant once s replaces the tenant's service of
+// the same name in snap. The deployed bytes are the sum of the sizes (from
+// the ownership records) of the distinct artifacts the tenant's services
+// use; an artifact shared by several services or revisions counts once. A
+// deploy that does not grow them always fits, so a tenant above a lowered
+// bound can still shrink. An artifact the tenant does not own counts zero:
+// the deploy is refused as unknown anyway.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) deployedRoomLocked(snap *snapshot, s spec) error {
+	ta := c.mu.owners[s.tenant]
+	size := func(d Digest) uint64 {
+		if ta == nil {
+			return 0
+		}
+		return ta.owned[d].size
+	}
+	before, after := map[Digest]bool{}, map[Digest]bool{}
+	var used, next uint64
+	for k, svc := range snap.services {
+		if k.tenant != s.tenant {
+			continue
+		}
+		for _, p := range svc.policies {
+			if !before[p.Artifact] {
+				before[p.Artifact] = true
+				used += size(p.Artifact)
+			}
+			if k.service != s.service && !after[p.Artifact] {
+				after[p.Artifact] = true
+				next += size(p.Artifact)
+			}
+		}
+	}
+	for _, r := range s.revisions {
+		if !after[r.artifact] {
+			after[r.artifact] = true
+			next += size(r.artifact)
+		}
+	}
+	if limit := uint64(c.opts.MaxDeployedBytesPerTenant); next > limit && next > used {
+		return &QuotaError{Dimension: QuotaDeployedBytes, Limit: limit, Used: used}
 	}
 	return nil
 }

@@ -54,15 +54,25 @@
 //
 // Each tenant has its own bounds: services deployed, artifacts owned, bytes
 // of the artifacts owned (each owner is charged the full size of a shared
-// artifact). Reaching one refuses only that tenant's new service or
-// artifact, with ErrTenantQuota and a *QuotaError naming the dimension;
-// replacing a service and re-uploading an owned artifact always fit. The
+// artifact), and deployed bytes: the sum of the sizes of the distinct
+// artifacts its services use, which bounds what the node compiles and keeps
+// for it (so one tenant cannot use up the node's compiled-code bound). A
+// deploy is charged for the services the tenant would have after it: the
+// release it replaces no longer counts, and an artifact used by several
+// services or revisions counts once. The check is made under the catalog's
+// lock before publishing, so concurrent deploys cannot both pass. Reaching
+// a bound refuses only that tenant's new service, artifact or growing
+// release, with ErrTenantQuota and a *QuotaError naming the dimension;
+// replacing a service (without growing its deployed bytes), deleting one and
+// re-uploading an owned artifact always fit. The
 // node-wide MaxServices stays; with it at least tenants × per-tenant bound
 // no tenant can fill the node, otherwise new services of every tenant get
 // ErrCatalogFull once the node is full. Quota checks come before the costly
 // work: a new service over quota is refused before inspection, an artifact
-// over the count before its bytes are read. Lowering a tenant bound does not
-// remove anything: a tenant above it can only replace and delete.
+// over the count before its bytes are read, a release over the deployed
+// bytes before inspection. Open enforces none of the tenant bounds: lowering
+// one removes nothing, and a tenant above it loads and can only replace
+// (without growing) and delete.
 //
 // CollectGarbage removes a tenant's ownership of an artifact none of its
 // services in the current view uses once Options.ArtifactGrace has passed
