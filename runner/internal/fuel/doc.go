@@ -215,6 +215,9 @@
 // function's, are appended; the start section is dropped. A defined table
 // whose maximum is absent or above Limits.TableElements gets that maximum
 // (table.grow beyond a table's maximum returns -1, for any maximum).
+// Info.TableBytes (8 bytes per element of every table's largest size) and
+// Info.TableMinElements (the elements allocated at instantiation) let the
+// host charge the tables, which live on the Go heap outside the memory.
 //
 // Custom sections are dropped, except the "name" section, whose module,
 // function and local names are kept and renumbered (wazero shows them in
@@ -236,8 +239,11 @@
 // Refused with ErrLimit (wrapping a *LimitError with the key
 // "deploy_limits.<key>", the limit and the value found): a module over one
 // of the Limits. Each is checked before anything is allocated for the
-// counted items: the module's size first; counts of imports, functions,
-// tables, globals and exports as their vectors start; a table's minimum;
+// counted items: the module's size first; counts of types, imports,
+// functions, tables, globals and exports as their vectors start; the
+// running sum of the types' parameters and results (wazero keeps every
+// distinct signature in a store-wide map that never shrinks); a table's
+// minimum;
 // each body's size and locals and the running sums of body bytes, locals and
 // data bytes as they are read; and the nesting of blocks, loops and ifs
 // (the deepest control stack of one body) and the loop local work while
@@ -284,7 +290,7 @@
 //	res, err := fuel.Instrument(wasm, fuel.Config{Limits: limits})
 //	if err != nil { ... } // errors.Is(err, fuel.ErrLimit), ...
 //	// res.Info: imports (with types), exports, memory limits, features,
-//	// data and element sizes, the largest frame cost.
+//	// data and element sizes, the largest frame cost, table sizes.
 //	// Cache the compiled res.Module under sha256(wasm) + res.Version.
 //	// Instantiate a host module "latent_fuel" exporting tick, grow and
 //	// depth_exceeded, then the guest; set "__latent_stack" and

@@ -123,14 +123,23 @@ type Limits struct {
 	Tables            uint64 // imported and defined
 	TableElements     uint64 // a table's minimum; a defined table's maximum is clamped to it
 	Globals           uint64 // imported and defined
+	// Types bounds the entries of the type section and TypeParams the sum,
+	// over those entries, of their parameters and results. wazero keeps
+	// every distinct function signature it has compiled in a map of its
+	// store that never shrinks, so the signatures one module can add are
+	// bounded; a single type has at most 1000 parameters and 1000 results
+	// in any case (unsupported beyond).
+	Types      uint64
+	TypeParams uint64
 	// LoopLocalWork bounds the sum, over every loop, if and branch-targeted
 	// block of the module, of the square of the local.get, local.set and
 	// local.tee inside it (at most its function's locals). wazero's
 	// compiler may give each such merge point a block parameter per local
 	// used inside, at a cost that grows with their square: about 1.3-2 ns
 	// per unit (1024 nested loops using 1,000 locals, 10^9 units, took
-	// 1.3 s to compile, 2 s under load). Not a key of the deploy limits'
-	// first version: zero takes the default.
+	// 1.3 s to compile, 2 s under load). Its configuration key is
+	// "deploy_limits.loop_local_work"; zero takes the default, as for
+	// every field.
 	LoopLocalWork uint64
 }
 
@@ -147,9 +156,11 @@ func DefaultLimits() Limits {
 		DataBytes:         16 << 20,
 		Imports:           1_000,
 		Exports:           10_000,
-		Tables:            16,
-		TableElements:     1_000_000,
+		Tables:            8,
+		TableElements:     200_000,
 		Globals:           10_000,
+		Types:             10_000,
+		TypeParams:        100_000,
 		LoopLocalWork:     1_000_000_000,
 	}
 }
@@ -164,6 +175,7 @@ func (l Limits) withDefaults() Limits {
 		{&l.NestingDepth, &d.NestingDepth}, {&l.DataBytes, &d.DataBytes},
 		{&l.Imports, &d.Imports}, {&l.Exports, &d.Exports}, {&l.Tables, &d.Tables},
 		{&l.TableElements, &d.TableElements}, {&l.Globals, &d.Globals},
+		{&l.Types, &d.Types}, {&l.TypeParams, &d.TypeParams},
 		{&l.LoopLocalWork, &d.LoopLocalWork},
 	} {
 		if *f.v == 0 {
@@ -187,6 +199,8 @@ func (l Limits) String() string {
 		" tables=" + strconv.FormatUint(l.Tables, 10) +
 		" table_elements=" + strconv.FormatUint(l.TableElements, 10) +
 		" globals=" + strconv.FormatUint(l.Globals, 10) +
+		" types=" + strconv.FormatUint(l.Types, 10) +
+		" type_params=" + strconv.FormatUint(l.TypeParams, 10) +
 		" loop_local_work=" + strconv.FormatUint(l.LoopLocalWork, 10)
 }
 
@@ -336,6 +350,15 @@ type Info struct {
 	// call stack budget bounds every frame but the innermost one, so the
 	// charged stack use is at most the budget plus MaxFrameBytes.
 	MaxFrameBytes uint64
+	// TableBytes is 8 bytes (wazero's size of a table element) times the
+	// sum, over the imported and defined tables, of each table's largest
+	// size: its maximum clamped to Limits.TableElements, or TableElements
+	// when it has none. It bounds the Go heap the tables can take (wazero
+	// allocates every element at instantiation and on table.grow), outside
+	// the memory's pages. TableMinElements is the sum of the tables'
+	// minimums: the elements allocated at instantiation.
+	TableBytes       uint64
+	TableMinElements uint64
 }
 
 // Result is an instrumented module.
@@ -411,6 +434,19 @@ func validate(wasm []byte) error {
 	return cm.Close(ctx)
 }
 
+// tableElemBytes is the Go heap wazero takes per table element.
+const tableElemBytes = 8
+
+// tableMax is the largest size table t can have: its maximum clamped to
+// Limits.TableElements, TableElements when it has none. A defined table's
+// maximum is already clamped in the output (addTable).
+func (m *module) tableMax(t tableEntry) uint64 {
+	if !t.lim.hasMax || uint64(t.lim.max) > m.lim.TableElements {
+		return m.lim.TableElements
+	}
+	return uint64(t.lim.max)
+}
+
 func (m *module) info() Info {
 	info := Info{Features: m.features, DataBytes: m.dataBytes, ElemCount: m.elemCount, MaxFrameBytes: m.maxFrame}
 	for _, imp := range m.imports {
@@ -431,6 +467,10 @@ func (m *module) info() Info {
 		info.MemoryMaxPages = m.memory.max
 		info.HasMemoryMax = m.memory.hasMax
 		info.SharedMemory = m.memory.shared
+	}
+	for _, t := range m.tables {
+		info.TableMinElements += uint64(t.lim.min)
+		info.TableBytes += tableElemBytes * m.tableMax(t)
 	}
 	return info
 }

@@ -1,6 +1,7 @@
 package fuel
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -28,7 +29,7 @@ func genHuge(data []byte) hugeModule {
 	if small {
 		for _, p := range []*uint64{&lim.Functions, &lim.FunctionLocals, &lim.TotalLocals, &lim.FunctionBodyBytes,
 			&lim.CodeBytes, &lim.NestingDepth, &lim.DataBytes, &lim.Imports, &lim.Exports, &lim.Tables,
-			&lim.TableElements, &lim.Globals} {
+			&lim.TableElements, &lim.Globals, &lim.Types, &lim.TypeParams} {
 			*p = 3 + uint64(g.n(60))
 		}
 		lim.FunctionBodyBytes += 40
@@ -52,9 +53,15 @@ func genHuge(data []byte) hugeModule {
 	locals := pick(eff.FunctionLocals, 10_100)
 	db := pick(eff.DataBytes, 200)
 	filler := g.n(200)
+	nty := max(1, pick(eff.Types, 30))
+	tp := uint64(0) // parameters of the last type, when there are two or more
+	if nty > 1 {
+		tp = pick(eff.TypeParams, 60)
+	}
 
 	counts := map[string]uint64{"functions": nf, "imports": ni, "exports": ne, "tables": nt, "globals": ng,
-		"nesting_depth": depth, "function_locals": locals, "total_locals": locals * nf, "data_bytes": db}
+		"nesting_depth": depth, "function_locals": locals, "total_locals": locals * nf, "data_bytes": db,
+		"types": nty, "type_params": tp}
 	var imps [][]byte
 	for i := range ni {
 		imps = append(imps, importFunc("env", "f"+strconv.Itoa(int(i)), 0))
@@ -97,7 +104,11 @@ func genHuge(data []byte) hugeModule {
 	counts["function_body_bytes"] = uint64(size)
 	counts["code_bytes"] = uint64(size) * nf
 	var secs [][]byte
-	secs = append(secs, types(functype(none, none)))
+	tys := repeat(int(nty), functype(none, none)) // function and import type 0
+	if nty > 1 {
+		tys[nty-1] = functype(bytes.Repeat(i32, int(tp)), none)
+	}
+	secs = append(secs, types(tys...))
 	if ni > 0 {
 		secs = append(secs, imports(imps...))
 	}
@@ -142,6 +153,7 @@ func FuzzLimits(f *testing.F) {
 			"total_locals": eff.TotalLocals, "function_body_bytes": eff.FunctionBodyBytes, "code_bytes": eff.CodeBytes,
 			"nesting_depth": eff.NestingDepth, "data_bytes": eff.DataBytes, "imports": eff.Imports,
 			"exports": eff.Exports, "tables": eff.Tables, "table_elements": eff.TableElements, "globals": eff.Globals,
+			"types": eff.Types, "type_params": eff.TypeParams,
 		}
 		over := ""
 		for k, c := range h.counts {

@@ -1,6 +1,7 @@
 package fuel
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,6 +62,12 @@ var limitModules = map[string]func(n int) []byte{
 	"table_elements": func(n int) []byte {
 		return wasmModule(section(secTable, vec(cat(op(valFuncref, 0), u32(uint32(n))))))
 	},
+	"types": func(n int) []byte {
+		return wasmModule(types(repeat(n, functype(none, none))...))
+	},
+	"type_params": func(n int) []byte { // a type with n/2 parameters and one with the rest
+		return wasmModule(types(functype(bytes.Repeat(i32, n/2), none), functype(none, bytes.Repeat(i32, n-n/2))))
+	},
 	"loop_local_work": func(n int) []byte { // n loops using one local each
 		return voidModuleLocals([]localGroup{{1, valI32}}, repeat(n, loop(blockEmpty, localGet(0), op(opDrop)))...)
 	},
@@ -106,7 +113,7 @@ func setLimit(key string, v uint64) Limits {
 		"total_locals": &l.TotalLocals, "function_body_bytes": &l.FunctionBodyBytes, "code_bytes": &l.CodeBytes,
 		"nesting_depth": &l.NestingDepth, "data_bytes": &l.DataBytes, "imports": &l.Imports,
 		"exports": &l.Exports, "tables": &l.Tables, "table_elements": &l.TableElements, "globals": &l.Globals,
-		"loop_local_work": &l.LoopLocalWork,
+		"types": &l.Types, "type_params": &l.TypeParams, "loop_local_work": &l.LoopLocalWork,
 	}[key]
 	*p = v
 	return l
@@ -115,8 +122,8 @@ func setLimit(key string, v uint64) Limits {
 // TestLimits: a module at each limit is accepted and one item more is
 // refused with a *LimitError naming the key, the limit and the actual value.
 func TestLimits(t *testing.T) {
-	if len(limitModules) != 14 {
-		t.Fatalf("%d limits covered, want 14", len(limitModules))
+	if len(limitModules) != 16 {
+		t.Fatalf("%d limits covered, want 16", len(limitModules))
 	}
 	for key, build := range limitModules {
 		t.Run(key, func(t *testing.T) {
@@ -197,5 +204,45 @@ func TestLimits_tableClamp(t *testing.T) {
 	o := e.run(t, grow(-1), "", "tgrow", nil, 96)
 	if o.err != nil || int32(o.results[0]) != 5 {
 		t.Errorf("original: table.grow(96) = %v (%v)", o.results, o.err)
+	}
+}
+
+// TestInfo_tables: TableBytes counts 8 bytes per element of each table's
+// largest size (its maximum clamped to table_elements, table_elements
+// without one), imported or defined; TableMinElements sums the minimums.
+func TestInfo_tables(t *testing.T) {
+	wasm := wasmModule(
+		imports(
+			cat(str("env"), str("t0"), op(byte(ExternTable), valFuncref, 0), u32(3)),               // no max: 100
+			cat(str("env"), str("t1"), op(byte(ExternTable), valFuncref, 1), u32(2), u32(10)),      // max 10
+			cat(str("env"), str("t2"), op(byte(ExternTable), valExternref, 1), u32(1), u32(5000))), // clamped: 100
+		section(secTable, vec(
+			cat(op(valFuncref, 1), u32(5), u32(1000)), // clamped: 100
+			cat(op(valFuncref, 0), u32(4)),            // no max: 100
+			cat(op(valExternref, 1), u32(0), u32(7)),  // max 7
+		)),
+	)
+	for _, tc := range []struct {
+		name      string
+		wasm      []byte
+		lim       Limits
+		bytes, mn uint64
+	}{
+		{"mixed", wasm, Limits{TableElements: 100}, 8 * (100 + 10 + 100 + 100 + 100 + 7), 3 + 2 + 1 + 5 + 4},
+		{"defaults", wasmModule(section(secTable, vec(cat(op(valFuncref, 0), u32(1))))), Limits{}, 8 * 200_000, 1},
+		{"none", wasmModule(), Limits{}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustInstrument(t, tc.wasm, Config{Limits: tc.lim})
+			if res.Info.TableBytes != tc.bytes || res.Info.TableMinElements != tc.mn {
+				t.Errorf("TableBytes %d, TableMinElements %d; want %d, %d",
+					res.Info.TableBytes, res.Info.TableMinElements, tc.bytes, tc.mn)
+			}
+		})
+	}
+	// The worst case of the defaults: every table at its largest size.
+	d := DefaultLimits()
+	if w := 8 * d.Tables * d.TableElements; w != 12_800_000 {
+		t.Errorf("default worst case %d bytes", w)
 	}
 }

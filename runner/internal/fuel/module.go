@@ -146,6 +146,7 @@ type module struct {
 
 	lim         *Limits // the deploy limits, with defaults filled in
 	totalLocals uint64
+	typeParams  uint64 // parameters and results, summed over the types
 	codeBytes   uint64
 	dataBytes   uint64 // data segment payloads
 	elemCount   uint64 // element segment entries
@@ -379,7 +380,7 @@ func (m *module) noteValType(t byte) {
 }
 
 func (m *module) decodeTypes(r *reader) error {
-	n, err := r.count("types", maxTypes)
+	n, err := r.limited("types", maxTypes, "types", m.lim.Types, 0)
 	if err != nil {
 		return err
 	}
@@ -395,10 +396,20 @@ func (m *module) decodeTypes(r *reader) error {
 		}
 		var ft funcType
 		for _, dst := range []*[]byte{&ft.params, &ft.results} {
-			k, err := r.count("parameters or results", maxParams)
+			at := r.offset()
+			k, err := r.count("parameters or results", math.MaxUint32)
 			if err != nil {
 				return err
 			}
+			if m.typeParams+uint64(k) > m.lim.TypeParams {
+				sum := m.typeParams + uint64(k)
+				return limitError("type_params", m.lim.TypeParams, sum,
+					"types declare at least "+itoa(sum)+" parameters and results")
+			}
+			if k > maxParams {
+				return errors.Wrapf(ErrUnsupported, "offset %#x: %d parameters or results (at most %d)", at, k, maxParams)
+			}
+			m.typeParams += uint64(k)
 			*dst = make([]byte, k)
 			for j := range k {
 				if (*dst)[j], err = r.valType(); err != nil {
