@@ -325,7 +325,7 @@ func (c *Config) CatalogOptions() catalog.Options {
 	return catalog.Options{Dir: c.Node.DataDir, MaxServices: int(c.Catalog.MaxServices),
 		MaxArtifactBytes: int64(c.DeployLimits.ModuleBytes), MaxServicesPerTenant: int(c.Catalog.MaxServicesPerTenant),
 		MaxArtifactsPerTenant: int(c.Catalog.MaxArtifactsPerTenant), MaxArtifactBytesPerTenant: int64(c.Catalog.MaxArtifactBytesPerTenant),
-		ArtifactGrace: c.Catalog.ArtifactGrace}
+		MaxDeployedBytesPerTenant: int64(c.Catalog.MaxDeployedBytesPerTenant), ArtifactGrace: c.Catalog.ArtifactGrace}
 }
 
 // AdmissionPolicy returns the admission policy of the configuration. It

@@ -42,6 +42,8 @@ func deployLimitKeys(l *DeployLimits) []limitKey {
 		{"tables", &l.Tables, false},
 		{"table_elements", &l.TableElements, false},
 		{"globals", &l.Globals, false},
+		{"types", &l.Types, false},
+		{"type_params", &l.TypeParams, false},
 		{"loop_local_work", &l.LoopLocalWork, false},
 	}
 }
@@ -58,6 +60,10 @@ type CatalogLimits struct {
 	MaxArtifactsPerTenant uint64
 	// MaxArtifactBytesPerTenant bounds their bytes (default 1 GiB).
 	MaxArtifactBytesPerTenant uint64
+	// MaxDeployedBytesPerTenant bounds the bytes of the distinct modules
+	// the tenant's releases use (default 128 MiB): the compiled code one
+	// tenant keeps is about six times that.
+	MaxDeployedBytesPerTenant uint64
 	// ArtifactGrace is how long an uploaded module no release of its tenant
 	// references is kept before it is collected (default 1h, > 0).
 	ArtifactGrace time.Duration
@@ -69,6 +75,7 @@ var DefaultCatalogLimits = CatalogLimits{
 	MaxServicesPerTenant:      catalog.DefaultMaxServicesPerTenant,
 	MaxArtifactsPerTenant:     catalog.DefaultMaxArtifactsPerTenant,
 	MaxArtifactBytesPerTenant: catalog.DefaultMaxArtifactBytesPerTenant,
+	MaxDeployedBytesPerTenant: catalog.DefaultMaxDeployedBytesPerTenant,
 	ArtifactGrace:             catalog.DefaultArtifactGrace,
 }
 
@@ -105,6 +112,7 @@ func (d *decoder) catalogLimits(c *CatalogLimits, t *table) {
 	t.setUint64(&c.MaxServicesPerTenant, "max_services_per_tenant", optional)
 	t.setUint64(&c.MaxArtifactsPerTenant, "max_artifacts_per_tenant", optional)
 	t.setSize(&c.MaxArtifactBytesPerTenant, "max_artifact_bytes_per_tenant", optional)
+	t.setSize(&c.MaxDeployedBytesPerTenant, "max_deployed_bytes_per_tenant", optional)
 	t.setDuration(&c.ArtifactGrace, "artifact_grace", optional)
 	t.finish()
 }
@@ -125,6 +133,7 @@ func (c *Config) checkHardening(v *checker) {
 	}{
 		{"max_services", cl.MaxServices}, {"max_services_per_tenant", cl.MaxServicesPerTenant},
 		{"max_artifacts_per_tenant", cl.MaxArtifactsPerTenant}, {"max_artifact_bytes_per_tenant", cl.MaxArtifactBytesPerTenant},
+		{"max_deployed_bytes_per_tenant", cl.MaxDeployedBytesPerTenant},
 	} {
 		if k.n < 1 {
 			v.add("catalog."+k.key, "must be at least 1")

@@ -38,6 +38,8 @@ exports = 6
 tables = 1
 table_elements = 1000
 globals = 7
+types = 9
+type_params = 99
 loop_local_work = 8000
 
 [catalog]
@@ -45,6 +47,7 @@ max_services = 100
 max_services_per_tenant = 10
 max_artifacts_per_tenant = 11
 max_artifact_bytes_per_tenant = "64MiB"
+max_deployed_bytes_per_tenant = "32MiB"
 artifact_grace = "5m"
 `
 	node := base[0].text + "max_connections = 300\nmax_connections_per_address = 40\ncompile_concurrency = 2\n"
@@ -54,12 +57,12 @@ artifact_grace = "5m"
 	}
 	want := DeployLimits{ModuleBytes: 4 << 20, Functions: 10, FunctionLocals: 20, TotalLocals: 30, FunctionBodyBytes: 4096,
 		CodeBytes: 1 << 20, NestingDepth: 64, DataBytes: 2 << 20, Imports: 5, Exports: 6, Tables: 1, TableElements: 1000, Globals: 7,
-		LoopLocalWork: 8000}
+		Types: 9, TypeParams: 99, LoopLocalWork: 8000}
 	if cfg.DeployLimits != want {
 		t.Errorf("deploy limits: have %+v, want %+v", cfg.DeployLimits, want)
 	}
 	wantCat := CatalogLimits{MaxServices: 100, MaxServicesPerTenant: 10, MaxArtifactsPerTenant: 11,
-		MaxArtifactBytesPerTenant: 64 << 20, ArtifactGrace: 5 * time.Minute}
+		MaxArtifactBytesPerTenant: 64 << 20, MaxDeployedBytesPerTenant: 32 << 20, ArtifactGrace: 5 * time.Minute}
 	if cfg.Catalog != wantCat {
 		t.Errorf("catalog: have %+v, want %+v", cfg.Catalog, wantCat)
 	}
