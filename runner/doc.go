@@ -48,15 +48,17 @@
 // next Inspect of the digest compiles again. The compiled modules'
 // estimated size (CompiledBytesEstimate: 6 × the instrumented bytes +
 // 64 KiB, measured) is bounded by Config.MaxCompiledBytes; an Inspect past
-// it fails with
-// ErrCompiledCacheFull and keeps nothing.
+// it fails with ErrCompiledCacheFull and keeps nothing.
 //
 // # Execution
 //
-// Run first charges instantiation to the fuel budget: one unit per 64
-// bytes of data segments, one per element segment entry and 1024 per page
-// of initial memory. A budget below that is fuel-exhausted without
-// instantiating. Run then instantiates the compiled module on a leased
+// Run first checks that the memory grant holds the initial memory and the
+// tables at their largest size (fuel.Info.TableBytes); a smaller grant is
+// memory-exhausted without instantiating. It then charges instantiation to
+// the fuel budget: one unit per 64 bytes of data segments, one per element
+// segment entry, one per table element allocated (the tables' minimums)
+// and 1024 per page of initial memory. A budget below that is
+// fuel-exhausted without instantiating. Run then instantiates the compiled module on a leased
 // cell (whose pooled linear memory wazero uses through
 // experimental.WithMemoryAllocator), with stdin = the input, stdout capped
 // at MaxOutputBytes, the last 4 KiB of stderr kept, the environment
@@ -81,19 +83,24 @@
 // context is done. Fuel used is exact and deterministic for the same module,
 // input and grant.
 //
-// Memory: the grant covers linear memory and the call stack together. The
-// compiler's call stack lives on the Go heap, outside linear memory; the
-// instrumenter charges each call a bound of what its frame costs there,
-// against the module's stack global, which the runner sets after
-// instantiation to the grant minus the linear memory. A call that finds it
+// Memory: the grant covers linear memory, the tables and the call stack
+// together. The tables and the compiler's call stack live on the Go heap,
+// outside linear memory. wazero allocates 8 bytes per table element (at
+// instantiation, and on table.grow); the instrumenter reports the tables'
+// largest size (each table's maximum, clamped to
+// deploy_limits.table_elements, or that limit when it has none), and the
+// runner takes it out of the grant up front. The instrumenter charges each
+// call a bound of what its frame costs on the call stack, against the
+// module's stack global, which the runner sets after instantiation to the
+// grant minus the linear memory minus the tables. A call that finds it
 // spent traps (call-depth-exceeded). grow succeeds only if the new pages
 // fit in what the stack global has left less a reserve for the stack (an
 // eighth of the grant, at most 1 MiB, so a guest that fills its memory
 // still has stack to handle the -1), and takes them from it (and from its
 // low-water mark); a refusal is recorded, so the outcome says
 // memory-exhausted instead of a silent -1. The memory peak reported is the
-// grant minus the low-water mark. The cell's allocator caps the linear
-// memory as well.
+// grant minus the low-water mark, so it includes the tables. The cell's
+// allocator caps the linear memory as well.
 //
 // # Outcomes
 //

@@ -22,12 +22,15 @@ type activation struct {
 	slice     uint64
 	mod       api.Module // set after instantiation
 
-	// grant is the activation's memory grant in bytes: linear memory and
-	// call stack together. stack and stackLow are the module's stack
+	// grant is the activation's memory grant in bytes: linear memory, the
+	// tables and the call stack together; tableBytes is the module's
+	// fuel.Info.TableBytes. stack and stackLow are the module's stack
 	// globals (fuel.StackExport, fuel.StackLowExport): what the guest may
-	// still take, grant minus linear memory minus the stack in use, and the
-	// lowest that has been. nil until set after instantiation.
+	// still take, grant minus linear memory minus the tables minus the
+	// stack in use, and the lowest that has been. nil until set after
+	// instantiation.
 	grant      uint64
+	tableBytes uint64
 	stack      api.MutableGlobal
 	stackLow   api.MutableGlobal
 	memRefused bool
@@ -139,8 +142,8 @@ func (a *activation) charge(ctx context.Context, n uint64) {
 }
 
 // grow replaces memory.grow: it grows memory 0 by delta pages if linear
-// memory, the new pages and the call stack in use fit in the activation's
-// grant together, which is when the stack global (what the guest may still
+// memory, the new pages, the tables and the call stack in use fit in the
+// activation's grant together, which is when the stack global (what the guest may still
 // take) covers the new pages. On success it takes the pages from the stack
 // global and its low-water mark and charges one unit of fuel per page; a
 // refusal is recorded so the outcome says memory-exhausted instead of a

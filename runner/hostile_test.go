@@ -96,7 +96,9 @@ func (c *countingCell) AbandonMemory() {
 // instantiate or start is the guest's trap, and never quarantines a cell.
 func TestRun_instantiationFailuresAreTraps(t *testing.T) {
 	e := newEnv(t)
-	big := ceiling(1<<40, 1<<20, 10*time.Second)
+	// elem_oob's table has no maximum: deploy_limits.table_elements × 8
+	// bytes of the grant are its.
+	big := ceiling(1<<40, 4<<20, 10*time.Second)
 	for _, tc := range []struct {
 		fixture string
 		kind    Kind
@@ -353,4 +355,70 @@ func TestInspect_compiledBytesBound(t *testing.T) {
 	if _, err := r.Inspect(ctx, digestOf(big), big); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
+}
+
+// tableModule is a wasi-stdio guest with an empty _start, one page of
+// memory and one funcref table of exactly elems elements.
+func tableModule(elems uint32) []byte {
+	leb := func(v uint32) []byte {
+		var b []byte
+		for {
+			c := byte(v & 0x7f)
+			v >>= 7
+			if v == 0 {
+				return append(b, c)
+			}
+			b = append(b, c|0x80)
+		}
+	}
+	section := func(id byte, body ...byte) []byte {
+		return append(append([]byte{id}, leb(uint32(len(body)))...), body...)
+	}
+	table := append(append([]byte{1, 0x70, 1}, leb(elems)...), leb(elems)...)
+	w := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	w = append(w, section(1, 1, 0x60, 0, 0)...) // type () -> ()
+	w = append(w, section(3, 1, 0)...)          // one function of that type
+	w = append(w, section(4, table...)...)      // the table
+	w = append(w, section(5, 1, 0, 1)...)       // memory, 1 page
+	w = append(w, section(7, append(append([]byte{2, 6}, "_start"...), 0, 0, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0)...)...)
+	w = append(w, section(10, 1, 2, 0, 0x0b)...) // empty body
+	return w
+}
+
+// TestRun_tableBytes: the tables' Go heap (8 bytes per element at the
+// table's largest size) comes out of the memory grant: a grant below the
+// initial memory plus the tables is memory-exhausted before anything is
+// instantiated (and quarantines nothing); a run's memory peak includes the
+// tables; instantiation costs one unit of fuel per table element.
+func TestRun_tableBytes(t *testing.T) {
+	const elems = 1 << 16
+	e := newEnv(t)
+	e.deploy("tables", tableModule(elems), ceiling(1<<40, 4<<20, 10*time.Second))
+	e.deploy("table1", tableModule(1), ceiling(1<<40, 4<<20, 10*time.Second))
+	run := func(service string, grant uint64) (Outcome, *countingCell) {
+		t.Helper()
+		x := e.permit(service, admission.BudgetRequest{MemoryBytes: grant, HasMemoryBytes: true})
+		defer func() { _ = x.Release() }()
+		cell := &countingCell{}
+		return e.r.Run(context.Background(), x, cell, nil), cell
+	}
+	const need = 65536 + 8*elems
+	out, cell := run("tables", need-1)
+	if out.Kind != MemoryExhausted || out.Quarantine || cell.withMemory != 0 || out.FuelUsed != 0 || out.MemoryPeakBytes != 0 {
+		t.Fatalf("grant one byte short: %s, quarantine %v, cell asked %d times, fuel %d, peak %d (%v)",
+			out.Kind, out.Quarantine, cell.withMemory, out.FuelUsed, out.MemoryPeakBytes, out.Err)
+	}
+	// Negative control: the same grant runs the module with a 1-element table.
+	small, _ := run("table1", need-1)
+	big, cell := run("tables", 2<<20)
+	if small.Kind != Success || big.Kind != Success || cell.withMemory != 1 {
+		t.Fatalf("%s, %s (%v, %v)", small.Kind, big.Kind, small.Err, big.Err)
+	}
+	if d := big.MemoryPeakBytes - small.MemoryPeakBytes; big.MemoryPeakBytes < need || d != 8*(elems-1) {
+		t.Fatalf("memory peaks %d and %d: difference %d, want %d", big.MemoryPeakBytes, small.MemoryPeakBytes, d, 8*(elems-1))
+	}
+	if d := big.FuelUsed - small.FuelUsed; d != elems-1 {
+		t.Fatalf("fuel %d and %d: difference %d, want %d", big.FuelUsed, small.FuelUsed, d, elems-1)
+	}
+	t.Logf("peak %d bytes with %d table elements, %d with 1", big.MemoryPeakBytes, elems, small.MemoryPeakBytes)
 }

@@ -49,6 +49,7 @@ type module struct {
 	compiled          wazero.CompiledModule
 	info              catalog.ModuleInfo // what Inspect returned for it
 	minMemoryBytes    uint64
+	tableBytes        uint64 // fuel.Info.TableBytes: the tables' Go heap, charged to the grant
 	instantiationFuel uint64
 }
 
@@ -179,7 +180,7 @@ func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.R
 				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
-			minMemoryBytes: info.MinMemoryBytes, instantiationFuel: instantiationFuel(res.Info)}
+			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info)}
 		m.info.Exports = slices.Clone(info.Exports) // the caller may keep and change its own
 		r.modules[digest] = m
 		r.compiledBytes += est

@@ -265,10 +265,11 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 
 // instantiationFuel is what instantiating a module costs, charged before
 // wazero instantiates it: one unit per 64 bytes of data segments, one per
-// element segment entry, and 1024 per page of initial memory (wazero
-// allocates and the cell zeroes it).
+// element segment entry, one per table element allocated (the tables'
+// minimums), and 1024 per page of initial memory (wazero allocates and the
+// cell zeroes it).
 func instantiationFuel(in fuel.Info) uint64 {
-	return in.DataBytes>>ioShift + in.ElemCount + uint64(in.MemoryMinPages)*1024
+	return in.DataBytes>>ioShift + in.ElemCount + in.TableMinElements + uint64(in.MemoryMinPages)*1024
 }
 
 // Run executes one activation on cell under exec's obligations and returns
@@ -300,6 +301,14 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		// broken invariant, refused before wazero sees it.
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: grant below the module's initial memory")}
 	}
+	if budget.MemoryBytes-pm.minMemoryBytes < pm.tableBytes {
+		// The tables (on the Go heap, up to their largest size) come out of
+		// the grant too; a grant that cannot hold them with the initial
+		// memory is refused before anything is allocated.
+		return Outcome{Kind: MemoryExhausted, ExecutionTime: time.Since(start),
+			Err: errors.Newf("runner: the grant (%d bytes) is below the initial memory (%d bytes) plus the tables (%d bytes)",
+				budget.MemoryBytes, pm.minMemoryBytes, pm.tableBytes)}
+	}
 	if pm.instantiationFuel > budget.CPUFuel {
 		// Instantiating would cost more than the whole budget: nothing is
 		// instantiated, and the budget counts as spent.
@@ -310,7 +319,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
 	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
-		deadline: exec.Deadline(), grant: budget.MemoryBytes, input: input,
+		deadline: exec.Deadline(), grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 	}
@@ -358,10 +367,11 @@ func (a *activation) start(ctx context.Context, mod api.Module, entry string) er
 	if m := mod.Memory(); m != nil {
 		linear = uint64(m.Size())
 	}
-	// The grant covers the linear memory and the call stack together: the
-	// guest may take whatever the memory does not use as stack, and grow
-	// takes its pages from the same budget.
-	budget := a.grant - min(linear, a.grant)
+	// The grant covers the linear memory, the tables (at their largest
+	// size) and the call stack together: the guest may take whatever the
+	// memory and the tables do not use as stack, and grow takes its pages
+	// from the same budget.
+	budget := a.grant - min(linear+a.tableBytes, a.grant)
 	a.stack.Set(budget)
 	a.stackLow.Set(budget)
 	if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
@@ -378,7 +388,8 @@ func (a *activation) start(ctx context.Context, mod api.Module, entry string) er
 }
 
 // memoryPeak is the most of the grant the guest used at once: the grant
-// minus the lowest the stack budget went (linear memory growth lowers it as
+// minus the lowest the stack budget went (which starts below the grant by
+// the linear memory and the tables, and which memory growth lowers as
 // well); zero when the module was not instantiated. A frame whose entry
 // found the budget spent trapped before it ran, so the peak stops at the
 // grant.
