@@ -261,7 +261,7 @@ func TestPin_policyContent(t *testing.T) {
 		Tenant: "acme", Service: "images", Name: "v1", ID: d.Revisions[0].ID, Release: d.Release, Generation: 1,
 		Artifact: a, TrustClass: "untrusted",
 		Ceiling:      Budget{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: 2e9},
-		Capsule:      Capsule{MinMemoryBytes: 2 << 16, MaxMemoryBytes: 64 << 16},
+		Capsule:      Capsule{MinMemoryBytes: 2 << 16, MaxMemoryBytes: 64<<16 + CallStackBytes},
 		Requirements: Requirements{Threading: ThreadingSingle, Features: FeatureSetOf(FeatureSIMD, FeatureBulkMemory)},
 		Placement:    NewPlacement([]string{"x86_64"}, []string{"eu"}, nil),
 	}
@@ -603,6 +603,9 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 		Exports: []FunctionName{"_start"}})
 	shared := fx.module("shared")
 	fx.insp.set(shared, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingShared, Exports: []FunctionName{"_start"}})
+	tables := fx.module("tables")
+	fx.insp.set(tables, ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 128 << 20, FixedMemoryBytes: 64 << 20,
+		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}})
 	noStart := fx.module("nostart")
 	fx.insp.set(noStart, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingSingle, Exports: []FunctionName{"main"}})
 	missing := DigestOf(sha256.Sum256([]byte("never uploaded")))
@@ -617,6 +620,7 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 		{"artifact not uploaded", func(m *Manifest) { m.Revisions[1].Artifact = missing }, "revisions[1].artifact", "no artifact"},
 		{"module rejected", func(m *Manifest) { m.Revisions[1].Artifact = rejected }, "revisions[1].artifact", "env.host_log"},
 		{"ceiling below initial memory", func(m *Manifest) { m.Revisions[1].Artifact = big }, "revisions[1].ceiling.memory_bytes", "initial memory"},
+		{"ceiling below initial memory and tables", func(m *Manifest) { m.Revisions[1].Artifact = tables }, "revisions[1].ceiling.memory_bytes", "initial memory and tables"},
 		{"shared memory undeclared", func(m *Manifest) { m.Revisions[1].Artifact = shared }, "revisions[1].threading", "shared"},
 		{"function not exported", func(m *Manifest) { m.Revisions[1].Artifact = noStart }, "routes[0].function", "does not export"},
 	}
@@ -889,5 +893,27 @@ func TestDeploy_hostFaultIsNotTheModules(t *testing.T) {
 				t.Fatalf("previous release no longer serves: %+v", d)
 			}
 		})
+	}
+}
+
+// TestRestart_fixedMemoryNotCompared: the fixed memory depends on the
+// node's deploy limits too, so a restart under other limits loads the
+// recorded release and takes the new value into the capsule.
+func TestRestart_fixedMemoryNotCompared(t *testing.T) {
+	fx := newFixture(t)
+	a, b := fx.module("a"), fx.module("b")
+	info := ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 1 << 20, FixedMemoryBytes: 1 << 16,
+		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}}
+	fx.insp.set(a, info)
+	fx.deploy(twoRevisions(a, b))
+	info.FixedMemoryBytes = 2 << 16
+	fx.insp.set(a, info)
+	reopened := fx.open()
+	pol := reopened.Pin().s.services[serviceKey{"acme", "images"}].policies[0]
+	if pol.Artifact != a {
+		t.Fatalf("revision 0 runs %s, want %s", pol.Artifact, a)
+	}
+	if want := uint64(1<<16 + 2<<16); pol.Capsule.MinMemoryBytes != want {
+		t.Fatalf("capsule minimum after restart: have %d, want %d", pol.Capsule.MinMemoryBytes, want)
 	}
 }

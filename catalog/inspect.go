@@ -53,6 +53,11 @@ type ModuleInfo struct {
 	// (initial size; declared maximum or MaxWasm32MemoryBytes).
 	MinMemoryBytes uint64 `json:"min_memory_bytes"`
 	MaxMemoryBytes uint64 `json:"max_memory_bytes"`
+	// FixedMemoryBytes is what every activation of the module takes from
+	// its memory grant besides linear memory and call stack (the runner:
+	// its tables). It depends on the node's deploy limits as well as on the
+	// module, so it is not compared with the recorded facts at Open.
+	FixedMemoryBytes uint64 `json:"fixed_memory_bytes,omitempty"`
 	// Features are the post-MVP features the module uses.
 	Features FeatureSet `json:"features"`
 	// Threading is ThreadingShared when the module uses shared memory.

@@ -107,8 +107,11 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 			p.addErr(f+".artifact", err)
 			continue
 		}
-		if r.ceiling.MemoryBytes < mod.MinMemoryBytes {
+		switch floor := mod.MinMemoryBytes + mod.FixedMemoryBytes; {
+		case r.ceiling.MemoryBytes < mod.MinMemoryBytes:
 			p.add(f+".ceiling.memory_bytes", "is smaller than the module's initial memory of %d bytes", mod.MinMemoryBytes)
+		case r.ceiling.MemoryBytes < floor:
+			p.add(f+".ceiling.memory_bytes", "is smaller than the module's initial memory and tables, %d bytes", floor)
 		}
 		if mod.Threading == ThreadingShared && r.threading != ThreadingShared {
 			p.add(f+".threading", `the module uses shared memory; declare threading = "shared"`)
@@ -117,7 +120,8 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 		svc.policies[i] = RevisionPolicy{
 			Tenant: s.tenant, Service: s.service, Name: r.name, ID: id, Release: release, Generation: gen,
 			Artifact: r.artifact, TrustClass: r.trustClass, Ceiling: r.ceiling,
-			Capsule:      Capsule{MinMemoryBytes: mod.MinMemoryBytes, MaxMemoryBytes: mod.MaxMemoryBytes},
+			Capsule: Capsule{MinMemoryBytes: mod.MinMemoryBytes + mod.FixedMemoryBytes,
+				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + CallStackBytes},
 			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
 			Placement:    r.placement,
 		}

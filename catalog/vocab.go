@@ -245,11 +245,22 @@ func (b Budget) CheckPhase1() error {
 	return nil
 }
 
-// Capsule is the ceiling a module sets on itself, read from the binary.
+// Capsule is the memory a module needs and can use, read from the binary:
+// a grant covers linear memory, the call stack and the module's fixed
+// memory (ModuleInfo.FixedMemoryBytes).
 type Capsule struct {
-	MinMemoryBytes uint64 // initial linear memory
-	MaxMemoryBytes uint64 // declared maximum, or 4 GiB (the wasm32 limit) when none is declared
+	// MinMemoryBytes is the initial linear memory plus the fixed memory:
+	// no grant below it can instantiate the module.
+	MinMemoryBytes uint64
+	// MaxMemoryBytes is the declared maximum linear memory (or 4 GiB, the
+	// wasm32 limit, when none is declared) plus the fixed memory plus
+	// CallStackBytes: a grant above it could not be used.
+	MaxMemoryBytes uint64
 }
+
+// CallStackBytes is the call stack a grant leaves a module above its
+// declared maximum linear memory (the grant covers the stack too).
+const CallStackBytes = 1 << 20
 
 // MaxWasm32MemoryBytes is the largest linear memory of a wasm32 module.
 const MaxWasm32MemoryBytes = 65536 * 65536

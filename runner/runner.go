@@ -247,8 +247,10 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	info := catalog.ModuleInfo{
 		MinMemoryBytes: uint64(in.MemoryMinPages) * 65536,
 		MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
-		Threading:      catalog.ThreadingSingle,
-		Exports:        slices.Compact(exports),
+		// Tables live on the Go heap, charged to the grant (see Run).
+		FixedMemoryBytes: in.TableBytes,
+		Threading:        catalog.ThreadingSingle,
+		Exports:          slices.Compact(exports),
 	}
 	if in.HasMemoryMax {
 		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * 65536

@@ -115,6 +115,16 @@ var idSeq struct {
 // permit admits and starts an activation of service name.
 func (e *env) permit(name string, budget admission.BudgetRequest) *admission.ExecutionPermit {
 	e.t.Helper()
+	x, err := e.tryPermit(name, budget)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return x
+}
+
+// tryPermit admits an activation of name with budget and starts it.
+func (e *env) tryPermit(name string, budget admission.BudgetRequest) (*admission.ExecutionPermit, error) {
+	e.t.Helper()
 	pin := e.cat.Pin()
 	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: catalog.ServiceName(name), Route: "run"}, "")
 	if err != nil {
@@ -127,13 +137,9 @@ func (e *env) permit(name string, budget admission.BudgetRequest) *admission.Exe
 	p, err := e.prov.WithPolicySource(pin).Admit(&admission.Request{ActivationID: id, Revision: rev, Budget: budget,
 		Principal: admission.Principal{Subject: "alice", Kind: admission.KindUser, Tenant: "acme"}})
 	if err != nil {
-		e.t.Fatal(err)
+		return nil, err
 	}
-	x, err := p.StartExecution()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return x
+	return p.StartExecution()
 }
 
 func itoa(n int) string {
