@@ -52,7 +52,8 @@ type CgroupConfig struct {
 // error, and the next call measures from the new reading. Missing or
 // malformed files are errors naming the file relative to Root.
 //
-// Safe for concurrent use. NewCgroupSource starts nothing and reads nothing.
+// Its Kind is KindUtilizationCgroup. Safe for concurrent use. NewCgroupSource
+// starts nothing and reads nothing.
 type CgroupSource struct {
 	root       string
 	clock      Clock
@@ -91,6 +92,9 @@ func NewCgroupSource(cfg CgroupConfig) *CgroupSource {
 	}
 	return c
 }
+
+// Kind implements Describer: KindUtilizationCgroup.
+func (c *CgroupSource) Kind() string { return KindUtilizationCgroup }
 
 // Sample implements Source. CPU is measured first so that the memory reading
 // is the most recent one even when the first call waits for its baseline.
@@ -152,7 +156,7 @@ func (c *CgroupSource) cpu(ctx context.Context) (float64, error) {
 	}
 	c.mu.usage, c.mu.at, c.mu.has = usage, at, true
 	if usage < prevUsage {
-		return 0, errors.New("loadsource: cgroup cpu.stat: usage_usec went backwards")
+		return 0, errors.Mark(errors.New("loadsource: cgroup cpu.stat: usage_usec went backwards"), ErrSourceMalformed)
 	}
 	elapsed := at.Sub(prevAt)
 	if elapsed <= 0 {
@@ -254,7 +258,7 @@ func parseUint(name, s string) (uint64, error) {
 }
 
 func malformedFile(name string) error {
-	return errors.Newf("loadsource: cgroup %s: malformed", errors.Safe(name))
+	return errors.Mark(errors.Newf("loadsource: cgroup %s: malformed", errors.Safe(name)), ErrSourceMalformed)
 }
 
 func hostMemoryTotal(ctx context.Context) (uint64, error) {

@@ -237,39 +237,3 @@ func TestCgroupSource_defaults(t *testing.T) {
 		t.Fatalf("want the default root, have %q", src.root)
 	}
 }
-
-func TestDetectSource(t *testing.T) {
-	full := limited()
-	tests := []struct {
-		name   string
-		tree   cgroupTree
-		cgroup bool
-	}{
-		{"empty directory", cgroupTree{}, false},
-		{"cgroup v2 with limits", full, true},
-		{"no cgroup.controllers (v1)", cgroupTree{"memory.current": "1", "memory.max": "1", "cpu.max": "max 100000", "cpu.stat": "usage_usec 1"}, false},
-		{"v2 root cgroup (no memory.max)", cgroupTree{"cgroup.controllers": "cpu memory", "cpu.stat": "usage_usec 1"}, false},
-		{"cpu controller not delegated", cgroupTree{"cgroup.controllers": "memory", "memory.current": "1", "memory.max": "max", "cpu.stat": "usage_usec 1"}, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			tc.tree.write(t, dir)
-			switch src := DetectSource(dir).(type) {
-			case *CgroupSource:
-				if !tc.cgroup || src.root != dir {
-					t.Fatalf("want a host source, have a cgroup source at %q", src.root)
-				}
-			case *HostSource:
-				if tc.cgroup {
-					t.Fatal("want a cgroup source, have a host source")
-				}
-			default:
-				t.Fatalf("unexpected source %T", src)
-			}
-		})
-	}
-	if DetectSource("") == nil {
-		t.Fatal("DetectSource(\"\") returned nil")
-	}
-}

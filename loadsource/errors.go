@@ -27,6 +27,13 @@ var (
 	ErrSampleStale = newUnavailable("load-sample-stale")
 )
 
+// ErrSourceMalformed matches, under errors.Is, every error a Source returns
+// because a file it reads is malformed (unparsable, out of range, a
+// cumulative counter going backwards) or, for PSISource, because its Clock did
+// not advance between two readings. It is a Source error, not a State one:
+// the Sampler publishes nothing and the State fails closed by age.
+var ErrSourceMalformed = errors.New("loadsource: source file malformed")
+
 // reasonUnavailable is the reason of any other error.
 const reasonUnavailable = "load-source-unavailable"
 

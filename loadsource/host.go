@@ -32,7 +32,8 @@ import (
 // formula is the same there, and it stays meaningful on platforms whose Used
 // counts cache.
 //
-// Safe for concurrent use. NewHostSource starts nothing.
+// Its Kind is KindUtilizationHost. Safe for concurrent use. NewHostSource
+// starts nothing.
 type HostSource struct {
 	baseline time.Duration
 	times    func(context.Context) (cpuTimes, error)
@@ -52,6 +53,9 @@ type cpuTimes struct{ busy, idle float64 }
 func NewHostSource() *HostSource {
 	return &HostSource{baseline: defaultBaseline, times: hostCPUTimes, memory: hostMemory}
 }
+
+// Kind implements Describer: KindUtilizationHost.
+func (h *HostSource) Kind() string { return KindUtilizationHost }
 
 // Sample implements Source.
 func (h *HostSource) Sample(ctx context.Context) (cpu, memory float64, err error) {

@@ -9,14 +9,66 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// Source measures pressure. Implementations: HostSource (the whole machine,
-// via gopsutil) and CgroupSource (relative to cgroup v2 limits); DetectSource
-// picks one. Sample returns fractions in [0,1] or an error; the Sampler calls
-// it from one goroutine at a time, and the implementations here are also safe
-// for concurrent use.
+// Source measures pressure. Implementations: PSISource (Linux pressure stall
+// information, host-wide or per cgroup), HostSource (whole-machine
+// utilization, via gopsutil), CgroupSource (utilization relative to cgroup v2
+// limits) and FixedSource (constant readings); Detect picks one. Sample
+// returns fractions in [0,1] or an error; the Sampler calls it from one
+// goroutine at a time, and the implementations here are also safe for
+// concurrent use.
 type Source interface {
 	Sample(ctx context.Context) (cpu, memory float64, err error)
 }
+
+// What a Source measures, as Describe reports it.
+const (
+	// KindPSIHost: host-wide stall shares from /proc/pressure (PSISource).
+	KindPSIHost = "psi-host"
+	// KindPSICgroup: the node's cgroup's stall shares (PSISource).
+	KindPSICgroup = "psi-cgroup"
+	// KindUtilizationHost: whole-machine busy CPU and used memory (HostSource).
+	KindUtilizationHost = "utilization-host"
+	// KindUtilizationCgroup: CPU and memory use relative to the cgroup's limits
+	// (CgroupSource).
+	KindUtilizationCgroup = "utilization-cgroup"
+	// KindFixed: constant readings (FixedSource).
+	KindFixed = "fixed"
+	// KindOther: a Source that does not implement Describer.
+	KindOther = "other"
+)
+
+// Describer is implemented by a Source that says what it measures. Every
+// Source of this package implements it.
+type Describer interface {
+	// Kind is one of the Kind constants (or, for a Source from elsewhere, a
+	// short stable name of its own).
+	Kind() string
+}
+
+// Describe returns what s measures, for readiness, metrics and the startup
+// log: s.Kind() when s implements Describer, KindOther otherwise (also for
+// nil). It reads nothing.
+func Describe(s Source) string {
+	if d, ok := s.(Describer); ok {
+		return d.Kind()
+	}
+	return KindOther
+}
+
+// FixedSource returns the same readings on every call: for demos and tests
+// that must not depend on the machine's load. Readings outside [0,1] are
+// published as they are, and the State refuses them as malformed.
+type FixedSource struct {
+	CPU, Memory float64
+}
+
+// Sample implements Source.
+func (f FixedSource) Sample(context.Context) (cpu, memory float64, err error) {
+	return f.CPU, f.Memory, nil
+}
+
+// Kind implements Describer: KindFixed.
+func (FixedSource) Kind() string { return KindFixed }
 
 // Clock is where this package takes time from when it must: the Sampler
 // stamps TakenAt with it and CgroupSource measures elapsed time with it.
@@ -33,21 +85,64 @@ const DefaultCgroupRoot = "/sys/fs/cgroup"
 // no earlier counters to compare with) before taking the second reading.
 const defaultBaseline = 100 * time.Millisecond
 
-// DetectSource returns a CgroupSource reading root (DefaultCgroupRoot when
-// empty) when root is a cgroup v2 directory: cgroup.controllers exists and
-// memory.current, memory.max, cpu.max and cpu.stat are readable. Otherwise it
-// returns a HostSource. A cgroup v1 host, the root cgroup of a v2 host (it has
-// no memory.max) and a cgroup without the cpu or memory controller delegated
-// all get host-wide pressure. DetectSource only probes the files; it starts
-// nothing.
-func DetectSource(root string) Source {
-	if root == "" {
-		root = DefaultCgroupRoot
+// DetectConfig says where Detect looks. Zero fields take their defaults.
+type DetectConfig struct {
+	// CgroupRoot is the node's cgroup v2 directory. Default:
+	// DefaultCgroupRoot.
+	CgroupRoot string
+	// PressureDir is the host-wide PSI directory. Default:
+	// DefaultPressureDir.
+	PressureDir string
+	// Clock is the clock of the Source returned (PSISource and CgroupSource
+	// measure elapsed wall time with it). Default: the system clock.
+	Clock Clock
+}
+
+// Detect returns the best Source available, preferring pressure stall
+// information to utilization, and the node's cgroup to the whole host:
+//
+//  1. a cgroup PSISource (KindPSICgroup) when CgroupRoot is a cgroup v2
+//     directory (cgroup.controllers exists) whose cpu.pressure and
+//     memory.pressure read and parse;
+//  2. a host PSISource (KindPSIHost) when PressureDir's cpu and memory read
+//     and parse;
+//  3. a CgroupSource (KindUtilizationCgroup) when CgroupRoot is a cgroup v2
+//     directory with memory.current, memory.max, cpu.max and cpu.stat
+//     readable;
+//  4. a HostSource (KindUtilizationHost).
+//
+// A kernel without PSI (no files, or files that fail with EOPNOTSUPP when PSI
+// is disabled at boot) falls through to utilization. Detect only reads the
+// files once; it starts nothing. Whichever Source it returns fails the same
+// way: an error publishes nothing and the State fails closed by age.
+func Detect(cfg DetectConfig) Source {
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = DefaultCgroupRoot
 	}
-	if isCgroupV2(root) {
-		return NewCgroupSource(CgroupConfig{Root: root})
+	if cfg.PressureDir == "" {
+		cfg.PressureDir = DefaultPressureDir
+	}
+	v2 := isFile(filepath.Join(cfg.CgroupRoot, "cgroup.controllers"))
+	switch {
+	case v2 && psiReadable(cfg.CgroupRoot, filePSICgroupCPU, filePSICgroupMemory):
+		return NewCgroupPSISource(cfg.CgroupRoot, cfg.Clock)
+	case psiReadable(cfg.PressureDir, filePSIHostCPU, filePSIHostMemory):
+		return NewPSISource(cfg.PressureDir, cfg.Clock)
+	case v2 && isCgroupV2(cfg.CgroupRoot):
+		return NewCgroupSource(CgroupConfig{Root: cfg.CgroupRoot, Clock: cfg.Clock})
 	}
 	return NewHostSource()
+}
+
+// DetectSource is Detect with CgroupRoot root (DefaultCgroupRoot when empty),
+// DefaultPressureDir and the system clock.
+func DetectSource(root string) Source {
+	return Detect(DetectConfig{CgroupRoot: root})
+}
+
+func isFile(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func isCgroupV2(root string) bool {
