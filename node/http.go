@@ -248,6 +248,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 }
 
 func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	arrived := n.clock.Now() // the headers are read; the body is read below
 	target := catalog.Target{Tenant: catalog.TenantID(r.PathValue("tenant")), Service: catalog.ServiceName(r.PathValue("service")),
 		Route: catalog.RouteName(r.PathValue("route"))}
 	h, err := api.ParseInvokeHeaders(r.Header, n.clock.Now())
@@ -270,7 +271,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
-	a := n.invoke(r.Context(), p, target, h, body)
+	a := n.invoke(r.Context(), p, target, h, body, arrived)
 	for k, v := range a.headers {
 		w.Header().Set(k, v)
 	}

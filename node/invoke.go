@@ -24,6 +24,20 @@ type invocation struct {
 	body []byte
 }
 
+// timing is where an executed activation's time went, measured from the
+// moment its request's headers were read: front (reading the body,
+// resolving, admitting, queuing), queue (waiting for dispatch), exec (the
+// scheduler's execution, cell lease to release) and back (from the result's
+// delivery until the handler ran again).
+type timing struct{ front, queue, exec, back time.Duration }
+
+// header renders t as a Server-Timing header value, in milliseconds with
+// microsecond resolution.
+func (t timing) header() string {
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
+	return "front;dur=" + ms(t.front) + ", queue;dur=" + ms(t.queue) + ", exec;dur=" + ms(t.exec) + ", back;dur=" + ms(t.back)
+}
+
 // answer is what the activation manager tells the HTTP layer.
 type answer struct {
 	status     int
@@ -49,7 +63,7 @@ func newActivationID() string {
 // when the caller goes away, the scheduler cancels the queued job (its permit
 // is released) or the running guest (its permit is kept until the guest
 // stopped and the cell was released).
-func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Target, h api.InvokeHeaders, body []byte) answer {
+func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Target, h api.InvokeHeaders, body []byte, arrived time.Time) answer {
 	id := h.ActivationID
 	if id == "" {
 		id = newActivationID()
@@ -104,6 +118,8 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	case <-ctx.Done():
 		res = <-job.Done() // the scheduler answers every job, promptly once its caller is gone
 	}
+	t := timing{front: res.EnqueuedAt.Sub(arrived), queue: res.QueueWait, exec: res.Execution,
+		back: n.clock.Now().Sub(res.DoneAt)}
 	if res.Err != nil {
 		if errors.As(res.Err, &rej) {
 			return n.refuse(target.Tenant, rej)
@@ -114,7 +130,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	if !ok {
 		return n.internal(errors.AssertionFailedf("node: executor returned no outcome"))
 	}
-	n.metrics.observe(target.Tenant, job.Obligations(), res, out)
+	n.metrics.observe(target.Tenant, job.Obligations(), res, out, t)
 	if n.log.Enabled(ctx, slog.LevelDebug) { // the arguments allocate even when the line is dropped
 		n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
 			"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
@@ -133,8 +149,9 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		"Latent-Outcome":           string(out.Kind),
 		"Latent-Fuel-Used":         strconv.FormatUint(out.FuelUsed, 10),
 		"Latent-Memory-Peak-Bytes": strconv.FormatUint(out.MemoryPeakBytes, 10),
-		"Latent-Queue-Wait-Ms":     strconv.FormatInt(res.QueueWait.Milliseconds(), 10),
+		"Latent-Queue-Wait-Ms":     strconv.FormatInt((t.front + t.queue).Milliseconds(), 10),
 		"Latent-Execution-Ms":      strconv.FormatInt(out.ExecutionTime.Milliseconds(), 10),
+		"Server-Timing":            t.header(),
 		"Latent-Cell-Class":        res.Cell.String(),
 	}
 	return a

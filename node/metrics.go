@@ -21,6 +21,7 @@ type metrics struct {
 	rejections  *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
 	execution   *prometheus.HistogramVec
+	front, back prometheus.Histogram
 	fuel        *prometheus.CounterVec
 }
 
@@ -32,21 +33,28 @@ func newMetrics(n *Node) *metrics {
 		Help: "Refused requests by code, reason, scope and dimension."}, []string{"code", "reason", "scope", "dimension"})
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms … 16s
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_queue_wait_seconds",
-		Help: "Time from admission to dispatch.", Buckets: buckets}, []string{"cell_class", "queue_class"})
+		Help: "Time from reading an invocation's headers to its dispatch.", Buckets: buckets}, []string{"cell_class", "queue_class"})
 	m.execution = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_execution_seconds",
 		Help: "Guest execution time.", Buckets: buckets}, []string{"cell_class", "queue_class"})
+	fine := prometheus.ExponentialBuckets(0.00001, 2, 18) // 10µs … 1.3s
+	m.front = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latent_front_seconds",
+		Help: "Time from reading an invocation's headers to queuing it (body, resolve, admission, submit).", Buckets: fine})
+	m.back = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latent_back_seconds",
+		Help: "Time from a result's delivery until its handler ran again.", Buckets: fine})
 	m.fuel = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_fuel_consumed_total",
 		Help: "Fuel consumed by executed activations."}, []string{"tenant"})
-	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.fuel,
+	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.fuel,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n})
 	return m
 }
 
-func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result, out runner.Outcome) {
+func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result, out runner.Outcome, t timing) {
 	m.activations.WithLabelValues(string(tenant), string(out.Kind)).Inc()
 	cell, queue := res.Cell.String(), ob.QueueClass
-	m.queueWait.WithLabelValues(cell, queue).Observe(res.QueueWait.Seconds())
+	m.queueWait.WithLabelValues(cell, queue).Observe((t.front + t.queue).Seconds())
+	m.front.Observe(t.front.Seconds())
+	m.back.Observe(t.back.Seconds())
 	m.execution.WithLabelValues(cell, queue).Observe(out.ExecutionTime.Seconds())
 	m.fuel.WithLabelValues(string(tenant)).Add(float64(out.FuelUsed))
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -328,5 +329,40 @@ func TestReadyz_degraded(t *testing.T) {
 	}
 	if replaced != 1 {
 		t.Fatalf("latent_cells_replaced_total{cell_class=tiny}: have %v, want 1", replaced)
+	}
+}
+
+// TestInvoke_serverTiming: an executed activation says where its time went,
+// in Server-Timing with microsecond resolution, and its queue wait counts
+// from the moment the request was read.
+func TestInvoke_serverTiming(t *testing.T) {
+	tn := startNode(t)
+	resp, body := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("ada"), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+	}
+	parts := map[string]float64{}
+	for _, p := range strings.Split(resp.Header.Get("Server-Timing"), ", ") {
+		name, dur, ok := strings.Cut(p, ";dur=")
+		if !ok {
+			t.Fatalf("Server-Timing part %q", p)
+		}
+		ms, err := strconv.ParseFloat(dur, 64)
+		if err != nil || ms < 0 || !strings.Contains(dur, ".") {
+			t.Fatalf("Server-Timing %s: %q", name, dur)
+		}
+		parts[name] = ms
+	}
+	for _, name := range []string{"front", "queue", "exec", "back"} {
+		if _, ok := parts[name]; !ok {
+			t.Fatalf("Server-Timing %q lacks %s", resp.Header.Get("Server-Timing"), name)
+		}
+	}
+	if parts["exec"] == 0 {
+		t.Errorf("exec took no time: %v", parts)
+	}
+	wait, err := strconv.ParseInt(resp.Header.Get("Latent-Queue-Wait-Ms"), 10, 64)
+	if err != nil || float64(wait) > parts["front"]+parts["queue"] {
+		t.Errorf("Latent-Queue-Wait-Ms %q, front+queue %.3f ms", resp.Header.Get("Latent-Queue-Wait-Ms"), parts["front"]+parts["queue"])
 	}
 }

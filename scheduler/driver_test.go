@@ -405,6 +405,9 @@ func TestScheduler_queued(t *testing.T) {
 		se.Reason() != "queue-wait-exceeded" || se.Code() != "resource-exhausted" || r.QueueWait != 10*time.Second {
 		t.Errorf("expired job: %v, wait %v", r.Err, r.QueueWait)
 	}
+	if d := r.DoneAt.Sub(r.EnqueuedAt); r.EnqueuedAt.IsZero() || d != r.QueueWait {
+		t.Errorf("expired job: enqueued %v, done %v (%v apart), want %v apart", r.EnqueuedAt, r.DoneAt, d, r.QueueWait)
+	}
 
 	// Fair share: alice floods the batch class (limit 4), carol arrives.
 	var flood []*Job

@@ -68,6 +68,9 @@ type Result struct {
 	// Execution is the time Execute took.
 	Execution time.Duration
 	Cell      catalog.CellClass
+	// EnqueuedAt is when Submit queued the job; DoneAt is when the result
+	// was delivered (the caller measures how long it took to pick it up).
+	EnqueuedAt, DoneAt time.Time
 }
 
 type jobState uint8
@@ -106,6 +109,7 @@ func (j *Job) Obligations() admission.Obligations { return j.permit.Obligations(
 
 func (j *Job) deliver(r Result) {
 	r.Cell = j.item.Cell
+	r.EnqueuedAt = j.item.EnqueuedAt
 	j.done <- r
 }
 
@@ -274,7 +278,7 @@ func (s *Scheduler) callerGone(j *Job) {
 	s.finishLocked(j)
 	s.mu.Unlock()
 	s.releasePermit(j.permit)
-	j.deliver(Result{Err: ErrCancelled.withCause(context.Cause(j.ctx)), QueueWait: now.Sub(j.item.EnqueuedAt)})
+	j.deliver(Result{Err: ErrCancelled.withCause(context.Cause(j.ctx)), QueueWait: now.Sub(j.item.EnqueuedAt), DoneAt: now})
 	s.nudge()
 }
 
@@ -295,7 +299,7 @@ func (s *Scheduler) YieldSlotTo(queue int, tenant catalog.TenantID, principal st
 	s.finishLocked(j)
 	s.mu.Unlock()
 	s.releasePermit(j.permit)
-	j.deliver(Result{Err: ErrFairShare, QueueWait: now.Sub(it.EnqueuedAt)})
+	j.deliver(Result{Err: ErrFairShare, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	return true
 }
 
@@ -394,7 +398,7 @@ func (s *Scheduler) onTick() {
 	for _, it := range expired {
 		j := it.Payload.(*Job)
 		s.releasePermit(j.permit)
-		j.deliver(Result{Err: ErrQueueWaitExceeded, QueueWait: now.Sub(it.EnqueuedAt)})
+		j.deliver(Result{Err: ErrQueueWaitExceeded, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	}
 }
 
@@ -480,7 +484,7 @@ func (s *Scheduler) abort(j *Job, err error, wait time.Duration, release bool) {
 	if release {
 		s.releasePermit(j.permit)
 	}
-	j.deliver(Result{Err: err, QueueWait: wait})
+	j.deliver(Result{Err: err, QueueWait: wait, DoneAt: s.clock.Now()})
 }
 
 // execute runs one job on its cell; the Run loop waits for it (execs).
@@ -509,6 +513,7 @@ func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.Execution
 	if perr != nil {
 		res.Err = perr
 	}
+	res.DoneAt = s.clock.Now()
 	j.deliver(res)
 	s.nudge()
 }
@@ -547,7 +552,7 @@ func (s *Scheduler) shutdown() {
 	for _, it := range drained {
 		j := it.Payload.(*Job)
 		s.releasePermit(j.permit)
-		j.deliver(Result{Err: ErrShuttingDown, QueueWait: now.Sub(it.EnqueuedAt)})
+		j.deliver(Result{Err: ErrShuttingDown, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	}
 
 	done := make(chan struct{})
