@@ -275,6 +275,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	for k, v := range a.headers {
 		w.Header().Set(k, v)
 	}
+	if a.refused {
+		n.holdRefusal(r.Context(), p)
+	}
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
 		return

@@ -45,10 +45,11 @@ type answer struct {
 	retryAfter time.Duration
 	body       []byte
 	headers    map[string]string
+	refused    bool // a refusal before execution (paced per principal)
 }
 
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
-	return answer{status: p.Status, problem: &p, retryAfter: retryAfter}
+	return answer{status: p.Status, problem: &p, retryAfter: retryAfter, refused: true}
 }
 
 // newActivationID returns 16 random bytes in hex.

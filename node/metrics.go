@@ -22,7 +22,9 @@ type metrics struct {
 	queueWait   *prometheus.HistogramVec
 	execution   *prometheus.HistogramVec
 	front, back prometheus.Histogram
-	fuel        *prometheus.CounterVec
+	// refusalsHeld counts refusals held by the pacer.
+	refusalsHeld prometheus.Counter
+	fuel         *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -41,9 +43,11 @@ func newMetrics(n *Node) *metrics {
 		Help: "Time from reading an invocation's headers to queuing it (body, resolve, admission, submit).", Buckets: fine})
 	m.back = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latent_back_seconds",
 		Help: "Time from a result's delivery until its handler ran again.", Buckets: fine})
+	m.refusalsHeld = prometheus.NewCounter(prometheus.CounterOpts{Name: "latent_refusals_held_total",
+		Help: "Refusals held before being answered because their principal was refused faster than the refusal rate."})
 	m.fuel = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_fuel_consumed_total",
 		Help: "Fuel consumed by executed activations."}, []string{"tenant"})
-	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.fuel,
+	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n})
 	return m

@@ -35,6 +35,9 @@ type Options struct {
 	// Conns overrides node.max_connections and
 	// node.max_connections_per_address (a zero field: the configuration's).
 	Conns ConnLimits
+	// RefusalRate overrides DefaultRefusalRate (refusals per second and
+	// principal answered without being held; tests).
+	RefusalRate int
 }
 
 // Node is a composed latent-node: catalog, runner, cell pool, load source,
@@ -59,6 +62,7 @@ type Node struct {
 	panics  *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
+	pacer      *refusalPacer
 	uploads    tenantWrites // uploads in flight, per tenant
 	deploys    tenantWrites // deploys in flight, per tenant
 }
@@ -78,6 +82,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	}
 	n.conns = newConnLimiter(connLimits(cfg, opts.Conns), n.log)
 	n.panics = newRateLog(n.log, time.Second)
+	rate, burst := DefaultRefusalRate, DefaultRefusalBurst
+	if opts.RefusalRate > 0 {
+		rate = opts.RefusalRate
+	}
+	n.pacer = newRefusalPacer(rate, burst)
 	defer func() {
 		if err != nil {
 			n.Close(context.Background())

@@ -366,3 +366,41 @@ func TestInvoke_serverTiming(t *testing.T) {
 		t.Errorf("Latent-Queue-Wait-Ms %q, front+queue %.3f ms", resp.Header.Get("Latent-Queue-Wait-Ms"), parts["front"]+parts["queue"])
 	}
 }
+
+// TestInvoke_refusalsPaced: a principal refused faster than the refusal
+// rate has its refusals held (counted in latent_refusals_held_total); an
+// executed activation is never held.
+func TestInvoke_refusalsPaced(t *testing.T) {
+	tn := startNode(t)
+	tn.n.pacer = newRefusalPacer(2, 5) // 500ms apart after a burst of 5
+	held := func() float64 {
+		mfs, err := tn.n.metrics.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "latent_refusals_held_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return -1
+	}
+	for range 5 {
+		if resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("x"), nil); resp.StatusCode != 200 {
+			t.Fatalf("invoke: %d", resp.StatusCode)
+		}
+	}
+	if h := held(); h != 0 {
+		t.Fatalf("executed activations held: %v", h)
+	}
+	for range 7 {
+		if resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil); resp.StatusCode != 404 {
+			t.Fatalf("unknown route: %d", resp.StatusCode)
+		}
+	}
+	// The first five came within the burst; the sixth and seventh came
+	// well before they were due (500ms apart) and were held.
+	if h := held(); h != 2 {
+		t.Fatalf("7 refusals in a row with a burst of 5: %v held, want 2", h)
+	}
+}
