@@ -45,7 +45,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzReadBody$$' -fuzztime=$(FUZZTIME) ./node/
 
 stress:
-	$(GO) test -race -tags stress -timeout 60m ./stress/...
+	$(GO) test -race -tags stress -timeout 60m ./stress/... ./e2e/...
 
 run:
 	$(GO) run ./cmd/latent-node serve --demo

@@ -479,8 +479,10 @@ func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 // handleReadyz: ready when the catalog is loaded (it is, once New returned)
 // and the load sample is fresh. While quarantined cells wait for their
 // replacement it still answers 200, with "degraded:" and the usable cells
-// of each class short of its parallelism.
+// of each class short of its parallelism. Latent-Load-Source says what the
+// pressure readings measure.
 func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Latent-Load-Source", n.loadKind)
 	if _, err := n.load.Read(n.clock.Now()); err != nil {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)

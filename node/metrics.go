@@ -94,13 +94,15 @@ var (
 		"Quarantined cells the pool replaced with fresh ones, per class.", []string{"cell_class"}, nil)
 	descReplaceFailures = prometheus.NewDesc("latent_cell_replace_failures_total",
 		"Cell replacements that could not reserve memory (each retried later), per class.", []string{"cell_class"}, nil)
+	descLoadSource = prometheus.NewDesc("latent_load_source_info",
+		"What the load samples measure: PSI stall time or utilization, host-wide or of the node's cgroup.", []string{"kind"}, nil)
 	descCompiled = prometheus.NewDesc("latent_compiled_bytes",
 		"Estimated size of the compiled code the runner keeps (bounded by node.max_compiled_bytes).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
-		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled} {
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource} {
 		ch <- d
 	}
 }
@@ -116,6 +118,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReplaceFailures, prometheus.CounterValue, float64(st.ReplaceFailures), cc)
 	}
 	ch <- prometheus.MustNewConstMetric(descCompiled, prometheus.GaugeValue, float64(n.run.CompiledBytes()))
+	ch <- prometheus.MustNewConstMetric(descLoadSource, prometheus.GaugeValue, 1, n.loadKind)
 	for _, st := range n.sched.Stats().Cells {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Class.String())
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.Waiting), st.Class.String())

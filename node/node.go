@@ -45,21 +45,24 @@ type Options struct {
 // New starts nothing; the actors (Scheduler, Sampler, the HTTP server) are
 // run by the caller (cmd/latent-node wires them with oklog/run).
 type Node struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	clock   Clock
-	cat     *catalog.Catalog
-	run     *runner.Runner
-	pool    *cellpool.Pool
-	load    *loadsource.State
-	sampler *loadsource.Sampler
-	prov    *admission.LocalQuotaProvider
-	sched   *scheduler.Scheduler
-	auth    *auth.Authenticator
-	metrics *metrics
-	health  chan struct{} // the liveness probe's own bound
-	conns   *connLimiter
-	panics  *rateLog // handler panics, at most one line a second
+	cfg   *config.Config
+	log   *slog.Logger
+	clock Clock
+	cat   *catalog.Catalog
+	run   *runner.Runner
+	pool  *cellpool.Pool
+	load  *loadsource.State
+	// loadKind says what the load source measures (loadsource.Describe):
+	// PSI stall time, or utilization where PSI is absent.
+	loadKind string
+	sampler  *loadsource.Sampler
+	prov     *admission.LocalQuotaProvider
+	sched    *scheduler.Scheduler
+	auth     *auth.Authenticator
+	metrics  *metrics
+	health   chan struct{} // the liveness probe's own bound
+	conns    *connLimiter
+	panics   *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
 	pacer      *refusalPacer
@@ -112,6 +115,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if src == nil {
 		src = loadsource.DetectSource(loadsource.DefaultCgroupRoot)
 	}
+	n.loadKind = loadsource.Describe(src)
 	if n.sampler, err = loadsource.NewSampler(loadsource.SamplerConfig{State: n.load, Source: src,
 		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
 		return nil, err
@@ -181,6 +185,11 @@ func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error 
 func CollectInterval(cfg *config.Config) time.Duration {
 	return min(max(cfg.Catalog.ArtifactGrace/4, time.Second), 5*time.Minute)
 }
+
+// LoadSourceKind says what the node's pressure readings measure
+// ("psi-host", "psi-cgroup", "utilization-host", "utilization-cgroup",
+// "fixed"; see loadsource.Describe).
+func (n *Node) LoadSourceKind() string { return n.loadKind }
 
 // Sampler is the load sampler actor: run it for the node's lifetime.
 func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }

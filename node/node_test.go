@@ -23,6 +23,7 @@ import (
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 )
@@ -402,5 +403,31 @@ func TestInvoke_refusalsPaced(t *testing.T) {
 	// well before they were due (500ms apart) and were held.
 	if h := held(); h != 2 {
 		t.Fatalf("7 refusals in a row with a burst of 5: %v held, want 2", h)
+	}
+}
+
+// TestLoadSourceKind: the node says what its pressure readings measure, in
+// /readyz's Latent-Load-Source header and a metric.
+func TestLoadSourceKind(t *testing.T) {
+	_, hash, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Demo(config.WithDataDir(t.TempDir()), config.WithDemoKey(hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(context.Background(), cfg, Options{LoadSource: loadsource.FixedSource{CPU: 0.1, Memory: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	if have := n.LoadSourceKind(); have != loadsource.KindFixed {
+		t.Fatalf("kind: have %q", have)
+	}
+	rec := httptest.NewRecorder()
+	n.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if have := rec.Header().Get("Latent-Load-Source"); have != loadsource.KindFixed {
+		t.Fatalf("readyz Latent-Load-Source: have %q", have)
 	}
 }

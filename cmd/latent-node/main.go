@@ -232,7 +232,7 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		fmt.Fprintf(stdout, "demo api key: %s\n", demoKey)
 		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
 	}
-	log.Info("serving", "listen", ln.Addr().String(), "version", versionString())
+	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind())
 
 	var g run.Group
 	{ // signals
@@ -300,13 +300,8 @@ func loadSourceFromEnv() (loadsource.Source, error) {
 	if err1 != nil || err2 != nil || !(cpu >= 0 && cpu <= 1) || !(mem >= 0 && mem <= 1) {
 		return nil, errors.Newf("%s: pressures must be numbers in [0,1]", loadSourceEnv)
 	}
-	return fixedLoad{cpu: cpu, memory: mem}, nil
+	return loadsource.FixedSource{CPU: cpu, Memory: mem}, nil
 }
-
-// fixedLoad is a load source with constant readings (LATENT_NODE_LOAD_SOURCE).
-type fixedLoad struct{ cpu, memory float64 }
-
-func (f fixedLoad) Sample(context.Context) (float64, float64, error) { return f.cpu, f.memory, nil }
 
 func clientFlags(fs *flag.FlagSet) (nodeURL, key *string) {
 	nodeURL = fs.String("node", "http://127.0.0.1:8080", "node URL")
