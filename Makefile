@@ -69,3 +69,11 @@ bench-runner:
 	cd bench/peers/wasmtime && CGO_ENABLED=1 $(GO) build -o bin/wasmtime-peer .
 	$(GO) run ./bench/runnerbench -peer bench/peers/wasmtime/bin/wasmtime-peer \
 		-out bench/results/runner.json $(BENCH_RUNNER_FLAGS)
+
+# Noisy-neighbour isolation of the real binary: a quiet tenant's closed-loop
+# client alone, next to 1..64 noisy clients, and next to clients that ignore
+# Retry-After; writes bench/results/node.json (bench/nodebench/README.md).
+# Extra flags: BENCH_NODE_FLAGS="-duration 2s -rounds 1".
+.PHONY: bench-node
+bench-node:
+	$(GO) run ./bench/nodebench -out bench/results/node.json $(BENCH_NODE_FLAGS)
