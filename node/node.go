@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -55,14 +56,16 @@ type Node struct {
 	// loadKind says what the load source measures (loadsource.Describe):
 	// PSI stall time, or utilization where PSI is absent.
 	loadKind string
-	sampler  *loadsource.Sampler
-	prov     *admission.LocalQuotaProvider
-	sched    *scheduler.Scheduler
-	auth     *auth.Authenticator
-	metrics  *metrics
-	health   chan struct{} // the liveness probe's own bound
-	conns    *connLimiter
-	panics   *rateLog // handler panics, at most one line a second
+	// sizing is how many guests run at once on this host (config.Sizing).
+	sizing  config.GuestSizing
+	sampler *loadsource.Sampler
+	prov    *admission.LocalQuotaProvider
+	sched   *scheduler.Scheduler
+	auth    *auth.Authenticator
+	metrics *metrics
+	health  chan struct{} // the liveness probe's own bound
+	conns   *connLimiter
+	panics  *rateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
 	pacer      *refusalPacer
@@ -120,8 +123,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
 		return nil, err
 	}
+	n.sizing = cfg.Sizing(runtime.NumCPU())
 	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps{Cells: cellSource{n.pool},
-		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace}); err != nil {
+		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace, MaxRunning: n.sizing.Guests}); err != nil {
 		return nil, err
 	}
 	if n.prov, err = admission.NewLocalQuotaProvider(cfg.AdmissionPolicy(), admission.Options{Clock: n.clock,
@@ -185,6 +189,10 @@ func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error 
 func CollectInterval(cfg *config.Config) time.Duration {
 	return min(max(cfg.Catalog.ArtifactGrace/4, time.Second), 5*time.Minute)
 }
+
+// Sizing is how many guests run at once on this host and how many Go
+// processors the node should have (config.Sizing for this host's CPUs).
+func (n *Node) Sizing() config.GuestSizing { return n.sizing }
 
 // LoadSourceKind says what the node's pressure readings measure
 // ("psi-host", "psi-cgroup", "utilization-host", "utilization-cgroup",
@@ -266,7 +274,15 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admissi
 		return scheduler.Completion{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
 			Err: errors.AssertionFailedf("node: unexpected job input or cell")}}
 	}
+	// The guest runs on an OS thread of its own, at a lower priority, which
+	// the kernel can preempt: compiled guest code never yields to Go's
+	// scheduler between fuel slices, so on a shared thread it would hold
+	// the processor that reads requests and writes answers.
+	runtime.LockOSThread()
+	restore := lowerGuestThread()
 	out := e.n.run.Run(ctx, exec, lease, inv.body)
+	restore()
+	runtime.UnlockOSThread()
 	if out.Quarantine {
 		ob := exec.Obligations()
 		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),

@@ -864,3 +864,34 @@ func TestScheduler_usedPermit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScheduler_maxRunning: with Deps.MaxRunning 1, a second job waits in
+// the fair queue although a cell is free, and starts when the first ends.
+func TestScheduler_maxRunning(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	g := newGate()
+	e := newEnv(t, g, envOptions{mutate: func(_ *Config, d *Deps) { d.MaxRunning = 1 }})
+	e.run()
+	first := e.submit(context.Background(), "acme", "alice", 0)
+	second := e.submit(context.Background(), "beta", "carol", 9) // its own reserved cell is free
+	started := <-g.started
+	// Two ticks: the second is received only once the loop handled the
+	// first, dispatch included.
+	e.tick()
+	e.tick()
+	if st := e.s.Stats(); st.Executing != 1 || st.Cells[0].Waiting != 1 {
+		t.Fatalf("with MaxRunning 1: %d executing, %d waiting; want 1 and 1", st.Executing, st.Cells[0].Waiting)
+	}
+	g.release(started, Completion{})
+	other := <-g.started
+	if (started == first) == (other == first) {
+		t.Fatal("the same job started twice")
+	}
+	g.release(other, Completion{})
+	for _, j := range []*Job{first, second} {
+		if r := result(t, j); r.Err != nil {
+			t.Fatalf("job: %v", r.Err)
+		}
+	}
+	e.stop()
+}

@@ -127,6 +127,11 @@ type Deps struct {
 	// ShutdownGrace is how long running jobs may finish after Run's context
 	// ended before their contexts are cancelled (0: at once).
 	ShutdownGrace time.Duration
+	// MaxRunning bounds the jobs running at once across every cell class
+	// (0: only the cells bound them). The node sets it to the CPUs it may
+	// use, so guests never outnumber them: the backlog then waits in the
+	// fair queue instead of in the operating system's run queue.
+	MaxRunning int
 }
 
 type runState uint8
@@ -166,6 +171,9 @@ type Scheduler struct {
 		state   runState
 		running map[*Job]struct{}
 		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
+		// first is the index in classes dispatch starts from; it rotates,
+		// so that under MaxRunning no class always takes the freed slot.
+		first int
 	}
 }
 
@@ -402,15 +410,25 @@ func (s *Scheduler) onTick() {
 	}
 }
 
-// dispatch starts jobs while the core allows.
+// dispatch starts jobs while the core allows (and, with Deps.MaxRunning,
+// while fewer than that many run).
 func (s *Scheduler) dispatch() {
-	for _, c := range s.classes {
+	s.mu.Lock()
+	first := s.mu.first
+	s.mu.first = (first + 1) % len(s.classes)
+	s.mu.Unlock()
+	for i := range s.classes {
+		c := s.classes[(first+i)%len(s.classes)]
 		for {
 			now := s.clock.Now()
 			s.mu.Lock()
 			if s.mu.state != stateRunning || s.mu.blocked[c] {
 				s.mu.Unlock()
 				break
+			}
+			if s.deps.MaxRunning > 0 && len(s.mu.running) >= s.deps.MaxRunning {
+				s.mu.Unlock()
+				return
 			}
 			it, ok := s.mu.core.Next(now, c)
 			if !ok {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -120,11 +121,13 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node check: --config is required")
 		return 2
 	}
-	if _, err := config.Load(*path); err != nil {
+	cfg, err := config.Load(*path)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	fmt.Fprintln(stdout, *path+": ok")
+	fmt.Fprintln(stdout, "on this host, "+cfg.Sizing(runtime.NumCPU()).String())
 	return 0
 }
 
@@ -232,7 +235,12 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		fmt.Fprintf(stdout, "demo api key: %s\n", demoKey)
 		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
 	}
-	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind())
+	sizing := n.Sizing()
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(sizing.GoProcs)
+	}
+	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind(),
+		"guests", sizing.String(), "gomaxprocs", runtime.GOMAXPROCS(0))
 
 	var g run.Group
 	{ // signals

@@ -119,6 +119,11 @@ type Node struct {
 	// CompileConcurrency is how many modules compile at once, each on a
 	// lower-priority worker thread (1..64, default 1).
 	CompileConcurrency int
+	// MaxRunningGuests bounds the guests running at once across every cell
+	// class. 0, the default, means the CPUs this process may use: the
+	// backlog then waits in the fair queue, not in the operating system's
+	// run queue. See GuestSizing.
+	MaxRunningGuests int
 	// MaxCompiledBytes bounds the (estimated) size of the compiled code of
 	// every deployed module together; a deploy past it is refused with 507
 	// (default 1 GiB, at least 1 MiB).
@@ -390,6 +395,40 @@ func (c *Config) RunnerConfig(dataDir string) runner.Config {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}
 	return cfg
+}
+
+// GuestSizing is what the configured parallelism means on a host with cpus
+// CPUs available to the process: at most Guests guests run at once (the
+// cells of every class together, capped by node.max_running_guests or by
+// the CPUs), and GoProcs is the Go processors the node asks for: one more
+// than Guests, so that reading requests, admission and writing answers
+// always have a processor no guest holds.
+type GuestSizing struct {
+	CPUs, Cells, Guests, GoProcs int
+}
+
+// Sizing returns the guest sizing of c on a host with cpus CPUs.
+func (c *Config) Sizing(cpus int) GuestSizing {
+	cells := 0
+	for _, cc := range c.CellClasses {
+		cells += cc.Parallelism
+	}
+	limit := c.Node.MaxRunningGuests
+	if limit <= 0 {
+		limit = max(cpus, 1)
+	}
+	guests := min(cells, limit)
+	return GuestSizing{CPUs: cpus, Cells: cells, Guests: guests, GoProcs: guests + 1}
+}
+
+// String says it in one line, for `latent-node check` and the start-up log.
+func (g GuestSizing) String() string {
+	cpus := strconv.Itoa(g.CPUs) + " CPUs"
+	if g.CPUs == 1 {
+		cpus = "1 CPU"
+	}
+	return cpus + ": at most " + strconv.Itoa(g.Guests) + " of " + strconv.Itoa(g.Cells) +
+		" cells run guests at once; " + strconv.Itoa(g.GoProcs) + " Go processors (one kept for requests and answers)"
 }
 
 // SortedCellClasses returns the configured cell classes in their fixed

@@ -400,6 +400,7 @@ func (d *decoder) node(n *Node, t *table) {
 	t.setInt(&n.MaxConnections, "max_connections", optional)
 	t.setInt(&n.MaxConnectionsPerAddress, "max_connections_per_address", optional)
 	t.setInt(&n.CompileConcurrency, "compile_concurrency", optional)
+	t.setInt(&n.MaxRunningGuests, "max_running_guests", optional)
 	t.setSize(&n.MaxCompiledBytes, "max_compiled_bytes", optional)
 
 	b := t.sub("budget_ceiling", requiredTable)

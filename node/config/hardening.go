@@ -156,6 +156,9 @@ func (c *Config) checkHardening(v *checker) {
 	if n.MaxCompiledBytes < 1<<20 {
 		v.add("node.max_compiled_bytes", "must be at least 1MiB")
 	}
+	if n.MaxRunningGuests < 0 {
+		v.add("node.max_running_guests", "must not be negative (0: the CPUs this process may use)")
+	}
 	if n.CompileConcurrency < 1 || n.CompileConcurrency > maxCompileConcurrency {
 		v.add("node.compile_concurrency", "must be from 1 to "+strconv.Itoa(maxCompileConcurrency))
 	}
