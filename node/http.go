@@ -28,13 +28,20 @@ import (
 // 500.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", n.authed(auth.Invoke, n.handleInvoke))
-	mux.HandleFunc("PUT /v1/artifacts/{digest}", n.authed(auth.Deploy, n.handleArtifact))
-	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", n.authed(auth.Deploy, n.handleDeploy))
-	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", n.authed(auth.Deploy, n.handleGetDeployment))
-	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.authed(auth.Deploy, n.handleDelete))
-	mux.HandleFunc("GET /v1/admission", n.authed(0, n.handleAdmission))
-	mux.HandleFunc("GET /v1/admin/admission", n.authed(auth.Admin, n.handleAdminAdmission))
+	// Every API route goes through the ingress governor: invocations in the
+	// data pool, the rest in the control pool (see ingress.go).
+	payload := func() uint64 { return n.cfg.Node.Limits.MaxPayloadBytes }
+	module := func() uint64 { return n.cfg.DeployLimits.ModuleBytes }
+	manifest := func() uint64 { return catalog.MaxManifestBytes }
+	none := func() uint64 { return 0 }
+	data, ctl := n.dataPool, n.controlPool
+	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", n.governed(data, payload, auth.Invoke, n.handleInvoke))
+	mux.HandleFunc("PUT /v1/artifacts/{digest}", n.governed(ctl, module, auth.Deploy, n.handleArtifact))
+	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", n.governed(ctl, manifest, auth.Deploy, n.handleDeploy))
+	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleGetDeployment))
+	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleDelete))
+	mux.HandleFunc("GET /v1/admission", n.governed(ctl, none, 0, n.handleAdmission))
+	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
 	// Metrics name tenants: only administrators read them.
@@ -455,11 +462,17 @@ func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.P
 		api.WriteProblem(w, forbidden("principal-not-authorized"), 0)
 		return
 	}
-	writeJSON(w, http.StatusOK, s)
+	writeJSON(w, http.StatusOK, struct {
+		admission.ScopeSnapshot
+		Ingress map[string]IngressUsage `json:"ingress"`
+	}{s, n.ingressUsage(p.Tenant, false)})
 }
 
 func (n *Node) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	writeJSON(w, http.StatusOK, n.prov.Snapshot())
+	writeJSON(w, http.StatusOK, struct {
+		admission.QuotaSnapshot
+		Ingress map[string]IngressUsage `json:"ingress"`
+	}{n.prov.Snapshot(), n.ingressUsage("", true)})
 }
 
 // handleHealthz is liveness with its own small bound: it never waits behind

@@ -94,6 +94,8 @@ var (
 		"Quarantined cells the pool replaced with fresh ones, per class.", []string{"cell_class"}, nil)
 	descReplaceFailures = prometheus.NewDesc("latent_cell_replace_failures_total",
 		"Cell replacements that could not reserve memory (each retried later), per class.", []string{"cell_class"}, nil)
+	descIngress = prometheus.NewDesc("latent_ingress_in_use",
+		"Requests (slots) and modeled bytes each ingress pool holds.", []string{"pool", "dimension"}, nil)
 	descLoadSource = prometheus.NewDesc("latent_load_source_info",
 		"What the load samples measure: PSI stall time or utilization, host-wide or of the node's cgroup.", []string{"kind"}, nil)
 	descCompiled = prometheus.NewDesc("latent_compiled_bytes",
@@ -102,7 +104,7 @@ var (
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
-		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource} {
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource, descIngress} {
 		ch <- d
 	}
 }
@@ -119,6 +121,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descCompiled, prometheus.GaugeValue, float64(n.run.CompiledBytes()))
 	ch <- prometheus.MustNewConstMetric(descLoadSource, prometheus.GaugeValue, 1, n.loadKind)
+	for name, u := range n.ingressUsage("", true) {
+		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Slots), name, "slots")
+		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Bytes), name, "bytes")
+	}
 	for _, st := range n.sched.Stats().Cells {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Class.String())
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.Waiting), st.Class.String())

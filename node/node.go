@@ -69,8 +69,10 @@ type Node struct {
 
 	rejections rejectionLog
 	pacer      *refusalPacer
-	uploads    tenantWrites // uploads in flight, per tenant
-	deploys    tenantWrites // deploys in flight, per tenant
+	// dataPool and controlPool are the ingress governor's pools.
+	dataPool, controlPool *ingressPool
+	uploads               tenantWrites // uploads in flight, per tenant
+	deploys               tenantWrites // deploys in flight, per tenant
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -93,6 +95,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		rate = opts.RefusalRate
 	}
 	n.pacer = newRefusalPacer(rate, burst)
+	n.dataPool = newIngressPool(PoolData, cfg.Ingress.Data)
+	n.controlPool = newIngressPool(PoolControl, cfg.Ingress.Control)
 	defer func() {
 		if err != nil {
 			n.Close(context.Background())

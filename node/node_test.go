@@ -43,7 +43,12 @@ type testNode struct {
 }
 
 // startNode runs the demo configuration with its actors, owned by the test.
-func startNode(t *testing.T) *testNode {
+func startNode(t *testing.T) *testNode { return startNodeWith(t, nil) }
+
+// startNodeWith is startNode with the demo configuration changed by mutate
+// (not validated again: tests may set values below the configuration's
+// minimums).
+func startNodeWith(t *testing.T, mutate func(*config.Config)) *testNode {
 	t.Helper()
 	key, hash, err := auth.Generate()
 	if err != nil {
@@ -54,6 +59,9 @@ func startNode(t *testing.T) *testNode {
 		t.Fatal(err)
 	}
 	cfg.Overload.SampleInterval = 10 * time.Millisecond
+	if mutate != nil {
+		mutate(cfg)
+	}
 	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}})
 	if err != nil {
 		t.Fatal(err)

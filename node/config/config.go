@@ -85,6 +85,7 @@ type Config struct {
 	Scheduler    Scheduler
 	DeployLimits DeployLimits  // [deploy_limits]
 	Catalog      CatalogLimits // [catalog]
+	Ingress      Ingress       // [ingress]
 }
 
 // Node is the [node] table.

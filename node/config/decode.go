@@ -310,6 +310,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 		},
 		DeployLimits: DefaultDeployLimits,
 		Catalog:      DefaultCatalogLimits,
+		Ingress:      DefaultIngress,
 		CellClasses:  map[catalog.CellClass]CellClass{},
 		TrustClasses: map[catalog.TrustClass]TrustClass{},
 		Tenants:      map[catalog.TenantID]Tenant{},
@@ -383,6 +384,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 	}
 	d.deployLimits(&c.DeployLimits, root.sub("deploy_limits", optional))
 	d.catalogLimits(&c.Catalog, root.sub("catalog", optional))
+	d.ingress(&c.Ingress, root.sub("ingress", optional))
 	root.finish()
 	return c
 }

@@ -163,3 +163,69 @@ func (c *Config) checkHardening(v *checker) {
 		v.add("node.compile_concurrency", "must be from 1 to "+strconv.Itoa(maxCompileConcurrency))
 	}
 }
+
+// IngressPool is one pool of the ingress governor ([ingress.data],
+// [ingress.control]): how many requests it holds at once, their modeled
+// bytes (a declared Content-Length, or the route's body cap for a body of
+// unknown length, plus 4 KiB each), and how many one tenant and one
+// principal may hold. All at least 1.
+type IngressPool struct {
+	Slots        int
+	Bytes        uint64
+	PerTenant    int
+	PerPrincipal int
+}
+
+// Ingress is the [ingress] table: the data pool serves invocations, the
+// control pool uploads, deploys and the admission views.
+type Ingress struct {
+	Data, Control IngressPool
+}
+
+// DefaultIngress are the pools' limits of keys the file leaves out.
+var DefaultIngress = Ingress{
+	Data:    IngressPool{Slots: 4096, Bytes: 1 << 30, PerTenant: 2048, PerPrincipal: 1024},
+	Control: IngressPool{Slots: 32, Bytes: 512 << 20, PerTenant: 8, PerPrincipal: 4},
+}
+
+func (d *decoder) ingress(in *Ingress, t *table) {
+	if t == nil {
+		return
+	}
+	for _, pool := range []struct {
+		key string
+		p   *IngressPool
+	}{{"data", &in.Data}, {"control", &in.Control}} {
+		pt := t.sub(pool.key, optional)
+		if pt == nil {
+			continue
+		}
+		pt.setInt(&pool.p.Slots, "slots", optional)
+		pt.setSize(&pool.p.Bytes, "bytes", optional)
+		pt.setInt(&pool.p.PerTenant, "per_tenant", optional)
+		pt.setInt(&pool.p.PerPrincipal, "per_principal", optional)
+		pt.finish()
+	}
+	t.finish()
+}
+
+func (c *Config) checkIngress(v *checker) {
+	for _, pool := range []struct {
+		key string
+		p   IngressPool
+	}{{"data", c.Ingress.Data}, {"control", c.Ingress.Control}} {
+		k := "ingress." + pool.key + "."
+		if pool.p.Slots < 1 {
+			v.add(k+"slots", "must be at least 1")
+		}
+		if pool.p.Bytes < 1<<20 {
+			v.add(k+"bytes", "must be at least 1MiB")
+		}
+		if pool.p.PerTenant < 1 || pool.p.PerTenant > pool.p.Slots && pool.p.Slots >= 1 {
+			v.add(k+"per_tenant", "must be from 1 to "+k+"slots")
+		}
+		if pool.p.PerPrincipal < 1 || pool.p.PerPrincipal > pool.p.PerTenant && pool.p.PerTenant >= 1 {
+			v.add(k+"per_principal", "must be from 1 to "+k+"per_tenant")
+		}
+	}
+}

@@ -142,3 +142,41 @@ func TestSizing(t *testing.T) {
 		})
 	}
 }
+
+func TestParse_ingress(t *testing.T) {
+	cfg, err := Parse([]byte(doc(nil, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ingress != DefaultIngress {
+		t.Fatalf("defaults: have %+v", cfg.Ingress)
+	}
+	cfg, err = Parse([]byte(doc(nil, "[ingress.data]\nslots = 10\nbytes = \"2MiB\"\nper_tenant = 5\nper_principal = 2\n[ingress.control]\nslots = 16\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Ingress{Data: IngressPool{Slots: 10, Bytes: 2 << 20, PerTenant: 5, PerPrincipal: 2},
+		Control: IngressPool{Slots: 16, Bytes: DefaultIngress.Control.Bytes, PerTenant: DefaultIngress.Control.PerTenant,
+			PerPrincipal: DefaultIngress.Control.PerPrincipal}}
+	if cfg.Ingress != want {
+		t.Fatalf("have %+v, want %+v", cfg.Ingress, want)
+	}
+	tests := []struct {
+		name, extra string
+		want        []string
+	}{
+		{"zero slots", "[ingress.data]\nslots = 0\n", []string{"ingress.data.slots"}},
+		{"tiny bytes", "[ingress.control]\nbytes = 1024\n", []string{"ingress.control.bytes"}},
+		{"per tenant over slots", "[ingress.data]\nslots = 4\nper_tenant = 5\nper_principal = 1\n", []string{"ingress.data.per_tenant"}},
+		{"per principal over per tenant", "[ingress.data]\nper_tenant = 4\nper_principal = 5\n", []string{"ingress.data.per_principal"}},
+		{"unknown pool", "[ingress.admin]\nslots = 1\n", []string{"ingress.admin"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(doc(nil, tt.extra)))
+			if have := keysOfProblems(err); !slices.Equal(have, tt.want) {
+				t.Errorf("have %q, want %q", have, tt.want)
+			}
+		})
+	}
+}

@@ -92,6 +92,7 @@ func (c *Config) check() []Problem {
 	c.checkClasses(&v)
 	c.checkPrincipals(&v)
 	c.checkHardening(&v)
+	c.checkIngress(&v)
 
 	o := c.Overload
 	switch {
