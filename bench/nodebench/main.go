@@ -51,6 +51,7 @@ type options struct {
 	out        string
 	targetExec time.Duration
 	computeN   uint64
+	svg        string
 }
 
 func main() {
@@ -66,7 +67,16 @@ func main() {
 	flag.StringVar(&o.out, "out", "bench/results/node.json", "where to write the results (relative: to the module root)")
 	flag.DurationVar(&o.targetExec, "target-exec", 300*time.Microsecond, "execution time of one activation the compute N is calibrated to")
 	flag.Uint64Var(&o.computeN, "compute-n", 0, "compute guest input N; 0: calibrate to -target-exec")
+	plot := flag.String("plot", "", "only render the SVG plot of this results file (to -svg) and exit")
+	flag.StringVar(&o.svg, "svg", "bench/results/node.svg", "where to write the latency plot (empty: none)")
 	flag.Parse()
+	if *plot != "" {
+		if err := plotFromJSON(*plot, o.svg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, f := range strings.Split(noisy, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -390,6 +400,16 @@ func run(ctx context.Context, o options) error {
 	}
 	printTable(res, cal)
 	fmt.Printf("wrote %s\n", o.out)
+	if o.svg != "" {
+		svgPath := o.svg
+		if !filepath.IsAbs(svgPath) {
+			svgPath = filepath.Join(root, svgPath)
+		}
+		if err := writeSVG(svgPath, out); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s\n", o.svg)
+	}
 	return nil
 }
 
