@@ -111,9 +111,9 @@ type connLimiter struct {
 		sync.Mutex
 		open   int
 		byAddr map[string]*addrConns
-		// idle and fresh are every address's idle and not-yet-active
-		// connections, oldest first.
-		idle, fresh connList
+		// idle and fresh count every address's idle and not-yet-active
+		// connections.
+		idle, fresh int
 		shed        uint64
 		refused     uint64
 		acceptErrs  uint64
@@ -139,7 +139,7 @@ func newConnLimiter(lim ConnLimits, lg *slog.Logger) *connLimiter {
 func (l *connLimiter) Stats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return ConnStats{Open: l.mu.open, Busy: l.mu.open - l.mu.idle.n - l.mu.fresh.n, Idle: l.mu.idle.n, New: l.mu.fresh.n,
+	return ConnStats{Open: l.mu.open, Busy: l.mu.open - l.mu.idle - l.mu.fresh, Idle: l.mu.idle, New: l.mu.fresh,
 		Shed: l.mu.shed, Refused: l.mu.refused, AcceptErrors: l.mu.acceptErrs}
 }
 
@@ -154,112 +154,93 @@ const (
 )
 
 // trackedConn is an accepted connection the limiter counts. It sits in at
-// most one pair of lists (global and per address) by kind.
+// most one list of its address, by kind.
 type trackedConn struct {
 	net.Conn
 	l    *connLimiter
 	addr *addrConns
 	key  string
 	kind connKind // guarded by l.mu
-	// Intrusive links of the global list and of the address's list of its kind.
-	prev, next         *trackedConn
-	addrPrev, addrNext *trackedConn
-	closeOnce          sync.Once
-	closeErr           error
+	// Intrusive links of the address's list of its kind.
+	prev, next *trackedConn
+	closeOnce  sync.Once
+	closeErr   error
 }
 
-// connList is an intrusive doubly linked list, oldest first. perAddr
-// selects the links: an address's lists or the limiter's.
+// connList is an intrusive doubly linked list of one address's
+// connections of one kind, oldest first.
 type connList struct {
 	head, tail *trackedConn
-	n          int
-	perAddr    bool
-}
-
-func (q *connList) links(c *trackedConn) (prev, next **trackedConn) {
-	if q.perAddr {
-		return &c.addrPrev, &c.addrNext
-	}
-	return &c.prev, &c.next
 }
 
 func (q *connList) push(c *trackedConn) {
-	prev, next := q.links(c)
-	*prev, *next = q.tail, nil
+	c.prev, c.next = q.tail, nil
 	if q.tail != nil {
-		_, tn := q.links(q.tail)
-		*tn = c
+		q.tail.next = c
 	} else {
 		q.head = c
 	}
 	q.tail = c
-	q.n++
 }
 
 func (q *connList) remove(c *trackedConn) {
-	prev, next := q.links(c)
-	if *prev != nil {
-		_, pn := q.links(*prev)
-		*pn = *next
+	if c.prev != nil {
+		c.prev.next = c.next
 	} else {
-		q.head = *next
+		q.head = c.next
 	}
-	if *next != nil {
-		np, _ := q.links(*next)
-		*np = *prev
+	if c.next != nil {
+		c.next.prev = c.prev
 	} else {
-		q.tail = *prev
+		q.tail = c.prev
 	}
-	*prev, *next = nil, nil
-	q.n--
+	c.prev, c.next = nil, nil
 }
 
-// lists returns the global and the address list of kind (nil for active).
+// list returns c's address list of kind and the limiter's count of that
+// kind (nil, nil for active).
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) lists(c *trackedConn, k connKind) (*connList, *connList) {
+func (l *connLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
 	switch k {
 	case kindIdle:
-		return &l.mu.idle, &c.addr.idle
+		return &c.addr.idle, &l.mu.idle
 	case kindFresh:
-		return &l.mu.fresh, &c.addr.fresh
+		return &c.addr.fresh, &l.mu.fresh
 	}
 	return nil, nil
 }
 
-// setKind moves c to the lists of k.
+// setKind moves c to the list of k.
 //
 // REQUIRES: l.mu held.
 func (l *connLimiter) setKind(c *trackedConn, k connKind) {
 	if c.kind == k || c.kind == kindClosed {
 		return
 	}
-	if g, a := l.lists(c, c.kind); g != nil {
-		g.remove(c)
-		a.remove(c)
+	if q, n := l.list(c, c.kind); q != nil {
+		q.remove(c)
+		*n--
 	}
 	c.kind = k
-	if g, a := l.lists(c, k); g != nil {
-		g.push(c)
-		a.push(c)
+	if q, n := l.list(c, k); q != nil {
+		q.push(c)
+		*n++
 	}
 }
 
-// victim returns the connection to close to make room: the oldest idle
-// one, else the oldest fresh one, of a (when not nil) or of any address.
+// victim returns the connection of a (nil: none) to close to make room:
+// its oldest idle one, else its oldest fresh one.
 //
 // REQUIRES: l.mu held.
 func (l *connLimiter) victim(a *addrConns) *trackedConn {
-	if a != nil {
-		if a.idle.head != nil {
-			return a.idle.head
-		}
-		return a.fresh.head
+	if a == nil {
+		return nil
 	}
-	if l.mu.idle.head != nil {
-		return l.mu.idle.head
+	if a.idle.head != nil {
+		return a.idle.head
 	}
-	return l.mu.fresh.head
+	return a.fresh.head
 }
 
 // heaviestLocked returns the address holding the most connections among
@@ -286,7 +267,7 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	l.mu.Lock()
 	a := l.mu.byAddr[key]
 	if a == nil {
-		a = &addrConns{idle: connList{perAddr: true}, fresh: connList{perAddr: true}}
+		a = &addrConns{}
 	}
 	ok := true
 	if a.open >= l.lim.MaxConnsPerAddr {
