@@ -171,10 +171,11 @@ type Scheduler struct {
 		state   runState
 		running map[*Job]struct{}
 		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
-		// first is the index in classes dispatch starts from; it rotates,
-		// so that under MaxRunning no class always takes the freed slot.
-		first int
 	}
+	// first is the index in classes dispatch starts from; it rotates, so
+	// that under MaxRunning no class always takes the freed slot. Only the
+	// Run loop (dispatch) touches it.
+	first int
 }
 
 var _ admission.QueueDelaySource = (*Scheduler)(nil)
@@ -413,10 +414,8 @@ func (s *Scheduler) onTick() {
 // dispatch starts jobs while the core allows (and, with Deps.MaxRunning,
 // while fewer than that many run).
 func (s *Scheduler) dispatch() {
-	s.mu.Lock()
-	first := s.mu.first
-	s.mu.first = (first + 1) % len(s.classes)
-	s.mu.Unlock()
+	first := s.first
+	s.first = (first + 1) % len(s.classes)
 	for i := range s.classes {
 		c := s.classes[(first+i)%len(s.classes)]
 		for {
