@@ -138,11 +138,20 @@ type proc struct {
 	cancel context.CancelFunc
 }
 
+// procLife bounds how long start and serve let the binary run.
+const procLife = 90 * time.Second
+
 // start runs the binary with args; env entries are added to the environment.
-// The process is killed at once when the test ends (or after a fixed 90 s).
+// The process is killed at once when the test ends (or after procLife).
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return startFor(t, procLife, env, args...)
+}
+
+// startFor is start with the process's longest life.
+func startFor(t *testing.T, life time.Duration, env []string, args ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), life)
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	outR, err := cmd.StdoutPipe()
@@ -230,7 +239,13 @@ var calm = []string{"LATENT_NODE_LOAD_SOURCE=fixed:0.1,0.1"}
 // address from the "serving" log line and waits until /readyz answers 200.
 func serve(t *testing.T, cfgPath string, env []string) *proc {
 	t.Helper()
-	p := start(t, env, "serve", "--config", cfgPath, "--listen", "127.0.0.1:0")
+	return serveFor(t, cfgPath, env, procLife)
+}
+
+// serveFor is serve with the process's longest life.
+func serveFor(t *testing.T, cfgPath string, env []string, life time.Duration) *proc {
+	t.Helper()
+	p := startFor(t, life, env, "serve", "--config", cfgPath, "--listen", "127.0.0.1:0")
 	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
 	var rec struct {
 		Listen string `json:"listen"`

@@ -447,58 +447,6 @@ func (e *hostileEnv) allStats(from, to time.Time) quietStats {
 	return merged.stats(from, to)
 }
 
-// serveFor is the harness's serve with a process lifetime of life instead
-// of the harness's fixed 90 s: the suite outlives it.
-func serveFor(t *testing.T, cfgPath string, env []string, life time.Duration) *proc {
-	t.Helper()
-	args := []string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0"}
-	ctx, cancel := context.WithTimeout(context.Background(), life)
-	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	outR, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	errR, err := cmd.StderrPipe()
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), cancel: cancel}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	p.stdout, p.stderr = newLines(outR), newLines(errR)
-	go func() {
-		<-p.stdout.closed()
-		<-p.stderr.closed()
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		cancel()
-		if t.Failed() {
-			all := strings.Split(p.stderr.String(), "\n")
-			t.Logf("latent-node serve (pid %d, %v) stderr, last lines:\n%s", cmd.Process.Pid, p.err,
-				strings.Join(all[max(0, len(all)-40):], "\n"))
-		}
-	})
-	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
-	var rec struct {
-		Listen string `json:"listen"`
-	}
-	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
-		t.Fatalf("serving line %q: %v", line, err)
-	}
-	p.url = "http://" + rec.Listen
-	waitReady(t, p.url)
-	return p
-}
-
 func (e *hostileEnv) note(format string, args ...any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
