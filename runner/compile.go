@@ -87,19 +87,6 @@ func (r *Runner) onWorker(ctx context.Context, fn func() error) error {
 	return <-done
 }
 
-// compileOnWorker compiles wasm on a worker (onWorker); Inspect, already on
-// one, calls compileHere.
-func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (compiled wazero.CompiledModule, err error) {
-	werr := r.onWorker(ctx, func() error {
-		compiled, err = r.compileHere(ctx, wasm)
-		return nil
-	})
-	if werr != nil {
-		return nil, werr
-	}
-	return compiled, err
-}
-
 // compileHere compiles wasm with a single wazero worker on the calling
 // goroutine.
 //

@@ -17,6 +17,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
@@ -352,4 +354,17 @@ func TestInspect_liveDigest(t *testing.T) {
 	if _, err := r.Inspect(cancelled, d, wasm); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Inspect of a released digest without a worker: %v", err)
 	}
+}
+
+// compileOnWorker compiles wasm on a worker, without the rest of Inspect
+// (the tests' way to see what wazero itself makes of a cache entry).
+func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (compiled wazero.CompiledModule, err error) {
+	werr := r.onWorker(ctx, func() error {
+		compiled, err = r.compileHere(ctx, wasm)
+		return nil
+	})
+	if werr != nil {
+		return nil, werr
+	}
+	return compiled, err
 }
