@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-
 	"github.com/tetratelabs/wazero"
 
 	"github.com/latent-node/latent-node/catalog"
