@@ -14,11 +14,13 @@ import (
 // The ingress governor bounds the requests the node holds before anything
 // else looks at them. A request takes a node-local slot of its pool, and
 // its modeled bytes, before its body is read or its credential checked;
-// once the credential is verified it also counts against its tenant and
-// principal; it keeps all of them until its answer is written. Two pools:
-// data (invocations) and control (uploads, deploys, the admission views),
-// so deploys and admin calls never wait behind invocations; /healthz,
-// /readyz and /metrics are outside both.
+// once the credential is verified its slot and bytes also count against
+// its tenant and principal (each has a slot bound and a byte budget); it
+// keeps all of them until its answer is written, so the budgets cover the
+// request's whole life: body read, queued, executing, answer written. Two
+// pools: data (invocations) and control (uploads, deploys, the admission
+// views), so deploys and admin calls never wait behind invocations;
+// /healthz, /readyz and /metrics are outside both.
 //
 // Modeled bytes: a declared Content-Length reserves itself, a body of
 // unknown length (chunked) reserves the route's cap, each plus
@@ -27,7 +29,7 @@ import (
 
 // IngressOverheadBytes is added to every request's modeled bytes (headers,
 // buffers, the answer).
-const IngressOverheadBytes = 4 << 10
+const IngressOverheadBytes = config.IngressOverheadBytes
 
 // Pool names, as they appear in refusals, snapshots and metrics.
 const (
@@ -35,8 +37,15 @@ const (
 	PoolControl = "control"
 )
 
+// ingressUse is what one tenant or principal holds in a pool.
+type ingressUse struct {
+	slots int
+	bytes uint64
+}
+
 // ingressPool is one pool's counters. Its tenant and principal keys are
-// verified principals of the configuration, so the maps are bounded by it.
+// verified principals of the configuration, so the maps are bounded by it;
+// an entry is deleted when its last request ends.
 type ingressPool struct {
 	name string
 	lim  config.IngressPool
@@ -44,12 +53,12 @@ type ingressPool struct {
 	mu         sync.Mutex
 	slots      int
 	bytes      uint64
-	tenants    map[catalog.TenantID]int
-	principals map[string]int
+	tenants    map[catalog.TenantID]ingressUse
+	principals map[string]ingressUse // "tenant/subject"
 }
 
 func newIngressPool(name string, lim config.IngressPool) *ingressPool {
-	return &ingressPool{name: name, lim: lim, tenants: map[catalog.TenantID]int{}, principals: map[string]int{}}
+	return &ingressPool{name: name, lim: lim, tenants: map[catalog.TenantID]ingressUse{}, principals: map[string]ingressUse{}}
 }
 
 // ingressTicket is one request's reservation in a pool.
@@ -78,7 +87,7 @@ func (p *ingressPool) reserve(bytes uint64) (*ingressTicket, *api.Problem) {
 	switch {
 	case p.slots >= p.lim.Slots:
 		return nil, ingressRefusal(admission.ScopeNode, p.name+"-slots")
-	case p.bytes+bytes > p.lim.Bytes:
+	case bytes > p.lim.Bytes || p.bytes > p.lim.Bytes-bytes:
 		return nil, ingressRefusal(admission.ScopeNode, p.name+"-bytes")
 	}
 	p.slots++
@@ -86,20 +95,32 @@ func (p *ingressPool) reserve(bytes uint64) (*ingressTicket, *api.Problem) {
 	return &ingressTicket{pool: p, bytes: bytes}, nil
 }
 
-// bind counts the request against its verified tenant and principal.
+// over reports whether adding b to used exceeds limit.
+func over(used, b, limit uint64) bool { return b > limit || used > limit-b }
+
+// bind counts the request's slot and bytes against its verified tenant and
+// principal: slots first, then bytes, the tenant before the principal.
 func (t *ingressTicket) bind(tenant catalog.TenantID, principal string) *api.Problem {
 	p := t.pool
 	key := string(tenant) + "/" + principal
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	tu, pu := p.tenants[tenant], p.principals[key]
 	switch {
-	case p.tenants[tenant] >= p.lim.PerTenant:
+	case tu.slots >= p.lim.PerTenant:
 		return ingressRefusal(admission.ScopeTenant, p.name+"-slots")
-	case p.principals[key] >= p.lim.PerPrincipal:
+	case pu.slots >= p.lim.PerPrincipal:
 		return ingressRefusal(admission.ScopePrincipal, p.name+"-slots")
+	case over(tu.bytes, t.bytes, p.lim.BytesPerTenant):
+		return ingressRefusal(admission.ScopeTenant, p.name+"-bytes")
+	case over(pu.bytes, t.bytes, p.lim.BytesPerPrincipal):
+		return ingressRefusal(admission.ScopePrincipal, p.name+"-bytes")
 	}
-	p.tenants[tenant]++
-	p.principals[key]++
+	tu.slots++
+	tu.bytes += t.bytes
+	pu.slots++
+	pu.bytes += t.bytes
+	p.tenants[tenant], p.principals[key] = tu, pu
 	t.tenant, t.principal = tenant, key
 	return nil
 }
@@ -111,13 +132,18 @@ func (t *ingressTicket) release() {
 	defer p.mu.Unlock()
 	p.slots--
 	p.bytes -= t.bytes
-	if t.principal != "" {
-		if p.tenants[t.tenant]--; p.tenants[t.tenant] <= 0 {
-			delete(p.tenants, t.tenant)
-		}
-		if p.principals[t.principal]--; p.principals[t.principal] <= 0 {
-			delete(p.principals, t.principal)
-		}
+	if t.principal == "" {
+		return
+	}
+	if u := p.tenants[t.tenant]; u.slots <= 1 {
+		delete(p.tenants, t.tenant)
+	} else {
+		p.tenants[t.tenant] = ingressUse{slots: u.slots - 1, bytes: u.bytes - t.bytes}
+	}
+	if u := p.principals[t.principal]; u.slots <= 1 {
+		delete(p.principals, t.principal)
+	} else {
+		p.principals[t.principal] = ingressUse{slots: u.slots - 1, bytes: u.bytes - t.bytes}
 	}
 }
 
@@ -126,33 +152,44 @@ func ingressRefusal(scope, dimension string) *api.Problem {
 	return &p
 }
 
-// IngressUsage is one pool's limits and use, as /v1/admin/admission shows it.
+// IngressUsage is one pool's limits and use, as the admission views show
+// it. In the node snapshot (/v1/admin/admission) Slots and Bytes are the
+// pool's and Tenants and TenantBytes name every tenant holding requests; in
+// a tenant's view (/v1/admission) Slots and Bytes are that tenant's own and
+// no other tenant is named or counted.
 type IngressUsage struct {
-	Slots        int    `json:"slots"`
-	MaxSlots     int    `json:"max_slots"`
-	Bytes        uint64 `json:"bytes"`
-	MaxBytes     uint64 `json:"max_bytes"`
-	PerTenant    int    `json:"max_per_tenant"`
-	PerPrincipal int    `json:"max_per_principal"`
+	Slots             int    `json:"slots"`
+	MaxSlots          int    `json:"max_slots"`
+	Bytes             uint64 `json:"bytes"`
+	MaxBytes          uint64 `json:"max_bytes"`
+	PerTenant         int    `json:"max_per_tenant"`
+	PerPrincipal      int    `json:"max_per_principal"`
+	BytesPerTenant    uint64 `json:"max_bytes_per_tenant"`
+	BytesPerPrincipal uint64 `json:"max_bytes_per_principal"`
 	// Tenants are the requests each tenant holds (node snapshot only).
 	Tenants map[catalog.TenantID]int `json:"tenants,omitempty"`
+	// TenantBytes are their modeled bytes (node snapshot only).
+	TenantBytes map[catalog.TenantID]uint64 `json:"tenant_bytes,omitempty"`
 }
 
-// usage returns the pool's counters; with tenant set, only that tenant's
-// requests are counted, and no other tenant is named.
+// usage returns the pool's counters; with all unset, only tenant's requests
+// are counted, and no other tenant is named.
 func (p *ingressPool) usage(tenant catalog.TenantID, all bool) IngressUsage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	u := IngressUsage{MaxSlots: p.lim.Slots, MaxBytes: p.lim.Bytes, PerTenant: p.lim.PerTenant, PerPrincipal: p.lim.PerPrincipal}
+	u := IngressUsage{MaxSlots: p.lim.Slots, MaxBytes: p.lim.Bytes, PerTenant: p.lim.PerTenant, PerPrincipal: p.lim.PerPrincipal,
+		BytesPerTenant: p.lim.BytesPerTenant, BytesPerPrincipal: p.lim.BytesPerPrincipal}
 	if all {
 		u.Slots, u.Bytes = p.slots, p.bytes
 		u.Tenants = make(map[catalog.TenantID]int, len(p.tenants))
-		for t, n := range p.tenants {
-			u.Tenants[t] = n
+		u.TenantBytes = make(map[catalog.TenantID]uint64, len(p.tenants))
+		for t, tu := range p.tenants {
+			u.Tenants[t], u.TenantBytes[t] = tu.slots, tu.bytes
 		}
 		return u
 	}
-	u.Slots = p.tenants[tenant]
+	own := p.tenants[tenant]
+	u.Slots, u.Bytes = own.slots, own.bytes
 	return u
 }
 

@@ -164,16 +164,32 @@ func (c *Config) checkHardening(v *checker) {
 	}
 }
 
+// IngressOverheadBytes is added to every request's modeled bytes (headers,
+// buffers, the answer).
+const IngressOverheadBytes = 4 << 10
+
 // IngressPool is one pool of the ingress governor ([ingress.data],
 // [ingress.control]): how many requests it holds at once, their modeled
 // bytes (a declared Content-Length, or the route's body cap for a body of
-// unknown length, plus 4 KiB each), and how many one tenant and one
-// principal may hold. All at least 1.
+// unknown length, plus IngressOverheadBytes each), how many requests one
+// tenant and one principal may hold, and how many modeled bytes. Slots are
+// at least 1, per_principal <= per_tenant <= slots; bytes are at least 1MiB
+// and bytes_per_principal <= bytes_per_tenant <= bytes, each at least the
+// largest request of the pool's routes (its body cap plus the overhead:
+// node.limits.max_payload_bytes for the data pool, deploy_limits.module_bytes
+// for the control pool), or such a request could never be admitted.
 type IngressPool struct {
 	Slots        int
 	Bytes        uint64
 	PerTenant    int
 	PerPrincipal int
+	// BytesPerTenant and BytesPerPrincipal bound the modeled bytes of the
+	// requests one tenant, and one principal, holds at once, queued or
+	// executing. A key the file leaves out takes its default, lowered to
+	// the pool's bytes (per tenant) or to bytes_per_tenant (per principal)
+	// when those are smaller.
+	BytesPerTenant    uint64
+	BytesPerPrincipal uint64
 }
 
 // Ingress is the [ingress] table: the data pool serves invocations, the
@@ -184,8 +200,10 @@ type Ingress struct {
 
 // DefaultIngress are the pools' limits of keys the file leaves out.
 var DefaultIngress = Ingress{
-	Data:    IngressPool{Slots: 4096, Bytes: 1 << 30, PerTenant: 2048, PerPrincipal: 1024},
-	Control: IngressPool{Slots: 32, Bytes: 512 << 20, PerTenant: 8, PerPrincipal: 4},
+	Data: IngressPool{Slots: 4096, Bytes: 1 << 30, PerTenant: 2048, PerPrincipal: 1024,
+		BytesPerTenant: 512 << 20, BytesPerPrincipal: 256 << 20},
+	Control: IngressPool{Slots: 32, Bytes: 512 << 20, PerTenant: 8, PerPrincipal: 4,
+		BytesPerTenant: 256 << 20, BytesPerPrincipal: 128 << 20},
 }
 
 func (d *decoder) ingress(in *Ingress, t *table) {
@@ -204,28 +222,91 @@ func (d *decoder) ingress(in *Ingress, t *table) {
 		pt.setSize(&pool.p.Bytes, "bytes", optional)
 		pt.setInt(&pool.p.PerTenant, "per_tenant", optional)
 		pt.setInt(&pool.p.PerPrincipal, "per_principal", optional)
+		pt.setSize(&pool.p.BytesPerTenant, "bytes_per_tenant", optional)
+		pt.setSize(&pool.p.BytesPerPrincipal, "bytes_per_principal", optional)
+		if _, set := pt.m["bytes_per_tenant"]; !set {
+			pool.p.BytesPerTenant = min(pool.p.BytesPerTenant, pool.p.Bytes)
+		}
+		if _, set := pt.m["bytes_per_principal"]; !set {
+			pool.p.BytesPerPrincipal = min(pool.p.BytesPerPrincipal, pool.p.BytesPerTenant)
+		}
 		pt.finish()
 	}
 	t.finish()
 }
 
+// ingressLargest returns the largest modeled bytes of one request of each
+// pool's routes, with the key that bounds it ("" when that key is itself
+// out of range and reported there).
+func (c *Config) ingressLargest() (data, control uint64, dataKey, controlKey string) {
+	data, dataKey = c.Node.Limits.MaxPayloadBytes+IngressOverheadBytes, "node.limits.max_payload_bytes"
+	if mb := c.DeployLimits.ModuleBytes; mb >= 1 && mb <= math.MaxInt32 {
+		control, controlKey = max(mb, catalog.MaxManifestBytes)+IngressOverheadBytes, "deploy_limits.module_bytes"
+	}
+	return data, control, dataKey, controlKey
+}
+
 func (c *Config) checkIngress(v *checker) {
+	data, control, dataKey, controlKey := c.ingressLargest()
 	for _, pool := range []struct {
-		key string
-		p   IngressPool
-	}{{"data", c.Ingress.Data}, {"control", c.Ingress.Control}} {
+		key     string
+		p       IngressPool
+		largest uint64
+		capKey  string
+	}{{"data", c.Ingress.Data, data, dataKey}, {"control", c.Ingress.Control, control, controlKey}} {
 		k := "ingress." + pool.key + "."
-		if pool.p.Slots < 1 {
+		p := pool.p
+		if p.Slots < 1 {
 			v.add(k+"slots", "must be at least 1")
 		}
-		if pool.p.Bytes < 1<<20 {
-			v.add(k+"bytes", "must be at least 1MiB")
-		}
-		if pool.p.PerTenant < 1 || pool.p.PerTenant > pool.p.Slots && pool.p.Slots >= 1 {
+		if p.PerTenant < 1 || p.PerTenant > p.Slots && p.Slots >= 1 {
 			v.add(k+"per_tenant", "must be from 1 to "+k+"slots")
 		}
-		if pool.p.PerPrincipal < 1 || pool.p.PerPrincipal > pool.p.PerTenant && pool.p.PerTenant >= 1 {
+		if p.PerPrincipal < 1 || p.PerPrincipal > p.PerTenant && p.PerTenant >= 1 {
 			v.add(k+"per_principal", "must be from 1 to "+k+"per_tenant")
 		}
+		// bytes >= bytes_per_tenant >= bytes_per_principal >= the largest
+		// request; each is checked only when the one above it holds, so a
+		// default lowered to a bad bound is not reported twice.
+		least := sizeString(pool.largest) + " (the largest request: " + pool.capKey + " + 4KiB)"
+		if pool.capKey == "" {
+			pool.largest, least = 0, ""
+		}
+		if p.Bytes < 1<<20 {
+			v.add(k+"bytes", "must be at least 1MiB")
+			continue
+		}
+		if p.Bytes < pool.largest {
+			v.add(k+"bytes", "must be at least "+least)
+			continue
+		}
+		if p.BytesPerTenant < pool.largest || p.BytesPerTenant > p.Bytes {
+			v.add(k+"bytes_per_tenant", "must be from "+orLeast(least)+" to "+k+"bytes ("+sizeString(p.Bytes)+")")
+			continue
+		}
+		if p.BytesPerPrincipal < pool.largest || p.BytesPerPrincipal > p.BytesPerTenant {
+			v.add(k+"bytes_per_principal", "must be from "+orLeast(least)+" to "+k+"bytes_per_tenant ("+
+				sizeString(p.BytesPerTenant)+")")
+		}
 	}
+}
+
+func orLeast(least string) string {
+	if least == "" {
+		return "1 byte"
+	}
+	return least
+}
+
+// sizeString writes n bytes in the largest binary unit that divides it.
+func sizeString(n uint64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return strconv.FormatUint(n>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatUint(n, 10) + " bytes"
 }

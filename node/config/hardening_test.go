@@ -143,6 +143,13 @@ func TestSizing(t *testing.T) {
 	}
 }
 
+// TestParse_ingress decodes the ingress pools: defaults when absent, values
+// when given, per-tenant and per-principal byte budgets lowered to the
+// bounds above them when left out, and a problem naming the key for each
+// value out of range, at every boundary. The base document's
+// node.limits.max_payload_bytes is 8MiB and deploy_limits.module_bytes its
+// default, 16MiB: the largest data request models 8MiB+4KiB, the largest
+// control request 16MiB+4KiB.
 func TestParse_ingress(t *testing.T) {
 	cfg, err := Parse([]byte(doc(nil, "")))
 	if err != nil {
@@ -151,17 +158,49 @@ func TestParse_ingress(t *testing.T) {
 	if cfg.Ingress != DefaultIngress {
 		t.Fatalf("defaults: have %+v", cfg.Ingress)
 	}
-	cfg, err = Parse([]byte(doc(nil, "[ingress.data]\nslots = 10\nbytes = \"2MiB\"\nper_tenant = 5\nper_principal = 2\n[ingress.control]\nslots = 16\n")))
-	if err != nil {
-		t.Fatal(err)
+	const dataLargest, controlLargest = 8<<20 + IngressOverheadBytes, 16<<20 + IngressOverheadBytes
+	dc := DefaultIngress.Control
+	decoded := []struct {
+		name, extra string
+		want        Ingress
+	}{
+		{"every key", `[ingress.data]
+slots = 10
+bytes = "64MiB"
+per_tenant = 5
+per_principal = 2
+bytes_per_tenant = "32MiB"
+bytes_per_principal = "16MiB"
+[ingress.control]
+slots = 16
+`, Ingress{Data: IngressPool{Slots: 10, Bytes: 64 << 20, PerTenant: 5, PerPrincipal: 2, BytesPerTenant: 32 << 20, BytesPerPrincipal: 16 << 20},
+			Control: IngressPool{Slots: 16, Bytes: dc.Bytes, PerTenant: dc.PerTenant, PerPrincipal: dc.PerPrincipal,
+				BytesPerTenant: dc.BytesPerTenant, BytesPerPrincipal: dc.BytesPerPrincipal}}},
+		{"budgets left out follow a smaller bytes", "[ingress.data]\nbytes = \"20MiB\"\n",
+			Ingress{Data: IngressPool{Slots: 4096, Bytes: 20 << 20, PerTenant: 2048, PerPrincipal: 1024, BytesPerTenant: 20 << 20, BytesPerPrincipal: 20 << 20},
+				Control: dc}},
+		{"principal budget left out follows a smaller tenant budget", "[ingress.control]\nbytes_per_tenant = \"100MiB\"\n",
+			Ingress{Data: DefaultIngress.Data, Control: IngressPool{Slots: 32, Bytes: 512 << 20, PerTenant: 8, PerPrincipal: 4,
+				BytesPerTenant: 100 << 20, BytesPerPrincipal: 100 << 20}}},
+		{"budgets at the largest request", "[ingress.data]\nbytes = 8392704\nbytes_per_tenant = 8392704\nbytes_per_principal = 8392704\n",
+			Ingress{Data: IngressPool{Slots: 4096, Bytes: dataLargest, PerTenant: 2048, PerPrincipal: 1024, BytesPerTenant: dataLargest, BytesPerPrincipal: dataLargest},
+				Control: dc}},
+		{"bytes above a given budget", "[ingress.data]\nbytes_per_tenant = \"2GiB\"\nbytes = \"2GiB\"\n",
+			Ingress{Data: IngressPool{Slots: 4096, Bytes: 2 << 30, PerTenant: 2048, PerPrincipal: 1024, BytesPerTenant: 2 << 30, BytesPerPrincipal: 256 << 20},
+				Control: dc}},
 	}
-	want := Ingress{Data: IngressPool{Slots: 10, Bytes: 2 << 20, PerTenant: 5, PerPrincipal: 2},
-		Control: IngressPool{Slots: 16, Bytes: DefaultIngress.Control.Bytes, PerTenant: DefaultIngress.Control.PerTenant,
-			PerPrincipal: DefaultIngress.Control.PerPrincipal}}
-	if cfg.Ingress != want {
-		t.Fatalf("have %+v, want %+v", cfg.Ingress, want)
+	for _, tt := range decoded {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(doc(nil, tt.extra)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Ingress != tt.want {
+				t.Fatalf("have %+v, want %+v", cfg.Ingress, tt.want)
+			}
+		})
 	}
-	tests := []struct {
+	refused := []struct {
 		name, extra string
 		want        []string
 	}{
@@ -170,12 +209,28 @@ func TestParse_ingress(t *testing.T) {
 		{"per tenant over slots", "[ingress.data]\nslots = 4\nper_tenant = 5\nper_principal = 1\n", []string{"ingress.data.per_tenant"}},
 		{"per principal over per tenant", "[ingress.data]\nper_tenant = 4\nper_principal = 5\n", []string{"ingress.data.per_principal"}},
 		{"unknown pool", "[ingress.admin]\nslots = 1\n", []string{"ingress.admin"}},
+		{"unknown key", "[ingress.data]\nbytes_per_principle = 1\n", []string{"ingress.data.bytes_per_principle"}},
+		{"budget not a size", "[ingress.control]\nbytes_per_tenant = \"lots\"\n", []string{"ingress.control.bytes_per_tenant"}},
+		{"negative budget", "[ingress.data]\nbytes_per_principal = -1\n", []string{"ingress.data.bytes_per_principal"}},
+		{"bytes one short of the largest data request", "[ingress.data]\nbytes = 8392703\n", []string{"ingress.data.bytes"}},
+		{"bytes one short of the largest control request", "[ingress.control]\nbytes = 16781311\n", []string{"ingress.control.bytes"}},
+		{"tenant budget one over bytes", "[ingress.data]\nbytes = \"64MiB\"\nbytes_per_tenant = 67108865\n", []string{"ingress.data.bytes_per_tenant"}},
+		{"tenant budget one short of the largest request", "[ingress.data]\nbytes_per_tenant = 8392703\n", []string{"ingress.data.bytes_per_tenant"}},
+		{"principal budget one over the tenant budget", "[ingress.control]\nbytes_per_tenant = \"64MiB\"\nbytes_per_principal = 67108865\n",
+			[]string{"ingress.control.bytes_per_principal"}},
+		{"principal budget one short of the largest request", "[ingress.control]\nbytes_per_principal = 16781311\n",
+			[]string{"ingress.control.bytes_per_principal"}},
+		{"a larger payload cap needs larger budgets", "[ingress.data]\nbytes_per_principal = \"8MiB\"\n", []string{"ingress.data.bytes_per_principal"}},
+		{"a larger module cap needs larger budgets", "[deploy_limits]\nmodule_bytes = \"200MiB\"\n", []string{"ingress.control.bytes_per_principal"}},
+		{"bad module cap is reported once", "[deploy_limits]\nmodule_bytes = \"3GiB\"\n", []string{"deploy_limits.module_bytes"}},
+		{"each pool reports its own", "[ingress.data]\nbytes_per_tenant = 1\n[ingress.control]\nbytes_per_principal = 1\n",
+			[]string{"ingress.control.bytes_per_principal", "ingress.data.bytes_per_tenant"}},
 	}
-	for _, tt := range tests {
+	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(doc(nil, tt.extra)))
 			if have := keysOfProblems(err); !slices.Equal(have, tt.want) {
-				t.Errorf("have %q, want %q", have, tt.want)
+				t.Errorf("have %q, want %q (%v)", have, tt.want, err)
 			}
 		})
 	}
