@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +20,15 @@ import (
 func newTransportClient(conns int) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: conns + 8, MaxIdleConnsPerHost: conns + 8, IdleConnTimeout: time.Minute,
+		DisableCompression: true,
+	}}
+}
+
+// newPoolClient returns a keep-alive client of at most conns connections
+// to the node, all of which stay open between requests.
+func newPoolClient(conns int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute,
 		DisableCompression: true,
 	}}
 }
@@ -40,6 +50,12 @@ type tally struct {
 	refused  int // answered, non-2xx
 	errs     int // transport errors
 	statuses map[int]int
+	// Open loop only: requests sent (scheduled in the window), sends that
+	// waited for a free connection, and each send's lag behind its
+	// scheduled time.
+	sent int
+	late int
+	lag  []time.Duration
 }
 
 func (t *tally) merge(o *tally) {
@@ -54,79 +70,172 @@ func (t *tally) merge(o *tally) {
 	for s, c := range o.statuses {
 		t.statuses[s] += c
 	}
+	t.sent += o.sent
+	t.late += o.late
+	t.lag = append(t.lag, o.lag...)
 }
 
 func newTally() *tally { return &tally{statuses: map[int]int{}} }
+
+// outcome is one request's result.
+type outcome struct {
+	start, end time.Time
+	status     int    // 0 on a transport error
+	timing     string // the Server-Timing header
+	err        error
+}
+
+// send sends tg's request and reads the whole answer.
+func send(ctx context.Context, tg target) outcome {
+	req, err := http.NewRequestWithContext(ctx, "POST", tg.url, bytes.NewReader(tg.input))
+	if err != nil {
+		return outcome{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+tg.key)
+	o := outcome{start: time.Now()}
+	resp, err := tg.hc.Do(req)
+	if err == nil {
+		o.timing = resp.Header.Get("Server-Timing")
+		_, err = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		o.status = resp.StatusCode
+	}
+	o.end, o.err = time.Now(), err
+	return o
+}
+
+// record counts o; with keepLat a successful answer's latency and
+// Server-Timing are kept too.
+func (t *tally) record(o outcome, keepLat bool) {
+	switch {
+	case o.err != nil:
+		t.errs++
+	case o.status/100 == 2:
+		t.ok++
+		if keepLat {
+			t.lat = append(t.lat, o.end.Sub(o.start))
+			seen, all := time.Duration(0), true
+			for i, name := range timingNames {
+				d, err := serverTiming(o.timing, name)
+				if err != nil {
+					all = false
+					continue
+				}
+				t.timing[i] = append(t.timing[i], d)
+				seen += d
+			}
+			if all {
+				t.outside = append(t.outside, o.end.Sub(o.start)-seen)
+			}
+		}
+	default:
+		t.refused++
+	}
+	if o.err == nil {
+		t.statuses[o.status]++
+	}
+}
 
 // closedLoop sends tg's request, reads the answer, and sends the next one,
 // until ctx ends; answers that arrive within [from, to] count.
 func closedLoop(ctx context.Context, tg target, from, to time.Time, keepLat bool) *tally {
 	t := newTally()
 	for ctx.Err() == nil {
-		req, err := http.NewRequestWithContext(ctx, "POST", tg.url, bytes.NewReader(tg.input))
-		if err != nil {
-			t.errs++
+		o := send(ctx, tg)
+		if o.start.IsZero() {
+			t.errs++ // the request could not be built
 			return t
 		}
-		req.Header.Set("Authorization", "Bearer "+tg.key)
-		start := time.Now()
-		resp, err := tg.hc.Do(req)
-		status, st := 0, ""
-		if err == nil {
-			st = resp.Header.Get("Server-Timing")
-			_, err = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-			status = resp.StatusCode
-		}
-		end := time.Now()
 		if ctx.Err() != nil {
 			break // cut off by the end of the scenario
 		}
-		if end.Before(from) || end.After(to) {
+		if o.end.Before(from) || o.end.After(to) {
 			continue
 		}
-		switch {
-		case err != nil:
-			t.errs++
-		case status/100 == 2:
-			t.ok++
-			if keepLat {
-				t.lat = append(t.lat, end.Sub(start))
-				seen, all := time.Duration(0), true
-				for i, name := range timingNames {
-					d, err := serverTiming(st, name)
-					if err != nil {
-						all = false
-						continue
-					}
-					t.timing[i] = append(t.timing[i], d)
-					seen += d
-				}
-				if all {
-					t.outside = append(t.outside, end.Sub(start)-seen)
-				}
-			}
-		default:
-			t.refused++
-		}
-		if err == nil {
-			t.statuses[status]++
-		}
+		t.record(o, keepLat)
 	}
 	return t
 }
 
-// group is a set of closed-loop clients sending the same request.
+// openLoop sends tg's request at Poisson arrivals of rate per second (the
+// gaps drawn from rng) from now until to, whatever the answers do: each
+// request runs on a goroutine of its own holding one of conns connection
+// slots (tg.hc must allow that many connections). A send that finds no
+// free slot waits for one and counts as late. Requests scheduled within
+// [from, to] count, and their answers are awaited even after to (reqCtx
+// bounds them; gen ends the sending).
+func openLoop(reqCtx, gen context.Context, tg target, rate float64, conns int, rng *rand.Rand, from, to time.Time, keepLat bool) *tally {
+	t := newTally()
+	slots := make(chan struct{}, conns)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	next := time.Now()
+loop:
+	for {
+		next = next.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		if next.After(to) {
+			break
+		}
+		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-gen.Done():
+				break loop
+			}
+		}
+		counted := !next.Before(from)
+		select {
+		case slots <- struct{}{}:
+		default:
+			if counted {
+				t.late++
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-gen.Done():
+				break loop
+			}
+		}
+		if counted {
+			t.sent++
+			t.lag = append(t.lag, time.Since(next))
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			o := send(reqCtx, tg)
+			if !counted {
+				return
+			}
+			mu.Lock()
+			t.record(o, keepLat)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return t
+}
+
+// group is a set of closed-loop clients sending the same request, or, with
+// rate > 0, one open-loop sender of rate requests per second over conns
+// connections.
 type group struct {
 	tg      target
 	clients int
 	keepLat bool
+	rate    float64
+	conns   int
+	rng     *rand.Rand
 }
 
 // runGroups runs every group's clients for warm-up + duration and returns
 // each group's merged tally over the measurement window (after warm-up) and
-// the CPU the node (nodePID) and this process used in that window.
-func runGroups(ctx context.Context, warmup, duration time.Duration, groups []group, nodePID int) ([]*tally, cpuUse) {
+// the CPU the process pid (the server) and this process used in that
+// window.
+func runGroups(ctx context.Context, warmup, duration time.Duration, groups []group, pid int) ([]*tally, cpuUse) {
+	reqCtx := ctx
 	begin := time.Now()
 	from, to := begin.Add(warmup), begin.Add(warmup+duration)
 	ctx, cancel := context.WithDeadline(ctx, to)
@@ -139,16 +248,25 @@ func runGroups(ctx context.Context, warmup, duration time.Duration, groups []gro
 		case <-ctx.Done():
 			return
 		}
-		n0, g0, w0 := procCPU(nodePID), selfCPU(), time.Now()
+		n0, g0, w0 := procCPU(pid), selfCPU(), time.Now()
 		<-ctx.Done()
 		w := time.Since(w0).Seconds()
-		cpu = cpuUse{node: (procCPU(nodePID) - n0).Seconds() / w, gen: (selfCPU() - g0).Seconds() / w}
+		cpu = cpuUse{node: (procCPU(pid) - n0).Seconds() / w, gen: (selfCPU() - g0).Seconds() / w}
 	})
 	out := make([]*tally, len(groups))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i, g := range groups {
 		out[i] = newTally()
+		if g.rate > 0 {
+			wg.Go(func() {
+				t := openLoop(reqCtx, ctx, g.tg, g.rate, g.conns, g.rng, from, to, g.keepLat)
+				mu.Lock()
+				out[i].merge(t)
+				mu.Unlock()
+			})
+			continue
+		}
 		for range g.clients {
 			wg.Go(func() {
 				t := closedLoop(ctx, g.tg, from, to, g.keepLat)
@@ -233,4 +351,30 @@ func serverTiming(h, name string) (time.Duration, error) {
 		}
 	}
 	return 0, errors.Newf("nodebench: no %s in Server-Timing %q", name, h)
+}
+
+// checkAnswer sends tg's request once and wants 200, and with echo the
+// request body back.
+func checkAnswer(ctx context.Context, tg target, echo bool) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", tg.url, bytes.NewReader(tg.input))
+	if err != nil {
+		return errors.Wrap(err, "nodebench: request")
+	}
+	req.Header.Set("Authorization", "Bearer "+tg.key)
+	resp, err := tg.hc.Do(req)
+	if err != nil {
+		return errors.Wrap(err, "nodebench: send")
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return errors.Wrap(err, "nodebench: answer body")
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errors.Newf("nodebench: %s answered %d %s", tg.url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	if echo && !bytes.Equal(body, tg.input) {
+		return errors.Newf("nodebench: %s answered %q, not the body %q", tg.url, body, tg.input)
+	}
+	return nil
 }

@@ -1,26 +1,33 @@
 // Command nodebench is `make bench-node`: a load generator that builds and
-// starts the real latent-node binary with two tenants, quiet and noisy, and
-// measures how well the node isolates them. A single closed-loop quiet
+// starts the real latent-node binary and measures how well the node
+// isolates tenants and what its HTTP path costs. A single closed-loop quiet
 // client runs alone (solo), then next to 1, 4, 16, 64 closed-loop noisy
 // clients, then next to 16 noisy clients hammering a route that is refused
-// (they ignore Retry-After). The compute guest's N is chosen so that one
-// activation executes in about -target-exec. Rounds interleave the
-// scenarios; figures are medians over rounds. Results go to
-// bench/results/node.json and a table on stdout. See README.md in this
+// (they ignore Retry-After). An open-loop quiet tenant sends at 10 % of the
+// node's saturated goodput, alone and next to 16 noisy clients. Four equal
+// tenants flood the node (Jain's fairness index of their rates). Finally
+// closed-loop clients flood the echo guest on the node, on a bare
+// net/http + wazero server and on a bare net/http server without wasm
+// (both are this program in its -serve-bare mode). The compute guest's N
+// is chosen so that one activation executes in about -target-exec. Rounds
+// interleave the scenarios; figures are medians over rounds. Results go to
+// bench/results/node.json and tables on stdout. See README.md in this
 // directory.
 //
-// The node is pinned to one CPU and the generator to the others (taskset;
-// the generator re-executes itself under taskset), so the generator does
-// not steal the node's CPU.
+// The node (and each baseline server) is pinned to one CPU and the
+// generator to the others (taskset; the generator re-executes itself under
+// taskset), so the generator does not steal the server's CPU.
 //
 // It is a main package: `go vet ./...` compiles it, no test runs it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +59,15 @@ type options struct {
 	targetExec time.Duration
 	computeN   uint64
 	svg        string
+
+	openLoad    float64 // fraction of capacity; 0 skips the open-loop scenarios
+	openNoisy   int
+	openConns   int
+	jainTenants int // 0 skips the Jain scenario
+	jainClients int
+	flood       int // 0 skips the flood scenarios
+	floodBody   int
+	floodGuests []string
 }
 
 func main() {
@@ -69,7 +85,34 @@ func main() {
 	flag.Uint64Var(&o.computeN, "compute-n", 0, "compute guest input N; 0: calibrate to -target-exec")
 	plot := flag.String("plot", "", "only render the SVG plot of this results file (to -svg) and exit")
 	flag.StringVar(&o.svg, "svg", "bench/results/node.svg", "where to write the latency plot (empty: none)")
+	flag.Float64Var(&o.openLoad, "open-load", 0.1, "open-loop quiet arrival rate as a fraction of the round's capacity (0: skip the open-loop scenarios)")
+	flag.IntVar(&o.openNoisy, "open-noisy", 16, "closed-loop noisy clients next to the open-loop quiet tenant")
+	flag.IntVar(&o.openConns, "open-conns", 64, "keep-alive connections the open-loop sender may use")
+	flag.IntVar(&o.jainTenants, "jain-tenants", 4, "equal flooding tenants of the Jain scenario (0: skip it)")
+	flag.IntVar(&o.jainClients, "jain-clients", 8, "closed-loop clients of each Jain tenant")
+	flag.IntVar(&o.flood, "flood", 16, "closed-loop clients of the flood scenarios (node vs bare wazero vs no wasm; 0: skip them)")
+	flag.IntVar(&o.floodBody, "flood-body", 64, "request body bytes of the echo flood")
+	floodG := flag.String("flood-guests", "echo", "guests of the flood scenarios, comma-separated: echo, compute")
+	serveMode := flag.String("serve-bare", "", "internal: serve a baseline (wazero or nowasm) instead of benchmarking")
+	listen := flag.String("listen", "127.0.0.1:0", "internal: the -serve-bare listen address")
 	flag.Parse()
+	if *serveMode != "" {
+		if err := serveBare(*serveMode, *listen); err != nil {
+			fmt.Fprintf(os.Stderr, "nodebench: %+v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	for _, g := range strings.Split(*floodG, ",") {
+		if g = strings.TrimSpace(g); g == "" {
+			continue
+		}
+		if !slices.Contains(floodGuests, g) {
+			fmt.Fprintf(os.Stderr, "nodebench: -flood-guests %q: want some of %v\n", *floodG, floodGuests)
+			os.Exit(2)
+		}
+		o.floodGuests = append(o.floodGuests, g)
+	}
 	if *plot != "" {
 		if err := plotFromJSON(*plot, o.svg); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -90,6 +133,11 @@ func main() {
 	}
 	if o.rounds < 1 || o.duration <= 0 || o.warmup < 0 {
 		fmt.Fprintln(os.Stderr, "nodebench: -rounds must be ≥ 1 and -duration > 0")
+		os.Exit(2)
+	}
+	if o.openLoad < 0 || o.openLoad > 1 || o.openNoisy < 0 || o.openConns < 1 || o.jainTenants < 0 || o.jainClients < 1 ||
+		o.flood < 0 || o.floodBody < 0 || o.floodBody > maxBareBody {
+		fmt.Fprintln(os.Stderr, "nodebench: want 0 ≤ -open-load ≤ 1, -open-conns ≥ 1, -jain-clients ≥ 1, 0 ≤ -flood-body ≤ 64KiB, no negative counts")
 		os.Exit(2)
 	}
 	if err := run(context.Background(), o); err != nil {
@@ -231,6 +279,9 @@ type results struct {
 	Summary     map[string]any    `json:"summary"`
 	Notes       []string          `json:"notes"`
 	Pinning     map[string]string `json:"pinning"`
+	OpenLoop    *openSection      `json:"open_loop,omitempty"`
+	Jain        *jainSection      `json:"jain,omitempty"`
+	Flood       []floodSection    `json:"flood,omitempty"`
 }
 
 // hostCPUs counts the host's processors in /proc/cpuinfo (runtime.NumCPU
@@ -277,17 +328,31 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	module, err := os.ReadFile(filepath.Join(root, "testdata", "wasm", "compute.wasm"))
-	if err != nil {
-		return errors.Wrap(err, "nodebench: compute guest")
+	guests := map[string][]byte{}
+	for _, g := range append([]string{"compute"}, o.floodGuests...) {
+		if guests[g], err = os.ReadFile(filepath.Join(root, "testdata", "wasm", g+".wasm")); err != nil {
+			return errors.Wrapf(err, "nodebench: %s guest", g)
+		}
 	}
-	quietKey, quietHash, err := keygen(ctx, o.bin)
-	if err != nil {
-		return err
+	// quiet, noisy, then the Jain scenario's equal tenants.
+	tenants := []string{"quiet", "noisy"}
+	for i := range o.jainTenants {
+		tenants = append(tenants, "jain"+strconv.Itoa(i+1))
 	}
-	noisyKey, noisyHash, err := keygen(ctx, o.bin)
-	if err != nil {
-		return err
+	keys := map[string]string{}
+	var cfgTenants []tenantConfig
+	for _, t := range tenants {
+		key, hash, err := keygen(ctx, o.bin)
+		if err != nil {
+			return err
+		}
+		keys[t] = key
+		cfgTenants = append(cfgTenants, tenantConfig{name: t, keyHash: hash})
+	}
+	quietKey, noisyKey := keys["quiet"], keys["noisy"]
+	allKeys := make([]string, len(tenants))
+	for i, t := range tenants {
+		allKeys[i] = keys[t]
 	}
 	dataDir, err := os.MkdirTemp("", "nodebench-data-")
 	if err != nil {
@@ -295,7 +360,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer func() { _ = os.RemoveAll(dataDir) }()
 	cfgPath := filepath.Join(dataDir, "node.toml")
-	if err := os.WriteFile(cfgPath, []byte(configTOML(filepath.Join(dataDir, "data"), quietHash, noisyHash)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(configTOML(filepath.Join(dataDir, "data"), cfgTenants)), 0o600); err != nil {
 		return errors.Wrap(err, "nodebench: config")
 	}
 	n, err := startNode(ctx, o.bin, cfgPath, nodeCPU)
@@ -303,13 +368,32 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer n.stop()
-	for _, tk := range [][2]string{{"quiet", quietKey}, {"noisy", noisyKey}} {
-		if err := deployCompute(ctx, n.url, tk[1], tk[0], module); err != nil {
+	for _, t := range tenants {
+		if err := deployGuest(ctx, n.url, keys[t], t, "compute", guests["compute"]); err != nil {
 			return errors.Wrapf(err, "%s", n.stderr())
 		}
 	}
+	for _, g := range o.floodGuests {
+		if g == "compute" {
+			continue // deployed above
+		}
+		if err := deployGuest(ctx, n.url, noisyKey, "noisy", g, guests[g]); err != nil {
+			return errors.Wrapf(err, "%s", n.stderr())
+		}
+	}
+	bare := map[string]*bareProc{}
+	if o.flood > 0 && len(o.floodGuests) > 0 {
+		for _, mode := range []string{bareWazero, bareNoWasm} {
+			b, err := startBare(mode, nodeCPU)
+			if err != nil {
+				return err
+			}
+			defer b.stop()
+			bare[mode] = b
+		}
+	}
 
-	quietHC, noisyHC, hammerHC, adminHC := newTransportClient(2), newTransportClient(max(64, maxInt(o.noisy))), newTransportClient(o.hammer), newTransportClient(2)
+	quietHC, noisyHC, hammerHC, adminHC := newTransportClient(2), newTransportClient(max(64, maxInt(o.noisy), o.openNoisy)), newTransportClient(o.hammer), newTransportClient(2)
 	quietURL, noisyURL := n.url+"/v1/invoke/quiet/compute/run", n.url+"/v1/invoke/noisy/compute/run"
 
 	cal, err := calibrate(ctx, target{hc: quietHC, url: quietURL, key: quietKey}, o)
@@ -324,6 +408,37 @@ func run(ctx context.Context, o options) error {
 	noisyT := target{hc: noisyHC, url: noisyURL, key: noisyKey, input: input}
 	// A route noisy has not deployed: every request is refused (404).
 	hammerT := target{hc: hammerHC, url: n.url + "/v1/invoke/noisy/missing/run", key: noisyKey, input: input}
+	openQuiet := target{hc: newPoolClient(o.openConns), url: quietURL, key: quietKey, input: input}
+	var jainT []target
+	for _, t := range tenants[2:] {
+		jainT = append(jainT, target{hc: newTransportClient(o.jainClients), url: n.url + "/v1/invoke/" + t + "/compute/run", key: keys[t], input: input})
+	}
+	// The flood targets: per guest, the node's (tenant noisy) and each
+	// baseline's, with the same body.
+	var floods []floodSection
+	floodTargets := map[string]map[string]target{}
+	floodPID := map[string]int{floodNode: n.pid}
+	if len(bare) > 0 {
+		floodPID[floodBareWazero], floodPID[floodNoWasm] = bare[bareWazero].pid, bare[bareNoWasm].pid
+		for _, g := range o.floodGuests {
+			body := input
+			if g == "echo" {
+				body = bytes.Repeat([]byte("x"), o.floodBody)
+			}
+			floodTargets[g] = map[string]target{
+				floodNode:       {hc: newTransportClient(o.flood), url: n.url + "/v1/invoke/noisy/" + g + "/run", key: noisyKey, input: body},
+				floodBareWazero: {hc: newTransportClient(o.flood), url: bare[bareWazero].url + "/" + g, key: noisyKey, input: body},
+				floodNoWasm:     {hc: newTransportClient(o.flood), url: bare[bareNoWasm].url + "/" + g, key: noisyKey, input: body},
+			}
+			for name, tg := range floodTargets[g] {
+				if err := checkAnswer(ctx, tg, g == "echo" || name == floodNoWasm); err != nil {
+					return errors.Wrapf(err, "nodebench: flood %s on %s", g, name)
+				}
+			}
+			floods = append(floods, floodSection{Guest: g, Clients: o.flood, BodyBytes: len(body),
+				Servers: []floodServer{{Name: floodNode}, {Name: floodBareWazero}, {Name: floodNoWasm}}})
+		}
+	}
 
 	scens := []scenario{{Name: "solo"}}
 	for _, k := range o.noisy {
@@ -336,10 +451,24 @@ func run(ctx context.Context, o options) error {
 	for i, s := range scens {
 		res[i].scenario = s
 	}
+	var open *openSection
+	if o.openLoad > 0 {
+		open = &openSection{LoadFraction: o.openLoad, Connections: o.openConns,
+			Scenarios: []openResult{{Name: "open-solo"}, {Name: "open-noisy-" + strconv.Itoa(o.openNoisy), Noisy: o.openNoisy}}}
+		open.CapacitySource = "the highest goodput_rps of the round's noisy-K scenarios"
+		if len(o.noisy) == 0 {
+			open.CapacitySource = "a dedicated measurement each round: goodput of " + strconv.Itoa(max(o.openNoisy, 16)) + " closed-loop noisy clients"
+		}
+	}
+	var jain *jainSection
+	if o.jainTenants > 0 {
+		jain = &jainSection{Tenants: tenants[2:], ClientsPerTenant: o.jainClients}
+	}
 	loadBefore := loadavg()
 	for r := range o.rounds {
+		capacity := 0.0
 		for i, s := range scens {
-			if err := waitIdle(ctx, adminHC, n.url, quietKey, noisyKey); err != nil {
+			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
 				return errors.Wrapf(err, "%s", n.stderr())
 			}
 			groups := []group{{tg: quiet, clients: 1, keepLat: true}, {tg: noisyT, clients: s.Noisy}, {tg: hammerT, clients: s.Hammer}}
@@ -347,8 +476,63 @@ func run(ctx context.Context, o options) error {
 			rr := summarize(t, o.duration)
 			rr.NodeCPU, rr.GenCPU = cpu.node, cpu.gen
 			res[i].Rounds = append(res[i].Rounds, rr)
+			if s.Noisy > 0 {
+				capacity = max(capacity, rr.GoodputRPS)
+			}
 			fmt.Fprintf(os.Stderr, "round %d/%d %-20s quiet p50 %.3f ms p99 %.3f ms %.0f/s, noisy %.0f/s, hammer %.0f/s\n",
 				r+1, o.rounds, s.Name, rr.QuietP50Ms, rr.QuietP99Ms, rr.QuietRPS, rr.NoisyRPS, rr.HammerRPS)
+		}
+		if open != nil {
+			if len(o.noisy) == 0 {
+				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+					return errors.Wrapf(err, "%s", n.stderr())
+				}
+				t, _ := runGroups(ctx, o.warmup, o.duration, []group{{tg: noisyT, clients: max(o.openNoisy, 16)}}, n.pid)
+				capacity = float64(t[0].ok) / o.duration.Seconds()
+			}
+			rate := o.openLoad * capacity
+			for i, s := range open.Scenarios {
+				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+					return errors.Wrapf(err, "%s", n.stderr())
+				}
+				// The same arrival sequence for both scenarios of a round.
+				rng := rand.New(rand.NewPCG(uint64(r)+1, 0x6f70656e))
+				groups := []group{{tg: openQuiet, keepLat: true, rate: rate, conns: o.openConns, rng: rng}, {tg: noisyT, clients: s.Noisy}, {}}
+				t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid)
+				or := summarizeOpen(t, o.duration, capacity, rate)
+				or.NodeCPU, or.GenCPU = cpu.node, cpu.gen
+				open.Scenarios[i].Rounds = append(open.Scenarios[i].Rounds, or)
+				fmt.Fprintf(os.Stderr, "round %d/%d %-20s quiet %.0f/s offered, goodput %.4f, p50 %.3f ms p99 %.3f ms, late %d, noisy %.0f/s\n",
+					r+1, o.rounds, s.Name, rate, or.GoodputFraction, or.QuietP50Ms, or.QuietP99Ms, t[0].late, or.NoisyRPS)
+			}
+		}
+		if jain != nil {
+			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+				return errors.Wrapf(err, "%s", n.stderr())
+			}
+			var groups []group
+			for _, tg := range jainT {
+				groups = append(groups, group{tg: tg, clients: o.jainClients})
+			}
+			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid)
+			jr := summarizeJain(t, o.duration, cpu)
+			jain.Rounds = append(jain.Rounds, jr)
+			fmt.Fprintf(os.Stderr, "round %d/%d %-20s Jain %.4f, tenants %.0f/s\n", r+1, o.rounds, "jain-"+strconv.Itoa(o.jainTenants), jr.Jain, jr.TenantRPS)
+		}
+		for fi := range floods {
+			f := &floods[fi]
+			for j := range f.Servers {
+				// The order rotates over rounds: no server always runs first.
+				sv := &f.Servers[(j+r)%len(f.Servers)]
+				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+					return errors.Wrapf(err, "%s", n.stderr())
+				}
+				t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name])
+				fr := summarizeFlood(t[0], o.duration, cpu)
+				sv.Rounds = append(sv.Rounds, fr)
+				fmt.Fprintf(os.Stderr, "round %d/%d %-24s %.0f/s, p50 %.3f ms p99 %.3f ms, refusals %.0f errors %.0f\n",
+					r+1, o.rounds, "flood-"+f.Guest+"-"+sv.Name, fr.RPS, fr.P50Ms, fr.P99Ms, fr.Refusals, fr.Errors)
+			}
 		}
 	}
 	select {
@@ -366,6 +550,21 @@ func run(ctx context.Context, o options) error {
 		res[i].QuietP50RatioVsSolo = ratio(m.QuietP50Ms, solo.QuietP50Ms)
 		res[i].QuietP99RatioVsSolo = ratio(m.QuietP99Ms, solo.QuietP99Ms)
 	}
+	if open != nil {
+		for i := range open.Scenarios {
+			open.Scenarios[i].Median = medianOpen(open.Scenarios[i].Rounds)
+		}
+		open.judge(cal.ActivationExec)
+	}
+	if jain != nil {
+		jain.Median = medianJain(jain.Rounds)
+	}
+	for fi := range floods {
+		for si := range floods[fi].Servers {
+			floods[fi].Servers[si].Median = medianFlood(floods[fi].Servers[si].Rounds)
+		}
+		floods[fi].judge()
+	}
 
 	out := results{
 		Date: time.Now().UTC().Format(time.RFC3339),
@@ -374,11 +573,22 @@ func run(ctx context.Context, o options) error {
 		Settings: map[string]any{"duration_s": o.duration.Seconds(), "warmup_s": o.warmup.Seconds(), "rounds": o.rounds,
 			"noisy_clients": o.noisy, "hammer_clients": o.hammer, "quiet_clients": 1,
 			"cells": "tiny 2 + small 2", "fairness": "fuel", "load_source": "fixed:0.1,0.1",
-			"hammer_route": "noisy/missing/run (404)"},
+			"hammer_route":            "noisy/missing/run (404)",
+			"open_load":               o.openLoad,
+			"open_noisy_clients":      o.openNoisy,
+			"open_connections":        o.openConns,
+			"jain_tenants":            o.jainTenants,
+			"jain_clients_per_tenant": o.jainClients,
+			"flood_clients":           o.flood,
+			"flood_body_bytes":        o.floodBody,
+			"flood_guests":            o.floodGuests},
 		Pinning:     map[string]string{"node_cpus": nodeCPU, "generator_cpus": ""},
 		Calibration: cal,
 		Scenarios:   res,
 		Summary:     summary(res),
+		OpenLoop:    open,
+		Jain:        jain,
+		Flood:       floods,
 		Notes: []string{
 			"closed loop: each client sends its next request when the previous answer arrived; keep-alive connections",
 			"refusals are answered non-2xx requests; errors are transport errors",
@@ -386,8 +596,12 @@ func run(ctx context.Context, o options) error {
 			"ratios divide the scenario's median by solo's median",
 			"node_cpu_utilization and generator_cpu_utilization: CPU time in the measured window divided by its length (1.0 = one CPU busy)",
 			"quiet_server_*: the node's Server-Timing of quiet's answers; quiet_outside_handler: request latency less those four (kernel, the node's Go scheduler before the headers were read, the generator)",
+			"open_loop: quiet sends at Poisson arrivals of load_fraction × the round's capacity, each request on its own goroutine over a bounded pool of keep-alive connections; requests scheduled in the window count and their answers are awaited",
+			"jain: equal tenants each with the same closed-loop clients on the compute guest; jain_index = (Σx)²/(N·Σx²) of their 2xx rates",
+			"flood: the same closed-loop clients and body against the node (tenant noisy), a bare net/http + wazero server and a bare net/http server without wasm, each pinned to the node's CPU, one after another in every round",
 		},
 	}
+	extendSummary(out.Summary, open, jain, floods)
 	if nodeCPU != "" {
 		out.Pinning["generator_cpus"] = cpuList(allowedCPUs())
 	}
@@ -399,6 +613,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	printTable(res, cal)
+	printExtra(open, jain, floods)
 	fmt.Printf("wrote %s\n", o.out)
 	if o.svg != "" {
 		svgPath := o.svg

@@ -80,11 +80,19 @@ func keygen(ctx context.Context, bin string) (key, hash string, err error) {
 
 const features = `["bulk-memory", "simd", "multi-value", "sign-extension", "nontrapping-f2i", "reference-types"]`
 
-// configTOML is a two-tenant node: quiet and noisy, both on tiny (2) and
-// small (2) cells like the demo, with limits high enough that 64 noisy
-// closed-loop clients queue in the node instead of being refused.
-func configTOML(dataDir, quietHash, noisyHash string) string {
-	return fmt.Sprintf(`[node]
+// tenantConfig is one tenant of the generated configuration: one
+// principal of the same name with the key whose hash is keyHash.
+type tenantConfig struct {
+	name, keyHash string
+}
+
+// configTOML is a node with the given tenants (quiet and noisy, and the
+// flooding tenants of the Jain scenario), all on tiny (2) and small (2)
+// cells like the demo, with limits high enough that 64 closed-loop clients
+// of one tenant queue in the node instead of being refused.
+func configTOML(dataDir string, tenants []tenantConfig) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `[node]
 listen = "127.0.0.1:0"
 data_dir = %q
 region = "local"
@@ -130,12 +138,14 @@ max_queued = 512
 max_reserved_fuel = 10_000_000_000_000
 max_reserved_memory = "64GiB"
 
-[tenants.quiet]
+`, dataDir, features, features)
+	for _, t := range tenants {
+		fmt.Fprintf(&b, `[tenants.%[1]s]
 trust_classes = ["untrusted"]
 cell_classes = ["tiny", "small"]
-subjects = ["quiet"]
+subjects = [%[1]q]
 kinds = ["user"]
-[tenants.quiet.limits]
+[tenants.%[1]s.limits]
 max_live_activations = 256
 max_queued = 256
 max_reserved_fuel = 10_000_000_000_000
@@ -143,34 +153,19 @@ max_reserved_memory = "32GiB"
 max_payload_bytes = "64KiB"
 max_priority = 9
 
-[tenants.noisy]
-trust_classes = ["untrusted"]
-cell_classes = ["tiny", "small"]
-subjects = ["noisy"]
-kinds = ["user"]
-[tenants.noisy.limits]
-max_live_activations = 256
-max_queued = 256
-max_reserved_fuel = 10_000_000_000_000
-max_reserved_memory = "32GiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[principals]]
-subject = "quiet"
+`, t.name)
+	}
+	for _, t := range tenants {
+		fmt.Fprintf(&b, `[[principals]]
+subject = %[1]q
 kind = "user"
-tenant = "quiet"
+tenant = %[1]q
 roles = ["invoke", "deploy"]
-api_keys = [%q]
+api_keys = [%[2]q]
 
-[[principals]]
-subject = "noisy"
-kind = "user"
-tenant = "noisy"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[overload]
+`, t.name, t.keyHash)
+	}
+	b.WriteString(`[overload]
 cpu_threshold = 1.0
 memory_threshold = 1.0
 max_observation_age = "2s"
@@ -190,7 +185,8 @@ maximum_metadata_bytes = 4096
 max_wait = "10s"
 lower_class_after = 8
 fairness = "fuel"
-`, dataDir, features, features, quietHash, noisyHash)
+`)
+	return b.String()
 }
 
 // nodeProc is a running `latent-node serve`.
@@ -303,9 +299,9 @@ func (n *nodeProc) stop() {
 	}
 }
 
-// deployCompute uploads the compute guest and activates
-// tenant/compute with one route "run".
-func deployCompute(ctx context.Context, url, key, tenant string, module []byte) error {
+// deployGuest uploads module and activates tenant/service with one route
+// "run".
+func deployGuest(ctx context.Context, url, key, tenant, service string, module []byte) error {
 	c, err := client.New(url, key, client.WithRetry(client.RetryPolicy{}))
 	if err != nil {
 		return err
@@ -316,10 +312,10 @@ func deployCompute(ctx context.Context, url, key, tenant string, module []byte) 
 	}
 	rv := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted",
 		"ceiling": map[string]any{"cpu_fuel": 1_000_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}
-	manifest := map[string]any{"tenant": tenant, "service": "compute", "revisions": []any{rv},
+	manifest := map[string]any{"tenant": tenant, "service": service, "revisions": []any{rv},
 		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
-	if _, err := c.Deploy(ctx, tenant, "compute", manifest); err != nil {
-		return errors.Wrapf(err, "nodebench: deploy %s/compute", tenant)
+	if _, err := c.Deploy(ctx, tenant, service, manifest); err != nil {
+		return errors.Wrapf(err, "nodebench: deploy %s/%s", tenant, service)
 	}
 	return nil
 }
