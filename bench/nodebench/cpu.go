@@ -46,6 +46,37 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cpuUse is the CPU time the node and the generator used in a measured
-// window, as a fraction of the window (1.0 = one CPU busy).
-type cpuUse struct{ node, gen float64 }
+// cpuUse is the CPU time the node (or the baseline server) and the
+// generator used in a measured window, as a fraction of the window (1.0 =
+// one CPU busy), and what every other process used of the server's pinned
+// CPU (-1: unknown).
+type cpuUse struct{ node, gen, others float64 }
+
+// cpuBusy returns the time CPU cpu spent not idle (user, nice, system, irq,
+// softirq, steal) from /proc/stat, and false where that is unavailable.
+func cpuBusy(cpu int) (time.Duration, bool) {
+	if cpu < 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, false
+	}
+	name := "cpu" + strconv.Itoa(cpu)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 9 || f[0] != name {
+			continue
+		}
+		var ticks uint64
+		for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system irq softirq steal
+			v, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			ticks += v
+		}
+		return time.Duration(ticks) * time.Second / clockTicks, true
+	}
+	return 0, false
+}

@@ -21,6 +21,7 @@ type floodRound struct {
 	Errors    float64 `json:"errors"`
 	ServerCPU float64 `json:"server_cpu_utilization"`
 	GenCPU    float64 `json:"generator_cpu_utilization"`
+	OthersCPU float64 `json:"others_on_server_cpu"` // other processes on the server's pinned CPU (-1: unknown)
 }
 
 type floodServer struct {
@@ -48,7 +49,7 @@ type floodSection struct {
 func summarizeFlood(t *tally, d time.Duration, cpu cpuUse) floodRound {
 	slices.Sort(t.lat)
 	return floodRound{RPS: float64(t.ok) / d.Seconds(), P50Ms: ms(percentile(t.lat, 0.50)), P99Ms: ms(percentile(t.lat, 0.99)),
-		Refusals: float64(t.refused), Errors: float64(t.errs), ServerCPU: cpu.node, GenCPU: cpu.gen}
+		Refusals: float64(t.refused), Errors: float64(t.errs), ServerCPU: cpu.node, GenCPU: cpu.gen, OthersCPU: cpu.others}
 }
 
 func medianFlood(rs []floodRound) floodRound {
@@ -67,6 +68,7 @@ func medianFlood(rs []floodRound) floodRound {
 		Errors:    col(func(r floodRound) float64 { return r.Errors }),
 		ServerCPU: col(func(r floodRound) float64 { return r.ServerCPU }),
 		GenCPU:    col(func(r floodRound) float64 { return r.GenCPU }),
+		OthersCPU: col(func(r floodRound) float64 { return r.OthersCPU }),
 	}
 }
 

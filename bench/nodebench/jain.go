@@ -11,6 +11,7 @@ type jainRound struct {
 	Errors     float64   `json:"errors"`
 	NodeCPU    float64   `json:"node_cpu_utilization"`
 	GenCPU     float64   `json:"generator_cpu_utilization"`
+	OthersCPU  float64   `json:"others_on_node_cpu"`
 }
 
 // jainSection is N equal tenants flooding the compute guest with the same
@@ -39,7 +40,7 @@ func jainIndex(xs []float64) float64 {
 }
 
 func summarizeJain(t []*tally, d time.Duration, cpu cpuUse) jainRound {
-	r := jainRound{NodeCPU: cpu.node, GenCPU: cpu.gen}
+	r := jainRound{NodeCPU: cpu.node, GenCPU: cpu.gen, OthersCPU: cpu.others}
 	for _, tl := range t {
 		x := float64(tl.ok) / d.Seconds()
 		r.TenantRPS = append(r.TenantRPS, x)
@@ -66,6 +67,7 @@ func medianJain(rs []jainRound) jainRound {
 		Errors:     col(func(r jainRound) float64 { return r.Errors }),
 		NodeCPU:    col(func(r jainRound) float64 { return r.NodeCPU }),
 		GenCPU:     col(func(r jainRound) float64 { return r.GenCPU }),
+		OthersCPU:  col(func(r jainRound) float64 { return r.OthersCPU }),
 	}
 	if len(rs) > 0 {
 		for i := range rs[0].TenantRPS {

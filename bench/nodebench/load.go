@@ -233,8 +233,9 @@ type group struct {
 // runGroups runs every group's clients for warm-up + duration and returns
 // each group's merged tally over the measurement window (after warm-up) and
 // the CPU the process pid (the server) and this process used in that
-// window.
-func runGroups(ctx context.Context, warmup, duration time.Duration, groups []group, pid int) ([]*tally, cpuUse) {
+// window, and what other processes used of serverCPU (the server's pinned
+// CPU; -1: not pinned).
+func runGroups(ctx context.Context, warmup, duration time.Duration, groups []group, pid, serverCPU int) ([]*tally, cpuUse) {
 	reqCtx := ctx
 	begin := time.Now()
 	from, to := begin.Add(warmup), begin.Add(warmup+duration)
@@ -249,9 +250,13 @@ func runGroups(ctx context.Context, warmup, duration time.Duration, groups []gro
 			return
 		}
 		n0, g0, w0 := procCPU(pid), selfCPU(), time.Now()
+		b0, ok0 := cpuBusy(serverCPU)
 		<-ctx.Done()
 		w := time.Since(w0).Seconds()
-		cpu = cpuUse{node: (procCPU(pid) - n0).Seconds() / w, gen: (selfCPU() - g0).Seconds() / w}
+		cpu = cpuUse{node: (procCPU(pid) - n0).Seconds() / w, gen: (selfCPU() - g0).Seconds() / w, others: -1}
+		if b1, ok1 := cpuBusy(serverCPU); ok0 && ok1 {
+			cpu.others = max((b1-b0).Seconds()/w-cpu.node, 0)
+		}
 	})
 	out := make([]*tally, len(groups))
 	var mu sync.Mutex

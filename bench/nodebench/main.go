@@ -241,6 +241,7 @@ type roundResult struct {
 	QuietOutside  float64                   `json:"quiet_outside_handler_p50_ms"`
 	NodeCPU       float64                   `json:"node_cpu_utilization"`
 	GenCPU        float64                   `json:"generator_cpu_utilization"`
+	OthersCPU     float64                   `json:"others_on_node_cpu"`
 	NoisyRPS      float64                   `json:"noisy_rps"`
 	NoisyRefusals float64                   `json:"noisy_refusals"`
 	NoisyErrors   float64                   `json:"noisy_errors"`
@@ -316,6 +317,10 @@ func run(ctx context.Context, o options) error {
 		defer func() { _ = os.RemoveAll(dir) }()
 	}
 	nodeCPU := os.Getenv(envNodeCPU)
+	pinnedCPU := -1 // the node's one CPU, when pinned
+	if c, err := strconv.Atoi(nodeCPU); err == nil {
+		pinnedCPU = c
+	}
 	if o.bin == "" {
 		dir, bin, err := buildBinary(ctx)
 		if err != nil {
@@ -472,9 +477,9 @@ func run(ctx context.Context, o options) error {
 				return errors.Wrapf(err, "%s", n.stderr())
 			}
 			groups := []group{{tg: quiet, clients: 1, keepLat: true}, {tg: noisyT, clients: s.Noisy}, {tg: hammerT, clients: s.Hammer}}
-			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid)
+			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
 			rr := summarize(t, o.duration)
-			rr.NodeCPU, rr.GenCPU = cpu.node, cpu.gen
+			rr.NodeCPU, rr.GenCPU, rr.OthersCPU = cpu.node, cpu.gen, cpu.others
 			res[i].Rounds = append(res[i].Rounds, rr)
 			if s.Noisy > 0 {
 				capacity = max(capacity, rr.GoodputRPS)
@@ -487,7 +492,7 @@ func run(ctx context.Context, o options) error {
 				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
 					return errors.Wrapf(err, "%s", n.stderr())
 				}
-				t, _ := runGroups(ctx, o.warmup, o.duration, []group{{tg: noisyT, clients: max(o.openNoisy, 16)}}, n.pid)
+				t, _ := runGroups(ctx, o.warmup, o.duration, []group{{tg: noisyT, clients: max(o.openNoisy, 16)}}, n.pid, pinnedCPU)
 				capacity = float64(t[0].ok) / o.duration.Seconds()
 			}
 			rate := o.openLoad * capacity
@@ -498,9 +503,9 @@ func run(ctx context.Context, o options) error {
 				// The same arrival sequence for both scenarios of a round.
 				rng := rand.New(rand.NewPCG(uint64(r)+1, 0x6f70656e))
 				groups := []group{{tg: openQuiet, keepLat: true, rate: rate, conns: o.openConns, rng: rng}, {tg: noisyT, clients: s.Noisy}, {}}
-				t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid)
+				t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
 				or := summarizeOpen(t, o.duration, capacity, rate)
-				or.NodeCPU, or.GenCPU = cpu.node, cpu.gen
+				or.NodeCPU, or.GenCPU, or.OthersCPU = cpu.node, cpu.gen, cpu.others
 				open.Scenarios[i].Rounds = append(open.Scenarios[i].Rounds, or)
 				fmt.Fprintf(os.Stderr, "round %d/%d %-20s quiet %.0f/s offered, goodput %.4f, p50 %.3f ms p99 %.3f ms, late %d, noisy %.0f/s\n",
 					r+1, o.rounds, s.Name, rate, or.GoodputFraction, or.QuietP50Ms, or.QuietP99Ms, t[0].late, or.NoisyRPS)
@@ -514,7 +519,7 @@ func run(ctx context.Context, o options) error {
 			for _, tg := range jainT {
 				groups = append(groups, group{tg: tg, clients: o.jainClients})
 			}
-			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid)
+			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
 			jr := summarizeJain(t, o.duration, cpu)
 			jain.Rounds = append(jain.Rounds, jr)
 			fmt.Fprintf(os.Stderr, "round %d/%d %-20s Jain %.4f, tenants %.0f/s\n", r+1, o.rounds, "jain-"+strconv.Itoa(o.jainTenants), jr.Jain, jr.TenantRPS)
@@ -527,7 +532,7 @@ func run(ctx context.Context, o options) error {
 				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
 					return errors.Wrapf(err, "%s", n.stderr())
 				}
-				t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name])
+				t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name], pinnedCPU)
 				fr := summarizeFlood(t[0], o.duration, cpu)
 				sv.Rounds = append(sv.Rounds, fr)
 				fmt.Fprintf(os.Stderr, "round %d/%d %-24s %.0f/s, p50 %.3f ms p99 %.3f ms, refusals %.0f errors %.0f\n",
@@ -594,7 +599,7 @@ func run(ctx context.Context, o options) error {
 			"refusals are answered non-2xx requests; errors are transport errors",
 			"per-round figures count answers that arrived in the measured window (after warm-up); medians are over rounds",
 			"ratios divide the scenario's median by solo's median",
-			"node_cpu_utilization and generator_cpu_utilization: CPU time in the measured window divided by its length (1.0 = one CPU busy)",
+			"node_cpu_utilization and generator_cpu_utilization: CPU time in the measured window divided by its length (1.0 = one CPU busy); others_on_node_cpu (and flood's others_on_server_cpu): what every other process used of the pinned server CPU (-1: unknown)",
 			"quiet_server_*: the node's Server-Timing of quiet's answers; quiet_outside_handler: request latency less those four (kernel, the node's Go scheduler before the headers were read, the generator)",
 			"open_loop: quiet sends at Poisson arrivals of load_fraction × the round's capacity, each request on its own goroutine over a bounded pool of keep-alive connections; requests scheduled in the window count and their answers are awaited",
 			"jain: equal tenants each with the same closed-loop clients on the compute guest; jain_index = (Σx)²/(N·Σx²) of their 2xx rates",
@@ -710,6 +715,7 @@ func medianOf(rs []roundResult) roundResult {
 		QuietOutside:  col(func(r roundResult) float64 { return r.QuietOutside }),
 		NodeCPU:       col(func(r roundResult) float64 { return r.NodeCPU }),
 		GenCPU:        col(func(r roundResult) float64 { return r.GenCPU }),
+		OthersCPU:     col(func(r roundResult) float64 { return r.OthersCPU }),
 		NoisyRPS:      col(func(r roundResult) float64 { return r.NoisyRPS }),
 		NoisyRefusals: col(func(r roundResult) float64 { return r.NoisyRefusals }),
 		NoisyErrors:   col(func(r roundResult) float64 { return r.NoisyErrors }),
@@ -748,11 +754,11 @@ func printTable(res []scenarioResult, cal calibration) {
 			r.Name, m.QuietP50Ms, m.QuietP99Ms, m.QuietRPS, r.QuietRPSRatioVsSolo, m.QuietRefusals,
 			m.NoisyRPS, m.NoisyRefusals, m.HammerRPS, m.GoodputRPS, r.QuietP99RatioVsSolo)
 	}
-	fmt.Printf("\nwhere quiet's time went (node Server-Timing, median of rounds, ms)\n%-20s %9s %9s %9s %9s %9s %9s %9s %9s\n",
-		"scenario", "front p50", "queue p50", "queue p99", "exec p50", "back p50", "outside", "node cpu", "gen cpu")
+	fmt.Printf("\nwhere quiet's time went (node Server-Timing, median of rounds, ms)\n%-20s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n",
+		"scenario", "front p50", "queue p50", "queue p99", "exec p50", "back p50", "outside", "node cpu", "gen cpu", "others")
 	for _, r := range res {
 		m := r.Median
-		fmt.Printf("%-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%% %8.0f%%\n", r.Name, m.QuietFrontP50, m.QuietQueueP50,
-			m.QuietQueueP99, m.QuietExecP50, m.QuietBackP50, m.QuietOutside, 100*m.NodeCPU, 100*m.GenCPU)
+		fmt.Printf("%-20s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.0f%% %8.0f%% %8.0f%%\n", r.Name, m.QuietFrontP50, m.QuietQueueP50,
+			m.QuietQueueP99, m.QuietExecP50, m.QuietBackP50, m.QuietOutside, 100*m.NodeCPU, 100*m.GenCPU, 100*m.OthersCPU)
 	}
 }

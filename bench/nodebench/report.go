@@ -58,10 +58,11 @@ func printExtra(open *openSection, jain *jainSection, floods []floodSection) {
 	}
 	for _, f := range floods {
 		fmt.Printf("\nflood: %d closed-loop clients, guest %s, %d-byte body\n", f.Clients, f.Guest, f.BodyBytes)
-		fmt.Printf("%-12s %9s %9s %9s %7s %7s %9s %9s\n", "server", "req/s", "p50 ms", "p99 ms", "refus", "errors", "srv cpu", "gen cpu")
+		fmt.Printf("%-12s %9s %9s %9s %7s %7s %9s %9s %9s\n", "server", "req/s", "p50 ms", "p99 ms", "refus", "errors", "srv cpu", "gen cpu", "others")
 		for _, sv := range f.Servers {
 			m := sv.Median
-			fmt.Printf("%-12s %9.0f %9.3f %9.3f %7.0f %7.0f %8.0f%% %8.0f%%\n", sv.Name, m.RPS, m.P50Ms, m.P99Ms, m.Refusals, m.Errors, 100*m.ServerCPU, 100*m.GenCPU)
+			fmt.Printf("%-12s %9.0f %9.3f %9.3f %7.0f %7.0f %8.0f%% %8.0f%% %8.0f%%\n", sv.Name, m.RPS, m.P50Ms, m.P99Ms, m.Refusals, m.Errors,
+				100*m.ServerCPU, 100*m.GenCPU, 100*m.OthersCPU)
 		}
 		fmt.Printf("node/bare_wazero %.3f (bar ≥ %.1f: %v), node/nowasm %.3f, bare_wazero/nowasm %.3f, p99 node/bare_wazero %.2f\n",
 			f.NodeVsBareWazeroRPS, f.NodeVsBareWazeroBar, f.NodeVsBareWazeroOK, f.NodeVsNoWasmRPS, f.BareWazeroVsNoWasm, f.NodeVsBareWazeroP99)
