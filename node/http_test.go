@@ -63,8 +63,9 @@ func startServed(t testing.TB) *servedNode {
 	srv := n.Server()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); _ = n.Scheduler().Run(ctx) }()
+	go func() { defer wg.Done(); _ = n.FrontYield().Run(ctx) }()
 	go func() { defer wg.Done(); _ = n.Sampler().Run(ctx) }()
 	go func() { defer wg.Done(); _ = srv.Serve(n.WrapListener(ln)) }()
 	sn := &servedNode{n: n, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), admin: admin, inv: inv, log: logs}

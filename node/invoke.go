@@ -109,15 +109,10 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	}
 	defer releaseModule()
 	cellClass := permit.Obligations().CellClass
-	job, err := n.sched.Submit(ctx, permit, &invocation{body: body})
-	if err != nil { // Submit released the permit
+	// The guest runs on this goroutine once the fair queue dispatches it.
+	job, res, err := n.sched.Do(ctx, permit, &invocation{body: body})
+	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
-	}
-	var res scheduler.Result
-	select {
-	case res = <-job.Done():
-	case <-ctx.Done():
-		res = <-job.Done() // the scheduler answers every job, promptly once its caller is gone
 	}
 	t := timing{front: res.EnqueuedAt.Sub(arrived), queue: res.QueueWait, exec: res.Execution,
 		back: n.clock.Now().Sub(res.DoneAt)}

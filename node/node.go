@@ -58,6 +58,7 @@ type Node struct {
 	loadKind string
 	// sizing is how many guests run at once on this host (config.Sizing).
 	sizing  config.GuestSizing
+	yield   *frontYield
 	sampler *loadsource.Sampler
 	prov    *admission.LocalQuotaProvider
 	sched   *scheduler.Scheduler
@@ -106,6 +107,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	rc.OnCacheDiscard = func(err error) {
 		n.log.Warn("discarded a corrupt compile-cache entry and compiled the module again", "err", err.Error())
 	}
+	n.sizing = cfg.Sizing(runtime.NumCPU())
+	if n.yield, err = newFrontYield(FrontYieldInterval); err != nil {
+		return nil, err
+	}
+	rc.OnSlice = n.yield.maybe
 	if n.run, err = runner.New(ctx, rc); err != nil {
 		return nil, err
 	}
@@ -127,7 +133,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
 		return nil, err
 	}
-	n.sizing = cfg.Sizing(runtime.NumCPU())
 	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps{Cells: cellSource{n.pool},
 		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace, MaxRunning: n.sizing.Guests}); err != nil {
 		return nil, err
@@ -155,6 +160,11 @@ func schedulerConfig(cfg *config.Config) scheduler.Config {
 	}
 	return sc
 }
+
+// FrontYield is the actor through which guests give their processors to
+// the network front: run it (Run(ctx)) for the node's lifetime. Without it
+// guests never yield, and requests wait for idle processors.
+func (n *Node) FrontYield() interface{ Run(context.Context) error } { return n.yield }
 
 // Catalog returns the node's catalog (the demo deploys through it).
 func (n *Node) Catalog() *catalog.Catalog { return n.cat }
@@ -234,6 +244,9 @@ func (n *Node) ConnStats() ConnStats { return n.conns.Stats() }
 
 // Close releases the runtime and the pool. Call it after the actors stopped.
 func (n *Node) Close(ctx context.Context) {
+	if n.yield != nil {
+		n.yield.close()
+	}
 	if n.pool != nil {
 		_ = n.pool.Close()
 	}
@@ -278,15 +291,12 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admissi
 		return scheduler.Completion{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
 			Err: errors.AssertionFailedf("node: unexpected job input or cell")}}
 	}
-	// The guest runs on an OS thread of its own, at a lower priority, which
-	// the kernel can preempt: compiled guest code never yields to Go's
-	// scheduler between fuel slices, so on a shared thread it would hold
-	// the processor that reads requests and writes answers.
-	runtime.LockOSThread()
-	restore := lowerGuestThread()
+	// The guest runs on the caller's goroutine (scheduler.Do) and gives
+	// its processor to the front at fuel checks (runner OnSlice) and here.
 	out := e.n.run.Run(ctx, exec, lease, inv.body)
-	restore()
-	runtime.UnlockOSThread()
+	// Before the scheduler picks the next job, the front reads what
+	// arrived meanwhile, so the choice is between every queued tenant.
+	e.n.yield.maybe()
 	if out.Quarantine {
 		ob := exec.Obligations()
 		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),

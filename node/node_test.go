@@ -72,8 +72,9 @@ func startNodeWith(t *testing.T, mutate func(*config.Config)) *testNode {
 	tn := &testNode{n: n, key: key}
 	ctx, cancel := context.WithCancel(context.Background())
 	tn.cancel = cancel
-	tn.wg.Add(2)
+	tn.wg.Add(3)
 	go func() { defer tn.wg.Done(); _ = n.Scheduler().Run(ctx) }()
+	go func() { defer tn.wg.Done(); _ = n.FrontYield().Run(ctx) }()
 	go func() { defer tn.wg.Done(); _ = n.Sampler().Run(ctx) }()
 	tn.srv = httptest.NewServer(n.Handler())
 	tn.c, _ = client.New(tn.srv.URL, key, client.WithRetry(client.RetryPolicy{}))

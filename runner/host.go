@@ -20,6 +20,7 @@ type activation struct {
 	remaining uint64          // fuel not yet handed to the guest
 	budget    uint64
 	slice     uint64
+	onSlice   func()     // Config.OnSlice
 	mod       api.Module // set after instantiation
 
 	// grant is the activation's memory grant in bytes: linear memory, the
@@ -88,6 +89,9 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 		tickHook()
 	}
 	a := activationFrom(ctx)
+	if a.onSlice != nil {
+		a.onSlice()
+	}
 	if err := a.stopAt(time.Now()); err != nil {
 		panic(err)
 	}

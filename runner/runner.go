@@ -57,6 +57,10 @@ type Config struct {
 	// FuelSlice is how much fuel the guest gets between two slow-path checks
 	// of its context (default 1<<20).
 	FuelSlice uint64
+	// OnSlice, if set, is called on the guest's goroutine at every slow-path
+	// check (at most every FuelSlice of fuel, and at host calls that empty
+	// the slice): the node yields its processor to the network there.
+	OnSlice func()
 	// Limits are the deploy limits Inspect enforces (zero fields: defaults).
 	Limits Limits
 	// CompileConcurrency is how many compiles run at a time (default 1).
@@ -320,7 +324,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
-	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice,
+	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice,
 		deadline: exec.Deadline(), grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},

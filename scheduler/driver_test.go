@@ -895,3 +895,133 @@ func TestScheduler_maxRunning(t *testing.T) {
 	}
 	e.stop()
 }
+
+// goid is the calling goroutine's id, from its stack header.
+func goid() string {
+	buf := make([]byte, 64)
+	n := runtime.Stack(buf, false)
+	return strings.Fields(string(buf[:n]))[1]
+}
+
+// do admits and runs a job with Do on the calling goroutine.
+func (e *env) do(ctx context.Context, tenant catalog.TenantID, subject string) Result {
+	e.t.Helper()
+	p, err := e.admit(tenant, subject, 0)
+	if err != nil {
+		e.t.Error(err)
+		return Result{Err: err}
+	}
+	_, r, err := e.s.Do(ctx, p, goid())
+	if err != nil {
+		return Result{Err: err}
+	}
+	return r
+}
+
+// TestScheduler_do: Do runs the job on its caller's goroutine (the
+// executor sees the goroutine that called Do; Submit's jobs run on
+// goroutines of their own), under MaxRunning like any job, and a job
+// queued by Do ends like a submitted one when its caller leaves or the
+// scheduler stops.
+func TestScheduler_do(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var mu sync.Mutex
+	ranOn := map[string]string{} // caller goroutine → executor goroutine
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	e := newEnv(t, execFunc(func(ctx context.Context, job *Job, _ *admission.ExecutionPermit, _ Cell) Completion {
+		mu.Lock()
+		ranOn[job.Input().(string)] = goid()
+		mu.Unlock()
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return Completion{FuelUsed: 7}
+	}), envOptions{mutate: func(_ *Config, d *Deps) { d.MaxRunning = 1 }})
+
+	// Called before Run: the job waits for Run, then runs on this goroutine.
+	results := make(chan Result, 3)
+	go func() { results <- e.do(context.Background(), "acme", "alice") }()
+	e.run()
+	<-started
+	go func() { results <- e.do(context.Background(), "beta", "carol") }()
+	for e.s.Stats().Cells[0].Waiting != 1 { // the second waits behind MaxRunning
+		runtime.Gosched()
+	}
+	if st := e.s.Stats(); st.Executing != 1 {
+		t.Fatalf("with MaxRunning 1: %d executing", st.Executing)
+	}
+	release <- struct{}{} // the first ends; the second starts
+	<-started
+	release <- struct{}{}
+	for range 2 {
+		if r := <-results; r.Err != nil || r.Completion.FuelUsed != 7 {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	mu.Lock()
+	for caller, exec := range ranOn {
+		if caller != exec {
+			t.Errorf("job of goroutine %s ran on goroutine %s", caller, exec)
+		}
+	}
+	if len(ranOn) != 2 {
+		t.Errorf("ran %d jobs, want 2", len(ranOn))
+	}
+	mu.Unlock()
+
+	// Submit's jobs run elsewhere (the control for the check above).
+	p, err := e.admit("acme", "bob", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.s.Submit(context.Background(), p, goid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	release <- struct{}{}
+	if r := result(t, j); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	mu.Lock()
+	if exec := ranOn[j.Input().(string)]; exec == j.Input().(string) {
+		t.Error("a submitted job ran on the submitting goroutine")
+	}
+	mu.Unlock()
+
+	// The caller leaves while its job waits: ErrCancelled.
+	go func() { results <- e.do(context.Background(), "acme", "alice") }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { results <- e.do(ctx, "beta", "carol") }()
+	for e.s.Stats().Cells[0].Waiting != 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if r := <-results; !errors.Is(r.Err, ErrCancelled) {
+		t.Fatalf("cancelled while queued: %+v", r)
+	}
+	// Stop while one runs and one waits: the waiting one gets
+	// ErrShuttingDown, the running one its context's end.
+	go func() { results <- e.do(context.Background(), "beta", "carol") }()
+	for e.s.Stats().Cells[0].Waiting != 1 {
+		runtime.Gosched()
+	}
+	e.stop()
+	var shut, ran int
+	for range 2 {
+		r := <-results
+		switch {
+		case errors.Is(r.Err, ErrShuttingDown):
+			shut++
+		case r.Err == nil:
+			ran++
+		}
+	}
+	if shut != 1 || ran != 1 {
+		t.Fatalf("at shutdown: %d shut down, %d ran; want 1 and 1", shut, ran)
+	}
+}

@@ -91,6 +91,10 @@ type Job struct {
 	item   Item
 	done   chan Result
 
+	// run receives the start of a job submitted with Do: its caller runs
+	// it. nil for Submit's jobs, which run on goroutines of their own.
+	run chan startedJob
+
 	// Guarded by Scheduler.mu.
 	state  jobState
 	stop   func() bool             // unregisters the caller-gone callback
@@ -106,6 +110,14 @@ func (j *Job) Input() any { return j.input }
 
 // Obligations are the admitted activation's obligations.
 func (j *Job) Obligations() admission.Obligations { return j.permit.Obligations() }
+
+// startedJob is what a job's own goroutine needs to run it (Do).
+type startedJob struct {
+	ctx  context.Context
+	xp   *admission.ExecutionPermit
+	cell Cell
+	wait time.Duration
+}
 
 func (j *Job) deliver(r Result) {
 	r.Cell = j.item.Cell
@@ -172,9 +184,14 @@ type Scheduler struct {
 		running map[*Job]struct{}
 		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
 	}
+	// dispatching admits one dispatcher at a time (the Run loop, Do's
+	// callers and finishing executors all dispatch); again asks the one
+	// dispatching to look once more.
+	dispatching sync.Mutex
+	again       atomic.Bool
 	// first is the index in classes dispatch starts from; it rotates, so
 	// that under MaxRunning no class always takes the freed slot. Only the
-	// Run loop (dispatch) touches it.
+	// holder of dispatching touches it.
 	first int
 }
 
@@ -222,11 +239,46 @@ func (wallClock) Now() time.Time { return time.Now() }
 // ErrCancelled; when it ends while the job runs, the executor's context is
 // cancelled and the permit is kept until the guest stopped.
 func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, error) {
+	j, err := s.enqueue(ctx, permit, input, false)
+	if err != nil {
+		return nil, err
+	}
+	s.nudge()
+	return j, nil
+}
+
+// Do is Submit followed by waiting for the job's result, except that the
+// job runs on the calling goroutine once it is dispatched: no goroutine is
+// started for it and no other goroutine has to be woken to start it or to
+// deliver its result. ctx ends the wait as it ends a submitted job's (the
+// result is then ErrCancelled, or the guest's own outcome if it was
+// already running). The job is returned with its result for its
+// obligations and input.
+func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, Result, error) {
+	j, err := s.enqueue(ctx, permit, input, true)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	s.dispatchNow()
+	select {
+	case st := <-j.run:
+		s.execute(st.ctx, j, st.xp, st.cell, st.wait)
+	case res := <-j.done:
+		return j, res, nil
+	}
+	return j, <-j.done, nil
+}
+
+// enqueue queues a job for Submit and Do.
+func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input any, inline bool) (*Job, error) {
 	if permit == nil {
 		return nil, errors.AssertionFailedf("scheduler: Submit without a permit")
 	}
 	ob := permit.Obligations()
 	j := &Job{ctx: ctx, permit: permit, input: input, done: make(chan Result, 1)}
+	if inline {
+		j.run = make(chan startedJob, 1)
+	}
 	j.item = Item{Tenant: ob.Tenant, Principal: ob.Subject, Cell: ob.CellClass, Queue: ob.QueueIndex, Payload: j}
 	if ctx.Err() != nil {
 		return nil, s.refuse(permit, ErrCancelled.withCause(context.Cause(ctx)))
@@ -246,7 +298,6 @@ func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermi
 	// here), takes mu and returns; finishing the job unregisters it.
 	j.stop = context.AfterFunc(ctx, func() { s.callerGone(j) })
 	s.mu.Unlock()
-	s.nudge()
 	return j, nil
 }
 
@@ -377,17 +428,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		defer t.Stop()
 		ticks = t.C
 	}
-	s.dispatch()
+	s.dispatchNow()
 	for {
 		select {
 		case <-ctx.Done():
 			s.shutdown()
 			return nil
 		case <-s.wake:
-			s.dispatch()
+			s.dispatchNow()
 		case <-ticks:
 			s.onTick()
-			s.dispatch()
+			s.dispatchNow()
 		}
 	}
 }
@@ -411,8 +462,21 @@ func (s *Scheduler) onTick() {
 	}
 }
 
+// dispatchNow dispatches on the calling goroutine, or, when another
+// goroutine is dispatching, makes it look once more before it stops.
+func (s *Scheduler) dispatchNow() {
+	s.again.Store(true)
+	for s.again.Load() && s.dispatching.TryLock() {
+		s.again.Store(false)
+		s.dispatch()
+		s.dispatching.Unlock()
+	}
+}
+
 // dispatch starts jobs while the core allows (and, with Deps.MaxRunning,
 // while fewer than that many run).
+//
+// REQUIRES: s.dispatching held.
 func (s *Scheduler) dispatch() {
 	first := s.first
 	s.first = (first + 1) % len(s.classes)
@@ -489,6 +553,10 @@ func (s *Scheduler) start(j *Job, wait time.Duration) {
 	s.mu.running[j] = struct{}{}
 	s.execs.Add(1)
 	s.mu.Unlock()
+	if j.run != nil {
+		j.run <- startedJob{ctx: ctx, xp: xp, cell: cell, wait: wait} // Do's caller runs it
+		return
+	}
 	go s.execute(ctx, j, xp, cell, wait)
 }
 
@@ -526,13 +594,15 @@ func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.Execution
 	s.mu.blocked[class] = false
 	s.finishLocked(j)
 	s.mu.Unlock()
+	// The freed slot goes to the next job before this one's result: its
+	// guest starts while this caller answers.
+	s.dispatchNow()
 	res := Result{Completion: comp, QueueWait: wait, Execution: end.Sub(start)}
 	if perr != nil {
 		res.Err = perr
 	}
 	res.DoneAt = s.clock.Now()
 	j.deliver(res)
-	s.nudge()
 }
 
 // runExecutor calls the executor, turning a panic into ErrExecutorPanicked

@@ -236,9 +236,6 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
 	}
 	sizing := n.Sizing()
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		runtime.GOMAXPROCS(sizing.GoProcs)
-	}
 	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind(),
 		"guests", sizing.String(), "gomaxprocs", runtime.GOMAXPROCS(0))
 
@@ -257,6 +254,10 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	{ // the cell pool: replaces quarantined cells
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.Cells().Run(sctx) }, func(error) { cancel() })
+	}
+	{ // the front yield: guests give their processors to the network front
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return n.FrontYield().Run(sctx) }, func(error) { cancel() })
 	}
 	{ // artifact garbage collection
 		sctx, cancel := context.WithCancel(ctx)

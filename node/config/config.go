@@ -401,11 +401,11 @@ func (c *Config) RunnerConfig(dataDir string) runner.Config {
 // GuestSizing is what the configured parallelism means on a host with cpus
 // CPUs available to the process: at most Guests guests run at once (the
 // cells of every class together, capped by node.max_running_guests or by
-// the CPUs), and GoProcs is the Go processors the node asks for: one more
-// than Guests, so that reading requests, admission and writing answers
-// always have a processor no guest holds.
+// the CPUs). Go keeps its default processors (one per CPU); guests give
+// theirs to the network front when an activation ends and at every fuel
+// slice, so requests are read and answers written while guests run.
 type GuestSizing struct {
-	CPUs, Cells, Guests, GoProcs int
+	CPUs, Cells, Guests int
 }
 
 // Sizing returns the guest sizing of c on a host with cpus CPUs.
@@ -418,8 +418,7 @@ func (c *Config) Sizing(cpus int) GuestSizing {
 	if limit <= 0 {
 		limit = max(cpus, 1)
 	}
-	guests := min(cells, limit)
-	return GuestSizing{CPUs: cpus, Cells: cells, Guests: guests, GoProcs: guests + 1}
+	return GuestSizing{CPUs: cpus, Cells: cells, Guests: min(cells, limit)}
 }
 
 // String says it in one line, for `latent-node check` and the start-up log.
@@ -429,7 +428,7 @@ func (g GuestSizing) String() string {
 		cpus = "1 CPU"
 	}
 	return cpus + ": at most " + strconv.Itoa(g.Guests) + " of " + strconv.Itoa(g.Cells) +
-		" cells run guests at once; " + strconv.Itoa(g.GoProcs) + " Go processors (one kept for requests and answers)"
+		" cells run guests at once; the rest of the backlog waits in the fair queue"
 }
 
 // SortedCellClasses returns the configured cell classes in their fixed

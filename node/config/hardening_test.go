@@ -122,22 +122,22 @@ func TestSizing(t *testing.T) {
 		cells += cc.Parallelism
 	}
 	tests := []struct {
-		name          string
-		cpus, max     int
-		guests, procs int
+		name      string
+		cpus, max int
+		guests    int
 	}{
-		{"one CPU", 1, 0, 1, 2},
-		{"more CPUs than cells", cells + 8, 0, cells, cells + 1},
-		{"configured bound", 1, 3, min(3, cells), min(3, cells) + 1},
-		{"no CPU reported", 0, 0, 1, 2},
+		{"one CPU", 1, 0, 1},
+		{"more CPUs than cells", cells + 8, 0, cells},
+		{"configured bound", 1, 3, min(3, cells)},
+		{"no CPU reported", 0, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := *cfg
 			c.Node.MaxRunningGuests = tt.max
 			g := c.Sizing(tt.cpus)
-			if g.Guests != tt.guests || g.GoProcs != tt.procs || g.Cells != cells {
-				t.Fatalf("have %+v, want %d guests and %d processors of %d cells", g, tt.guests, tt.procs, cells)
+			if g.Guests != tt.guests || g.Cells != cells {
+				t.Fatalf("have %+v, want %d guests of %d cells", g, tt.guests, cells)
 			}
 		})
 	}
