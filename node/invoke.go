@@ -110,7 +110,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	defer releaseModule()
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
-	job, res, err := n.sched.Do(ctx, permit, &invocation{body: body})
+	job, res, err := n.sched.Do(ctx, permit, &invocation{body: body}, arrived)
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
 	}

@@ -100,7 +100,7 @@ func (c *Core) Adjust(now time.Time) bool {
 		switch {
 		case cs.delaySamples > 0:
 		case cs.age.head != nil:
-			cs.sampleDelay(now.Sub(cs.age.head.EnqueuedAt))
+			cs.sampleDelay(now.Sub(cs.age.head.arrived()))
 		default:
 			cs.delay.v *= 1 - alphaDelay
 		}

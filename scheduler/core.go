@@ -25,6 +25,10 @@ type Item struct {
 
 	// EnqueuedAt is set by Enqueue.
 	EnqueuedAt time.Time
+	// ArrivedAt is when the request behind the item arrived, before it was
+	// read and admitted (zero: EnqueuedAt). The observed queue delay counts
+	// from it; expiry counts from EnqueuedAt.
+	ArrivedAt time.Time
 	// Cost is set by Next: the service charged at dispatch (estimated fuel,
 	// or 1 in round-robin mode).
 	Cost int64
@@ -279,7 +283,7 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 	cs.waiting--
 	cs.age.remove(it, ageLinks)
 	c.queues[it.Queue].unhold(it)
-	cs.sampleDelay(now.Sub(it.EnqueuedAt))
+	cs.sampleDelay(now.Sub(it.arrived()))
 	return it, true
 }
 
@@ -407,7 +411,7 @@ func (c *Core) Expire(now time.Time) []*Item {
 			continue
 		}
 		for it := cs.age.head; it != nil && now.Sub(it.EnqueuedAt) >= c.cfg.MaxWait; it = cs.age.head {
-			cs.sampleDelay(now.Sub(it.EnqueuedAt))
+			cs.sampleDelay(now.Sub(it.arrived()))
 			c.drop(it)
 			out = append(out, it)
 		}
@@ -455,6 +459,14 @@ func (c *Core) Waiting(cell catalog.CellClass, queue int) int {
 func (cs *cellState) sampleDelay(d time.Duration) {
 	cs.delay.add(float64(max(d, 0)), alphaDelay)
 	cs.delaySamples++
+}
+
+// arrived is ArrivedAt, or EnqueuedAt when that is unset or later.
+func (it *Item) arrived() time.Time {
+	if it.ArrivedAt.IsZero() || it.ArrivedAt.After(it.EnqueuedAt) {
+		return it.EnqueuedAt
+	}
+	return it.ArrivedAt
 }
 
 // ObservedQueueDelay is the moving average of the queue wait of cell class

@@ -289,3 +289,32 @@ func TestCore_loseCells(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestCore_queueDelayFromArrival: an item that arrived before it was
+// enqueued counts its delay from arrival; an arrival after enqueue (a
+// caller's clock ahead) counts from the enqueue.
+func TestCore_queueDelayFromArrival(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		arrived time.Duration // relative to the enqueue at simEpoch
+		want    time.Duration
+	}{
+		{"unset", 0, 100 * time.Millisecond},
+		{"30ms before", -30 * time.Millisecond, 130 * time.Millisecond},
+		{"after enqueue", 5 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newSimCore(t, simConfig(1, FairnessFuel, 10))
+			c.Adjust(simEpoch)
+			a := &Item{Tenant: "t", Principal: "p", Cell: simCell}
+			if tt.arrived != 0 {
+				a.ArrivedAt = simEpoch.Add(tt.arrived)
+			}
+			mustEnqueue(t, c, a)
+			c.Next(simEpoch.Add(100*time.Millisecond), simCell)
+			if d := c.ObservedQueueDelay(simCell); d != tt.want {
+				t.Fatalf("delay %v, want %v", d, tt.want)
+			}
+		})
+	}
+}

@@ -911,7 +911,7 @@ func (e *env) do(ctx context.Context, tenant catalog.TenantID, subject string) R
 		e.t.Error(err)
 		return Result{Err: err}
 	}
-	_, r, err := e.s.Do(ctx, p, goid())
+	_, r, err := e.s.Do(ctx, p, goid(), time.Time{})
 	if err != nil {
 		return Result{Err: err}
 	}

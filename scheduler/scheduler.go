@@ -239,7 +239,7 @@ func (wallClock) Now() time.Time { return time.Now() }
 // ErrCancelled; when it ends while the job runs, the executor's context is
 // cancelled and the permit is kept until the guest stopped.
 func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, error) {
-	j, err := s.enqueue(ctx, permit, input, false)
+	j, err := s.enqueue(ctx, permit, input, false, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -254,8 +254,11 @@ func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermi
 // result is then ErrCancelled, or the guest's own outcome if it was
 // already running). The job is returned with its result for its
 // obligations and input.
-func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, Result, error) {
-	j, err := s.enqueue(ctx, permit, input, true)
+//
+// arrived is when the request arrived, before it was read and admitted
+// (zero: now): the observed queue delay admission reads counts from it.
+func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, input any, arrived time.Time) (*Job, Result, error) {
+	j, err := s.enqueue(ctx, permit, input, true, arrived)
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -270,7 +273,7 @@ func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, i
 }
 
 // enqueue queues a job for Submit and Do.
-func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input any, inline bool) (*Job, error) {
+func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input any, inline bool, arrived time.Time) (*Job, error) {
 	if permit == nil {
 		return nil, errors.AssertionFailedf("scheduler: Submit without a permit")
 	}
@@ -279,7 +282,7 @@ func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPerm
 	if inline {
 		j.run = make(chan startedJob, 1)
 	}
-	j.item = Item{Tenant: ob.Tenant, Principal: ob.Subject, Cell: ob.CellClass, Queue: ob.QueueIndex, Payload: j}
+	j.item = Item{Tenant: ob.Tenant, Principal: ob.Subject, Cell: ob.CellClass, Queue: ob.QueueIndex, Payload: j, ArrivedAt: arrived}
 	if ctx.Err() != nil {
 		return nil, s.refuse(permit, ErrCancelled.withCause(context.Cause(ctx)))
 	}
