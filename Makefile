@@ -70,10 +70,15 @@ bench-runner:
 	$(GO) run ./bench/runnerbench -peer bench/peers/wasmtime/bin/wasmtime-peer \
 		-out bench/results/runner.json $(BENCH_RUNNER_FLAGS)
 
-# Noisy-neighbour isolation of the real binary: a quiet tenant's closed-loop
-# client alone, next to 1..64 noisy clients, and next to clients that ignore
-# Retry-After; writes bench/results/node.json (bench/nodebench/README.md).
-# Extra flags: BENCH_NODE_FLAGS="-duration 2s -rounds 1".
+# Noisy-neighbour isolation and HTTP-path cost of the real binary: a quiet
+# tenant's closed-loop client alone, next to 1..64 noisy clients and next to
+# clients that ignore Retry-After; an open-loop quiet tenant at 10 % of
+# capacity next to 16 noisy clients; Jain's index of 4 equal flooding tenants;
+# an echo flood of the node against a bare net/http + wazero server and bare
+# net/http. Writes bench/results/node.json and node.svg
+# (bench/nodebench/README.md). About 5 minutes; a short run:
+# BENCH_NODE_FLAGS="-duration 2s -rounds 1"; skip parts with -open-load 0
+# -jain-tenants 0 -flood 0.
 .PHONY: bench-node
 bench-node:
 	$(GO) run ./bench/nodebench -out bench/results/node.json $(BENCH_NODE_FLAGS)
