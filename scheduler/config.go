@@ -93,6 +93,22 @@ var ErrInvalidConfig = errors.New("scheduler: invalid configuration")
 // Is makes errors.Is(err, ErrInvalidConfig) hold.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
 
+// WithDefaults returns c with the defaults in its zero fields:
+// LowerClassAfter DefaultLowerClassAfter, Fairness FairnessFuel and
+// AdjustInterval DefaultAdjustInterval. NewCore and New call it.
+func (c Config) WithDefaults() Config {
+	if c.LowerClassAfter == 0 {
+		c.LowerClassAfter = DefaultLowerClassAfter
+	}
+	if c.Fairness == "" {
+		c.Fairness = FairnessFuel
+	}
+	if c.AdjustInterval == 0 {
+		c.AdjustInterval = DefaultAdjustInterval
+	}
+	return c
+}
+
 // Validate fills the defaults of zero fields and checks every field. It
 // returns a *ConfigError naming every problem by its configuration key.
 func (c *Config) Validate() error {

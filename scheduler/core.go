@@ -139,8 +139,10 @@ type Core struct {
 	plainAIMD bool // tests: no probe back-off (the negative control)
 }
 
-// NewCore validates cfg and returns an idle core.
+// NewCore fills the defaults of cfg (Config.WithDefaults), validates it and
+// returns an idle core.
 func NewCore(cfg Config) (*Core, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
