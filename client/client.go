@@ -3,7 +3,11 @@
 // honours Retry-After on retryable refusals, with jitter and a bounded retry
 // budget, and returns refusals as *Problem values.
 //
-// It imports nothing from this module, so any program can use it.
+// It imports the standard library only, nothing from this module and no
+// third-party package, so any Go program can use it without taking on the
+// node's dependencies. For that reason it is the one package that builds its
+// errors with the standard library (errors, fmt) instead of
+// github.com/cockroachdb/errors; internal/importcheck enforces both.
 package client
 
 import (
@@ -12,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -19,8 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/cockroachdb/errors"
 )
 
 // Client talks to one node. The zero value is not usable; use New.
@@ -52,7 +55,7 @@ func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 func New(baseURL, key string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.Newf("client: %q is not an http(s) URL", baseURL)
+		return nil, fmt.Errorf("client: %q is not an http(s) URL", baseURL)
 	}
 	c := &Client{base: u, key: key, http: &http.Client{},
 		retry: RetryPolicy{MaxRetries: 2, MaxWait: 10 * time.Second, Jitter: 0.2}, sleep: sleepCtx}
@@ -221,7 +224,7 @@ type Deployment struct {
 func (c *Client) Deploy(ctx context.Context, tenant, service string, manifest any) (*Deployment, error) {
 	data, err := json.Marshal(manifest)
 	if err != nil {
-		return nil, errors.Wrap(err, "client: encode manifest")
+		return nil, fmt.Errorf("client: encode manifest: %w", err)
 	}
 	_, body, err := c.do(ctx, http.MethodPut, "/v1/deployments/"+url.PathEscape(tenant)+"/"+url.PathEscape(service),
 		"application/json", data, nil)
@@ -230,7 +233,7 @@ func (c *Client) Deploy(ctx context.Context, tenant, service string, manifest an
 	}
 	var d Deployment
 	if err := json.Unmarshal(body, &d); err != nil {
-		return nil, errors.Wrap(err, "client: decode deployment")
+		return nil, fmt.Errorf("client: decode deployment: %w", err)
 	}
 	return &d, nil
 }
@@ -249,7 +252,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, bytes.NewReader(body))
 		if err != nil {
-			return nil, nil, errors.Wrap(err, "client: request")
+			return nil, nil, fmt.Errorf("client: request: %w", err)
 		}
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
@@ -262,12 +265,12 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, nil, errors.Wrap(err, "client: "+method+" "+path)
+			return nil, nil, fmt.Errorf("client: %s %s: %w", method, path, err)
 		}
 		data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 		_ = resp.Body.Close()
 		if err != nil {
-			return nil, nil, errors.Wrap(err, "client: read response")
+			return nil, nil, fmt.Errorf("client: read response: %w", err)
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, data, nil

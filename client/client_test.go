@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cockroachdb/errors"
 )
 
 func TestInvoke(t *testing.T) {
@@ -124,5 +124,49 @@ func TestProblems(t *testing.T) {
 	}
 	if _, err := New("ftp://x", "k"); err == nil {
 		t.Fatal("non-http URL accepted")
+	}
+}
+
+// TestErrors pins the messages of the client's own errors and that they keep
+// their cause for errors.Is and errors.As.
+func TestErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("not json"))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, invokeErr := c.Invoke(canceled, "t", "s", "r", nil, InvokeOptions{})
+	_, deployErr := c.Deploy(context.Background(), "t", "s", map[string]string{})
+	_, encodeErr := c.Deploy(context.Background(), "t", "s", func() {})
+	_, urlErr := New("ftp://x", "k")
+	var syntax *json.SyntaxError
+	var unsupported *json.UnsupportedTypeError
+	tests := []struct {
+		name   string
+		err    error
+		prefix string
+		cause  func(error) bool
+	}{
+		{"transport", invokeErr, "client: POST /v1/invoke/t/s/r: ", func(e error) bool { return errors.Is(e, context.Canceled) }},
+		{"decode", deployErr, "client: decode deployment: ", func(e error) bool { return errors.As(e, &syntax) }},
+		{"encode", encodeErr, "client: encode manifest: ", func(e error) bool { return errors.As(e, &unsupported) }},
+		{"url", urlErr, `client: "ftp://x" is not an http(s) URL`, func(e error) bool { return e != nil }},
+		// Negative control: a refusal is a *Problem, not a wrapped cause.
+		{"problem is not canceled", &Problem{Status: 503}, "latent-node: 503", func(e error) bool { return !errors.Is(e, context.Canceled) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.prefix) {
+				t.Fatalf("want an error starting %q, have %v", tc.prefix, tc.err)
+			}
+			if !tc.cause(tc.err) {
+				t.Fatalf("cause lost: %v", tc.err)
+			}
+		})
 	}
 }

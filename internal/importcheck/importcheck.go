@@ -1,8 +1,9 @@
-// Package importcheck enforces the architecture of DESIGN.md §2 and the house
-// rules that a linter does not: imports inside the module point only upstream,
-// nothing but cmd, stress and bench imports node or cmd, errors come from
-// github.com/cockroachdb/errors, and the clock-free packages never read the
-// wall clock. TestRepository runs it over the module (make check and make test).
+// Package importcheck enforces the module's layering and the house rules that
+// a linter does not: imports inside the module point only upstream, nothing
+// but cmd, stress and bench imports node or cmd, errors come from
+// github.com/cockroachdb/errors, the client imports the standard library only,
+// and the clock-free packages never read the wall clock. TestRepository runs
+// it over the module (make check and make test).
 package importcheck
 
 import (
@@ -20,11 +21,24 @@ var Allowed = map[string][]string{
 	"cellpool":   {"catalog", "internal"},
 	"runner":     {"catalog", "admission", "cellpool", "internal"},
 	"scheduler":  {"catalog", "admission", "internal"},
-	"client":     {"internal"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.
 var mayImportNode = []string{"cmd", "stress", "bench", "node"}
+
+// StdlibOnly lists the top-level packages whose code and tests import the
+// standard library only: nothing from this module and no third-party module,
+// so any Go program can use them. They build errors with the standard library
+// (errors, fmt.Errorf); Forbidden does not apply to them.
+var StdlibOnly = []string{"client"}
+
+// Standard reports whether an import path names a package of the standard
+// library: its first element has no dot, as every module path outside the
+// standard library has.
+func Standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
 
 // Forbidden maps import paths to the reason they are refused.
 var Forbidden = map[string]string{
@@ -52,6 +66,10 @@ func Check(module string, pkgs []Package) []string {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
 		me := top(rel)
 		internalTestdata := strings.HasPrefix(rel, "internal/") && strings.Contains(rel, "/testdata/")
+		if slices.Contains(StdlibOnly, me) {
+			bad = append(bad, checkStdlibOnly(module, me, rel, p)...)
+			continue
+		}
 		for _, imp := range p.Imports {
 			if why, ok := Forbidden[imp]; ok {
 				bad = append(bad, rel+" imports "+imp+": "+why)
@@ -81,4 +99,25 @@ func Check(module string, pkgs []Package) []string {
 	}
 	slices.Sort(bad)
 	return slices.Compact(bad)
+}
+
+// checkStdlibOnly returns the imports of StdlibOnly package me (at rel) that
+// are neither standard nor me itself or one of its subpackages.
+func checkStdlibOnly(module, me, rel string, p Package) []string {
+	ok := func(imp string) bool {
+		own := module + "/" + me
+		return Standard(imp) || imp == own || strings.HasPrefix(imp, own+"/")
+	}
+	var bad []string
+	for _, imp := range p.Imports {
+		if !ok(imp) {
+			bad = append(bad, rel+" imports "+imp+": "+me+" imports the standard library only")
+		}
+	}
+	for _, imp := range append(slices.Clone(p.TestImports), p.XTestImports...) {
+		if !ok(imp) {
+			bad = append(bad, rel+" (tests) imports "+imp+": "+me+" imports the standard library only")
+		}
+	}
+	return bad
 }
