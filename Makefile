@@ -60,8 +60,9 @@ wasm:
 clean:
 	rm -rf bin
 
-# Issue 4 "Speed": the latent runner, unmetered wazero and wasmtime-go with
-# fuel on, side by side on the same guests; writes bench/results/runner.json.
+# The runner's speed against its peers: the latent runner, unmetered wazero
+# and wasmtime-go with fuel on, side by side on the same guests; writes
+# bench/results/runner.json (bench/README.md).
 # The wasmtime peer is its own Go module (cgo, downloads wasmtime-go), so
 # `make test` never builds it. Extra flags: BENCH_RUNNER_FLAGS="-rounds 11".
 .PHONY: bench-runner

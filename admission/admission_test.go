@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/loadsource"
 )
 
@@ -96,7 +98,7 @@ func TestPolicy_Validate(t *testing.T) {
 			if !slices.Equal(have, tc.fields) {
 				t.Fatalf("want %q, have %q (%v)", tc.fields, have, err)
 			}
-			if _, err := NewLocalQuotaProvider(p, Options{Clock: &fakeClock{}, Load: loadsource.NewState(time.Second)}); err == nil {
+			if _, err := NewLocalQuotaProvider(p, Options{Clock: testutil.NewClock(time.Time{}), Load: loadsource.NewState(time.Second)}); err == nil {
 				t.Fatal("NewLocalQuotaProvider accepted an invalid policy")
 			}
 		})
@@ -217,7 +219,7 @@ func TestRejection_sanitizedAndRetryable(t *testing.T) {
 	all = append(all, rejArithmetic)
 	for _, r := range all {
 		if r.Retryable != retryable[r.Reason] {
-			t.Errorf("%v: retryable=%v, the seed says %v", r, r.Retryable, retryable[r.Reason])
+			t.Errorf("%v: retryable=%v, want %v", r, r.Retryable, retryable[r.Reason])
 		}
 		if !errors.Is(r, &Rejection{Code: r.Code}) || !errors.Is(errors.Wrap(r, "context"), &Rejection{Code: r.Code, Reason: r.Reason}) {
 			t.Errorf("%v does not match its sentinels through errors.Is", r)
@@ -414,7 +416,7 @@ func TestAdmit_resamplesTimeUnderLock(t *testing.T) {
 	// first sample would admit.
 	req = h.request("slow", "acme", "images")
 	req.Deadline = h.clock.Now().Add(10 * time.Millisecond)
-	h.clock.step = 8 * time.Millisecond
+	h.clock.SetStep(8 * time.Millisecond)
 	if _, err := h.admit(req); !errors.Is(err, ErrQueueDeadlineInfeasible) {
 		t.Fatalf("want the resampled clock to refuse, have %v", err)
 	}
@@ -509,61 +511,46 @@ func TestLedger_hammer(t *testing.T) {
 		}
 		revs[i] = r
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var admitted, refused int
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := h.prov.WithPolicySource(pin)
-			for i := 0; i < rounds; i++ {
-				k := (w + i) % len(targets)
-				req := &Request{ActivationID: "w" + strconv.Itoa(w) + "-" + strconv.Itoa(i%3), Revision: revs[k],
-					Priority: uint32(i % 7 % 6), Principal: Principal{Subject: targets[k].subject, Kind: KindUser, Tenant: targets[k].tenant}}
-				pm, err := c.Admit(req)
-				if err != nil {
-					var rej *Rejection
-					if !errors.As(err, &rej) || rej.Code != CodeResourceExhausted && rej.Code != CodeAlreadyExists {
-						t.Errorf("unexpected refusal: %v", err)
-						return
-					}
-					mu.Lock()
-					refused++
-					mu.Unlock()
-					continue
-				}
-				mu.Lock()
-				admitted++
-				mu.Unlock()
-				s := h.prov.Snapshot()
-				if s.Node.Usage.LiveActivations > p.Limits.MaxLiveActivations || s.Node.Usage.Queued > p.Limits.MaxQueued {
-					t.Errorf("node limits exceeded: %+v", s.Node.Usage)
-				}
-				if i%2 == 0 {
-					e, err := pm.StartExecution()
-					if err != nil {
-						t.Errorf("start: %v", err)
-						return
-					}
-					runtime.Gosched()
-					if err := e.Release(); err != nil {
-						t.Errorf("release: %v", err)
-					}
-				} else if err := pm.Release(); err != nil {
-					t.Errorf("release: %v", err)
-				}
+	var admitted, refused atomic.Int64
+	err := testutil.Hammer(workers, rounds, func(w, i int) error {
+		c := h.prov.WithPolicySource(pin)
+		k := (w + i) % len(targets)
+		req := &Request{ActivationID: "w" + strconv.Itoa(w) + "-" + strconv.Itoa(i%3), Revision: revs[k],
+			Priority: uint32(i % 7 % 6), Principal: Principal{Subject: targets[k].subject, Kind: KindUser, Tenant: targets[k].tenant}}
+		pm, err := c.Admit(req)
+		if err != nil {
+			var rej *Rejection
+			if !errors.As(err, &rej) || rej.Code != CodeResourceExhausted && rej.Code != CodeAlreadyExists {
+				return errors.Wrap(err, "unexpected refusal")
 			}
-		}()
+			refused.Add(1)
+			return nil
+		}
+		admitted.Add(1)
+		s := h.prov.Snapshot()
+		if s.Node.Usage.LiveActivations > p.Limits.MaxLiveActivations || s.Node.Usage.Queued > p.Limits.MaxQueued {
+			t.Errorf("node limits exceeded: %+v", s.Node.Usage)
+		}
+		if i%2 == 0 {
+			e, err := pm.StartExecution()
+			if err != nil {
+				return errors.Wrap(err, "start")
+			}
+			runtime.Gosched()
+			return errors.Wrap(e.Release(), "release")
+		}
+		return errors.Wrap(pm.Release(), "release")
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	if s := formatSnapshot(h.prov.Snapshot()); s != "empty" {
 		t.Fatalf("residue after the hammer:\n%s", s)
 	}
-	if admitted == 0 || refused == 0 {
-		t.Fatalf("the hammer did not contend: %d admitted, %d refused", admitted, refused)
+	if admitted.Load() == 0 || refused.Load() == 0 {
+		t.Fatalf("the hammer did not contend: %d admitted, %d refused", admitted.Load(), refused.Load())
 	}
-	t.Logf("%d admitted, %d refused", admitted, refused)
+	t.Logf("%d admitted, %d refused", admitted.Load(), refused.Load())
 }
 
 func TestAdmit_identifierBounds(t *testing.T) {

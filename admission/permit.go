@@ -115,8 +115,8 @@ func (e *ExecutionPermit) Obligations() Obligations { return e.core().Obligation
 
 // The safety net uses runtime.SetFinalizer rather than runtime.AddCleanup:
 // AddCleanup allocates its argument and a closure per call (two allocations
-// on the admission hot path, measured by BenchmarkSafetyNet), SetFinalizer
-// none. One finalizer, on the admission permit, covers both permits: the
+// on the admission hot path), SetFinalizer none (BenchmarkSafetyNet: 3
+// allocs/op against 1, the one being the probe each iteration allocates). One finalizer, on the admission permit, covers both permits: the
 // execution permit points at the admission permit, so the finalizer can only
 // run once neither is reachable, and it reclaims the reservation in
 // whichever state was abandoned. It is set at admission and cleared by the

@@ -26,8 +26,8 @@ func otherArch() string {
 	return "aarch64"
 }
 
-// TestOutcomesAndRejections covers every outcome of DESIGN §3.3 and every
-// rejection row that one node with a calm load source can show.
+// TestOutcomesAndRejections covers every activation outcome and every
+// refusal of docs/api.md that one node with a calm load source can show.
 func TestOutcomesAndRejections(t *testing.T) {
 	n, _ := startNode(t, nil, calm)
 	for _, g := range []string{"echo", "exit", "trap_unreachable", "trap_divzero", "trap_oob", "recursion", "infinite", "flood", "sleep"} {

@@ -1,4 +1,4 @@
-// Package e2e holds the black-box end-to-end tests of issue 6: they build
+// Package e2e holds the black-box end-to-end tests: they build
 // the real latent-node binary once per test process, start it on loopback
 // and talk to it over HTTP and through its CLI.
 package e2e

@@ -367,7 +367,8 @@ func TestRunner_compilationCacheSurvivesRestart(t *testing.T) {
 // TestRun_runawayGuestDoesNotStallGC: a guest spinning in a tight loop
 // reaches the fuel slow path every slice, which is a Go safe point, so a
 // garbage collection completes while it runs. Without the slow path the
-// collection waits for the whole call (hundreds of ms, research notes §0).
+// collection waits for the whole call: Go cannot stop a goroutine running
+// compiled guest code, whose loops have no safe point of their own.
 func TestRun_runawayGuestDoesNotStallGC(t *testing.T) {
 	e := newEnv(t)
 	e.deploy("infinite", testwasm.Bytes(t, "infinite"), ceiling(1<<40, 1<<20, 3*time.Second))

@@ -21,8 +21,8 @@ import (
 	"github.com/latent-node/latent-node/loadsource"
 )
 
-// The isolated admission regression of seed 001: in a child process with a
-// fixed deadline, submit many distinct rejected service targets and complete
+// The isolated admission regression: rejections must leave nothing behind.
+// In a child process with a fixed deadline, submit many distinct rejected service targets and complete
 // 100 reservations, then check that the process's threads, descriptors,
 // sockets and children are unchanged and every tenant counter is empty.
 // TestAdmissionIsolated1k runs in `make test`; the 100k variant needs the

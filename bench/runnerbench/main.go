@@ -1,9 +1,10 @@
-// Command runnerbench is `make bench-runner` (issue 4, "Speed"): it measures
-// the same guests, side by side in one run, on the latent runner (admission,
-// cell, fuel-instrumented wazero), on unmetered wazero, and on wasmtime-go
-// with fuel on (the peer program in bench/peers/wasmtime, its own Go module,
-// run as a subprocess once per round so that the engines' rounds
-// interleave), and writes medians and ratios to bench/results/runner.json.
+// Command runnerbench is `make bench-runner`, the runner's speed against its
+// peers: it measures the same guests, side by side in one run, on the latent
+// runner (admission, cell, fuel-instrumented wazero), on unmetered wazero,
+// and on wasmtime-go with fuel on (the peer program in bench/peers/wasmtime,
+// its own Go module, run as a subprocess once per round so that the engines'
+// rounds interleave), and writes medians and ratios to
+// bench/results/runner.json.
 // See bench/README.md.
 //
 // It is a main package: `go vet ./...` compiles it, no test runs it.

@@ -1,5 +1,8 @@
 // Command latent-node is the standalone WebAssembly execution node: serve,
-// check, keygen, deploy, invoke, version (DESIGN §3.1).
+// check, keygen, deploy, invoke, version (usageText lists them; each
+// command's --help its flags). The configuration file is described in
+// docs/configuration.md, the HTTP API that deploy and invoke call in
+// docs/api.md.
 package main
 
 import (
@@ -365,7 +368,8 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// cliManifest is the TOML release manifest; modules are paths.
+// deploy reads a TOML release manifest whose revisions name their modules by
+// path (loadManifest), uploads the modules and activates the release.
 func deploy(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("deploy", stderr, "deploy [flags] release.toml")
 	nodeURL, key := clientFlags(fs)

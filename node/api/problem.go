@@ -38,7 +38,8 @@ type FieldProblem struct {
 	Problem string `json:"problem"`
 }
 
-// StatusOf maps a structured refusal to its HTTP status (DESIGN §3.3).
+// StatusOf maps a structured refusal to its HTTP status (the table in
+// docs/api.md).
 func StatusOf(code, reason string) int {
 	switch code {
 	case admission.CodeUnauthenticated:

@@ -1,7 +1,8 @@
-// Package auth turns an `Authorization: Bearer <key>` header into the
-// principal the key belongs to (DESIGN §3.2 [[principals]], §3.3). The
-// principal, its tenant, kind, service identity and roles come from the key
-// alone, never from request headers or the body.
+// Package auth turns an `Authorization: Bearer <key>` header (docs/api.md)
+// into the principal the key belongs to (a [[principals]] entry of the
+// configuration, docs/configuration.md). The principal, its tenant, kind,
+// service identity and roles come from the key alone, never from request
+// headers or the body.
 //
 // # Keys
 //

@@ -511,7 +511,7 @@ func TestParse_messages(t *testing.T) {
 func TestParse_design(t *testing.T) {
 	cfg, err := Load("testdata/design.toml")
 	if err != nil {
-		t.Fatalf("the DESIGN §3.2 example must be valid:\n%v", err)
+		t.Fatalf("the example configuration must be valid:\n%v", err)
 	}
 	n := cfg.Node
 	if n.Listen != "127.0.0.1:8080" || n.DataDir != "/var/lib/latent-node" || n.Architecture != "x86_64" ||

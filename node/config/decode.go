@@ -13,11 +13,11 @@ import (
 
 // The document is parsed by go-toml into a generic tree (tables are
 // map[string]any, arrays []any, integers int64) and decoded here against the
-// schema of DESIGN §3.2. go-toml's own struct decoding stops at the first
-// value of the wrong type and then drops the unknown-key report, and its key
-// paths lose array indices; walking the tree reports every unknown key,
-// wrong type, missing key, bad size and bad duration at once, each with its
-// full key path ("principals[2].api_keys[0]").
+// schema that docs/configuration.md documents. go-toml's own struct decoding
+// stops at the first value of the wrong type and then drops the unknown-key
+// report, and its key paths lose array indices; walking the tree reports
+// every unknown key, wrong type, missing key, bad size and bad duration at
+// once, each with its full key path ("principals[2].api_keys[0]").
 
 // Messages for missing keys; optional means there is a default.
 const (

@@ -1,8 +1,9 @@
-// Package config reads the node's TOML configuration (DESIGN §3.2), checks
-// all of it at once and converts it into the typed configurations of the
-// layers: admission's NodeAdmissionPolicy, the cell pool's and the runner's
-// Config, and plain fields for the scheduler, the load sampler, the HTTP
-// server and the authenticator.
+// Package config reads the node's TOML configuration (every key is
+// documented in docs/configuration.md), checks all of it at once and
+// converts it into the typed configurations of the layers: admission's
+// NodeAdmissionPolicy, the cell pool's and the runner's Config, and plain
+// fields for the scheduler, the load sampler, the HTTP server and the
+// authenticator.
 //
 // # What it guarantees
 //
@@ -32,8 +33,9 @@
 // node.data_dir unless the caller supplies it (WithDataDir). Zero in a limit
 // grants no capacity; there is no silent unlimited and no wildcard. Every
 // other key has the default documented on its field (the Default…
-// constants): the DESIGN example's values, listen 127.0.0.1:8080, region
-// and zone "local", architecture this host's (HostArchitecture).
+// constants): the values of the example configuration
+// (testdata/design.toml), listen 127.0.0.1:8080, region and zone "local",
+// architecture this host's (HostArchitecture).
 //
 // Then the rules: the admission policy's own (NodeAdmissionPolicy.Validate:
 // positive ceilings, queue classes named, non-overlapping and covering

@@ -6,8 +6,9 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// Roles is a set of the roles of DESIGN §3.2 ([[principals]] roles). Each
-// Role… constant is a set of one role. The zero value grants nothing.
+// Roles is a set of the roles a [[principals]] entry grants (its roles key,
+// docs/configuration.md). Each Role… constant is a set of one role. The zero
+// value grants nothing.
 type Roles uint8
 
 // The roles. Invoke calls routes of the principal's tenant; deploy uploads
