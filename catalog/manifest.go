@@ -87,25 +87,6 @@ type ManifestTarget struct {
 // ErrInvalidManifest marks every manifest the catalog refuses for its content.
 var ErrInvalidManifest = errors.New("catalog: invalid release manifest")
 
-// FieldError is one problem in a manifest, with the path of the field
-// (for example "revisions[1].ceiling.wall_time").
-type FieldError struct {
-	Field   string
-	Problem string
-}
-
-func (f FieldError) String() string { return f.Field + ": " + f.Problem }
-
-// JoinFieldErrors is what an error listing problems says: the subject, then
-// each problem, separated by "; ".
-func JoinFieldErrors(subject string, problems []FieldError) string {
-	parts := make([]string, len(problems))
-	for i, p := range problems {
-		parts[i] = p.String()
-	}
-	return subject + ": " + strings.Join(parts, "; ")
-}
-
 // ValidationError lists every problem found in a manifest.
 type ValidationError struct {
 	Problems []FieldError
