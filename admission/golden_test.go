@@ -1,26 +1,22 @@
 package admission
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
+
 	"github.com/latent-node/latent-node/catalog"
 )
 
-// rewrite regenerates the expected output of the golden scripts:
-//
-//	go test ./admission -run TestLedger_golden -rewrite
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/")
-
-// TestLedger_golden runs the scripts in testdata/*.txt. Each block is one
-// command line, a "----" line, and the expected output; blocks are separated
-// by blank lines and "#" lines are comments. Commands:
+// TestLedger_golden runs the datadriven scripts in testdata/*.txt, each on a
+// harness of its own. Every directive is one command with key=value
+// arguments (a value may be a Go-quoted string), a "----" line, and the
+// expected output; "#" lines are comments. Commands:
 //
 //	admit id=<id> [svc=images] [tenant=acme] [subject=alice] [kind=user|service]
 //	      [principal-tenant=acme] [service-identity=<s>] [prio=N] [payload=N]
@@ -36,14 +32,23 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/
 //
 // Every admit prints the grant or the rejection; the harness's catalog
 // deploys the services of testServices (one route "run" each). Permits are
-// named by tenant and id, as activation ids are per tenant.
+// named by tenant and id, as activation ids are per tenant. To regenerate
+// the expected outputs:
+//
+//	go test ./admission -run TestLedger_golden -rewrite
 func TestLedger_golden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.txt")
 	if len(files) == 0 {
 		t.Fatal("no golden scripts")
 	}
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) { runScript(t, file) })
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			st := &scriptState{h: newHarness(t, testPolicy()), adm: map[string]*AdmissionPermit{},
+				exec: map[string]*ExecutionPermit{}}
+			datadriven.RunTest(t, file, func(t *testing.T, d *datadriven.TestData) string {
+				return st.run(t, d)
+			})
+		})
 	}
 }
 
@@ -53,47 +58,11 @@ type scriptState struct {
 	exec map[string]*ExecutionPermit
 }
 
-func runScript(t *testing.T, file string) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := &scriptState{h: newHarness(t, testPolicy()), adm: map[string]*AdmissionPermit{}, exec: map[string]*ExecutionPermit{}}
-	var out strings.Builder
-	lines := strings.Split(string(data), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			out.WriteString(line + "\n")
-			continue
-		}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command without a ---- line", file, i+1)
-		}
-		var want []string
-		j := i + 2
-		for ; j < len(lines) && lines[j] != ""; j++ {
-			want = append(want, lines[j])
-		}
-		have := st.run(t, line)
-		if !*rewrite && strings.Join(want, "\n") != have {
-			t.Errorf("%s:%d: %s\nwant:\n%s\nhave:\n%s", file, i+1, line, strings.Join(want, "\n"), have)
-		}
-		out.WriteString(line + "\n----\n" + have + "\n")
-		i = j - 1
-	}
-	if *rewrite {
-		if err := os.WriteFile(file, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func (st *scriptState) run(t *testing.T, line string) string {
-	fields := strings.Fields(line)
+func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
+	line := d.Pos + ": " + d.Input
 	args := map[string]string{}
-	for _, f := range fields[1:] {
-		k, v, _ := strings.Cut(f, "=")
+	for _, a := range d.CmdArgs {
+		v := strings.Join(a.Vals, ",")
 		if strings.HasPrefix(v, `"`) {
 			u, err := strconv.Unquote(v)
 			if err != nil {
@@ -101,7 +70,7 @@ func (st *scriptState) run(t *testing.T, line string) string {
 			}
 			v = u
 		}
-		args[k] = v
+		args[a.Key] = v
 	}
 	num := func(k string) uint64 {
 		n, err := strconv.ParseUint(args[k], 10, 64)
@@ -119,7 +88,7 @@ func (st *scriptState) run(t *testing.T, line string) string {
 	}
 	h := st.h
 	name := permitName(args)
-	switch fields[0] {
+	switch d.Cmd {
 	case "admit":
 		return st.admit(t, args, num, dur)
 	case "start":
@@ -147,7 +116,7 @@ func (st *scriptState) run(t *testing.T, line string) string {
 		}
 		return "ok"
 	case "advance":
-		h.clock.advance(dur("d"))
+		h.clock.Advance(dur("d"))
 		return "ok"
 	case "load":
 		cpu, _ := strconv.ParseFloat(args["cpu"], 64)
@@ -164,7 +133,7 @@ func (st *scriptState) run(t *testing.T, line string) string {
 	case "snapshot":
 		return formatSnapshot(h.prov.Snapshot())
 	}
-	t.Fatalf("unknown command %q", fields[0])
+	t.Fatalf("%s: unknown command %q", line, d.Cmd)
 	return ""
 }
 

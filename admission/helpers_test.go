@@ -12,32 +12,12 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
 )
 
-// fakeClock is a manual clock. Every Now call also applies step (for tests
-// that need time to move between the samples admission takes).
-type fakeClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	step time.Duration
-}
-
 var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := c.now
-	c.now = c.now.Add(c.step)
-	return t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 const mib = 1 << 20
 
@@ -86,23 +66,18 @@ func testPolicy() NodeAdmissionPolicy {
 	}
 }
 
-// inspector is a catalog.ModuleInspector whose answers depend on the module text.
-type inspector struct{}
-
-func (inspector) Inspect(_ context.Context, _ catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
-	info := catalog.ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
-		Threading: catalog.ThreadingSingle, Exports: []catalog.FunctionName{"_start"}}
-	switch string(module) {
-	case "shared":
-		info.Threading = catalog.ThreadingShared
-		info.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
-	case "small-capsule":
-		info.MaxMemoryBytes = 4 * mib
-	case "big-initial":
-		info.MinMemoryBytes = 8 * mib
-	}
-	return info, nil
-}
+// inspector answers by the module text: "shared" uses shared memory,
+// "small-capsule" caps memory at 4 MiB, "big-initial" starts with 8 MiB;
+// any other module is plain.
+var inspector = func() catalog.ModuleInspector {
+	shared, capsule, big := catalogtest.PlainModuleInfo(), catalogtest.PlainModuleInfo(), catalogtest.PlainModuleInfo()
+	shared.Threading = catalog.ThreadingShared
+	shared.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
+	capsule.MaxMemoryBytes = 4 * mib
+	big.MinMemoryBytes = 8 * mib
+	return catalogtest.Inspector{ByModule: map[string]catalog.ModuleInfo{
+		"shared": shared, "small-capsule": capsule, "big-initial": big}}
+}()
 
 type service struct {
 	tenant     catalog.TenantID
@@ -146,7 +121,7 @@ var testServices = []service{
 
 type harness struct {
 	t     testing.TB
-	clock *fakeClock
+	clock *testutil.Clock
 	load  *loadsource.State
 	cat   *catalog.Catalog
 	prov  *LocalQuotaProvider
@@ -200,7 +175,7 @@ func newHarnessOwnCatalog(t testing.TB, policy NodeAdmissionPolicy) *harness {
 // deployTestServices opens a catalog in dir and deploys testServices.
 func deployTestServices(dir string) (*catalog.Catalog, error) {
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: inspector{}})
+	cat, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: inspector})
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +198,7 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 
 func harnessWith(t testing.TB, policy NodeAdmissionPolicy, cat *catalog.Catalog) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: &fakeClock{now: epoch}, load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{},
+	h := &harness{t: t, clock: testutil.NewClock(epoch), load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{},
 		cat: cat}
 	h.setLoad(0.1, 0.1)
 	prov, err := NewLocalQuotaProvider(policy, Options{Clock: h.clock, Load: h.load, QueueDelay: h})
@@ -237,7 +212,7 @@ func harnessWith(t testing.TB, policy NodeAdmissionPolicy, cat *catalog.Catalog)
 // setLoad publishes a sample taken now (a sample must be newer than the last;
 // the fake clock moves by 1ns to keep samples ordered).
 func (h *harness) setLoad(cpu, mem float64) {
-	h.clock.advance(time.Nanosecond)
+	h.clock.Advance(time.Nanosecond)
 	if err := h.load.Publish(loadsource.Sample{CPU: cpu, Memory: mem, TakenAt: h.clock.Now()}); err != nil {
 		h.t.Fatalf("publish: %v", err)
 	}
