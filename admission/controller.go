@@ -219,7 +219,7 @@ func (p *LocalQuotaProvider) checkIdentifiers(req *Request) *Rejection {
 }
 
 // grant intersects the request, the capsule, the deployment ceiling and the
-// node ceiling. Memory is rounded down to whole 64 KiB pages, since linear
+// node ceiling. Memory is rounded down to whole 64 KiB Wasm pages, since linear
 // memory grows in pages; a grant below the module's initial memory, or a
 // zero dimension, is infeasible and not retryable.
 func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget) (catalog.Budget, *Rejection) {
@@ -235,7 +235,7 @@ func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget)
 	if req.HasWallTime {
 		wall = min(wall, req.WallTime)
 	}
-	mem &^= 1<<16 - 1
+	mem &^= catalog.WasmPageBytes - 1
 	switch {
 	case fuel == 0:
 		return catalog.Budget{}, rejZeroFuel

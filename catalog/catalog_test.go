@@ -240,7 +240,7 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 func TestPin_policyContent(t *testing.T) {
 	fx := newFixture(t)
 	a := fx.module("a")
-	fx.insp.set(a, ModuleInfo{MinMemoryBytes: 2 << 16, MaxMemoryBytes: 64 << 16, Threading: ThreadingSingle,
+	fx.insp.set(a, ModuleInfo{MinMemoryBytes: 2 * WasmPageBytes, MaxMemoryBytes: 64 * WasmPageBytes, Threading: ThreadingSingle,
 		Features: FeatureSetOf(FeatureBulkMemory), Exports: []FunctionName{"_start"}})
 	m := Manifest{Tenant: "acme", Service: "images",
 		Revisions: []ManifestRevision{revision("v1", a)},
@@ -261,7 +261,7 @@ func TestPin_policyContent(t *testing.T) {
 		Tenant: "acme", Service: "images", Name: "v1", ID: d.Revisions[0].ID, Release: d.Release, Generation: 1,
 		Artifact: a, TrustClass: "untrusted",
 		Ceiling:      Budget{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: 2e9},
-		Capsule:      Capsule{MinMemoryBytes: 2 << 16, MaxMemoryBytes: 64<<16 + CallStackBytes},
+		Capsule:      Capsule{MinMemoryBytes: 2 * WasmPageBytes, MaxMemoryBytes: 64*WasmPageBytes + CallStackBytes},
 		Requirements: Requirements{Threading: ThreadingSingle, Features: FeatureSetOf(FeatureSIMD, FeatureBulkMemory)},
 		Placement:    NewPlacement([]string{"x86_64"}, []string{"eu"}, nil),
 	}
@@ -604,7 +604,7 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 	shared := fx.module("shared")
 	fx.insp.set(shared, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingShared, Exports: []FunctionName{"_start"}})
 	tables := fx.module("tables")
-	fx.insp.set(tables, ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 128 << 20, FixedMemoryBytes: 64 << 20,
+	fx.insp.set(tables, ModuleInfo{MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: 128 << 20, FixedMemoryBytes: 64 << 20,
 		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}})
 	noStart := fx.module("nostart")
 	fx.insp.set(noStart, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingSingle, Exports: []FunctionName{"main"}})
@@ -902,18 +902,18 @@ func TestDeploy_hostFaultIsNotTheModules(t *testing.T) {
 func TestRestart_fixedMemoryNotCompared(t *testing.T) {
 	fx := newFixture(t)
 	a, b := fx.module("a"), fx.module("b")
-	info := ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 1 << 20, FixedMemoryBytes: 1 << 16,
+	info := ModuleInfo{MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: 1 << 20, FixedMemoryBytes: WasmPageBytes,
 		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}}
 	fx.insp.set(a, info)
 	fx.deploy(twoRevisions(a, b))
-	info.FixedMemoryBytes = 2 << 16
+	info.FixedMemoryBytes = 2 * WasmPageBytes
 	fx.insp.set(a, info)
 	reopened := fx.open()
 	pol := reopened.Pin().s.services[serviceKey{"acme", "images"}].policies[0]
 	if pol.Artifact != a {
 		t.Fatalf("revision 0 runs %s, want %s", pol.Artifact, a)
 	}
-	if want := uint64(1<<16 + 2<<16); pol.Capsule.MinMemoryBytes != want {
+	if want := uint64(WasmPageBytes + 2*WasmPageBytes); pol.Capsule.MinMemoryBytes != want {
 		t.Fatalf("capsule minimum after restart: have %d, want %d", pol.Capsule.MinMemoryBytes, want)
 	}
 }

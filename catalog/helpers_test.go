@@ -53,7 +53,7 @@ func (f *fakeInspector) held() map[Digest]int {
 
 func defaultInfo() ModuleInfo {
 	return ModuleInfo{
-		MinMemoryBytes: 65536, MaxMemoryBytes: MaxWasm32MemoryBytes,
+		MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: MaxWasm32MemoryBytes,
 		Threading: ThreadingSingle, Exports: []FunctionName{"_start", "helper"},
 	}
 }

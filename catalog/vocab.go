@@ -262,8 +262,14 @@ type Capsule struct {
 // declared maximum linear memory (the grant covers the stack too).
 const CallStackBytes = 1 << 20
 
-// MaxWasm32MemoryBytes is the largest linear memory of a wasm32 module.
-const MaxWasm32MemoryBytes = 65536 * 65536
+// WasmPageBytes is the size of one WebAssembly page (64 KiB), the unit in
+// which a module declares and grows its linear memory. Packages that count
+// linear memory in pages use it rather than a literal.
+const WasmPageBytes = 65536
+
+// MaxWasm32MemoryBytes is the largest linear memory of a wasm32 module:
+// 65536 pages, 4 GiB.
+const MaxWasm32MemoryBytes = 65536 * WasmPageBytes
 
 // ByteSize is a number of bytes written as an integer or a string with a unit:
 // "512", "64KiB", "32MiB", "1GiB", "1TiB" (binary) or "1KB", "1MB", "1GB"

@@ -45,11 +45,12 @@ var (
 
 // Bounds of ClassConfig.
 const (
-	// PageSize is the WebAssembly page size; MemoryBytes is a multiple of it.
-	PageSize = 65536
-	// MaxMemoryBytes is the largest linear memory of a 32-bit wasm module
-	// (65536 pages, 4 GiB).
-	MaxMemoryBytes = 65536 * PageSize
+	// PageSize is the WebAssembly page size, catalog.WasmPageBytes;
+	// MemoryBytes is a multiple of it.
+	PageSize = catalog.WasmPageBytes
+	// MaxMemoryBytes is the largest linear memory of a 32-bit wasm module,
+	// catalog.MaxWasm32MemoryBytes (65536 pages, 4 GiB).
+	MaxMemoryBytes = catalog.MaxWasm32MemoryBytes
 	// MaxParallelism bounds the cells of one class (a guard against typos:
 	// each cell reserves MemoryBytes of address space up front).
 	MaxParallelism = 1 << 14
@@ -116,7 +117,7 @@ func validate(cfg Config) error {
 			problems = append(problems, class.String()+": MemoryBytes must be positive")
 		case cc.MemoryBytes%PageSize != 0:
 			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
-				" is not a multiple of 65536")
+				" is not a multiple of "+strconv.Itoa(PageSize))
 		case cc.MemoryBytes > MaxMemoryBytes:
 			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
 				" exceeds 4 GiB")

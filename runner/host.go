@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 )
 
@@ -171,7 +172,7 @@ func grow(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	bytes := int64(delta) * 65536
+	bytes := int64(delta) * catalog.WasmPageBytes
 	avail := int64(a.stack.Get())
 	if bytes > max(avail-int64(stackReserve(a.grant)), 0) {
 		a.memRefused = true

@@ -249,7 +249,7 @@ func TestRun_stackBomb(t *testing.T) {
 		if out.Kind != Trap || out.TrapKind != TrapCallDepth || out.Quarantine {
 			t.Fatalf("%s: want the call-depth trap, have %s/%s (%v)", name, out.Kind, out.TrapKind, out.Err)
 		}
-		if out.MemoryPeakBytes > grant || out.MemoryPeakBytes < grant-64<<10 {
+		if out.MemoryPeakBytes > grant || out.MemoryPeakBytes < grant-catalog.WasmPageBytes {
 			t.Fatalf("%s: memory peak %d, want the grant (%d) less at most one page", name, out.MemoryPeakBytes, grant)
 		}
 		alloc := after.TotalAlloc - before.TotalAlloc
@@ -402,12 +402,12 @@ func TestRun_tableBytes(t *testing.T) {
 		cell := &countingCell{}
 		return e.r.Run(context.Background(), x, cell, nil), cell
 	}
-	const need = 65536 + 8*elems
+	const need = catalog.WasmPageBytes + 8*elems // one page of memory and the table
 	// The module's tables are part of its capsule: admission refuses a
 	// grant that cannot hold them (Run checks it again before it touches
 	// the cell).
 	var rej *admission.Rejection
-	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - 65536, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != "memory" {
+	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - catalog.WasmPageBytes, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != "memory" {
 		if x != nil {
 			_ = x.Release()
 		}

@@ -23,7 +23,7 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 	big := ceiling(1<<40, 16<<20, 10*time.Second)
 	e.deploy("echo", testwasm.Bytes(t, "echo"), big)
 	e.deploy("compute", testwasm.Bytes(t, "compute"), big)
-	e.deploy("grow", testwasm.Bytes(t, "grow"), ceiling(1<<40, 8*65536, 10*time.Second))
+	e.deploy("grow", testwasm.Bytes(t, "grow"), ceiling(1<<40, 8*catalog.WasmPageBytes, 10*time.Second))
 	e.deploy("trap", testwasm.Bytes(t, "trap_oob"), big)
 	const parallelism = 3
 	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{

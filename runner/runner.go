@@ -249,7 +249,7 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	}
 	slices.Sort(exports)
 	info := catalog.ModuleInfo{
-		MinMemoryBytes: uint64(in.MemoryMinPages) * 65536,
+		MinMemoryBytes: uint64(in.MemoryMinPages) * catalog.WasmPageBytes,
 		MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
 		// Tables live on the Go heap, charged to the grant (see Run).
 		FixedMemoryBytes: in.TableBytes,
@@ -257,7 +257,7 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 		Exports:          slices.Compact(exports),
 	}
 	if in.HasMemoryMax {
-		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * 65536
+		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * catalog.WasmPageBytes
 	}
 	for _, name := range in.Features.Names() {
 		f, err := catalog.ParseFeature(name)

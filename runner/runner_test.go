@@ -174,7 +174,7 @@ func TestRun_outcomes(t *testing.T) {
 	e.deploy("oob_data", testwasm.Bytes(t, "oob_data"), big)
 	e.deploy("sleep", testwasm.Bytes(t, "sleep"), ceiling(1<<40, 1<<20, 500*time.Millisecond))
 	e.deploy("small-fuel", testwasm.Bytes(t, "infinite"), ceiling(100_000, 1<<20, 10*time.Second))
-	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*65536, 10*time.Second))
+	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*catalog.WasmPageBytes, 10*time.Second))
 
 	none := admission.BudgetRequest{}
 	tests := []struct {
@@ -235,7 +235,7 @@ func TestRun_outcomes(t *testing.T) {
 			}
 			// Linear memory grows to the grant less the stack's reserve (2
 			// pages of 16); the stack in use adds to the peak.
-			if tc.service == "grow-capped" && (out.MemoryPeakBytes <= 14*65536 || out.MemoryPeakBytes > 16*65536) {
+			if tc.service == "grow-capped" && (out.MemoryPeakBytes <= 14*catalog.WasmPageBytes || out.MemoryPeakBytes > 16*catalog.WasmPageBytes) {
 				t.Fatalf("grow under a 16-page grant: memory peak %d, want 14 pages and the stack in use", out.MemoryPeakBytes)
 			}
 			if tc.kind == FuelExhausted && tc.budget.HasCPUFuel && out.FuelUsed != tc.budget.CPUFuel {

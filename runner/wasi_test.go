@@ -8,6 +8,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/catalog"
 )
 
 // oneMemoryPage is (module (memory (export "memory") 1)).
@@ -57,7 +59,7 @@ func TestWASIList(t *testing.T) {
 		t.Fatalf("strings %q", buf)
 	}
 
-	const end = 65536
+	const end = catalog.WasmPageBytes // oneMemoryPage's size
 	for _, tc := range []struct {
 		name             string
 		offsets, strings uint32

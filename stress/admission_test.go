@@ -138,7 +138,7 @@ func (c *clock) Now() time.Time { return time.Unix(0, c.now.Load()) }
 type inspector struct{}
 
 func (inspector) Inspect(context.Context, catalog.Digest, []byte) (catalog.ModuleInfo, error) {
-	return catalog.ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: 1 << 30, Threading: catalog.ThreadingSingle,
+	return catalog.ModuleInfo{MinMemoryBytes: catalog.WasmPageBytes, MaxMemoryBytes: 1 << 30, Threading: catalog.ThreadingSingle,
 		Exports: []catalog.FunctionName{"_start"}}, nil
 }
 
