@@ -61,12 +61,12 @@
 //
 // Reset: Release(Reuse) runs madvise(MADV_DONTNEED) over the granted range,
 // which drops the pages of a private anonymous mapping so that they read as
-// zero next time; a used memory of at most 4 pages is zeroed in place
-// instead (no syscall, and no page faults when the next guest touches it). The pages stay readable and writable up to the highest
-// size the cell ever granted (above it they stay PROT_NONE), so a reused
-// cell pays one madvise per activation and no mprotect until a guest grows
-// past that mark: in a VM each mprotect costs microseconds, and dropping the
-// two per activation cut a trivial activation from about 50 µs to 17 µs.
+// zero next time; a granted memory of at most 4 pages is zeroed in place
+// instead (no syscall, and no page faults when the next guest touches it).
+// The pages stay readable and writable up to the highest size the cell ever
+// granted (above it they stay PROT_NONE), so a reused cell pays at most one
+// madvise per activation and no mprotect until a guest grows past that mark
+// (RATIONALE.md says why).
 // The next activation starts from zeroed memory at the same address and
 // cannot read the previous guest's data: wazero only holds a slice of its
 // current size. The cost is proportional to the pages touched, not to
@@ -119,11 +119,12 @@
 // # Non-goals
 //
 // Waiting fairness (the scheduler's), growing a class beyond its
-// Parallelism, shrinking a memory, memory64 and multiple memories, and crash safety for
-// callers that touch a module's memory after Release: below the high-water
-// mark that memory is zeroed and may be the next guest's, above it PROT_NONE
-// or unmapped; such a caller is a bug the package cannot catch. Off Linux a
-// heap-backed fallback keeps the package building, without guard pages.
+// Parallelism, shrinking a memory, memory64 and multiple memories, and crash
+// safety for callers that touch a module's memory after Release: below the
+// high-water mark that memory is zeroed and may be the next guest's, above
+// it PROT_NONE or unmapped; such a caller is a bug the package cannot catch.
+// Off Linux a heap-backed fallback keeps the package building, without
+// guard pages.
 //
 // # Internal organization
 //

@@ -115,8 +115,9 @@ func (l *Lease) MemoryBytes() uint64 {
 
 // Release ends the lease with disposition d. Call it once, after the guest
 // stopped and its module was closed (so wazero called Free). With Reuse the
-// used part of the cell's memory is zeroed and made inaccessible again and the
-// cell returns to service, unless its state is uncertain: an allocator
+// used part of the cell's memory is zeroed (its pages stay readable and
+// writable up to the cell's high-water mark; see the package documentation)
+// and the cell returns to service, unless its state is uncertain: an allocator
 // failure, a Reallocate after Free, or memory handed to wazero that wazero
 // never freed (a module instance may still reference it). Then the cell is
 // quarantined and Release returns an error marked ErrQuarantined. With

@@ -16,7 +16,7 @@ type region interface {
 	// grant makes [from, to) readable and writable. from and to are
 	// multiples of the OS page size.
 	grant(from, to uint64) error
-	// reset zeroes [0, n) and makes it inaccessible again.
+	// reset zeroes [0, n); the pages stay readable and writable.
 	reset(n uint64) error
 	// release gives the reservation back to the OS. The region is unusable
 	// afterwards.

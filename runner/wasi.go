@@ -110,9 +110,8 @@ func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
 // binding is a module configuration built once and lent to one activation
 // at a time: its stdin, stdout, stderr, clocks, sleep, yield and random
 // source forward to the activation bound to it (and charge it fuel). Each
-// wazero.ModuleConfig.With… call copies the configuration; building it per
-// activation (eight copies) and collecting the copies took about 40 % of a
-// trivial activation (BenchmarkRun_trivial: 18.7 µs with, 11.1 µs without).
+// wazero.ModuleConfig.With… call copies the configuration, so an activation
+// makes none of them; RATIONALE.md gives the cost this avoids.
 type binding struct {
 	cfg  wazero.ModuleConfig
 	a    *activation

@@ -99,8 +99,8 @@
 // negative, so there is no check). Nested if/else hoist outward. On every
 // path the total is unchanged; what changes is that the hoisted part is
 // paid before the if (and by a br_if that leaves the region early). This
-// halves the checks of small recursive functions: metered fib(25) runs at
-// about 1.2× the uninstrumented time instead of 1.4×.
+// halves the checks of small recursive functions (RATIONALE.md says what it
+// saves).
 //
 // Dynamic costs. memory.fill, memory.copy, memory.init, table.fill,
 // table.copy and table.init also cost min(len, size) >> BulkShift (len read
@@ -175,32 +175,30 @@
 // the slices allocated sum to at most about 4 × the bytes in use. The tests
 // check, for frames with many live values, v128 values, parameters, locals
 // and values spilled across a sequence of calls, that the Go heap allocated
-// for the stack stays below the bytes charged (it is 10-72% of them), and
-// that a recursion keeping values live across its calls with a 4 MiB budget
-// traps having allocated under 4 MiB. Info.MaxFrameBytes is the largest
-// frame cost of the module: the innermost frame is never charged (it calls
-// nothing), so the stack the guest can use is bounded by the budget plus
-// MaxFrameBytes.
+// for the stack stays below the bytes charged (7-72% of them at depths of
+// 1,000 and more), and that a recursion keeping values live across its
+// calls with a 4 MiB budget traps having allocated under 4 MiB.
+// Info.MaxFrameBytes is the largest frame cost of the module: the innermost
+// frame is never charged (it calls nothing), so the stack the guest can use
+// is bounded by the budget plus MaxFrameBytes.
 //
 // Re-entry. After tick at a function's entry, the function does not go on:
 // it refunds its entry charge and calls itself with its parameters, which
 // charges the entry again (now covered) and runs the body. Fuel is
 // unchanged, but the slow path ends in a return instead of joining the fast
-// path, and wazero's compiler then keeps the parameters and the fuel global
-// in registers on the fast path instead of reloading every value that is
-// live across the join: the metered fib fixture (fib(27), median of 101
-// paired runs) took 1.31× the uninstrumented time with the join and 1.20×
-// with the re-entry. The re-entered frame is not charged to the stack
+// path, so wazero's compiler keeps the parameters and the fuel global in
+// registers on the fast path instead of reloading every value that is live
+// across the join. The re-entered frame is not charged to the stack
 // global: charging it would make later entries, and so traps, depend on
 // where ticks happened, which depends on the slice size. It lowers the
 // low-water mark (to at least 0), so the host's view of the peak includes
 // it; between ticks (one per slice of the budget) each entry adds at most
 // one such frame. The entry check is written as an if whose empty then arm
-// is the fast path, so the compiler makes it the fall-through; a tight loop
-// whose function entry only checks the stack went from 1.4× to 1.1× with
-// that and the unreachable after depth_exceeded (nothing is live across a
-// slow path that does not return). A trap or exit abandons the instance, so
-// a bracket left open does not matter.
+// is the fast path, so the compiler makes it the fall-through, and
+// depth_exceeded is followed by unreachable, so nothing is live across a
+// slow path that does not return. RATIONALE.md gives the measurements. A
+// trap or exit abandons the instance, so a bracket left open does not
+// matter.
 //
 // # Renumbering and what else changes
 //
@@ -231,10 +229,11 @@
 // out-of-range index in the original must never alias one the rewrite adds),
 // bounds every count and length by the bytes that follow and enforces the
 // deploy limits; then wazero's interpreter, configured with
-// api.CoreFeaturesV2 and without DWARF, compiles the original. The order matters: wazero's decoder allocates
-// whatever counts and lengths claim (up to 2^32 items: a 33-byte module made
-// it allocate 32 GiB) and validates every declared local (2^28 of them took
-// minutes), so it only sees modules the package's decoder accepted whole.
+// api.CoreFeaturesV2 and without DWARF, compiles the original. The order
+// matters: wazero's decoder allocates whatever counts and lengths claim (up
+// to 2^32 items: a 33-byte module made it allocate 32 GiB) and validates
+// every declared local (2^28 of them took minutes), so it only sees modules
+// the package's decoder accepted whole.
 //
 // Refused with ErrLimit (wrapping a *LimitError with the key
 // "deploy_limits.<key>", the limit and the value found): a module over one
