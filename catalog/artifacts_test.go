@@ -178,7 +178,7 @@ func TestCollectGarbage(t *testing.T) {
 	fx := newFixtureWith(t, func(o *Options) { o.ArtifactGrace = grace })
 	used, unused := fx.module("used"), fx.module("unused")
 	shared := fx.moduleFor("beta", "shared")
-	fx.clock.advance(time.Minute)
+	fx.clock.Advance(time.Minute)
 	fx.moduleFor("acme", "shared") // acme's ownership is one minute younger
 	fx.deploy(oneRevision("acme", "svc", used))
 	if _, err := fx.cat.Deploy(ctx, oneRevision("beta", "svc", used)); !errors.Is(err, ErrInvalidManifest) {
@@ -230,7 +230,7 @@ func TestCollectGarbage(t *testing.T) {
 	}
 	fx.deploy(oneRevision("beta", "other", used))
 	// Re-uploading restarts the grace period.
-	fx.clock.advance(20 * grace)
+	fx.clock.Advance(20 * grace)
 	fx.module("used")
 	if st, err := fx.cat.CollectGarbage(ctx, fx.clock.Now().Add(grace)); err != nil || st != (GCStats{}) {
 		t.Fatalf("a fresh upload was collected: %+v %v", st, err)
@@ -532,7 +532,7 @@ func TestModuleReferences(t *testing.T) {
 				_, err = fx.cat.Delete(context.Background(), tenants[rng.IntN(2)], services[rng.IntN(3)])
 			case op < 9:
 				kind = "collect"
-				_, err = fx.cat.CollectGarbage(context.Background(), fx.clock.advance(time.Duration(rng.IntN(3))*time.Hour))
+				_, err = fx.cat.CollectGarbage(context.Background(), fx.clock.Advance(time.Duration(rng.IntN(3))*time.Hour))
 			default:
 				kind = "restart"
 				fx.insp = newFakeInspector()

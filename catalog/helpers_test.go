@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 // fakeInspector answers from a table keyed by digest; unknown digests get
@@ -95,7 +97,7 @@ type fixture struct {
 	dir   string
 	insp  *fakeInspector
 	cat   *Catalog
-	clock *fakeClock
+	clock *testutil.Clock
 	tune  func(o *Options) // applied by open, if set
 }
 
@@ -106,7 +108,7 @@ func newFixture(t testing.TB) *fixture {
 
 func newFixtureWith(t testing.TB, tune func(o *Options)) *fixture {
 	t.Helper()
-	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector(), clock: &fakeClock{now: t0}, tune: tune}
+	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector(), clock: testutil.NewClock(t0), tune: tune}
 	fx.cat = fx.open()
 	return fx
 }
@@ -205,22 +207,3 @@ func problemFields(t *testing.T, err error) []string {
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is a Clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
