@@ -96,8 +96,8 @@ type ConnStats struct {
 // a request, to make room for the new one: the longest-idle keep-alive
 // connection first, then the oldest connection that has not sent a request
 // yet (of the new connection's address when that address is at its bound,
-// else of the address that holds the most connections). Only when every connection is serving a request is
-// the new connection closed at once. A client that keeps a connection open
+// else of the address that holds the most connections). Only when every
+// connection is serving a request is the new connection closed at once. A client that keeps a connection open
 // without using it therefore never locks out another, and /healthz keeps
 // answering at the bound.
 //

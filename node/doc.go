@@ -1,0 +1,98 @@
+// Package node composes a latent-node out of its layers (catalog, runner,
+// cell pool, load source, admission, scheduler, authentication) and owns
+// what sits between them and the network: the HTTP front, the ingress
+// governor, the wiring of authentication to routes, the activation manager,
+// the front yield, refusal pacing and logging, metrics, and the demo
+// deployment. New composes a node from a validated configuration and
+// starts nothing.
+//
+// # The path of an invocation
+//
+// A connection is accepted through WrapListener, which bounds connections
+// in total and per remote address (shedding idle ones first). Handler
+// cleans the path and recovers a handler's panic (answered 500, or the
+// connection cut if the answer had started; logged at most once a second).
+// The ingress governor (governed) then takes a slot of its pool
+// and the request's modeled bytes before the body is read or the key is
+// checked; authed authenticates the API key (node/auth) and checks the
+// route's role; the ticket is bound to the verified tenant and principal,
+// and it is held until the answer is written. handleInvoke parses the
+// Latent-* headers (node/api) and reads the body within the payload bound.
+//
+// The activation manager (invoke) refuses a target of another tenant before
+// resolving it, resolves the route against one catalog pin, admits with the
+// same pin, pins the compiled module, and calls scheduler.Do: the guest
+// runs on the request's own goroutine once the fair queue dispatches it.
+// The outcome becomes the HTTP answer, with the Latent-* result headers and
+// Server-Timing. Refusals are counted in the metrics and the aggregated
+// refusal log; an invocation's refusal is also held by the refusal pacer
+// before it is written, so a client that retries at once waits on its own
+// connection.
+//
+// Every refusal is a problem+json body with an exact status; docs/api.md
+// lists them, and docs/architecture.md shows how the layers fit together.
+//
+// # What it guarantees
+//
+//   - The node holds a bounded amount of request state: connections, ingress
+//     slots and modeled bytes per node, tenant and principal (two pools, data
+//     and control, so deploys never wait behind invocations), in-flight
+//     uploads and deploys per tenant. /healthz, /readyz and /metrics are
+//     outside the ingress pools.
+//   - A principal's identity, tenant and roles come from its key alone;
+//     another tenant's route is refused before the catalog is consulted, so
+//     the status does not reveal whether it exists.
+//   - Maps keyed by tenant or principal (ingress, pacer, write bounds,
+//     metric labels) are bounded by the configuration, never by requests.
+//   - Guests give their processor to the network front at the end of each
+//     activation and at fuel checks, at most every FrontYieldInterval, so
+//     requests are read while guests run (RATIONALE.md says why and at what
+//     cost).
+//
+// # Actors
+//
+// New starts no goroutine. The caller runs, for the node's lifetime, each
+// with Run(ctx) error or its equivalent (cmd/latent-node wires them with
+// oklog/run): Scheduler, Sampler, Cells (the pool's replacement driver),
+// FrontYield, CollectArtifacts and LogRejections, and the http.Server from
+// Server on a listener from WrapListener. Close releases the runtime and the
+// pool once they have stopped.
+//
+// # Locks
+//
+// Every mutex of the package is a leaf: the connection limiter's, each
+// ingress pool's, the refusal pacer's, the refusal log's, each per-tenant
+// write bound's, the front yield's and the rate-limited logger's. None is
+// held while another is taken, across a channel operation, a log line or
+// I/O, or while calling into another package.
+//
+// # Internal organization
+//
+//   - node.go: Options, Node, New (composition), the actors' accessors, and
+//     the adapters the scheduler calls (cellSource, cell, executor).
+//   - http.go: Handler, the routes, authed, the handlers of the control API,
+//     health and readiness.
+//   - invoke.go: the activation manager and the mapping of outcomes to
+//     answers.
+//   - ingress.go: the ingress governor (pools, tickets, governed).
+//   - conns.go: the connection limiter and the rate-limited server log.
+//   - frontyield.go: the front yield (pipe and sentinel).
+//   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
+//   - writes.go: per-tenant bounds on uploads and deploys in flight.
+//   - metrics.go: the Prometheus metrics.
+//   - demo.go: the embedded demo guest of `serve --demo`.
+//
+// Sub-packages: node/api (headers and problem bodies), node/auth (API keys
+// and principals), node/config (the configuration file,
+// docs/configuration.md).
+//
+// # Usage
+//
+//	n, err := node.New(ctx, cfg, node.Options{Logger: logger})
+//	if err != nil { ... }
+//	defer n.Close(context.Background())
+//	// run n.Scheduler(), n.Sampler(), n.Cells(), n.FrontYield(),
+//	// n.CollectArtifacts and n.LogRejections until shutdown, and:
+//	srv := n.Server()
+//	err = srv.Serve(n.WrapListener(ln))
+package node
