@@ -95,9 +95,8 @@ var (
 // default source is, so fuel use and output stay deterministic for the same
 // module and input (a guest's runtime, Go's for one, reads random bytes at
 // start and branches on them). Guests do not get secret entropy from the
-// node. ChaCha8 is used because wazero's default seeds a math/rand source
-// per instance, which cost 18 % of a trivial activation; a binding reseeds
-// its own source for each activation.
+// node. A binding reseeds its own ChaCha8 source for each activation instead
+// of letting wazero seed a math/rand source per instance (RATIONALE.md).
 var randSeed = [32]byte{'l', 'a', 't', 'e', 'n', 't', '-', 'n', 'o', 'd', 'e'}
 
 // Cell is what Run needs from a leased execution cell (cellpool.Lease
