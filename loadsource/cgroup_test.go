@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 const (
@@ -140,7 +142,7 @@ func TestCgroupSource_Sample(t *testing.T) {
 			tc.tree.write(t, dir)
 			src := NewCgroupSource(CgroupConfig{
 				Root:       dir,
-				Clock:      newFakeClock(tc.step),
+				Clock:      testutil.NewClock(t0, testutil.WithStep(tc.step)),
 				HostMemory: func(context.Context) (uint64, error) { return tc.hostMemory, nil },
 				HostCPUs:   func() int { return tc.hostCPUs },
 			})
@@ -185,7 +187,7 @@ func TestCgroupSource_fileRemovedDuringBaseline(t *testing.T) {
 
 func TestCgroupSource_missingFileIsNotExist(t *testing.T) {
 	dir := t.TempDir()
-	src := NewCgroupSource(CgroupConfig{Root: dir, Clock: newFakeClock(time.Second)})
+	src := NewCgroupSource(CgroupConfig{Root: dir, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	_, _, err := src.Sample(context.Background())
 	if !errors.Is(err, fs.ErrNotExist) || strings.Contains(err.Error(), dir) {
 		t.Fatalf("want a not-exist error without the host path, have %v", err)
@@ -200,7 +202,7 @@ func TestCgroupSource_hostErrors(t *testing.T) {
 	boom := errors.New("boom")
 	src := NewCgroupSource(CgroupConfig{
 		Root:       dir,
-		Clock:      newFakeClock(time.Second),
+		Clock:      testutil.NewClock(t0, testutil.WithStep(time.Second)),
 		HostMemory: func(context.Context) (uint64, error) { return 0, boom },
 	})
 	src.baseline = 0
@@ -212,7 +214,7 @@ func TestCgroupSource_hostErrors(t *testing.T) {
 func TestCgroupSource_cancelledBaseline(t *testing.T) {
 	dir := t.TempDir()
 	limited().write(t, dir)
-	src := NewCgroupSource(CgroupConfig{Root: dir, Clock: newFakeClock(time.Second)})
+	src := NewCgroupSource(CgroupConfig{Root: dir, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := src.Sample(ctx); !errors.Is(err, context.Canceled) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 // psi formats a PSI file whose "some" line has avg10 and total.
@@ -173,7 +175,7 @@ func TestPSISource_Sample(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tc.tree.write(t, dir)
-			src := NewPSISource(dir, newFakeClock(tc.step))
+			src := NewPSISource(dir, testutil.NewClock(t0, testutil.WithStep(tc.step)))
 			for i, c := range tc.calls {
 				c.update.write(t, dir)
 				cpu, memory, err := src.Sample(context.Background())
@@ -200,7 +202,7 @@ func TestPSISource_Sample(t *testing.T) {
 func TestPSISource_cgroup(t *testing.T) {
 	dir := t.TempDir()
 	cgroupTree{"cpu.pressure": psi("50.00", "0"), "memory.pressure": psi("10.00", "0")}.write(t, dir)
-	src := NewCgroupPSISource(dir, newFakeClock(250*time.Millisecond))
+	src := NewCgroupPSISource(dir, testutil.NewClock(t0, testutil.WithStep(250*time.Millisecond)))
 	if cpu, memory, err := src.Sample(context.Background()); err != nil || cpu != 0.5 || memory != 0.1 {
 		t.Fatalf("want 0.5, 0.1; have %v, %v, %v", cpu, memory, err)
 	}

@@ -11,24 +11,9 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"go.uber.org/goleak"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
-
-// fakeClock returns start, start+step, start+2·step, … on successive calls.
-type fakeClock struct {
-	mu   sync.Mutex
-	next time.Time
-	step time.Duration
-}
-
-func newFakeClock(step time.Duration) *fakeClock { return &fakeClock{next: t0, step: step} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.next
-	c.next = c.next.Add(c.step)
-	return now
-}
 
 // sourceFunc adapts a function of the call number (1, 2, …) to Source.
 type sourceFunc struct {
@@ -133,7 +118,7 @@ func TestNewSampler(t *testing.T) {
 func TestSampler_firstSampleImmediately(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	state := NewState(maxAge)
-	r := start(t, SamplerConfig{State: state, Source: newSource(steady), Interval: time.Hour, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: newSource(steady), Interval: time.Hour, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	if err := r.next(t); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +135,7 @@ func TestSampler_firstSampleImmediately(t *testing.T) {
 func TestSampler_everyInterval(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	state := NewState(maxAge)
-	r := start(t, SamplerConfig{State: state, Source: newSource(steady), Interval: time.Millisecond, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: newSource(steady), Interval: time.Millisecond, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	for i := 0; i < 3; i++ {
 		if err := r.next(t); err != nil {
 			t.Fatalf("attempt %d: %v", i, err)
@@ -191,7 +176,7 @@ func TestSampler_sourceError(t *testing.T) {
 		}
 		return 0.5, 0.5, boom // values with an error are ignored
 	})
-	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Millisecond, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Millisecond, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	if err := r.next(t); err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +200,7 @@ func TestSampler_sourceErrorFirst(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	state := NewState(maxAge)
 	src := newSource(func(context.Context, int) (float64, float64, error) { return 0, 0, errors.New("boom") })
-	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Hour, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Hour, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	if err := r.next(t); err == nil {
 		t.Fatal("want the source error")
 	}
@@ -234,7 +219,7 @@ func TestSampler_panicRecovered(t *testing.T) {
 		}
 		return 0.5, 0.25, nil
 	})
-	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Millisecond, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Millisecond, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	if err := r.next(t); err == nil || !strings.Contains(err.Error(), "panicked") {
 		t.Fatalf("want the recovered panic, have %v", err)
 	}
@@ -261,7 +246,7 @@ func TestSampler_refusedSample(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	state := NewState(maxAge)
 	src := newSource(func(context.Context, int) (float64, float64, error) { return math.NaN(), 0.5, nil })
-	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Hour, Clock: newFakeClock(time.Second)})
+	r := start(t, SamplerConfig{State: state, Source: src, Interval: time.Hour, Clock: testutil.NewClock(t0, testutil.WithStep(time.Second))})
 	if err := r.next(t); !errors.Is(err, ErrSampleMalformed) {
 		t.Fatalf("want malformed, have %v", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -225,7 +227,7 @@ func TestState_hammer(t *testing.T) {
 	}
 	s := NewState(time.Hour)
 	var clock atomic.Int64
-	var wg, readersWG sync.WaitGroup
+	var readersWG sync.WaitGroup
 	done := make(chan struct{})
 	for r := 0; r < readers; r++ {
 		readersWG.Add(1)
@@ -255,24 +257,21 @@ func TestState_hammer(t *testing.T) {
 		}()
 	}
 	var errs atomic.Uint64
-	for p := 0; p < publishers; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < perPublisher; i++ {
-				x := sampleAt(time.Duration(clock.Add(1)))
-				if i%100 == 99 {
-					x.CPU = math.NaN()
-				}
-				if err := s.Publish(x); err != nil {
-					errs.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	err := testutil.Hammer(publishers, perPublisher, func(_, i int) error {
+		x := sampleAt(time.Duration(clock.Add(1)))
+		if i%100 == 99 {
+			x.CPU = math.NaN()
+		}
+		if err := s.Publish(x); err != nil {
+			errs.Add(1)
+		}
+		return nil
+	})
 	close(done)
 	readersWG.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
 	snap := s.Snapshot(at(time.Duration(clock.Load())))
 	total := uint64(publishers * perPublisher)
 	if have := snap.Accepted + snap.RefusedMalformed + snap.RefusedOutOfOrder; have != total {
