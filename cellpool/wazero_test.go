@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cockroachdb/errors"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -325,20 +325,12 @@ func TestPool_hammer(t *testing.T) {
 	marker := compile(t, rt, markerWasm())
 	p := newPool(t, parallelism, 4*page)
 
-	var wg sync.WaitGroup
-	for g := 0; g < 2*parallelism; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < iterations; i++ {
-				if err := activate(p, rt, trivial, marker, i%2 == 1, uint32(g<<16|i)+1); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+	err := testutil.Hammer(2*parallelism, iterations, func(g, i int) error {
+		return activate(p, rt, trivial, marker, i%2 == 1, uint32(g<<16|i)+1)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	want := cellpool.ClassStats{Parallelism: parallelism, Usable: parallelism}
 	if have := p.Stats()[catalog.CellTiny]; have != want {
 		t.Fatalf("Stats: want %+v, have %+v", want, have)
