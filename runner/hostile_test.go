@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 )
@@ -146,33 +147,28 @@ func TestRun_instantiationFailures_hammer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = pool.Close() }()
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 25 {
-				f := fixtures[(g+i)%2] // only the failing ones
-				lease, err := pool.Lease(context.Background(), catalog.CellStandard)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				x := e.permit(strings.ReplaceAll(f, "/", "-"), admission.BudgetRequest{})
-				out := e.r.Run(context.Background(), x, lease, nil)
-				disp := cellpool.Reuse
-				if out.Quarantine {
-					disp = cellpool.Quarantine
-				}
-				if err := lease.Release(disp); err != nil {
-					t.Errorf("%s: release: %v", f, err)
-				}
-				_ = x.Release()
-				if out.Kind != Trap || out.Quarantine {
-					t.Errorf("%s: %s quarantine=%v (%v)", f, out.Kind, out.Quarantine, out.Err)
-				}
-			}
-		})
+	err = testutil.Hammer(4, 25, func(g, i int) error {
+		f := fixtures[(g+i)%2] // only the failing ones
+		lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+		if err != nil {
+			return err
+		}
+		x := e.permit(strings.ReplaceAll(f, "/", "-"), admission.BudgetRequest{})
+		out := e.r.Run(context.Background(), x, lease, nil)
+		disp := cellpool.Reuse
+		if out.Quarantine {
+			disp = cellpool.Quarantine
+		}
+		err = errors.Wrapf(lease.Release(disp), "%s: release", f)
+		_ = x.Release()
+		if out.Kind != Trap || out.Quarantine {
+			err = errors.CombineErrors(err, errors.Newf("%s: %s quarantine=%v (%v)", f, out.Kind, out.Quarantine, out.Err))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	if st := pool.Stats()[catalog.CellStandard]; st.Usable != 2 || st.Quarantined != 0 || st.LeakedLeases != 0 {
 		t.Fatalf("pool after 100 failed instantiations: %+v", st)
 	}

@@ -3,13 +3,15 @@ package runner
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -45,41 +47,32 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 		{"grow", "", "", MemoryExhausted}, // no stack left to print with
 		{"trap", "", "", Trap},
 	}
-	var wg sync.WaitGroup
-	for g := 0; g < 2*parallelism; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < rounds; i++ {
-				tc := cases[(g+i)%len(cases)]
-				if tc.service == "echo" { // unique, so crossed stdio would show
-					tc.input = "ping " + strconv.Itoa(g) + "/" + strconv.Itoa(i)
-					tc.stdout = tc.input
-				}
-				lease, err := pool.Lease(context.Background(), catalog.CellStandard)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				x := e.permit(tc.service, admission.BudgetRequest{})
-				out := e.r.Run(context.Background(), x, lease, []byte(tc.input))
-				disp := cellpool.Reuse
-				if out.Quarantine {
-					disp = cellpool.Quarantine
-				}
-				if err := lease.Release(disp); err != nil {
-					t.Errorf("%s: release: %v", tc.service, err)
-				}
-				if err := x.Release(); err != nil {
-					t.Error(err)
-				}
-				if out.Kind != tc.kind || (tc.stdout != "" && string(out.Stdout) != tc.stdout) {
-					t.Errorf("%s: want %s %q, have %s %q (%v)", tc.service, tc.kind, tc.stdout, out.Kind, out.Stdout, out.Err)
-				}
-			}
-		}()
+	err = testutil.Hammer(2*parallelism, rounds, func(g, i int) error {
+		tc := cases[(g+i)%len(cases)]
+		if tc.service == "echo" { // unique, so crossed stdio would show
+			tc.input = "ping " + strconv.Itoa(g) + "/" + strconv.Itoa(i)
+			tc.stdout = tc.input
+		}
+		lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+		if err != nil {
+			return err
+		}
+		x := e.permit(tc.service, admission.BudgetRequest{})
+		out := e.r.Run(context.Background(), x, lease, []byte(tc.input))
+		disp := cellpool.Reuse
+		if out.Quarantine {
+			disp = cellpool.Quarantine
+		}
+		err = errors.CombineErrors(errors.Wrapf(lease.Release(disp), "%s: release", tc.service), x.Release())
+		if out.Kind != tc.kind || (tc.stdout != "" && string(out.Stdout) != tc.stdout) {
+			err = errors.CombineErrors(err, errors.Newf("%s: want %s %q, have %s %q (%v)",
+				tc.service, tc.kind, tc.stdout, out.Kind, out.Stdout, out.Err))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	st := pool.Stats()[catalog.CellStandard]
 	if st.Usable != parallelism || st.Quarantined != 0 || st.LeakedLeases != 0 {
 		t.Fatalf("pool after the hammer: %+v", st)

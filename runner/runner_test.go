@@ -12,6 +12,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/loadsource"
 )
@@ -63,25 +64,7 @@ func newEnvWith(t testing.TB, r *Runner) *env {
 		t.Fatal(err)
 	}
 	e.cat = cat
-	limits := admission.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 40}
-	cells := []catalog.CellClass{catalog.CellStandard}
-	policy := admission.NodeAdmissionPolicy{
-		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 40, MemoryBytes: 1 << 30, WallTime: time.Minute},
-		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24, MaxPriority: 0},
-		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 64}},
-		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{
-			catalog.CellStandard: {MemoryBytes: 1 << 30, Parallelism: 8, Threading: []catalog.Threading{catalog.ThreadingSingle},
-				Features: catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
-					catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)}},
-		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
-		Tenants: map[catalog.TenantID]admission.TenantPolicy{"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
-			CellClasses: cells, Subjects: []string{"alice"}, Kinds: []admission.PrincipalKind{admission.KindUser},
-			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24}}},
-		Overload:       admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
-		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
-		Placement:      admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
-		CallDepthLimit: 1000,
-	}
+	policy := admissiontest.Policy(admissiontest.Spec{})
 	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: wallClock{}, Load: e.load}); err != nil {
 		t.Fatal(err)
 	}

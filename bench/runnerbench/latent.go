@@ -15,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/runner"
 )
@@ -130,25 +131,9 @@ func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 	if e.cat, err = catalog.Open(ctx, catalog.Options{Dir: e.dir, Inspector: e.r}); err != nil {
 		return errors.Wrap(err, "runnerbench: open catalog")
 	}
-	limits := admission.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 40}
-	cells := []catalog.CellClass{catalog.CellStandard}
-	policy := admission.NodeAdmissionPolicy{
-		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 40, MemoryBytes: 1 << 30, WallTime: time.Hour},
-		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24, MaxPriority: 0},
-		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 64}},
-		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{
-			catalog.CellStandard: {MemoryBytes: 1 << 30, Parallelism: 8, Threading: []catalog.Threading{catalog.ThreadingSingle},
-				Features: catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
-					catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)}},
-		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
-		Tenants: map[catalog.TenantID]admission.TenantPolicy{"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
-			CellClasses: cells, Subjects: []string{"alice"}, Kinds: []admission.PrincipalKind{admission.KindUser},
-			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 24}}},
-		Overload:       admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
-		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
-		Placement:      admission.NodePlacement{Architecture: nodeArch(), Region: "r", Zone: "z"},
-		CallDepthLimit: 1000,
-	}
+	policy := admissiontest.Policy(admissiontest.Spec{})
+	policy.BudgetCeiling.WallTime = time.Hour
+	policy.Placement.Architecture = nodeArch()
 	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: wallClock{}, Load: e.load}); err != nil {
 		return errors.Wrap(err, "runnerbench: admission")
 	}
