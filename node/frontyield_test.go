@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 // startYield runs a frontYield's sentinel until the test ends.
@@ -143,17 +145,13 @@ func TestFrontYield_passesWithoutSentinel(t *testing.T) {
 func TestFrontYield_concurrent(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the sentinel stopped
 	f := startYield(t, 0)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 200 {
-				f.maybe()
-			}
-		}()
+	err := testutil.Hammer(8, 200, func(int, int) error {
+		f.maybe()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	wg.Wait()
 	if f.Yields() == 0 {
 		t.Fatal("no yield counted")
 	}
