@@ -122,10 +122,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		}
 		return n.schedulerRefusal(target.Tenant, res.Err, cellClass)
 	}
-	out, ok := res.Completion.Outcome.(runner.Outcome)
-	if !ok {
-		return n.internal(errors.AssertionFailedf("node: executor returned no outcome"))
-	}
+	out := res.Completion.Outcome
 	n.metrics.observe(target.Tenant, job.Obligations(), res, out, t)
 	if n.log.Enabled(ctx, slog.LevelDebug) { // the arguments allocate even when the line is dropped
 		n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),

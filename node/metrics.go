@@ -53,7 +53,7 @@ func newMetrics(n *Node) *metrics {
 	return m
 }
 
-func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result, out runner.Outcome, t timing) {
+func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
 	m.activations.WithLabelValues(string(tenant), string(out.Kind)).Inc()
 	cell, queue := res.Cell.String(), ob.QueueClass
 	m.queueWait.WithLabelValues(cell, queue).Observe((t.front + t.queue).Seconds())

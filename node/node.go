@@ -43,8 +43,9 @@ type Options struct {
 
 // Node is a composed latent-node: catalog, runner, cell pool, load source,
 // admission ledger, scheduler, authentication, metrics and the HTTP API.
-// New starts nothing; the actors (Scheduler, Sampler, the HTTP server) are
-// run by the caller (cmd/latent-node wires them with oklog/run).
+// New starts nothing; the actors (Scheduler, Sampler, FrontYield, Cells,
+// CollectArtifacts, LogRejections, the HTTP server) are run by the caller
+// (cmd/latent-node wires them with oklog/run).
 type Node struct {
 	cfg   *config.Config
 	log   *slog.Logger
@@ -61,7 +62,7 @@ type Node struct {
 	yield   *frontYield
 	sampler *loadsource.Sampler
 	prov    *admission.LocalQuotaProvider
-	sched   *scheduler.Scheduler
+	sched   *scheduler.Scheduler[*invocation, runner.Outcome]
 	auth    *auth.Authenticator
 	metrics *metrics
 	health  chan struct{} // the liveness probe's own bound
@@ -133,7 +134,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
 		return nil, err
 	}
-	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps{Cells: cellSource{n.pool},
+	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps[*invocation, runner.Outcome]{Cells: cellSource{n.pool},
 		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace, MaxRunning: n.sizing.Guests}); err != nil {
 		return nil, err
 	}
@@ -170,15 +171,16 @@ func (n *Node) FrontYield() interface{ Run(context.Context) error } { return n.y
 func (n *Node) Catalog() *catalog.Catalog { return n.cat }
 
 // Scheduler is the scheduler actor: run it (Run(ctx)) for the node's lifetime.
-func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
+func (n *Node) Scheduler() interface{ Run(context.Context) error } { return n.sched }
 
 // Cells is the cell pool, whose driver replaces quarantined cells: run it
 // (Run(ctx)) for the node's lifetime.
 func (n *Node) Cells() *cellpool.Pool { return n.pool }
 
-// CollectArtifacts collects, every interval until ctx ends, the artifacts no
-// release of their tenant references once their grace period is over (the
-// catalog's garbage collection). It returns nil when ctx ends.
+// CollectArtifacts runs the catalog's garbage collection every interval
+// until ctx ends: a tenant gives up the artifacts none of its services uses
+// once their grace period is over, and an artifact no tenant owns is
+// deleted. It returns nil when ctx ends.
 func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -284,16 +286,16 @@ var _ runner.Cell = cell{}
 // activation is logged: it means a host fault, never a guest's doing.
 type executor struct{ n *Node }
 
-func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admission.ExecutionPermit, c scheduler.Cell) scheduler.Completion {
-	inv, ok := job.Input().(*invocation)
-	lease, isCell := c.(cell)
-	if !ok || !isCell {
-		return scheduler.Completion{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
-			Err: errors.AssertionFailedf("node: unexpected job input or cell")}}
+func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, runner.Outcome], exec *admission.ExecutionPermit,
+	c scheduler.Cell) scheduler.Completion[runner.Outcome] {
+	lease, ok := c.(cell)
+	if !ok {
+		return scheduler.Completion[runner.Outcome]{Quarantine: true, Outcome: runner.Outcome{Kind: runner.PlatformFailure,
+			Err: errors.AssertionFailedf("node: unexpected cell")}}
 	}
 	// The guest runs on the caller's goroutine (scheduler.Do) and gives
 	// its processor to the front at fuel checks (runner OnSlice) and here.
-	out := e.n.run.Run(ctx, exec, lease, inv.body)
+	out := e.n.run.Run(ctx, exec, lease, job.Input().body)
 	// Before the scheduler picks the next job, the front reads what
 	// arrived meanwhile, so the choice is between every queued tenant.
 	e.n.yield.maybe()
@@ -302,5 +304,5 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job, exec *admissi
 		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),
 			"outcome", string(out.Kind), "err", out.Err)
 	}
-	return scheduler.Completion{FuelUsed: out.FuelUsed, Quarantine: out.Quarantine, Outcome: out}
+	return scheduler.Completion[runner.Outcome]{FuelUsed: out.FuelUsed, Quarantine: out.Quarantine, Outcome: out}
 }

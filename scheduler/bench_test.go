@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 )
 
@@ -42,4 +44,30 @@ func BenchmarkCore_cycle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkScheduler_do measures one activation's way through the driver on
+// its caller's goroutine: admission, then Do (enqueue, dispatch, execute,
+// release, deliver) with an executor that at once returns a struct outcome made from the
+// job's input.
+func BenchmarkScheduler_do(b *testing.B) {
+	e := newEnv(b, execFunc(func(_ context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
+		return testCompletion{FuelUsed: 1, Outcome: outcome{note: job.Input()}}
+	}), envOptions{})
+	e.run()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p, err := e.admit("acme", "alice", 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, r, err := e.s.Do(ctx, p, "alice", time.Time{})
+		if err != nil || r.Err != nil || r.Completion.Outcome.note != "alice" {
+			b.Fatal(err, r.Err)
+		}
+	}
+	b.StopTimer()
+	e.stop()
 }

@@ -2,10 +2,10 @@
 // running cell: fair queues per cell class and queue class, the order of
 // queue classes (lanes), the cells each class may use, the fair share of a
 // full queue's pending slots, expiry, and an adaptive concurrency window.
-// Its core is a synchronous state machine taking now (raft's RawNode); a
-// thin driver owns the permits of queued work and every goroutine. It
-// reaches cells and the runner through interfaces it defines (CellSource,
-// Cell, Executor) that the node implements.
+// Its core is a synchronous state machine that takes the time as an
+// argument and starts nothing; a thin driver owns the permits of queued work
+// and every goroutine. It reaches cells and the runner through interfaces it
+// defines (CellSource, Cell, Executor) that the node implements.
 //
 // # Non-goals
 //
@@ -114,8 +114,8 @@
 //
 // # Pending slots and expiry
 //
-// A queue class's MaxQueued pending slots are shared fairly (seed 000,
-// yieldSlotTo). When admission refuses an arrival for the class's capacity,
+// A queue class's MaxQueued pending slots are shared fairly
+// (Core.YieldSlotTo). When admission refuses an arrival for the class's capacity,
 // the node calls YieldSlotTo: with n the principals waiting in the class
 // (across cell classes) counting the arrival, and share = MaxQueued ÷ n, an
 // arrival holding fewer than its share takes the slot of the newest waiter
@@ -148,15 +148,25 @@
 //
 // # The driver
 //
-// Scheduler wraps a Core with a mutex. Submit enqueues a Job, which owns
-// its admission permit from then on (on failure Submit releases it). The
-// Run loop dispatches: for each item Next returns it checks the caller's
+// Scheduler wraps a Core with a mutex. It is generic over the job's input
+// In and the executor's outcome Out (Scheduler[In, Out], Job[In, Out],
+// Executor[In, Out], Completion[Out], Result[Out]): the node's executor gets
+// its input and the caller its outcome without a type assertion. The Core
+// is not generic: its Item carries the driver's *Job as an untyped
+// Payload, which only the driver reads.
+//
+// Submit enqueues a Job, which owns its admission permit from then on (on
+// failure Submit releases it); Do does the same and then waits, running
+// the job on its own goroutine once it is dispatched. Dispatch happens on
+// the Run loop, on Do's callers and on finishing executors, one at a time:
+// for each item Next returns it checks the caller's
 // context and the permit's EnsureSchedulable immediately before leasing a
 // cell (failure: the permit is released, the charge refunded), leases with
 // TryLease (failure: the job goes back to the head of its queue, and the
 // class waits for a completion or a tick), and calls StartExecution (failure:
-// the unused cell goes back; admission released the reservation). The
-// executor runs in a goroutine that Run owns; afterwards the cell is
+// the unused cell goes back; admission released the reservation). A
+// submitted job's executor runs in a goroutine that Run waits for, a job of
+// Do on Do's caller; afterwards the cell is
 // released (or quarantined), then the execution permit, then the result is
 // delivered on Job.Done. A caller that goes away while its job waits gets
 // ErrCancelled and its permit is released at once; while its job runs, the
@@ -191,7 +201,8 @@
 //
 // # Usage
 //
-//	s, err := scheduler.New(cfg, scheduler.Deps{Cells: cells, Exec: exec, ShutdownGrace: grace})
+//	// exec implements Executor[*invocation, runner.Outcome].
+//	s, err := scheduler.New(cfg, scheduler.Deps[*invocation, runner.Outcome]{Cells: cells, Exec: exec, ShutdownGrace: grace})
 //	// Don't forget to Run it: one actor in cmd's run group.
 //	g.Add(func() error { return s.Run(ctx) }, func(error) { cancel() })
 //	prov, err := admission.NewLocalQuotaProvider(policy, admission.Options{…, QueueDelay: s})
@@ -203,5 +214,7 @@
 //		permit, err = ctrl.Admit(req) // a slot was freed for this arrival
 //	}
 //	job, err := s.Submit(ctx, permit, input) // the job owns the permit
-//	res := <-job.Done()                      // res.Err, or res.Completion.Outcome
+//	res := <-job.Done()                      // res.Err, or res.Completion.Outcome (a runner.Outcome)
+//	// or, running the guest on this goroutine:
+//	job, res, err := s.Do(ctx, permit, input, arrived)
 package scheduler

@@ -114,25 +114,43 @@ func (f *fakeCells) snapshot() (leased, quarantined, doubles int) {
 	return f.leased, f.quarantined, f.doubles
 }
 
-// execFunc adapts a function to Executor.
-type execFunc func(ctx context.Context, job *Job, exec *admission.ExecutionPermit, cell Cell) Completion
+// The driver's tests give jobs a string (a subject, a goroutine's id, a
+// number) and their executors report an outcome.
+type (
+	testJob        = Job[string, outcome]
+	testCompletion = Completion[outcome]
+	testResult     = Result[outcome]
+	testDeps       = Deps[string, outcome]
+)
 
-func (f execFunc) Execute(ctx context.Context, job *Job, exec *admission.ExecutionPermit, cell Cell) Completion {
+// outcome is what the tests' executors report: a note, or the error that
+// ended the execution.
+type outcome struct {
+	note string
+	err  error
+}
+
+// execFunc adapts a function to Executor.
+type execFunc func(ctx context.Context, job *testJob, exec *admission.ExecutionPermit, cell Cell) testCompletion
+
+func (f execFunc) Execute(ctx context.Context, job *testJob, exec *admission.ExecutionPermit, cell Cell) testCompletion {
 	return f(ctx, job, exec, cell)
 }
 
 // gate is an executor that reports each start and holds each job until the
 // test finishes it (or its context ends).
 type gate struct {
-	started chan *Job
+	started chan *testJob
 	mu      sync.Mutex
-	finish  map[*Job]chan Completion
+	finish  map[*testJob]chan testCompletion
 }
 
-func newGate() *gate { return &gate{started: make(chan *Job, 64), finish: map[*Job]chan Completion{}} }
+func newGate() *gate {
+	return &gate{started: make(chan *testJob, 64), finish: map[*testJob]chan testCompletion{}}
+}
 
-func (g *gate) Execute(ctx context.Context, job *Job, _ *admission.ExecutionPermit, _ Cell) Completion {
-	ch := make(chan Completion, 1)
+func (g *gate) Execute(ctx context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
+	ch := make(chan testCompletion, 1)
 	g.mu.Lock()
 	g.finish[job] = ch
 	g.mu.Unlock()
@@ -141,12 +159,12 @@ func (g *gate) Execute(ctx context.Context, job *Job, _ *admission.ExecutionPerm
 	case c := <-ch:
 		return c
 	case <-ctx.Done():
-		return Completion{FuelUsed: 1, Outcome: context.Cause(ctx)}
+		return testCompletion{FuelUsed: 1, Outcome: outcome{err: context.Cause(ctx)}}
 	}
 }
 
 // release finishes a started job.
-func (g *gate) release(j *Job, c Completion) {
+func (g *gate) release(j *testJob, c testCompletion) {
 	g.mu.Lock()
 	ch := g.finish[j]
 	g.mu.Unlock()
@@ -156,13 +174,13 @@ func (g *gate) release(j *Job, c Completion) {
 // env is a catalog, an admission ledger and a scheduler on a fake clock,
 // with queue classes batch (0–4) and interactive (5–9, one reserved cell).
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *fakeClock
 	load   *loadsource.State
 	cat    *catalog.Catalog
 	prov   *admission.LocalQuotaProvider
 	cells  *fakeCells
-	s      *Scheduler
+	s      *Scheduler[string, outcome]
 	ticks  chan time.Time
 	cancel context.CancelFunc
 	done   chan error
@@ -178,14 +196,14 @@ var driverTenants = map[catalog.TenantID][]string{"acme": {"alice", "bob"}, "bet
 type envOptions struct {
 	maxQueued   uint64 // per queue class; default 8
 	parallelism int    // cells; default 2
-	mutate      func(*Config, *Deps)
+	mutate      func(*Config, *testDeps)
 	// queueDelay wires the scheduler's queue delay into admission's deadline
 	// feasibility, as the node does. Off by default: tests that move the fake
 	// clock by whole deadlines would see every later arrival refused.
 	queueDelay bool
 }
 
-func newEnv(t *testing.T, exec Executor, opts envOptions) *env {
+func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env {
 	t.Helper()
 	maxQueued, mutate, parallelism := opts.maxQueued, opts.mutate, opts.parallelism
 	if maxQueued == 0 {
@@ -247,7 +265,7 @@ func newEnv(t *testing.T, exec Executor, opts envOptions) *env {
 			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: int(maxQueued), ReservedCells: 1}},
 		MaxWait: 10 * time.Second,
 	}
-	deps := Deps{Cells: e.cells, Exec: exec, Clock: e.clock}
+	deps := testDeps{Cells: e.cells, Exec: exec, Clock: e.clock}
 	if mutate != nil {
 		mutate(&cfg, &deps)
 	}
@@ -327,7 +345,7 @@ func (e *env) admit(tenant catalog.TenantID, subject string, priority uint32) (*
 		Principal: admission.Principal{Subject: subject, Kind: admission.KindUser, Tenant: tenant}})
 }
 
-func (e *env) submit(ctx context.Context, tenant catalog.TenantID, subject string, priority uint32) *Job {
+func (e *env) submit(ctx context.Context, tenant catalog.TenantID, subject string, priority uint32) *testJob {
 	e.t.Helper()
 	p, err := e.admit(tenant, subject, priority)
 	if err != nil {
@@ -340,28 +358,28 @@ func (e *env) submit(ctx context.Context, tenant catalog.TenantID, subject strin
 	return j
 }
 
-func result(t *testing.T, j *Job) Result {
+func result(t *testing.T, j *testJob) testResult {
 	t.Helper()
 	select {
 	case r := <-j.Done():
 		return r
 	case <-time.After(10 * time.Second):
 		t.Fatal("no result after 10s")
-		return Result{}
+		return testResult{}
 	}
 }
 
 func TestScheduler_executes(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var seen atomic.Value
-	e := newEnv(t, execFunc(func(ctx context.Context, job *Job, xp *admission.ExecutionPermit, _ Cell) Completion {
-		seen.Store(job.Obligations().Subject + "/" + job.Input().(string) + "/" + xp.Obligations().QueueClass)
-		return Completion{FuelUsed: 1234, Outcome: "out"}
+	e := newEnv(t, execFunc(func(ctx context.Context, job *testJob, xp *admission.ExecutionPermit, _ Cell) testCompletion {
+		seen.Store(job.Obligations().Subject + "/" + job.Input() + "/" + xp.Obligations().QueueClass)
+		return testCompletion{FuelUsed: 1234, Outcome: outcome{note: "out"}}
 	}), envOptions{})
 	e.run()
 	j := e.submit(context.Background(), "acme", "alice", 7)
 	r := result(t, j)
-	if r.Err != nil || r.Completion.FuelUsed != 1234 || r.Completion.Outcome != "out" || r.Cell != catalog.CellStandard {
+	if r.Err != nil || r.Completion.FuelUsed != 1234 || r.Completion.Outcome.note != "out" || r.Cell != catalog.CellStandard {
 		t.Errorf("result %+v", r)
 	}
 	if have := seen.Load(); have != "alice/alice/interactive" {
@@ -410,7 +428,7 @@ func TestScheduler_queued(t *testing.T) {
 	}
 
 	// Fair share: alice floods the batch class (limit 4), carol arrives.
-	var flood []*Job
+	var flood []*testJob
 	for range 4 {
 		flood = append(flood, e.submit(context.Background(), "acme", "alice", 1))
 	}
@@ -423,7 +441,7 @@ func TestScheduler_queued(t *testing.T) {
 	if r := result(t, flood[3]); !errors.Is(r.Err, ErrFairShare) {
 		t.Errorf("victim: %v", r.Err)
 	}
-	carol := []*Job{e.submit(context.Background(), "beta", "carol", 1)}
+	carol := []*testJob{e.submit(context.Background(), "beta", "carol", 1)}
 	// alice 3, carol 1: share 2, alice over it: once more.
 	if !e.s.YieldSlotTo(0, "beta", "carol") {
 		t.Fatal("no second slot yielded")
@@ -439,7 +457,7 @@ func TestScheduler_queued(t *testing.T) {
 	// A deadline that passes in the queue: EnsureSchedulable refuses at
 	// dispatch, before a cell is leased (the grant's wall time is 2s).
 	e.clock.advance(3 * time.Second)
-	g.release(r1, Completion{FuelUsed: 10}) // a shared cell frees
+	g.release(r1, testCompletion{FuelUsed: 10}) // a shared cell frees
 	if r := result(t, r1); r.Err != nil {
 		t.Errorf("first job: %v", r.Err)
 	}
@@ -479,9 +497,9 @@ func TestScheduler_queued(t *testing.T) {
 	if r := result(t, queued); !errors.Is(r.Err, ErrShuttingDown) {
 		t.Errorf("queued at shutdown: %v", r.Err)
 	}
-	for _, j := range []*Job{i1, late} {
+	for _, j := range []*testJob{i1, late} {
 		r := result(t, j)
-		if r.Err != nil || !errors.Is(r.Completion.Outcome.(error), ErrShuttingDown) {
+		if r.Err != nil || !errors.Is(r.Completion.Outcome.err, ErrShuttingDown) {
 			t.Errorf("running at shutdown: %v %v", r.Err, r.Completion.Outcome)
 		}
 	}
@@ -489,7 +507,7 @@ func TestScheduler_queued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Submit(context.Background(), p, nil); !errors.Is(err, ErrShuttingDown) {
+	if _, err := e.s.Submit(context.Background(), p, ""); !errors.Is(err, ErrShuttingDown) {
 		t.Errorf("Submit after shutdown: %v", err)
 	}
 	e.checkIdle()
@@ -505,14 +523,14 @@ func TestScheduler_runningCancelled(t *testing.T) {
 	finish := make(chan struct{})
 	var e *env
 	var liveAtCancel, leasedAtCancel int
-	e = newEnv(t, execFunc(func(ctx context.Context, _ *Job, _ *admission.ExecutionPermit, _ Cell) Completion {
+	e = newEnv(t, execFunc(func(ctx context.Context, _ *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
 		close(started)
 		<-ctx.Done()
 		liveAtCancel = int(e.prov.Snapshot().Node.Usage.LiveActivations)
 		leasedAtCancel, _, _ = e.cells.snapshot()
 		close(cancelled)
 		<-finish
-		return Completion{FuelUsed: 5}
+		return testCompletion{FuelUsed: 5}
 	}), envOptions{})
 	e.run()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -536,9 +554,9 @@ func TestScheduler_runningCancelled(t *testing.T) {
 // caller gone between dispatch and lease.
 func TestScheduler_cancelledBeforeStart(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	e := newEnv(t, execFunc(func(context.Context, *Job, *admission.ExecutionPermit, Cell) Completion {
+	e := newEnv(t, execFunc(func(context.Context, *testJob, *admission.ExecutionPermit, Cell) testCompletion {
 		t.Error("executed a cancelled job")
-		return Completion{}
+		return testCompletion{}
 	}), envOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -546,7 +564,7 @@ func TestScheduler_cancelledBeforeStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.Submit(ctx, p, nil); !errors.Is(err, ErrCancelled) {
+	if _, err := e.s.Submit(ctx, p, ""); !errors.Is(err, ErrCancelled) {
 		t.Errorf("Submit with an ended context: %v", err)
 	}
 	// Submitted before Run, cancelled before Run: the callback removes it.
@@ -564,11 +582,11 @@ func TestScheduler_cancelledBeforeStart(t *testing.T) {
 // request both take the cell out of service.
 func TestScheduler_executorFailures(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	e := newEnv(t, execFunc(func(_ context.Context, job *Job, _ *admission.ExecutionPermit, _ Cell) Completion {
+	e := newEnv(t, execFunc(func(_ context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
 		if job.Input() == "alice" {
 			panic("boom")
 		}
-		return Completion{FuelUsed: 1, Quarantine: true}
+		return testCompletion{FuelUsed: 1, Quarantine: true}
 	}), envOptions{})
 	e.run()
 	if r := result(t, e.submit(context.Background(), "acme", "alice", 0)); !errors.Is(r.Err, ErrExecutorPanicked) {
@@ -589,16 +607,16 @@ func TestScheduler_executorFailures(t *testing.T) {
 func TestScheduler_shutdownGrace(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	g := newGate()
-	e := newEnv(t, g, envOptions{mutate: func(_ *Config, d *Deps) { d.ShutdownGrace = time.Minute }})
+	e := newEnv(t, g, envOptions{mutate: func(_ *Config, d *testDeps) { d.ShutdownGrace = time.Minute }})
 	e.run()
 	j := e.submit(context.Background(), "acme", "alice", 0)
 	<-g.started
 	e.cancel()
-	g.release(j, Completion{FuelUsed: 3, Outcome: "finished"})
+	g.release(j, testCompletion{FuelUsed: 3, Outcome: outcome{note: "finished"}})
 	if err := e.wait(); err != nil {
 		t.Fatal(err)
 	}
-	if r := result(t, j); r.Err != nil || r.Completion.Outcome != "finished" {
+	if r := result(t, j); r.Err != nil || r.Completion.Outcome.note != "finished" {
 		t.Errorf("result %+v", r)
 	}
 	e.checkIdle()
@@ -606,23 +624,23 @@ func TestScheduler_shutdownGrace(t *testing.T) {
 
 func TestScheduler_newErrors(t *testing.T) {
 	cfg := simConfig(1, FairnessFuel, 1)
-	if _, err := New(Config{}, Deps{}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := New(Config{}, testDeps{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("invalid config: %v", err)
 	}
-	if _, err := New(cfg, Deps{}); err == nil {
+	if _, err := New(cfg, testDeps{}); err == nil {
 		t.Error("missing deps accepted")
 	}
-	if _, err := New(cfg, Deps{Cells: &fakeCells{}, Exec: newGate(), Tick: -1}); err == nil {
+	if _, err := New(cfg, testDeps{Cells: &fakeCells{}, Exec: newGate(), Tick: -1}); err == nil {
 		t.Error("negative tick accepted")
 	}
-	s, err := New(cfg, Deps{Cells: &fakeCells{}, Exec: newGate()})
+	s, err := New(cfg, testDeps{Cells: &fakeCells{}, Exec: newGate()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.tick != 100*time.Millisecond || s.ObservedQueueDelay(catalog.CellClass(99)) != 0 {
 		t.Errorf("tick %v", s.tick)
 	}
-	if _, err := s.Submit(context.Background(), nil, nil); err == nil {
+	if _, err := s.Submit(context.Background(), nil, ""); err == nil {
 		t.Error("Submit without a permit")
 	}
 	for _, e := range []*Error{ErrQueueWaitExceeded, ErrFairShare, ErrShuttingDown, ErrCancelled, ErrExecutorPanicked} {
@@ -642,12 +660,12 @@ func TestScheduler_queueDelay(t *testing.T) {
 	<-g.started
 	b := e.submit(context.Background(), "acme", "alice", 0)
 	e.clock.advance(500 * time.Millisecond)
-	g.release(a, Completion{FuelUsed: 1})
+	g.release(a, testCompletion{FuelUsed: 1})
 	<-g.started
 	if d := e.s.ObservedQueueDelay(catalog.CellStandard); d <= 0 || d > 500*time.Millisecond {
 		t.Errorf("observed queue delay %v", d)
 	}
-	g.release(b, Completion{FuelUsed: 1})
+	g.release(b, testCompletion{FuelUsed: 1})
 	result(t, a)
 	result(t, b)
 	e.stop()
@@ -668,22 +686,22 @@ func TestScheduler_hammer(t *testing.T) {
 		batches = 10
 	}
 	var executed, quarantined atomic.Int64
-	exec := execFunc(func(ctx context.Context, job *Job, xp *admission.ExecutionPermit, _ Cell) Completion {
+	exec := execFunc(func(ctx context.Context, job *testJob, xp *admission.ExecutionPermit, _ Cell) testCompletion {
 		executed.Add(1)
 		n := int(xp.Budget().CPUFuel % 7)
 		for i := 0; i < n && ctx.Err() == nil; i++ {
 			runtime.Gosched()
 		}
-		switch job.Input().(int) % 97 {
+		switch id, _ := strconv.Atoi(job.Input()); id % 97 {
 		case 13:
 			quarantined.Add(1)
-			return Completion{FuelUsed: 100, Quarantine: true}
+			return testCompletion{FuelUsed: 100, Quarantine: true}
 		case 41:
 			panic("executor failure")
 		}
-		return Completion{FuelUsed: uint64(1 + n*1000)}
+		return testCompletion{FuelUsed: uint64(1 + n*1000)}
 	})
-	e := newEnv(t, exec, envOptions{maxQueued: 6, parallelism: 16, queueDelay: true, mutate: func(c *Config, d *Deps) {
+	e := newEnv(t, exec, envOptions{maxQueued: 6, parallelism: 16, queueDelay: true, mutate: func(c *Config, d *testDeps) {
 		c.MaxWait = 20 * time.Millisecond
 		d.Clock = wallClock{}
 		d.Tick = 2 * time.Millisecond
@@ -713,7 +731,7 @@ func TestScheduler_hammer(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 99))
 			tenants := []catalog.TenantID{"acme", "acme", "beta"}
 			for b := range batches {
-				var jobs []*Job
+				var jobs []*testJob
 				var cancels []context.CancelFunc
 				for i := range batch {
 					ti := rng.IntN(3)
@@ -737,7 +755,7 @@ func TestScheduler_hammer(t *testing.T) {
 					}
 					ctx, cancel := context.WithCancel(context.Background())
 					cancels = append(cancels, cancel)
-					j, err := e.s.Submit(ctx, p, g*batches*batch+b*batch+i)
+					j, err := e.s.Submit(ctx, p, strconv.Itoa(g*batches*batch+b*batch+i))
 					if err != nil {
 						if !errors.Is(err, ErrShuttingDown) {
 							t.Errorf("Submit: %v", err)
@@ -823,9 +841,9 @@ func TestScheduler_hammer(t *testing.T) {
 // releases the reservation; the unused cell goes back to the pool.
 func TestScheduler_startFails(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	e := newEnv(t, execFunc(func(context.Context, *Job, *admission.ExecutionPermit, Cell) Completion {
+	e := newEnv(t, execFunc(func(context.Context, *testJob, *admission.ExecutionPermit, Cell) testCompletion {
 		t.Error("executed a job whose start failed")
-		return Completion{}
+		return testCompletion{}
 	}), envOptions{})
 	e.cells.onLease = func() { e.clock.advance(time.Minute) }
 	e.run()
@@ -854,7 +872,7 @@ func TestScheduler_usedPermit(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.s.Submit(ctx, p, nil); !errors.Is(err, ErrCancelled) {
+	if _, err := e.s.Submit(ctx, p, ""); !errors.Is(err, ErrCancelled) {
 		t.Errorf("Submit: %v", err)
 	}
 	if n := e.s.Stats().PermitErrors; n != 1 {
@@ -870,7 +888,7 @@ func TestScheduler_usedPermit(t *testing.T) {
 func TestScheduler_maxRunning(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	g := newGate()
-	e := newEnv(t, g, envOptions{mutate: func(_ *Config, d *Deps) { d.MaxRunning = 1 }})
+	e := newEnv(t, g, envOptions{mutate: func(_ *Config, d *testDeps) { d.MaxRunning = 1 }})
 	e.run()
 	first := e.submit(context.Background(), "acme", "alice", 0)
 	second := e.submit(context.Background(), "beta", "carol", 9) // its own reserved cell is free
@@ -882,13 +900,13 @@ func TestScheduler_maxRunning(t *testing.T) {
 	if st := e.s.Stats(); st.Executing != 1 || st.Cells[0].Waiting != 1 {
 		t.Fatalf("with MaxRunning 1: %d executing, %d waiting; want 1 and 1", st.Executing, st.Cells[0].Waiting)
 	}
-	g.release(started, Completion{})
+	g.release(started, testCompletion{})
 	other := <-g.started
 	if (started == first) == (other == first) {
 		t.Fatal("the same job started twice")
 	}
-	g.release(other, Completion{})
-	for _, j := range []*Job{first, second} {
+	g.release(other, testCompletion{})
+	for _, j := range []*testJob{first, second} {
 		if r := result(t, j); r.Err != nil {
 			t.Fatalf("job: %v", r.Err)
 		}
@@ -904,16 +922,16 @@ func goid() string {
 }
 
 // do admits and runs a job with Do on the calling goroutine.
-func (e *env) do(ctx context.Context, tenant catalog.TenantID, subject string) Result {
+func (e *env) do(ctx context.Context, tenant catalog.TenantID, subject string) testResult {
 	e.t.Helper()
 	p, err := e.admit(tenant, subject, 0)
 	if err != nil {
 		e.t.Error(err)
-		return Result{Err: err}
+		return testResult{Err: err}
 	}
 	_, r, err := e.s.Do(ctx, p, goid(), time.Time{})
 	if err != nil {
-		return Result{Err: err}
+		return testResult{Err: err}
 	}
 	return r
 }
@@ -929,20 +947,20 @@ func TestScheduler_do(t *testing.T) {
 	ranOn := map[string]string{} // caller goroutine → executor goroutine
 	release := make(chan struct{})
 	started := make(chan struct{}, 8)
-	e := newEnv(t, execFunc(func(ctx context.Context, job *Job, _ *admission.ExecutionPermit, _ Cell) Completion {
+	e := newEnv(t, execFunc(func(ctx context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
 		mu.Lock()
-		ranOn[job.Input().(string)] = goid()
+		ranOn[job.Input()] = goid()
 		mu.Unlock()
 		started <- struct{}{}
 		select {
 		case <-release:
 		case <-ctx.Done():
 		}
-		return Completion{FuelUsed: 7}
-	}), envOptions{mutate: func(_ *Config, d *Deps) { d.MaxRunning = 1 }})
+		return testCompletion{FuelUsed: 7}
+	}), envOptions{mutate: func(_ *Config, d *testDeps) { d.MaxRunning = 1 }})
 
 	// Called before Run: the job waits for Run, then runs on this goroutine.
-	results := make(chan Result, 3)
+	results := make(chan testResult, 3)
 	go func() { results <- e.do(context.Background(), "acme", "alice") }()
 	e.run()
 	<-started
@@ -987,7 +1005,7 @@ func TestScheduler_do(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	mu.Lock()
-	if exec := ranOn[j.Input().(string)]; exec == j.Input().(string) {
+	if exec := ranOn[j.Input()]; exec == j.Input() {
 		t.Error("a submitted job ran on the submitting goroutine")
 	}
 	mu.Unlock()

@@ -9,8 +9,10 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 )
 
-// The fairness bars of issue 5, each against a negative control that must
-// fail them: the FIFO scheduler of sim_test.go and, for cost, round-robin.
+// The fairness bars the scheduler must meet (equal tenants, the max-min
+// oracle, cost awareness, the noisy neighbour), each against a negative
+// control that must fail them: the FIFO scheduler of sim_test.go and, for
+// cost, round-robin.
 
 const simP = 8 // cells
 

@@ -32,14 +32,14 @@ func (q *queueState) unhold(it *Item) {
 	}
 }
 
-// YieldSlotTo shares a full queue class's pending slots fairly (seed 000,
-// yieldSlotTo). The node calls it when admission refused an arrival of
-// (tenant, principal) for the queue class's capacity. With n the number of
-// principals waiting in the class, counting the arrival, and share =
-// MaxQueued ÷ n: if the arrival holds fewer than its share, the principal
-// holding the most (and more than its share; ties: the one with the newest
-// waiter) gives up its newest waiter, which is removed and returned — the
-// node answers it ErrFairShare and retries the arrival's admission.
+// YieldSlotTo shares a full queue class's pending slots fairly. The node
+// calls it when admission refused an arrival of (tenant, principal) for the
+// queue class's capacity. With n the number of principals waiting in the
+// class, counting the arrival, and share = MaxQueued ÷ n: if the arrival
+// holds fewer than its share, the principal holding the most (and more than
+// its share; ties: the one with the newest waiter) gives up its newest
+// waiter, which is removed and returned — the node answers it ErrFairShare
+// and retries the arrival's admission.
 // Otherwise it returns false and the arrival is refused. One principal may
 // still hold every slot while nobody else waits, and the total never grows.
 func (c *Core) YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, principal string) (*Item, bool) {

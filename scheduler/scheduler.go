@@ -34,35 +34,37 @@ type CellSource interface {
 }
 
 // Executor runs a started job on a leased cell (the node adapts the runner).
-type Executor interface {
+// In is the job's input (what Submit and Do were given), Out the outcome
+// the executor reports for the caller; the scheduler never looks at either.
+type Executor[In, Out any] interface {
 	// Execute runs job with the execution permit's budget and deadline and
 	// returns when the guest has stopped. ctx ends when the caller goes away
 	// or the scheduler shuts down (cause ErrShuttingDown). Execute must not
 	// release the cell or the permit: the scheduler does, in that order,
 	// after Execute returned.
-	Execute(ctx context.Context, job *Job, exec *admission.ExecutionPermit, cell Cell) Completion
+	Execute(ctx context.Context, job *Job[In, Out], exec *admission.ExecutionPermit, cell Cell) Completion[Out]
 }
 
 // Completion is what an execution reports.
-type Completion struct {
+type Completion[Out any] struct {
 	// FuelUsed is the fuel the guest consumed (corrects the fair-queue charge
 	// and feeds the adaptive window).
 	FuelUsed uint64
 	// Quarantine asks that the cell leave service (its state is uncertain).
 	Quarantine bool
 	// Outcome is the executor's result for the caller, opaque to the scheduler.
-	Outcome any
+	Outcome Out
 }
 
 // Result is the one definite result of a job, delivered on Job.Done.
-type Result struct {
+type Result[Out any] struct {
 	// Err is nil when the job executed (its outcome, good or bad, is in
 	// Completion). Otherwise it never executed: an *Error
 	// (ErrQueueWaitExceeded, ErrFairShare, ErrShuttingDown, ErrCancelled,
 	// ErrExecutorPanicked) or an admission refusal at start (a
 	// *admission.Rejection such as deadline-exceeded, wrapped).
 	Err        error
-	Completion Completion
+	Completion Completion[Out]
 	// QueueWait is the time between Submit and dispatch (or removal).
 	QueueWait time.Duration
 	// Execution is the time Execute took.
@@ -82,14 +84,15 @@ const (
 	jobFinished
 )
 
-// Job is a submitted activation. It owns its admission permit until the
+// Job is a submitted activation carrying an input In; its result carries
+// the executor's outcome Out. It owns its admission permit until the
 // scheduler starts or drops it.
-type Job struct {
+type Job[In, Out any] struct {
 	ctx    context.Context
 	permit *admission.AdmissionPermit
-	input  any
-	item   Item
-	done   chan Result
+	input  In
+	item   Item // item.Payload is the job itself
+	done   chan Result[Out]
 
 	// run receives the start of a job submitted with Do: its caller runs
 	// it. nil for Submit's jobs, which run on goroutines of their own.
@@ -103,13 +106,13 @@ type Job struct {
 
 // Done delivers the job's one result; the channel is buffered, so nobody has
 // to read it.
-func (j *Job) Done() <-chan Result { return j.done }
+func (j *Job[In, Out]) Done() <-chan Result[Out] { return j.done }
 
-// Input is what Submit was given.
-func (j *Job) Input() any { return j.input }
+// Input is what Submit or Do was given.
+func (j *Job[In, Out]) Input() In { return j.input }
 
 // Obligations are the admitted activation's obligations.
-func (j *Job) Obligations() admission.Obligations { return j.permit.Obligations() }
+func (j *Job[In, Out]) Obligations() admission.Obligations { return j.permit.Obligations() }
 
 // startedJob is what a job's own goroutine needs to run it (Do).
 type startedJob struct {
@@ -119,18 +122,18 @@ type startedJob struct {
 	wait time.Duration
 }
 
-func (j *Job) deliver(r Result) {
+func (j *Job[In, Out]) deliver(r Result[Out]) {
 	r.Cell = j.item.Cell
 	r.EnqueuedAt = j.item.EnqueuedAt
 	j.done <- r
 }
 
 // Deps are the scheduler's collaborators.
-type Deps struct {
+type Deps[In, Out any] struct {
 	// Cells leases cells (required).
 	Cells CellSource
 	// Exec runs jobs (required).
-	Exec Executor
+	Exec Executor[In, Out]
 	// Clock defaults to the wall clock.
 	Clock Clock
 	// Tick is the period of expiry and adjustment (default: MaxWait/10, at
@@ -156,15 +159,16 @@ const (
 )
 
 // Scheduler is the driver around Core: it owns the permits of queued jobs,
-// the dispatch and expiry loop and the executor goroutines. All methods are
-// safe for concurrent use.
+// the dispatch and expiry loop and the executor goroutines. In is the input
+// its jobs carry to the Executor, Out the outcome the Executor reports. All
+// methods are safe for concurrent use.
 //
 // Lock order: mu is a leaf. It is never held while calling admission, the
 // CellSource, the Executor or a Cell, or while delivering a result; under it
 // the scheduler calls only the Clock. ObservedQueueDelay takes no lock
 // (admission calls it under its own).
-type Scheduler struct {
-	deps    Deps
+type Scheduler[In, Out any] struct {
+	deps    Deps[In, Out]
 	clock   Clock
 	tick    time.Duration
 	ticks   <-chan time.Time // tests replace the ticker
@@ -181,7 +185,7 @@ type Scheduler struct {
 		sync.Mutex
 		core    *Core
 		state   runState
-		running map[*Job]struct{}
+		running map[*Job[In, Out]]struct{}
 		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
 	}
 	// dispatching admits one dispatcher at a time (the Run loop, Do's
@@ -195,11 +199,11 @@ type Scheduler struct {
 	first int
 }
 
-var _ admission.QueueDelaySource = (*Scheduler)(nil)
+var _ admission.QueueDelaySource = (*Scheduler[any, any])(nil)
 
 // New validates cfg and deps and returns an idle scheduler. It starts
 // nothing: don't forget to Run it. Jobs submitted before Run wait for it.
-func New(cfg Config, deps Deps) (*Scheduler, error) {
+func New[In, Out any](cfg Config, deps Deps[In, Out]) (*Scheduler[In, Out], error) {
 	core, err := NewCore(cfg)
 	if err != nil {
 		return nil, err
@@ -210,7 +214,7 @@ func New(cfg Config, deps Deps) (*Scheduler, error) {
 	if deps.Tick < 0 || deps.ShutdownGrace < 0 {
 		return nil, errors.AssertionFailedf("scheduler: Deps.Tick and Deps.ShutdownGrace must not be negative")
 	}
-	s := &Scheduler{deps: deps, clock: deps.Clock, tick: deps.Tick, wake: make(chan struct{}, 1)}
+	s := &Scheduler[In, Out]{deps: deps, clock: deps.Clock, tick: deps.Tick, wake: make(chan struct{}, 1)}
 	if s.clock == nil {
 		s.clock = wallClock{}
 	}
@@ -223,7 +227,7 @@ func New(cfg Config, deps Deps) (*Scheduler, error) {
 		}
 	}
 	s.mu.core = core
-	s.mu.running = map[*Job]struct{}{}
+	s.mu.running = map[*Job[In, Out]]struct{}{}
 	return s, nil
 }
 
@@ -238,7 +242,7 @@ func (wallClock) Now() time.Time { return time.Now() }
 // job waits, the job is removed, its permit released and its result is
 // ErrCancelled; when it ends while the job runs, the executor's context is
 // cancelled and the permit is kept until the guest stopped.
-func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermit, input any) (*Job, error) {
+func (s *Scheduler[In, Out]) Submit(ctx context.Context, permit *admission.AdmissionPermit, input In) (*Job[In, Out], error) {
 	j, err := s.enqueue(ctx, permit, input, false, time.Time{})
 	if err != nil {
 		return nil, err
@@ -257,10 +261,10 @@ func (s *Scheduler) Submit(ctx context.Context, permit *admission.AdmissionPermi
 //
 // arrived is when the request arrived, before it was read and admitted
 // (zero: now): the observed queue delay admission reads counts from it.
-func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, input any, arrived time.Time) (*Job, Result, error) {
+func (s *Scheduler[In, Out]) Do(ctx context.Context, permit *admission.AdmissionPermit, input In, arrived time.Time) (*Job[In, Out], Result[Out], error) {
 	j, err := s.enqueue(ctx, permit, input, true, arrived)
 	if err != nil {
-		return nil, Result{}, err
+		return nil, Result[Out]{}, err
 	}
 	s.dispatchNow()
 	select {
@@ -273,12 +277,12 @@ func (s *Scheduler) Do(ctx context.Context, permit *admission.AdmissionPermit, i
 }
 
 // enqueue queues a job for Submit and Do.
-func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input any, inline bool, arrived time.Time) (*Job, error) {
+func (s *Scheduler[In, Out]) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input In, inline bool, arrived time.Time) (*Job[In, Out], error) {
 	if permit == nil {
 		return nil, errors.AssertionFailedf("scheduler: Submit without a permit")
 	}
 	ob := permit.Obligations()
-	j := &Job{ctx: ctx, permit: permit, input: input, done: make(chan Result, 1)}
+	j := &Job[In, Out]{ctx: ctx, permit: permit, input: input, done: make(chan Result[Out], 1)}
 	if inline {
 		j.run = make(chan startedJob, 1)
 	}
@@ -304,7 +308,7 @@ func (s *Scheduler) enqueue(ctx context.Context, permit *admission.AdmissionPerm
 	return j, nil
 }
 
-func (s *Scheduler) refuse(permit *admission.AdmissionPermit, err error) error {
+func (s *Scheduler[In, Out]) refuse(permit *admission.AdmissionPermit, err error) error {
 	if rerr := permit.Release(); rerr != nil {
 		s.permitErrors.Add(1)
 		return errors.CombineErrors(err, rerr)
@@ -312,7 +316,7 @@ func (s *Scheduler) refuse(permit *admission.AdmissionPermit, err error) error {
 	return err
 }
 
-func (s *Scheduler) releasePermit(p *admission.AdmissionPermit) {
+func (s *Scheduler[In, Out]) releasePermit(p *admission.AdmissionPermit) {
 	if p.Release() != nil {
 		s.permitErrors.Add(1)
 	}
@@ -321,7 +325,7 @@ func (s *Scheduler) releasePermit(p *admission.AdmissionPermit) {
 // finishLocked marks j finished and unregisters its callback.
 //
 // REQUIRES: s.mu held.
-func (s *Scheduler) finishLocked(j *Job) {
+func (s *Scheduler[In, Out]) finishLocked(j *Job[In, Out]) {
 	j.state = jobFinished
 	if j.stop != nil {
 		j.stop()
@@ -330,7 +334,7 @@ func (s *Scheduler) finishLocked(j *Job) {
 
 // callerGone removes a queued job whose caller went away. A starting job is
 // checked by the Run loop before its lease; a running one sees its context end.
-func (s *Scheduler) callerGone(j *Job) {
+func (s *Scheduler[In, Out]) callerGone(j *Job[In, Out]) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	if j.state != jobQueued {
@@ -341,7 +345,7 @@ func (s *Scheduler) callerGone(j *Job) {
 	s.finishLocked(j)
 	s.mu.Unlock()
 	s.releasePermit(j.permit)
-	j.deliver(Result{Err: ErrCancelled.withCause(context.Cause(j.ctx)), QueueWait: now.Sub(j.item.EnqueuedAt), DoneAt: now})
+	j.deliver(Result[Out]{Err: ErrCancelled.withCause(context.Cause(j.ctx)), QueueWait: now.Sub(j.item.EnqueuedAt), DoneAt: now})
 	s.nudge()
 }
 
@@ -350,7 +354,7 @@ func (s *Scheduler) callerGone(j *Job) {
 // capacity (see Core.YieldSlotTo). When it returns true, a victim was
 // removed, its permit released (so its queue slot is free now) and its
 // result is ErrFairShare: admit the arrival again.
-func (s *Scheduler) YieldSlotTo(queue int, tenant catalog.TenantID, principal string) bool {
+func (s *Scheduler[In, Out]) YieldSlotTo(queue int, tenant catalog.TenantID, principal string) bool {
 	now := s.clock.Now()
 	s.mu.Lock()
 	it, ok := s.mu.core.YieldSlotTo(now, queue, tenant, principal)
@@ -358,17 +362,17 @@ func (s *Scheduler) YieldSlotTo(queue int, tenant catalog.TenantID, principal st
 		s.mu.Unlock()
 		return false
 	}
-	j := it.Payload.(*Job)
+	j := it.Payload.(*Job[In, Out])
 	s.finishLocked(j)
 	s.mu.Unlock()
 	s.releasePermit(j.permit)
-	j.deliver(Result{Err: ErrFairShare, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
+	j.deliver(Result[Out]{Err: ErrFairShare, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	return true
 }
 
 // ObservedQueueDelay is the moving average of the queue wait of a cell class
 // (admission.QueueDelaySource). It takes no lock.
-func (s *Scheduler) ObservedQueueDelay(c catalog.CellClass) time.Duration {
+func (s *Scheduler[In, Out]) ObservedQueueDelay(c catalog.CellClass) time.Duration {
 	if int(c) >= len(s.delay) {
 		return 0
 	}
@@ -387,7 +391,7 @@ type DriverStats struct {
 
 // Stats returns a snapshot for metrics. CellStats.Quarantined counts the
 // cells lost to executor quarantine requests (or failed releases).
-func (s *Scheduler) Stats() DriverStats {
+func (s *Scheduler[In, Out]) Stats() DriverStats {
 	s.mu.Lock()
 	st := DriverStats{Stats: s.mu.core.Stats(), Executing: len(s.mu.running)}
 	s.mu.Unlock()
@@ -395,7 +399,7 @@ func (s *Scheduler) Stats() DriverStats {
 	return st
 }
 
-func (s *Scheduler) nudge() {
+func (s *Scheduler[In, Out]) nudge() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
@@ -406,7 +410,7 @@ func (s *Scheduler) nudge() {
 // reads them.
 //
 // REQUIRES: s.mu held.
-func (s *Scheduler) publishLocked() {
+func (s *Scheduler[In, Out]) publishLocked() {
 	for _, c := range s.classes {
 		s.delay[c].Store(int64(s.mu.core.ObservedQueueDelay(c)))
 	}
@@ -418,7 +422,7 @@ func (s *Scheduler) publishLocked() {
 // Deps.ShutdownGrace to finish before their contexts are cancelled, and Run
 // returns once every executor returned. It returns nil, or an error if called
 // twice. Every job submitted gets exactly one result.
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Scheduler[In, Out]) Run(ctx context.Context) error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("scheduler: Run called twice")
 	}
@@ -447,27 +451,27 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // onTick expires jobs past MaxWait and adjusts the windows.
-func (s *Scheduler) onTick() {
+func (s *Scheduler[In, Out]) onTick() {
 	now := s.clock.Now()
 	s.mu.Lock()
 	expired := s.mu.core.Expire(now)
 	for _, it := range expired {
-		s.finishLocked(it.Payload.(*Job))
+		s.finishLocked(it.Payload.(*Job[In, Out]))
 	}
 	s.mu.core.Adjust(now)
 	s.mu.blocked = [len(s.mu.blocked)]bool{}
 	s.publishLocked()
 	s.mu.Unlock()
 	for _, it := range expired {
-		j := it.Payload.(*Job)
+		j := it.Payload.(*Job[In, Out])
 		s.releasePermit(j.permit)
-		j.deliver(Result{Err: ErrQueueWaitExceeded, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
+		j.deliver(Result[Out]{Err: ErrQueueWaitExceeded, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	}
 }
 
 // dispatchNow dispatches on the calling goroutine, or, when another
 // goroutine is dispatching, makes it look once more before it stops.
-func (s *Scheduler) dispatchNow() {
+func (s *Scheduler[In, Out]) dispatchNow() {
 	s.again.Store(true)
 	for s.again.Load() && s.dispatching.TryLock() {
 		s.again.Store(false)
@@ -480,7 +484,7 @@ func (s *Scheduler) dispatchNow() {
 // while fewer than that many run).
 //
 // REQUIRES: s.dispatching held.
-func (s *Scheduler) dispatch() {
+func (s *Scheduler[In, Out]) dispatch() {
 	first := s.first
 	s.first = (first + 1) % len(s.classes)
 	for i := range s.classes {
@@ -502,7 +506,7 @@ func (s *Scheduler) dispatch() {
 				s.mu.Unlock()
 				break
 			}
-			j := it.Payload.(*Job)
+			j := it.Payload.(*Job[In, Out])
 			j.state = jobStarting
 			s.publishLocked()
 			s.mu.Unlock()
@@ -515,7 +519,7 @@ func (s *Scheduler) dispatch() {
 // leasing a cell it checks the caller's cancellation and EnsureSchedulable;
 // after the lease it calls StartExecution. Without a cell the job goes back
 // to the head of its queue.
-func (s *Scheduler) start(j *Job, wait time.Duration) {
+func (s *Scheduler[In, Out]) start(j *Job[In, Out], wait time.Duration) {
 	class := j.item.Cell
 	if j.ctx.Err() != nil {
 		s.abort(j, ErrCancelled.withCause(context.Cause(j.ctx)), wait, true)
@@ -564,7 +568,7 @@ func (s *Scheduler) start(j *Job, wait time.Duration) {
 }
 
 // abort finishes a dispatched job that did not start.
-func (s *Scheduler) abort(j *Job, err error, wait time.Duration, release bool) {
+func (s *Scheduler[In, Out]) abort(j *Job[In, Out], err error, wait time.Duration, release bool) {
 	s.mu.Lock()
 	s.must(s.mu.core.Abort(&j.item))
 	s.finishLocked(j)
@@ -572,11 +576,11 @@ func (s *Scheduler) abort(j *Job, err error, wait time.Duration, release bool) {
 	if release {
 		s.releasePermit(j.permit)
 	}
-	j.deliver(Result{Err: err, QueueWait: wait, DoneAt: s.clock.Now()})
+	j.deliver(Result[Out]{Err: err, QueueWait: wait, DoneAt: s.clock.Now()})
 }
 
 // execute runs one job on its cell; the Run loop waits for it (execs).
-func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.ExecutionPermit, cell Cell, wait time.Duration) {
+func (s *Scheduler[In, Out]) execute(ctx context.Context, j *Job[In, Out], xp *admission.ExecutionPermit, cell Cell, wait time.Duration) {
 	defer s.execs.Done()
 	class := j.item.Cell
 	start := s.clock.Now()
@@ -600,7 +604,7 @@ func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.Execution
 	// The freed slot goes to the next job before this one's result: its
 	// guest starts while this caller answers.
 	s.dispatchNow()
-	res := Result{Completion: comp, QueueWait: wait, Execution: end.Sub(start)}
+	res := Result[Out]{Completion: comp, QueueWait: wait, Execution: end.Sub(start)}
 	if perr != nil {
 		res.Err = perr
 	}
@@ -610,10 +614,10 @@ func (s *Scheduler) execute(ctx context.Context, j *Job, xp *admission.Execution
 
 // runExecutor calls the executor, turning a panic into ErrExecutorPanicked
 // (the cell is then quarantined and the permit released as usual).
-func (s *Scheduler) runExecutor(ctx context.Context, j *Job, xp *admission.ExecutionPermit, cell Cell) (comp Completion, err error) {
+func (s *Scheduler[In, Out]) runExecutor(ctx context.Context, j *Job[In, Out], xp *admission.ExecutionPermit, cell Cell) (comp Completion[Out], err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			comp, err = Completion{}, ErrExecutorPanicked.withCause(errors.Newf("%v", r))
+			comp, err = Completion[Out]{}, ErrExecutorPanicked.withCause(errors.Newf("%v", r))
 		}
 	}()
 	return s.deps.Exec.Execute(ctx, j, xp, cell), nil
@@ -621,7 +625,7 @@ func (s *Scheduler) runExecutor(ctx context.Context, j *Job, xp *admission.Execu
 
 // must panics on a broken invariant of the core: continuing would corrupt
 // the accounting of cells and permits.
-func (s *Scheduler) must(err error) {
+func (s *Scheduler[In, Out]) must(err error) {
 	if err != nil {
 		panic(err)
 	}
@@ -629,20 +633,20 @@ func (s *Scheduler) must(err error) {
 
 // shutdown drops queued jobs, gives running ones the grace period, then
 // cancels them and waits for every executor.
-func (s *Scheduler) shutdown() {
+func (s *Scheduler[In, Out]) shutdown() {
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.mu.state = stateStopping
 	drained := s.mu.core.Drain()
 	for _, it := range drained {
-		s.finishLocked(it.Payload.(*Job))
+		s.finishLocked(it.Payload.(*Job[In, Out]))
 	}
 	s.publishLocked()
 	s.mu.Unlock()
 	for _, it := range drained {
-		j := it.Payload.(*Job)
+		j := it.Payload.(*Job[In, Out])
 		s.releasePermit(j.permit)
-		j.deliver(Result{Err: ErrShuttingDown, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
+		j.deliver(Result[Out]{Err: ErrShuttingDown, QueueWait: now.Sub(it.EnqueuedAt), DoneAt: now})
 	}
 
 	done := make(chan struct{})
