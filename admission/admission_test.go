@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,53 +27,53 @@ func TestPolicy_Validate(t *testing.T) {
 	}{
 		{"valid", func(p *NodeAdmissionPolicy) {}, nil},
 		{"zero ceilings", func(p *NodeAdmissionPolicy) { p.BudgetCeiling = catalog.Budget{} },
-			[]string{"node.budget_ceiling.cpu_fuel", "node.budget_ceiling.memory_bytes", "node.budget_ceiling.wall_time"}},
-		{"later-phase ceiling", func(p *NodeAdmissionPolicy) { p.BudgetCeiling.Accelerators = 1 }, []string{"node.budget_ceiling"}},
-		{"no call depth", func(p *NodeAdmissionPolicy) { p.CallDepthLimit = 0 }, []string{"node.call_depth_limit"}},
-		{"no queue classes", func(p *NodeAdmissionPolicy) { p.QueueClasses = nil }, []string{"queue_classes", "queue_classes"}},
+			[]string{"BudgetCeiling.CPUFuel", "BudgetCeiling.MemoryBytes", "BudgetCeiling.WallTime"}},
+		{"later-phase ceiling", func(p *NodeAdmissionPolicy) { p.BudgetCeiling.Accelerators = 1 }, []string{"BudgetCeiling"}},
+		{"no call depth", func(p *NodeAdmissionPolicy) { p.CallDepthLimit = 0 }, []string{"CallDepthLimit"}},
+		{"no queue classes", func(p *NodeAdmissionPolicy) { p.QueueClasses = nil }, []string{"QueueClasses", "QueueClasses"}},
 		{"overlapping queue classes", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].MinPriority = 4 },
-			[]string{"queue_classes[1].priorities"}},
-		{"gap in priorities", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].MinPriority = 6 }, []string{"queue_classes"}},
+			[]string{"QueueClasses[1].MinPriority"}},
+		{"gap in priorities", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].MinPriority = 6 }, []string{"QueueClasses"}},
 		{"empty range", func(p *NodeAdmissionPolicy) { p.QueueClasses[0].MinPriority = 5 },
-			[]string{"queue_classes[0].priorities", "queue_classes"}},
-		{"duplicate queue class", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].Name = "batch" }, []string{"queue_classes[1].name"}},
-		{"huge priority", func(p *NodeAdmissionPolicy) { p.Limits.MaxPriority = 5000 }, []string{"node.limits.max_priority"}},
+			[]string{"QueueClasses[0].MinPriority", "QueueClasses"}},
+		{"duplicate queue class", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].Name = "batch" }, []string{"QueueClasses[1].Name"}},
+		{"huge priority", func(p *NodeAdmissionPolicy) { p.Limits.MaxPriority = 5000 }, []string{"Limits.MaxPriority"}},
 		{"no cell classes", func(p *NodeAdmissionPolicy) { p.CellClasses = nil },
-			[]string{"cell_classes", "trust_classes.trusted.cell_classes", "trust_classes.trusted.cell_classes",
-				"trust_classes.trusted.cell_classes", "trust_classes.trusted.cell_classes", "trust_classes.untrusted.cell_classes",
-				"trust_classes.untrusted.cell_classes", "trust_classes.untrusted.cell_classes",
-				"tenants.acme.cell_classes", "tenants.acme.cell_classes", "tenants.acme.cell_classes",
-				"tenants.beta.cell_classes", "tenants.beta.cell_classes", "tenants.beta.cell_classes", "tenants.beta.cell_classes"}},
+			[]string{"CellClasses", `TrustClasses["trusted"].CellClasses`, `TrustClasses["trusted"].CellClasses`,
+				`TrustClasses["trusted"].CellClasses`, `TrustClasses["trusted"].CellClasses`, `TrustClasses["untrusted"].CellClasses`,
+				`TrustClasses["untrusted"].CellClasses`, `TrustClasses["untrusted"].CellClasses`,
+				`Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`,
+				`Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`}},
 		{"bad cell class", func(p *NodeAdmissionPolicy) {
 			p.CellClasses[catalog.CellTiny] = CellClassPolicy{}
-		}, []string{"cell_classes.tiny.memory", "cell_classes.tiny.parallelism", "cell_classes.tiny.threading"}},
+		}, []string{`CellClasses["tiny"].MemoryBytes`, `CellClasses["tiny"].Parallelism`, `CellClasses["tiny"].Threading`}},
 		{"unknown trust class of a tenant", func(p *NodeAdmissionPolicy) {
 			t := p.Tenants["acme"]
 			t.TrustClasses = []catalog.TrustClass{"secret"}
 			p.Tenants["acme"] = t
-		}, []string{"tenants.acme.trust_classes"}},
+		}, []string{`Tenants["acme"].TrustClasses`}},
 		{"unconfigured cell of a tenant", func(p *NodeAdmissionPolicy) {
 			t := p.Tenants["acme"]
 			t.CellClasses = append(t.CellClasses, catalog.CellLarge)
 			p.Tenants["acme"] = t
-		}, []string{"tenants.acme.cell_classes"}},
-		{"no tenants", func(p *NodeAdmissionPolicy) { p.Tenants = nil }, []string{"tenants"}},
+		}, []string{`Tenants["acme"].CellClasses`}},
+		{"no tenants", func(p *NodeAdmissionPolicy) { p.Tenants = nil }, []string{"Tenants"}},
 		{"bad subject", func(p *NodeAdmissionPolicy) {
 			t := p.Tenants["acme"]
 			t.Subjects = []string{"a b"}
 			t.Kinds = []PrincipalKind{9}
 			p.Tenants["acme"] = t
-		}, []string{"tenants.acme.subjects", "tenants.acme.kinds"}},
+		}, []string{`Tenants["acme"].Subjects`, `Tenants["acme"].Kinds`}},
 		{"thresholds", func(p *NodeAdmissionPolicy) { p.Overload = OverloadPolicy{CPUThreshold: 1.5} },
-			[]string{"overload.cpu_threshold", "overload.memory_threshold", "overload.max_observation_age"}},
+			[]string{"Overload.CPUThreshold", "Overload.MemoryThreshold", "Overload.MaxObservationAge"}},
 		{"negative deadline settings", func(p *NodeAdmissionPolicy) {
 			p.Deadline = DeadlinePolicy{EstimatedServiceTime: -1, MinimumExecutionTime: -1, SafetyMargin: -1}
-		}, []string{"deadline.estimated_service_time", "deadline.minimum_execution_time", "deadline.safety_margin"}},
+		}, []string{"Deadline.EstimatedServiceTime", "Deadline.MinimumExecutionTime", "Deadline.SafetyMargin"}},
 		{"metadata", func(p *NodeAdmissionPolicy) {
 			p.Metadata = MetadataPolicy{MaxIdentifierBytes: 0, MaxEntries: -1, MaxBytes: -1}
 		},
-			[]string{"metadata.maximum_identifier_bytes", "metadata.maximum_metadata_entries", "metadata.maximum_metadata_bytes"}},
-		{"placement", func(p *NodeAdmissionPolicy) { p.Placement.Zone = "" }, []string{"node.zone"}},
+			[]string{"Metadata.MaxIdentifierBytes", "Metadata.MaxEntries", "Metadata.MaxBytes"}},
+		{"placement", func(p *NodeAdmissionPolicy) { p.Placement.Zone = "" }, []string{"Placement.Zone"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,6 +93,9 @@ func TestPolicy_Validate(t *testing.T) {
 			var have []string
 			for _, p := range pe.Problems {
 				have = append(have, p.Field)
+				if _, ok := catalog.FieldPath(p.Field).Steps(); !ok {
+					t.Errorf("%q is not a field path", p.Field)
+				}
 			}
 			if !slices.Equal(have, tc.fields) {
 				t.Fatalf("want %q, have %q (%v)", tc.fields, have, err)

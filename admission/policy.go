@@ -137,7 +137,10 @@ type NodePlacement struct {
 	Architecture, Region, Zone string
 }
 
-// PolicyError lists every problem in a policy, each with its configuration path.
+// PolicyError lists every problem in a policy. Each problem's Field is a
+// catalog.FieldPath in the Go terms of NodeAdmissionPolicy
+// (`Tenants["acme"].Limits.MaxPriority`); a caller that reads the policy
+// from a file maps the paths onto its own keys.
 type PolicyError struct {
 	Problems []catalog.FieldError
 }
@@ -154,173 +157,194 @@ func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy 
 
 type policyProblems []catalog.FieldError
 
-func (p *policyProblems) add(field, problem string) {
-	*p = append(*p, catalog.FieldError{Field: field, Problem: problem})
+func (p *policyProblems) add(field catalog.FieldPath, problem string) {
+	*p = append(*p, field.Error(problem))
+}
+
+// CheckQueueClasses returns the problems of the shape of a list of queue
+// classes, each named by its path under list: every class needs a valid
+// name that no other class has and a non-empty priority range, and no two
+// ranges overlap. It does not check coverage (Validate does, against the
+// node's maximum priority), nor MaxQueued and ReservedCells. Validate and
+// the scheduler's configuration apply it.
+func CheckQueueClasses(list catalog.FieldPath, classes []QueueClassPolicy) []catalog.FieldError {
+	var probs policyProblems
+	if len(classes) == 0 {
+		probs.add(list, "at least one queue class is required")
+	}
+	names := map[string]bool{}
+	for i, q := range classes {
+		f := list.Index(i)
+		if err := catalog.ValidateName(q.Name); err != nil {
+			probs.add(f.Field("Name"), err.Error())
+		} else if names[q.Name] {
+			probs.add(f.Field("Name"), "duplicate queue class")
+		}
+		names[q.Name] = true
+		if q.MinPriority > q.MaxPriority {
+			probs.add(f.Field("MinPriority"), "the range is empty: the first priority is above the last")
+		}
+		for j, o := range classes[:i] {
+			if q.MinPriority <= o.MaxPriority && o.MinPriority <= q.MaxPriority {
+				probs.add(f.Field("MinPriority"), "overlaps the priorities of queue class "+strconv.Itoa(j)+
+					" ("+strconv.Quote(o.Name)+")")
+			}
+		}
+	}
+	return probs
 }
 
 // Validate checks the policy and returns a *PolicyError listing every problem.
 func (p *NodeAdmissionPolicy) Validate() error {
 	var probs policyProblems
+	ceiling := catalog.FieldPath("BudgetCeiling")
 	b := p.BudgetCeiling
 	if b.CPUFuel == 0 {
-		probs.add("node.budget_ceiling.cpu_fuel", "must be positive")
+		probs.add(ceiling.Field("CPUFuel"), "must be positive")
 	}
 	if b.MemoryBytes == 0 {
-		probs.add("node.budget_ceiling.memory_bytes", "must be positive")
+		probs.add(ceiling.Field("MemoryBytes"), "must be positive")
 	}
 	if b.WallTime <= 0 {
-		probs.add("node.budget_ceiling.wall_time", "must be positive and finite")
+		probs.add(ceiling.Field("WallTime"), "must be positive and finite")
 	}
 	if b.CheckPhase1() != nil {
-		probs.add("node.budget_ceiling", "later-phase dimensions must be zero")
+		probs.add(ceiling, "later-phase dimensions must be zero")
 	}
 	if p.CallDepthLimit == 0 {
-		probs.add("node.call_depth_limit", "must be positive")
+		probs.add("CallDepthLimit", "must be positive")
 	}
 	if p.Limits.MaxPriority > maxPriority {
-		probs.add("node.limits.max_priority", "must be at most "+strconv.Itoa(maxPriority))
+		probs.add(catalog.FieldPath("Limits").Field("MaxPriority"), "must be at most "+strconv.Itoa(maxPriority))
 	}
 
 	// Queue classes: named, non-overlapping, covering 0..node max priority.
-	if len(p.QueueClasses) == 0 {
-		probs.add("queue_classes", "at least one queue class is required")
-	}
-	names := map[string]bool{}
-	for i, q := range p.QueueClasses {
-		f := "queue_classes[" + strconv.Itoa(i) + "]"
-		if err := catalog.ValidateName(q.Name); err != nil {
-			probs.add(f+".name", err.Error())
-		} else if names[q.Name] {
-			probs.add(f+".name", "duplicate queue class")
-		}
-		names[q.Name] = true
-		if q.MinPriority > q.MaxPriority {
-			probs.add(f+".priorities", "the range is empty (first > last)")
-		}
-		for j := 0; j < i; j++ {
-			o := p.QueueClasses[j]
-			if q.MinPriority <= o.MaxPriority && o.MinPriority <= q.MaxPriority {
-				probs.add(f+".priorities", "overlaps queue_classes["+strconv.Itoa(j)+"]")
-			}
-		}
-	}
+	probs = append(probs, CheckQueueClasses("QueueClasses", p.QueueClasses)...)
 	if p.Limits.MaxPriority <= maxPriority {
 		for prio := uint32(0); prio <= p.Limits.MaxPriority; prio++ {
 			if !slices.ContainsFunc(p.QueueClasses, func(q QueueClassPolicy) bool { return q.MinPriority <= prio && prio <= q.MaxPriority }) {
-				probs.add("queue_classes", "priority "+strconv.Itoa(int(prio))+" (allowed by node.limits.max_priority) maps to no queue class")
+				probs.add("QueueClasses", "priority "+strconv.Itoa(int(prio))+" maps to no queue class, and the node's limits allow priorities up to "+
+					strconv.FormatUint(uint64(p.Limits.MaxPriority), 10))
 				break
 			}
 		}
 	}
 
 	// Cell classes.
+	cells := catalog.FieldPath("CellClasses")
 	if len(p.CellClasses) == 0 {
-		probs.add("cell_classes", "at least one cell class is required")
+		probs.add(cells, "at least one cell class is required")
 	}
 	for _, c := range slices.Sorted(maps.Keys(p.CellClasses)) {
 		cc := p.CellClasses[c]
-		f := "cell_classes." + c.String()
+		f := cells.Key(c.String())
 		if !c.Valid() {
-			probs.add("cell_classes", "unknown cell class")
+			probs.add(cells, "unknown cell class")
 			continue
 		}
 		if cc.MemoryBytes == 0 {
-			probs.add(f+".memory", "must be positive")
+			probs.add(f.Field("MemoryBytes"), "must be positive")
 		}
 		if cc.Parallelism == 0 {
-			probs.add(f+".parallelism", "must be positive")
+			probs.add(f.Field("Parallelism"), "must be positive")
 		}
 		if len(cc.Threading) == 0 {
-			probs.add(f+".threading", "at least one threading model is required")
+			probs.add(f.Field("Threading"), "at least one threading model is required")
 		}
 	}
 
 	// Trust classes.
+	trust := catalog.FieldPath("TrustClasses")
 	for _, name := range slices.Sorted(maps.Keys(p.TrustClasses)) {
 		tc := p.TrustClasses[name]
-		f := "trust_classes." + string(name)
+		f := trust.Key(string(name))
 		if err := catalog.ValidateName(string(name)); err != nil {
-			probs.add("trust_classes", "invalid trust class name: "+err.Error())
+			probs.add(trust, "invalid trust class name: "+err.Error())
 		}
 		for _, c := range tc.CellClasses {
 			if _, ok := p.CellClasses[c]; !ok {
-				probs.add(f+".cell_classes", "names "+c.String()+", which is not a configured cell class")
+				probs.add(f.Field("CellClasses"), "names "+c.String()+", which is not a configured cell class")
 			}
 		}
 	}
 
 	// Tenants.
+	tenants := catalog.FieldPath("Tenants")
 	if len(p.Tenants) == 0 {
-		probs.add("tenants", "at least one tenant is required (there is no default tenant)")
+		probs.add(tenants, "at least one tenant is required (there is no default tenant)")
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Tenants)) {
 		t := p.Tenants[name]
-		f := "tenants." + string(name)
+		f := tenants.Key(string(name))
 		if err := catalog.ValidatePathName(string(name)); err != nil {
-			probs.add("tenants", "invalid tenant name: "+err.Error())
+			probs.add(tenants, "invalid tenant name: "+err.Error())
 		}
 		for _, tc := range t.TrustClasses {
 			if _, ok := p.TrustClasses[tc]; !ok {
-				probs.add(f+".trust_classes", "names a trust class that is not configured")
+				probs.add(f.Field("TrustClasses"), "names a trust class that is not configured")
 			}
 		}
 		for _, c := range t.CellClasses {
 			if _, ok := p.CellClasses[c]; !ok {
-				probs.add(f+".cell_classes", "names "+c.String()+", which is not a configured cell class")
+				probs.add(f.Field("CellClasses"), "names "+c.String()+", which is not a configured cell class")
 			}
 		}
 		for _, s := range t.Subjects {
 			if err := catalog.ValidateName(s); err != nil {
-				probs.add(f+".subjects", "invalid subject: "+err.Error())
+				probs.add(f.Field("Subjects"), "invalid subject: "+err.Error())
 			}
 		}
 		for _, k := range t.Kinds {
 			if k != KindUser && k != KindService {
-				probs.add(f+".kinds", "unknown principal kind")
+				probs.add(f.Field("Kinds"), "unknown principal kind")
 			}
 		}
 		if t.Limits.MaxPriority > maxPriority {
-			probs.add(f+".limits.max_priority", "must be at most "+strconv.Itoa(maxPriority))
+			probs.add(f.Field("Limits").Field("MaxPriority"), "must be at most "+strconv.Itoa(maxPriority))
 		}
 	}
 
 	// Load and deadline.
+	overload := catalog.FieldPath("Overload")
 	o := p.Overload
 	if !(o.CPUThreshold > 0 && o.CPUThreshold <= 1) {
-		probs.add("overload.cpu_threshold", "must be in (0, 1]")
+		probs.add(overload.Field("CPUThreshold"), "must be in (0, 1]")
 	}
 	if !(o.MemoryThreshold > 0 && o.MemoryThreshold <= 1) {
-		probs.add("overload.memory_threshold", "must be in (0, 1]")
+		probs.add(overload.Field("MemoryThreshold"), "must be in (0, 1]")
 	}
 	if o.MaxObservationAge <= 0 {
-		probs.add("overload.max_observation_age", "must be positive")
+		probs.add(overload.Field("MaxObservationAge"), "must be positive")
 	}
+	deadline := catalog.FieldPath("Deadline")
 	d := p.Deadline
 	if d.EstimatedServiceTime < 0 {
-		probs.add("deadline.estimated_service_time", "must not be negative")
+		probs.add(deadline.Field("EstimatedServiceTime"), "must not be negative")
 	}
 	if d.MinimumExecutionTime < 0 {
-		probs.add("deadline.minimum_execution_time", "must not be negative")
+		probs.add(deadline.Field("MinimumExecutionTime"), "must not be negative")
 	}
 	if d.SafetyMargin < 0 {
-		probs.add("deadline.safety_margin", "must not be negative")
+		probs.add(deadline.Field("SafetyMargin"), "must not be negative")
 	}
 
+	metadata := catalog.FieldPath("Metadata")
 	m := p.Metadata
 	if m.MaxIdentifierBytes < 1 || m.MaxIdentifierBytes > catalog.MaxNameBytes {
-		probs.add("metadata.maximum_identifier_bytes", "must be from 1 to "+strconv.Itoa(catalog.MaxNameBytes))
+		probs.add(metadata.Field("MaxIdentifierBytes"), "must be from 1 to "+strconv.Itoa(catalog.MaxNameBytes))
 	}
 	if m.MaxEntries < 0 || m.MaxEntries > math.MaxInt32 {
-		probs.add("metadata.maximum_metadata_entries", "must not be negative")
+		probs.add(metadata.Field("MaxEntries"), "must not be negative")
 	}
 	if m.MaxBytes < 0 || m.MaxBytes > math.MaxInt32 {
-		probs.add("metadata.maximum_metadata_bytes", "must not be negative")
+		probs.add(metadata.Field("MaxBytes"), "must not be negative")
 	}
+	placement := catalog.FieldPath("Placement")
 	for _, v := range []struct{ field, value string }{
-		{"node.architecture", p.Placement.Architecture}, {"node.region", p.Placement.Region}, {"node.zone", p.Placement.Zone},
+		{"Architecture", p.Placement.Architecture}, {"Region", p.Placement.Region}, {"Zone", p.Placement.Zone},
 	} {
 		if err := catalog.ValidateName(v.value); err != nil {
-			probs.add(v.field, err.Error())
+			probs.add(placement.Field(v.field), err.Error())
 		}
 	}
 	if len(probs) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 )
 
@@ -21,15 +22,15 @@ const (
 	FairnessRoundRobin = "round-robin"
 )
 
-// Defaults applied by Validate to zero fields.
+// Defaults that WithDefaults puts in zero fields.
 const (
 	DefaultLowerClassAfter = 8
 	DefaultAdjustInterval  = time.Second
 )
 
 // Config configures the scheduler. It mirrors the node's TOML: the
-// [scheduler] table, [[queue_classes]] and [cell_classes.X]. Validate checks
-// it once (NewCore and New call it) and fills the defaults.
+// [scheduler] table, [[queue_classes]] and [cell_classes.X]. NewCore and New
+// fill its defaults (WithDefaults) and check it once (Validate).
 type Config struct {
 	// CellClasses are the configured cell classes; at least one.
 	CellClasses map[catalog.CellClass]CellConfig
@@ -42,11 +43,14 @@ type Config struct {
 	// waiting MaxWait is removed with ErrQueueWaitExceeded.
 	MaxWait time.Duration
 	// LowerClassAfter bounds the run of consecutive higher-class dispatches
-	// (onto shared cells) while a lower class waits: ≥ 1; 0 means 8.
+	// (onto shared cells) while a lower class waits: ≥ 1 (WithDefaults turns
+	// 0 into DefaultLowerClassAfter).
 	LowerClassAfter int
-	// Fairness is FairnessFuel (the default when empty) or FairnessRoundRobin.
+	// Fairness is FairnessFuel (WithDefaults turns "" into it) or
+	// FairnessRoundRobin.
 	Fairness string
-	// AdjustInterval is the period of the adaptive window (> 0; 0 means 1s):
+	// AdjustInterval is the period of the adaptive window (> 0; WithDefaults
+	// turns 0 into DefaultAdjustInterval):
 	// the window changes at most once per interval.
 	AdjustInterval time.Duration
 }
@@ -64,7 +68,7 @@ type CellConfig struct {
 
 // QueueConfig configures one queue class.
 type QueueConfig struct {
-	// Name is the class's name (non-empty, unique).
+	// Name is the class's name (catalog.ValidateName; unique).
 	Name string
 	// MinPriority and MaxPriority bound the class's inclusive priority range.
 	MinPriority, MaxPriority uint32
@@ -77,8 +81,10 @@ type QueueConfig struct {
 	ReservedCells int
 }
 
-// ConfigError lists every problem of a Config, each named by its
-// configuration key.
+// ConfigError lists every problem of a Config. Each problem's Field is a
+// catalog.FieldPath in the Go terms of Config (`CellClasses["tiny"].Parallelism`);
+// a caller that reads the configuration from a file maps the paths onto its
+// own keys.
 type ConfigError struct {
 	Problems []catalog.FieldError
 }
@@ -95,7 +101,8 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 
 // WithDefaults returns c with the defaults in its zero fields:
 // LowerClassAfter DefaultLowerClassAfter, Fairness FairnessFuel and
-// AdjustInterval DefaultAdjustInterval. NewCore and New call it.
+// AdjustInterval DefaultAdjustInterval. NewCore and New call it before
+// Validate.
 func (c Config) WithDefaults() Config {
 	if c.LowerClassAfter == 0 {
 		c.LowerClassAfter = DefaultLowerClassAfter
@@ -109,89 +116,69 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate fills the defaults of zero fields and checks every field. It
-// returns a *ConfigError naming every problem by its configuration key.
+// Validate checks every field of c as it is, without filling defaults: a
+// zero LowerClassAfter, Fairness or AdjustInterval is a problem here (call
+// WithDefaults first, as NewCore does). It returns a *ConfigError naming
+// every problem by its field. The shape of the queue classes (names,
+// ranges, overlap) is admission's rule, admission.CheckQueueClasses.
 func (c *Config) Validate() error {
 	var probs []catalog.FieldError
-	add := func(field, problem string) {
-		probs = append(probs, catalog.FieldError{Field: field, Problem: problem})
-	}
-	if c.LowerClassAfter == 0 {
-		c.LowerClassAfter = DefaultLowerClassAfter
-	}
-	if c.Fairness == "" {
-		c.Fairness = FairnessFuel
-	}
-	if c.AdjustInterval == 0 {
-		c.AdjustInterval = DefaultAdjustInterval
-	}
+	add := func(field catalog.FieldPath, problem string) { probs = append(probs, field.Error(problem)) }
 	if c.MaxWait <= 0 {
-		add("scheduler.max_wait", "must be positive")
+		add("MaxWait", "must be positive")
 	}
 	if c.LowerClassAfter < 1 {
-		add("scheduler.lower_class_after", "must be at least 1")
+		add("LowerClassAfter", "must be at least 1")
 	}
 	if c.Fairness != FairnessFuel && c.Fairness != FairnessRoundRobin {
-		add("scheduler.fairness", "must be \"fuel\" or \"round-robin\"")
+		add("Fairness", `must be "`+FairnessFuel+`" or "`+FairnessRoundRobin+`"`)
 	}
-	if c.AdjustInterval < 0 {
-		add("scheduler.adjust_interval", "must be positive")
+	if c.AdjustInterval <= 0 {
+		add("AdjustInterval", "must be positive")
 	}
 
-	if len(c.QueueClasses) == 0 {
-		add("queue_classes", "at least one queue class is required")
+	const queues = catalog.FieldPath("QueueClasses")
+	shapes := make([]admission.QueueClassPolicy, len(c.QueueClasses))
+	for i, q := range c.QueueClasses {
+		shapes[i] = admission.QueueClassPolicy{Name: q.Name, MinPriority: q.MinPriority, MaxPriority: q.MaxPriority}
 	}
-	names := map[string]bool{}
+	probs = append(probs, admission.CheckQueueClasses(queues, shapes)...)
 	reserved, unreserved := 0, false
 	for i, q := range c.QueueClasses {
-		f := "queue_classes[" + strconv.Itoa(i) + "]"
-		switch {
-		case q.Name == "":
-			add(f+".name", "must not be empty")
-		case names[q.Name]:
-			add(f+".name", "duplicate queue class")
-		}
-		names[q.Name] = true
-		if q.MinPriority > q.MaxPriority {
-			add(f+".priorities", "minimum exceeds maximum")
-		}
-		for j, o := range c.QueueClasses[:i] {
-			if q.MinPriority <= o.MaxPriority && o.MinPriority <= q.MaxPriority {
-				add(f+".priorities", "overlaps queue_classes["+strconv.Itoa(j)+"]")
-			}
-		}
 		if q.MaxQueued < 0 {
-			add(f+".max_queued", "must not be negative")
+			add(queues.Index(i).Field("MaxQueued"), "must not be negative")
 		}
 		if q.ReservedCells < 0 {
-			add(f+".reserved_cells", "must not be negative")
+			add(queues.Index(i).Field("ReservedCells"), "must not be negative")
 		}
 		reserved += max(q.ReservedCells, 0)
 		unreserved = unreserved || q.ReservedCells == 0
 	}
 
+	const cells = catalog.FieldPath("CellClasses")
 	if len(c.CellClasses) == 0 {
-		add("cell_classes", "at least one cell class is required")
+		add(cells, "at least one cell class is required")
 	}
 	for _, class := range slices.Sorted(maps.Keys(c.CellClasses)) {
 		cc := c.CellClasses[class]
-		f := "cell_classes." + class.String()
+		f := cells.Key(class.String())
 		if !class.Valid() {
 			add(f, "not a cell class")
 			continue
 		}
-		if cc.Parallelism < 1 {
-			add(f+".parallelism", "must be at least 1")
-			continue
-		}
 		if cc.TargetServiceTime < 0 {
-			add(f+".target_service_time", "must not be negative")
+			add(f.Field("TargetServiceTime"), "must not be negative (0 disables adaptive concurrency)")
+		}
+		if cc.Parallelism < 1 {
+			add(f.Field("Parallelism"), "must be at least 1")
+			continue
 		}
 		switch {
 		case reserved > cc.Parallelism:
-			add(f+".parallelism", "smaller than the queue classes' reserved_cells ("+strconv.Itoa(reserved)+")")
+			add(f.Field("Parallelism"), "smaller than the sum of the queue classes' reserved cells ("+strconv.Itoa(reserved)+
+				"); reserve fewer cells or add cells")
 		case reserved == cc.Parallelism && unreserved:
-			add(f+".parallelism", "equal to the queue classes' reserved_cells ("+strconv.Itoa(reserved)+
+			add(f.Field("Parallelism"), "equal to the sum of the queue classes' reserved cells ("+strconv.Itoa(reserved)+
 				"): a queue class without reserved cells could never run")
 		}
 	}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func TestConfig_Validate(t *testing.T) {
 			QueueClasses: []QueueConfig{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: 8},
 				{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 8, ReservedCells: 1}},
 			MaxWait: time.Second,
-		}
+		}.WithDefaults()
 	}
 	tests := []struct {
 		name   string
@@ -25,44 +26,49 @@ func TestConfig_Validate(t *testing.T) {
 		want   []string // fields named by the error; none: valid
 	}{
 		{"valid", func(*Config) {}, nil},
-		{"no max wait", func(c *Config) { c.MaxWait = 0 }, []string{"scheduler.max_wait"}},
-		{"negative lower class after", func(c *Config) { c.LowerClassAfter = -1 }, []string{"scheduler.lower_class_after"}},
-		{"unknown fairness", func(c *Config) { c.Fairness = "lottery" }, []string{"scheduler.fairness"}},
-		{"negative interval", func(c *Config) { c.AdjustInterval = -time.Second }, []string{"scheduler.adjust_interval"}},
-		{"no queue classes", func(c *Config) { c.QueueClasses = nil }, []string{"queue_classes"}},
+		{"no max wait", func(c *Config) { c.MaxWait = 0 }, []string{"MaxWait"}},
+		{"negative lower class after", func(c *Config) { c.LowerClassAfter = -1 }, []string{"LowerClassAfter"}},
+		{"unknown fairness", func(c *Config) { c.Fairness = "lottery" }, []string{"Fairness"}},
+		{"negative interval", func(c *Config) { c.AdjustInterval = -time.Second }, []string{"AdjustInterval"}},
+		{"defaults not filled", func(c *Config) {
+			*c = Config{CellClasses: c.CellClasses, QueueClasses: c.QueueClasses, MaxWait: c.MaxWait}
+		},
+			[]string{"LowerClassAfter", "Fairness", "AdjustInterval"}},
+		{"no queue classes", func(c *Config) { c.QueueClasses = nil }, []string{"QueueClasses"}},
 		{"unnamed and duplicate", func(c *Config) {
 			c.QueueClasses[0].Name = ""
 			c.QueueClasses = append(c.QueueClasses, QueueConfig{Name: "interactive", MinPriority: 10, MaxPriority: 10})
-		}, []string{"queue_classes[0].name", "queue_classes[2].name"}},
+		}, []string{"QueueClasses[0].Name", "QueueClasses[2].Name"}},
 		{"inverted and overlapping", func(c *Config) {
 			c.QueueClasses[0].MinPriority, c.QueueClasses[0].MaxPriority = 5, 4
 			c.QueueClasses[1].MinPriority = 3
-		}, []string{"queue_classes[0].priorities", "queue_classes[1].priorities"}},
+		}, []string{"QueueClasses[0].MinPriority", "QueueClasses[1].MinPriority"}},
 		{"negative sizes", func(c *Config) {
 			c.QueueClasses[0].MaxQueued = -1
 			c.QueueClasses[0].ReservedCells = -1
-		}, []string{"queue_classes[0].max_queued", "queue_classes[0].reserved_cells"}},
-		{"no cell classes", func(c *Config) { c.CellClasses = nil }, []string{"cell_classes"}},
-		{"bad cell class", func(c *Config) { c.CellClasses[catalog.CellClass(9)] = CellConfig{Parallelism: 1} }, []string{"cell_classes.cell-class(9)"}},
-		{"no parallelism", func(c *Config) { c.CellClasses[catalog.CellTiny] = CellConfig{} }, []string{"cell_classes.tiny.parallelism"}},
+		}, []string{"QueueClasses[0].MaxQueued", "QueueClasses[0].ReservedCells"}},
+		{"no cell classes", func(c *Config) { c.CellClasses = nil }, []string{"CellClasses"}},
+		{"bad cell class", func(c *Config) { c.CellClasses[catalog.CellClass(9)] = CellConfig{Parallelism: 1} }, []string{`CellClasses["cell-class(9)"]`}},
+		{"no parallelism", func(c *Config) { c.CellClasses[catalog.CellTiny] = CellConfig{} }, []string{`CellClasses["tiny"].Parallelism`}},
 		{"negative target", func(c *Config) {
 			c.CellClasses[catalog.CellTiny] = CellConfig{Parallelism: 2, TargetServiceTime: -1}
-		}, []string{"cell_classes.tiny.target_service_time"}},
-		{"reserved beyond parallelism", func(c *Config) { c.QueueClasses[1].ReservedCells = 3 }, []string{"cell_classes.tiny.parallelism"}},
+		}, []string{`CellClasses["tiny"].TargetServiceTime`}},
+		{"reserved beyond parallelism", func(c *Config) { c.QueueClasses[1].ReservedCells = 3 }, []string{`CellClasses["tiny"].Parallelism`}},
 		{"reserved leaves an unreserved class nothing", func(c *Config) { c.QueueClasses[1].ReservedCells = 2 },
-			[]string{"cell_classes.tiny.parallelism"}},
+			[]string{`CellClasses["tiny"].Parallelism`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := valid()
 			tc.mutate(&cfg)
+			before := fmt.Sprintf("%+v", cfg)
 			err := cfg.Validate()
+			if after := fmt.Sprintf("%+v", cfg); after != before {
+				t.Errorf("Validate changed the configuration:\nbefore %s\nafter  %s", before, after)
+			}
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatal(err)
-				}
-				if cfg.LowerClassAfter != 8 || cfg.Fairness != FairnessFuel || cfg.AdjustInterval != time.Second {
-					t.Errorf("defaults not filled: %+v", cfg)
 				}
 				return
 			}
@@ -80,10 +86,36 @@ func TestConfig_Validate(t *testing.T) {
 			if strings.Join(have, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("fields\nhave %v\nwant %v\n(%v)", have, tc.want, err)
 			}
+			if tc.name == "defaults not filled" {
+				return // NewCore fills them: see TestConfig_WithDefaults
+			}
 			if _, err := NewCore(cfg); err == nil {
 				t.Error("NewCore accepted an invalid configuration")
 			}
 		})
+	}
+}
+
+func TestConfig_WithDefaults(t *testing.T) {
+	cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{catalog.CellTiny: {Parallelism: 1}},
+		QueueClasses: []QueueConfig{{Name: "all", MaxPriority: 9}}, MaxWait: time.Second}
+	d := cfg.WithDefaults()
+	if cfg.LowerClassAfter != 0 || cfg.Fairness != "" || cfg.AdjustInterval != 0 {
+		t.Errorf("WithDefaults changed its receiver: %+v", cfg)
+	}
+	if d.LowerClassAfter != DefaultLowerClassAfter || d.Fairness != FairnessFuel || d.AdjustInterval != DefaultAdjustInterval {
+		t.Errorf("defaults not filled: %+v", d)
+	}
+	set := Config{LowerClassAfter: 3, Fairness: FairnessRoundRobin, AdjustInterval: time.Minute}.WithDefaults()
+	if set.LowerClassAfter != 3 || set.Fairness != FairnessRoundRobin || set.AdjustInterval != time.Minute {
+		t.Errorf("WithDefaults replaced set fields: %+v", set)
+	}
+	c, err := NewCore(cfg)
+	if err != nil {
+		t.Fatalf("NewCore does not fill the defaults: %v", err)
+	}
+	if c.cfg.LowerClassAfter != DefaultLowerClassAfter || c.cfg.Fairness != FairnessFuel || c.cfg.AdjustInterval != DefaultAdjustInterval {
+		t.Errorf("the core runs without the defaults: %+v", c.cfg)
 	}
 }
 

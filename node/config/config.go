@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
 )
 
 // MaxFileBytes bounds a configuration file. A larger file is refused before
@@ -57,19 +59,20 @@ const (
 	DefaultMaxMetadataEntries = 32
 	DefaultMaxMetadataBytes   = 4096
 
-	DefaultMaxWait         = 10 * time.Second
-	DefaultLowerClassAfter = 8
+	DefaultMaxWait = 10 * time.Second
+	// DefaultLowerClassAfter and DefaultFairness are the scheduler's own
+	// defaults.
+	DefaultLowerClassAfter = scheduler.DefaultLowerClassAfter
 	DefaultFairness        = FairnessFuel
 )
 
-// Fairness modes of [scheduler] fairness (the scheduler's own constants have
-// the same values).
+// Fairness modes of [scheduler] fairness: the scheduler's.
 const (
-	FairnessFuel       = "fuel"        // cost-aware: charged by fuel consumed
-	FairnessRoundRobin = "round-robin" // every dispatch costs 1
+	FairnessFuel       = scheduler.FairnessFuel       // cost-aware: charged by fuel consumed
+	FairnessRoundRobin = scheduler.FairnessRoundRobin // every dispatch costs 1
 )
 
-// Config is a validated node configuration (DESIGN §3.2). Parse, Load and
+// Config is a validated node configuration. Parse, Load and
 // Demo return it only when every rule holds; it is plain data afterwards.
 // A caller that changes it must call Validate again.
 type Config struct {
@@ -276,7 +279,7 @@ func Parse(data []byte, opts ...Option) (*Config, error) {
 		opt(&o)
 	}
 	if len(data) > MaxFileBytes {
-		return nil, &Error{Problems: []Problem{{Message: "the configuration is larger than 1 MiB"}}}
+		return nil, &Error{Problems: []Problem{{Problem: "the configuration is larger than 1 MiB"}}}
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
@@ -304,8 +307,8 @@ func (o *options) apply(cfg *Config, probs *[]Problem) {
 	}
 	i := slices.IndexFunc(cfg.Principals, func(p Principal) bool { return p.Tenant == "demo" && p.Subject == "demo" })
 	if i < 0 {
-		*probs = append(*probs, Problem{Key: "principals",
-			Message: `no principal with subject "demo" of tenant "demo" to receive the demo key`})
+		*probs = append(*probs, Problem{Field: "principals",
+			Problem: `no principal with subject "demo" of tenant "demo" to receive the demo key`})
 		return
 	}
 	cfg.Principals[i].APIKeys = append(cfg.Principals[i].APIKeys, o.demoKeys...)
@@ -318,10 +321,10 @@ func syntaxProblem(err error) Problem {
 	msg := strings.TrimPrefix(err.Error(), "toml: ")
 	var de *toml.DecodeError
 	if !errors.As(err, &de) {
-		return Problem{Message: "invalid TOML: " + msg}
+		return Problem{Problem: "invalid TOML: " + msg}
 	}
 	row, col := de.Position()
-	return Problem{Message: "invalid TOML at line " + strconv.Itoa(row) + ", column " + strconv.Itoa(col) + ": " + msg}
+	return Problem{Problem: "invalid TOML at line " + strconv.Itoa(row) + ", column " + strconv.Itoa(col) + ": " + msg}
 }
 
 // CatalogOptions returns the catalog's options for the data directory: the
@@ -373,6 +376,25 @@ func (c *Config) AdmissionPolicy() admission.NodeAdmissionPolicy {
 			Kinds: slices.Clone(t.Kinds), Limits: t.Limits}
 	}
 	return p
+}
+
+// SchedulerConfig returns the scheduler's configuration: [scheduler], the
+// queue classes in file order and the cell classes. The file has no key for
+// the adaptive window's period: it is scheduler.DefaultAdjustInterval.
+// Validate checks it with scheduler.Config.Validate.
+func (c *Config) SchedulerConfig() scheduler.Config {
+	sc := scheduler.Config{CellClasses: make(map[catalog.CellClass]scheduler.CellConfig, len(c.CellClasses)),
+		QueueClasses: make([]scheduler.QueueConfig, len(c.QueueClasses)), MaxWait: c.Scheduler.MaxWait,
+		LowerClassAfter: c.Scheduler.LowerClassAfter, Fairness: c.Scheduler.Fairness,
+		AdjustInterval: scheduler.DefaultAdjustInterval}
+	for class, cc := range c.CellClasses {
+		sc.CellClasses[class] = scheduler.CellConfig{Parallelism: cc.Parallelism, TargetServiceTime: cc.TargetServiceTime}
+	}
+	for i, q := range c.QueueClasses {
+		sc.QueueClasses[i] = scheduler.QueueConfig{Name: q.Name, MinPriority: q.MinPriority, MaxPriority: q.MaxPriority,
+			MaxQueued: int(min(q.MaxQueued, math.MaxInt)), ReservedCells: int(q.ReservedCells)}
+	}
+	return sc
 }
 
 // CellPoolConfig returns the cell pool configuration: one pool class per

@@ -163,7 +163,7 @@ func keysOfProblems(err error) []string {
 	}
 	keys := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
-		keys[i] = p.Key
+		keys[i] = p.Field
 	}
 	return keys
 }
@@ -746,17 +746,17 @@ func TestQuoteKey(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
-	decoded := []Problem{{"node.limits", "missing required table"}, {"queue_classes[1].priorities", "must be [first, last]"}}
+	decoded := []Problem{{Field: "node.limits", Problem: "missing required table"}, {Field: "queue_classes[1].priorities", Problem: "must be [first, last]"}}
 	validated := []Problem{
-		{"node.limits.max_queued", "must be positive"},         // below a decode problem: dropped
-		{"queue_classes", "priority 5 maps to no queue class"}, // coverage after a broken range: dropped
-		{"node.limits", "something"},                           // same key: dropped
-		{"node.listen", "bad"}, {"node.listen", "bad"}, {"node.limitsx", "kept"},
-		{"queue_classes[1].name", "kept"},
+		{Field: "node.limits.max_queued", Problem: "must be positive"},         // below a decode problem: dropped
+		{Field: "queue_classes", Problem: "priority 5 maps to no queue class"}, // coverage after a broken range: dropped
+		{Field: "node.limits", Problem: "something"},                           // same key: dropped
+		{Field: "node.listen", Problem: "bad"}, {Field: "node.listen", Problem: "bad"}, {Field: "node.limitsx", Problem: "kept"},
+		{Field: "queue_classes[1].name", Problem: "kept"},
 	}
 	have := merge(decoded, validated)
-	want := []Problem{{"node.limits", "missing required table"}, {"node.limitsx", "kept"}, {"node.listen", "bad"},
-		{"queue_classes[1].name", "kept"}, {"queue_classes[1].priorities", "must be [first, last]"}}
+	want := []Problem{{Field: "node.limits", Problem: "missing required table"}, {Field: "node.limitsx", Problem: "kept"}, {Field: "node.listen", Problem: "bad"},
+		{Field: "queue_classes[1].name", Problem: "kept"}, {Field: "queue_classes[1].priorities", Problem: "must be [first, last]"}}
 	if !slices.Equal(have, want) {
 		t.Fatalf("want %q\nhave %q", want, have)
 	}
@@ -805,7 +805,7 @@ func TestEditDistance(t *testing.T) {
 }
 
 func TestError(t *testing.T) {
-	e := &Error{Problems: []Problem{{"a.b", "first"}, {"", "whole document"}}}
+	e := &Error{Problems: []Problem{{Field: "a.b", Problem: "first"}, {Field: "", Problem: "whole document"}}}
 	if e.Error() != "a.b: first\nwhole document" {
 		t.Fatalf("have %q", e.Error())
 	}

@@ -42,7 +42,7 @@ type decoder struct {
 }
 
 func (d *decoder) add(key, msg string) {
-	d.problems = append(d.problems, Problem{Key: key, Message: msg})
+	d.problems = append(d.problems, Problem{Field: key, Problem: msg})
 }
 
 // table is one TOML table being decoded. Every key looked up is known;

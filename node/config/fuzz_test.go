@@ -49,10 +49,10 @@ func FuzzParse(f *testing.F) {
 				t.Fatal("a *Error without problems")
 			}
 			if !slices.IsSortedFunc(e.Problems, func(a, b Problem) int {
-				if c := compareKeys(a.Key, b.Key); c != 0 {
+				if c := compareKeys(a.Field, b.Field); c != 0 {
 					return c
 				}
-				return strings.Compare(a.Message, b.Message)
+				return strings.Compare(a.Problem, b.Problem)
 			}) {
 				t.Fatalf("problems not sorted:\n%v", err)
 			}
@@ -60,7 +60,7 @@ func FuzzParse(f *testing.F) {
 				if i > 0 && p == e.Problems[i-1] {
 					t.Fatalf("duplicate problem %q", p)
 				}
-				if p.Message == "" || strings.Contains(p.String(), "\n") || !utf8.ValidString(p.String()) {
+				if p.Problem == "" || strings.Contains(p.String(), "\n") || !utf8.ValidString(p.String()) {
 					t.Fatalf("bad problem %q", p)
 				}
 			}

@@ -13,23 +13,15 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/scheduler"
 )
 
-// Problem is one configuration problem: the TOML key path it concerns
+// Problem is one configuration problem, the module's one field-problem
+// type: Field is the TOML key path it concerns
 // ("tenants.acme.limits.max_queued", "principals[0].api_keys[1]"; empty for
-// the document as a whole) and what to fix.
-type Problem struct {
-	Key     string
-	Message string
-}
-
-// String renders "<key>: <message>" (just the message when there is no key).
-func (p Problem) String() string {
-	if p.Key == "" {
-		return p.Message
-	}
-	return p.Key + ": " + p.Message
-}
+// the document as a whole) and Problem what to fix. String renders
+// "<key>: <problem>" (just the problem when there is no key).
+type Problem = catalog.FieldError
 
 // Error lists every problem of a configuration, sorted by key path (array
 // indices in numeric order) and then message, without duplicates.
@@ -81,11 +73,15 @@ func (c *Config) Validate() error {
 type checker struct{ problems []Problem }
 
 func (v *checker) add(key, msg string) {
-	v.problems = append(v.problems, Problem{Key: key, Message: msg})
+	v.problems = append(v.problems, Problem{Field: key, Problem: msg})
 }
 
 // check returns the problems of the typed configuration: the node's own rules
-// here, then the admission policy's, whose field paths are already key paths.
+// here, then the admission policy's (NodeAdmissionPolicy.Validate) and the
+// scheduler's (scheduler.Config.Validate), their field paths mapped onto key
+// paths by fileKey. Admission and the scheduler share the shape of queue and
+// cell classes; a scheduler problem at a key admission already reported (or
+// below it) is dropped, so one broken value is reported once.
 func (c *Config) check() []Problem {
 	var v checker
 	c.checkNode(&v)
@@ -102,29 +98,165 @@ func (c *Config) check() []Problem {
 		v.add("overload.sample_interval", "must be shorter than overload.max_observation_age ("+
 			o.MaxObservationAge.String()+"), or every sample goes stale before the next one and the node refuses all work")
 	}
-	s := c.Scheduler
-	if s.MaxWait <= 0 {
-		v.add("scheduler.max_wait", "must be positive")
-	}
-	if s.LowerClassAfter < 1 {
-		v.add("scheduler.lower_class_after", "must be at least 1")
-	}
-	if s.Fairness != FairnessFuel && s.Fairness != FairnessRoundRobin {
-		v.add("scheduler.fairness", `must be "fuel" or "round-robin"`)
-	}
 
 	pol := c.AdmissionPolicy()
-	if err := pol.Validate(); err != nil {
+	admitted := map[string]bool{}
+	for _, f := range fieldProblems(pol.Validate(), func(err error) ([]catalog.FieldError, bool) {
 		var pe *admission.PolicyError
-		if !errors.As(err, &pe) {
-			v.add("", err.Error())
-		} else {
-			for _, f := range pe.Problems {
-				v.add(c.rekey(f.Field), f.Problem)
-			}
+		if errors.As(err, &pe) {
+			return pe.Problems, true
+		}
+		return nil, false
+	}) {
+		admitted[f.Field] = true
+		v.problems = append(v.problems, f)
+	}
+	sc := c.SchedulerConfig()
+	for _, f := range fieldProblems(sc.Validate(), func(err error) ([]catalog.FieldError, bool) {
+		var ce *scheduler.ConfigError
+		if errors.As(err, &ce) {
+			return ce.Problems, true
+		}
+		return nil, false
+	}) {
+		if !shadowed(f.Field, admitted) {
+			v.problems = append(v.problems, f)
 		}
 	}
 	return v.problems
+}
+
+// fieldProblems returns the problems of err, a validation error whose
+// problems fields returns, with their field paths mapped onto key paths. An
+// error of another kind is one problem of the document as a whole.
+func fieldProblems(err error, fields func(error) ([]catalog.FieldError, bool)) []Problem {
+	if err == nil {
+		return nil
+	}
+	list, ok := fields(err)
+	if !ok {
+		return []Problem{{Problem: err.Error()}}
+	}
+	out := make([]Problem, len(list))
+	for i, f := range list {
+		out[i] = Problem{Field: fileKey(catalog.FieldPath(f.Field)), Problem: f.Problem}
+	}
+	return out
+}
+
+// fileKeys maps the Go field paths of admission.NodeAdmissionPolicy and
+// scheduler.Config (the configurations AdmissionPolicy and SchedulerConfig
+// build) onto the key paths of the file. In a Go pattern "[]" stands for a
+// list index or a map key; in a key pattern "[]" stands for the index and
+// "*" for the (quoted) key, in the same order.
+var fileKeys = map[string]string{
+	"BudgetCeiling":             "node.budget_ceiling",
+	"BudgetCeiling.CPUFuel":     "node.budget_ceiling.cpu_fuel",
+	"BudgetCeiling.MemoryBytes": "node.budget_ceiling.memory_bytes",
+	"BudgetCeiling.WallTime":    "node.budget_ceiling.wall_time",
+	"Limits":                    "node.limits",
+	"Limits.MaxPriority":        "node.limits.max_priority",
+	"Placement.Architecture":    "node.architecture",
+	"Placement.Region":          "node.region",
+	"Placement.Zone":            "node.zone",
+
+	"QueueClasses":                 "queue_classes",
+	"QueueClasses[]":               "queue_classes[]",
+	"QueueClasses[].Name":          "queue_classes[].name",
+	"QueueClasses[].MinPriority":   "queue_classes[].priorities",
+	"QueueClasses[].MaxPriority":   "queue_classes[].priorities",
+	"QueueClasses[].MaxQueued":     "queue_classes[].max_queued",
+	"QueueClasses[].ReservedCells": "queue_classes[].reserved_cells",
+
+	"CellClasses":                     "cell_classes",
+	"CellClasses[]":                   "cell_classes.*",
+	"CellClasses[].MemoryBytes":       "cell_classes.*.memory",
+	"CellClasses[].Parallelism":       "cell_classes.*.parallelism",
+	"CellClasses[].Threading":         "cell_classes.*.threading",
+	"CellClasses[].TargetServiceTime": "cell_classes.*.target_service_time",
+
+	"TrustClasses":               "trust_classes",
+	"TrustClasses[]":             "trust_classes.*",
+	"TrustClasses[].CellClasses": "trust_classes.*.cell_classes",
+
+	"Tenants":                      "tenants",
+	"Tenants[]":                    "tenants.*",
+	"Tenants[].TrustClasses":       "tenants.*.trust_classes",
+	"Tenants[].CellClasses":        "tenants.*.cell_classes",
+	"Tenants[].Subjects":           "tenants.*.subjects",
+	"Tenants[].Kinds":              "tenants.*.kinds",
+	"Tenants[].Limits.MaxPriority": "tenants.*.limits.max_priority",
+
+	"Overload.CPUThreshold":         "overload.cpu_threshold",
+	"Overload.MemoryThreshold":      "overload.memory_threshold",
+	"Overload.MaxObservationAge":    "overload.max_observation_age",
+	"Deadline.EstimatedServiceTime": "deadline.estimated_service_time",
+	"Deadline.MinimumExecutionTime": "deadline.minimum_execution_time",
+	"Deadline.SafetyMargin":         "deadline.safety_margin",
+	"Metadata.MaxIdentifierBytes":   "metadata.maximum_identifier_bytes",
+	"Metadata.MaxEntries":           "metadata.maximum_metadata_entries",
+	"Metadata.MaxBytes":             "metadata.maximum_metadata_bytes",
+
+	"MaxWait":         "scheduler.max_wait",
+	"LowerClassAfter": "scheduler.lower_class_after",
+	"Fairness":        "scheduler.fairness",
+}
+
+// fileKey returns the key path of the Go field path p (see fileKeys). A
+// path with no key in the file (a value the node sets itself, such as
+// CallDepthLimit) keeps its Go spelling, so the problem is still reported.
+func fileKey(p catalog.FieldPath) string {
+	key, ok := mapFieldPath(p)
+	if !ok {
+		return string(p)
+	}
+	return key
+}
+
+func mapFieldPath(p catalog.FieldPath) (string, bool) {
+	steps, ok := p.Steps()
+	if !ok {
+		return "", false
+	}
+	var pattern strings.Builder
+	for _, s := range steps {
+		switch {
+		case s.Index >= 0 || s.Key:
+			pattern.WriteString("[]")
+		default:
+			if pattern.Len() > 0 {
+				pattern.WriteByte('.')
+			}
+			pattern.WriteString(s.Name)
+		}
+	}
+	tmpl, ok := fileKeys[pattern.String()]
+	if !ok {
+		return "", false
+	}
+	var b strings.Builder
+	for _, s := range steps {
+		if s.Index < 0 && !s.Key {
+			continue
+		}
+		i := strings.IndexAny(tmpl, "[*")
+		if i < 0 {
+			return "", false
+		}
+		b.WriteString(tmpl[:i])
+		switch {
+		case s.Key && tmpl[i] == '*':
+			b.WriteString(quoteKey(s.Name))
+			tmpl = tmpl[i+1:]
+		case s.Index >= 0 && strings.HasPrefix(tmpl[i:], "[]"):
+			b.WriteString("[" + strconv.Itoa(s.Index) + "]")
+			tmpl = tmpl[i+2:]
+		default:
+			return "", false
+		}
+	}
+	b.WriteString(tmpl)
+	return b.String(), true
 }
 
 func (c *Config) checkNode(v *checker) {
@@ -160,12 +292,6 @@ func checkListen(addr string) error {
 }
 
 func (c *Config) checkClasses(v *checker) {
-	var reserved uint64
-	unreserved := false
-	for _, q := range c.QueueClasses {
-		reserved += uint64(q.ReservedCells)
-		unreserved = unreserved || q.ReservedCells == 0
-	}
 	for _, class := range c.SortedCellClasses() {
 		cc := c.CellClasses[class]
 		f := "cell_classes." + class.String()
@@ -177,20 +303,6 @@ func (c *Config) checkClasses(v *checker) {
 		}
 		if cc.Parallelism > cellpool.MaxParallelism {
 			v.add(f+".parallelism", "must be at most "+strconv.Itoa(cellpool.MaxParallelism))
-		}
-		if cc.TargetServiceTime < 0 {
-			v.add(f+".target_service_time", "must not be negative (0 disables adaptive concurrency)")
-		}
-		if cc.Parallelism <= 0 {
-			continue // admission reports it
-		}
-		switch p := uint64(cc.Parallelism); {
-		case reserved > p:
-			v.add(f+".parallelism", "smaller than the sum of the queue classes' reserved_cells ("+
-				strconv.FormatUint(reserved, 10)+"); reserve fewer cells or add cells")
-		case reserved == p && unreserved:
-			v.add(f+".parallelism", "equal to the sum of the queue classes' reserved_cells ("+
-				strconv.FormatUint(reserved, 10)+"): a queue class without reserved cells could never run")
 		}
 	}
 
@@ -292,30 +404,6 @@ func (c *Config) checkPrincipals(v *checker) {
 	}
 }
 
-// rekey rewrites the field paths of admission problems that embed a tenant
-// or trust class name needing quotes ("a.b"), so they match the decoder's
-// paths. It tries the candidate names of the field, longest first.
-func (c *Config) rekey(field string) string {
-	for _, scope := range []struct {
-		prefix string
-		has    func(string) bool
-	}{
-		{"tenants.", func(n string) bool { _, ok := c.Tenants[catalog.TenantID(n)]; return ok }},
-		{"trust_classes.", func(n string) bool { _, ok := c.TrustClasses[catalog.TrustClass(n)]; return ok }},
-	} {
-		rest, ok := strings.CutPrefix(field, scope.prefix)
-		if !ok {
-			continue
-		}
-		for end := len(rest); end > 0; end = strings.LastIndexByte(rest[:end], '.') {
-			if name := rest[:end]; scope.has(name) {
-				return scope.prefix + quoteKey(name) + rest[end:]
-			}
-		}
-	}
-	return field
-}
-
 // merge combines the decoder's problems with the validator's, sorted and
 // without duplicates. A validation problem is dropped when decoding already
 // reported its key or a key above it (a missing or mistyped value is
@@ -326,20 +414,20 @@ func merge(decoded, validated []Problem) []Problem {
 	reported := make(map[string]bool, len(decoded))
 	brokenRange := false
 	for _, d := range decoded {
-		reported[d.Key] = true
-		brokenRange = brokenRange || strings.HasPrefix(d.Key, "queue_classes[") && strings.Contains(d.Key, ".priorities")
+		reported[d.Field] = true
+		brokenRange = brokenRange || strings.HasPrefix(d.Field, "queue_classes[") && strings.Contains(d.Field, ".priorities")
 	}
 	out := slices.Clone(decoded)
 	for _, p := range validated {
-		if !shadowed(p.Key, reported) && !(p.Key == "queue_classes" && brokenRange) {
+		if !shadowed(p.Field, reported) && !(p.Field == "queue_classes" && brokenRange) {
 			out = append(out, p)
 		}
 	}
 	slices.SortFunc(out, func(a, b Problem) int {
-		if c := compareKeys(a.Key, b.Key); c != 0 {
+		if c := compareKeys(a.Field, b.Field); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Message, b.Message)
+		return strings.Compare(a.Problem, b.Problem)
 	})
 	return slices.Compact(out)
 }
