@@ -60,8 +60,9 @@ const maxOutputBytes = 1 << 30
 const pageSize = cellpool.PageSize
 
 // Validate checks every range and cross-field rule of c, including the
-// admission policy's own (NodeAdmissionPolicy.Validate), and returns a *Error
-// listing every problem, or nil. Parse, Load and Demo call it; call it again
+// admission policy's own (NodeAdmissionPolicy.Validate) and the scheduler's
+// (scheduler.Config.Validate), and returns a *Error listing every problem,
+// or nil. It changes nothing. Parse, Load and Demo call it; call it again
 // after changing a Config.
 func (c *Config) Validate() error {
 	if probs := merge(nil, c.check()); len(probs) > 0 {
