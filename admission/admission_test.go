@@ -22,58 +22,58 @@ import (
 func TestPolicy_Validate(t *testing.T) {
 	tests := []struct {
 		name   string
-		mutate func(p *NodeAdmissionPolicy)
+		mutate func(p *Policy)
 		fields []string
 	}{
-		{"valid", func(p *NodeAdmissionPolicy) {}, nil},
-		{"zero ceilings", func(p *NodeAdmissionPolicy) { p.BudgetCeiling = catalog.Budget{} },
+		{"valid", func(p *Policy) {}, nil},
+		{"zero ceilings", func(p *Policy) { p.BudgetCeiling = catalog.Budget{} },
 			[]string{"BudgetCeiling.CPUFuel", "BudgetCeiling.MemoryBytes", "BudgetCeiling.WallTime"}},
-		{"later-phase ceiling", func(p *NodeAdmissionPolicy) { p.BudgetCeiling.Accelerators = 1 }, []string{"BudgetCeiling"}},
-		{"no call depth", func(p *NodeAdmissionPolicy) { p.CallDepthLimit = 0 }, []string{"CallDepthLimit"}},
-		{"no queue classes", func(p *NodeAdmissionPolicy) { p.QueueClasses = nil }, []string{"QueueClasses", "QueueClasses"}},
-		{"overlapping queue classes", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].MinPriority = 4 },
+		{"later-phase ceiling", func(p *Policy) { p.BudgetCeiling.Accelerators = 1 }, []string{"BudgetCeiling"}},
+		{"no call depth", func(p *Policy) { p.CallDepthLimit = 0 }, []string{"CallDepthLimit"}},
+		{"no queue classes", func(p *Policy) { p.QueueClasses = nil }, []string{"QueueClasses", "QueueClasses"}},
+		{"overlapping queue classes", func(p *Policy) { p.QueueClasses[1].MinPriority = 4 },
 			[]string{"QueueClasses[1].MinPriority"}},
-		{"gap in priorities", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].MinPriority = 6 }, []string{"QueueClasses"}},
-		{"empty range", func(p *NodeAdmissionPolicy) { p.QueueClasses[0].MinPriority = 5 },
+		{"gap in priorities", func(p *Policy) { p.QueueClasses[1].MinPriority = 6 }, []string{"QueueClasses"}},
+		{"empty range", func(p *Policy) { p.QueueClasses[0].MinPriority = 5 },
 			[]string{"QueueClasses[0].MinPriority", "QueueClasses"}},
-		{"duplicate queue class", func(p *NodeAdmissionPolicy) { p.QueueClasses[1].Name = "batch" }, []string{"QueueClasses[1].Name"}},
-		{"huge priority", func(p *NodeAdmissionPolicy) { p.Limits.MaxPriority = 5000 }, []string{"Limits.MaxPriority"}},
-		{"no cell classes", func(p *NodeAdmissionPolicy) { p.CellClasses = nil },
+		{"duplicate queue class", func(p *Policy) { p.QueueClasses[1].Name = "batch" }, []string{"QueueClasses[1].Name"}},
+		{"huge priority", func(p *Policy) { p.Limits.MaxPriority = 5000 }, []string{"Limits.MaxPriority"}},
+		{"no cell classes", func(p *Policy) { p.CellClasses = nil },
 			[]string{"CellClasses", `TrustClasses["trusted"].CellClasses`, `TrustClasses["trusted"].CellClasses`,
 				`TrustClasses["trusted"].CellClasses`, `TrustClasses["trusted"].CellClasses`, `TrustClasses["untrusted"].CellClasses`,
 				`TrustClasses["untrusted"].CellClasses`, `TrustClasses["untrusted"].CellClasses`,
 				`Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`,
 				`Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`}},
-		{"bad cell class", func(p *NodeAdmissionPolicy) {
+		{"bad cell class", func(p *Policy) {
 			p.CellClasses[catalog.CellTiny] = CellClassPolicy{}
 		}, []string{`CellClasses["tiny"].MemoryBytes`, `CellClasses["tiny"].Parallelism`, `CellClasses["tiny"].Threading`}},
-		{"unknown trust class of a tenant", func(p *NodeAdmissionPolicy) {
+		{"unknown trust class of a tenant", func(p *Policy) {
 			t := p.Tenants["acme"]
 			t.TrustClasses = []catalog.TrustClass{"secret"}
 			p.Tenants["acme"] = t
 		}, []string{`Tenants["acme"].TrustClasses`}},
-		{"unconfigured cell of a tenant", func(p *NodeAdmissionPolicy) {
+		{"unconfigured cell of a tenant", func(p *Policy) {
 			t := p.Tenants["acme"]
 			t.CellClasses = append(t.CellClasses, catalog.CellLarge)
 			p.Tenants["acme"] = t
 		}, []string{`Tenants["acme"].CellClasses`}},
-		{"no tenants", func(p *NodeAdmissionPolicy) { p.Tenants = nil }, []string{"Tenants"}},
-		{"bad subject", func(p *NodeAdmissionPolicy) {
+		{"no tenants", func(p *Policy) { p.Tenants = nil }, []string{"Tenants"}},
+		{"bad subject", func(p *Policy) {
 			t := p.Tenants["acme"]
 			t.Subjects = []string{"a b"}
 			t.Kinds = []PrincipalKind{9}
 			p.Tenants["acme"] = t
 		}, []string{`Tenants["acme"].Subjects`, `Tenants["acme"].Kinds`}},
-		{"thresholds", func(p *NodeAdmissionPolicy) { p.Overload = OverloadPolicy{CPUThreshold: 1.5} },
+		{"thresholds", func(p *Policy) { p.Overload = OverloadPolicy{CPUThreshold: 1.5} },
 			[]string{"Overload.CPUThreshold", "Overload.MemoryThreshold", "Overload.MaxObservationAge"}},
-		{"negative deadline settings", func(p *NodeAdmissionPolicy) {
+		{"negative deadline settings", func(p *Policy) {
 			p.Deadline = DeadlinePolicy{EstimatedServiceTime: -1, MinimumExecutionTime: -1, SafetyMargin: -1}
 		}, []string{"Deadline.EstimatedServiceTime", "Deadline.MinimumExecutionTime", "Deadline.SafetyMargin"}},
-		{"metadata", func(p *NodeAdmissionPolicy) {
+		{"metadata", func(p *Policy) {
 			p.Metadata = MetadataPolicy{MaxIdentifierBytes: 0, MaxEntries: -1, MaxBytes: -1}
 		},
 			[]string{"Metadata.MaxIdentifierBytes", "Metadata.MaxEntries", "Metadata.MaxBytes"}},
-		{"placement", func(p *NodeAdmissionPolicy) { p.Placement.Zone = "" }, []string{"Placement.Zone"}},
+		{"placement", func(p *Policy) { p.Placement.Zone = "" }, []string{"Placement.Zone"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,23 +115,23 @@ func TestPolicy_Validate(t *testing.T) {
 // images grants 1e8 fuel and 32MiB.
 func TestLedger_limitBoundaries(t *testing.T) {
 	const fuel, mem = 100_000_000, 32 * mib
-	type setter func(p *NodeAdmissionPolicy, v uint64)
+	type setter func(p *Policy, v uint64)
 	tenant := func(f func(l *Limits, v uint64)) setter {
-		return func(p *NodeAdmissionPolicy, v uint64) {
+		return func(p *Policy, v uint64) {
 			tp := p.Tenants["acme"]
 			f(&tp.Limits.Limits, v)
 			p.Tenants["acme"] = tp
 		}
 	}
 	trust := func(f func(l *Limits, v uint64)) setter {
-		return func(p *NodeAdmissionPolicy, v uint64) {
+		return func(p *Policy, v uint64) {
 			tc := p.TrustClasses["untrusted"]
 			f(&tc.Limits, v)
 			p.TrustClasses["untrusted"] = tc
 		}
 	}
 	node := func(f func(l *Limits, v uint64)) setter {
-		return func(p *NodeAdmissionPolicy, v uint64) { f(&p.Limits.Limits, v) }
+		return func(p *Policy, v uint64) { f(&p.Limits.Limits, v) }
 	}
 	fuelOf := func(l *Limits, v uint64) { l.MaxReservedFuel = v }
 	memOf := func(l *Limits, v uint64) { l.MaxReservedMemory = v }
@@ -171,7 +171,7 @@ func TestLedger_limitBoundaries(t *testing.T) {
 					if delta == 1 {
 						fit = k - 1
 					}
-					var permits []*AdmissionPermit
+					var permits []*Permit
 					for i := uint64(0); i < fit; i++ {
 						prio := uint32(5 * (i % 2)) // spread over both queue classes
 						req := h.request("a"+strconv.FormatUint(i, 10), "acme", "images")
@@ -267,7 +267,7 @@ func TestRejection_sanitizedAndRetryable(t *testing.T) {
 
 func TestPermit_ownership(t *testing.T) {
 	h := newHarness(t, testPolicy())
-	var zero AdmissionPermit
+	var zero Permit
 	if _, err := zero.StartExecution(); !errors.Is(err, ErrPermitInvalid) {
 		t.Fatalf("zero permit started: %v", err)
 	}
@@ -288,7 +288,7 @@ func TestPermit_ownership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := &AdmissionPermit{permitCore: first.permitCore} // what a copy would hold
+	stale := &Permit{permitCore: first.permitCore} // what a copy would hold
 	if err := first.Release(); err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func BenchmarkAdmit(b *testing.B) {
 	})
 	b.Run("reject-ledger", func(b *testing.B) {
 		h, c := benchHarness(b)
-		var held []*AdmissionPermit
+		var held []*Permit
 		for i := 0; i < 4; i++ { // batch holds 4 queued
 			p, err := c.Admit(h.request("held"+strconv.Itoa(i), "acme", "images"))
 			if err != nil {

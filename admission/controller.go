@@ -26,7 +26,7 @@ type Controller struct {
 // not a duplicate), every capacity limit and deadline feasibility.
 // Nothing is retained before the last check passes; a refusal returns a
 // *Rejection and allocates nothing.
-func (c Controller) Admit(req *Request) (*AdmissionPermit, error) {
+func (c Controller) Admit(req *Request) (*Permit, error) {
 	p := c.p
 	pol := &p.policy
 
@@ -121,7 +121,7 @@ func (c Controller) Admit(req *Request) (*AdmissionPermit, error) {
 	if rej != nil {
 		return nil, rej
 	}
-	permit := &AdmissionPermit{permitCore: permitCore{
+	permit := &Permit{permitCore: permitCore{
 		p: p, id: req.ActivationID, tenant: tenant.index, seq: seq, budget: budget, deadline: deadline, admittedAt: now,
 		obligations: Obligations{
 			Tenant: rev.Tenant, Subject: pr.Subject, Service: rev.Service, Route: req.Revision.Route,

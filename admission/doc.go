@@ -42,7 +42,7 @@
 //
 // Go has no affine types, so permits are pointers to structs with unexported
 // fields that only this package fills (a compile-fail test proves code
-// outside cannot); their zero values are inert. AdmissionPermit owns a queued
+// outside cannot); their zero values are inert. Permit owns a queued
 // reservation; StartExecution consumes it (returning the queue slot, keeping
 // the rest) and returns the ExecutionPermit, which the owner holds until the
 // guest stopped and its cell was released or quarantined, then Releases.
@@ -72,12 +72,12 @@
 //
 // # Internal organization
 //
-//   - policy.go: NodeAdmissionPolicy and its one-time validation.
+//   - policy.go: Policy and its one-time validation.
 //   - ledger.go: LocalQuotaProvider, the one mutex over every scope's
 //     counters and the live-reservation map (bounded by the node's
 //     MaxLiveActivations); snapshots.
 //   - controller.go: Controller.Admit, the grant, cell selection.
-//   - permit.go: AdmissionPermit, ExecutionPermit, the safety net.
+//   - permit.go: Permit, ExecutionPermit, the safety net.
 //   - errors.go: Rejection, the sentinels, the prebuilt refusals.
 //   - request.go: Request, Principal, BudgetRequest, Obligations, and the
 //     interfaces admission consumes (Clock, LoadSource, QueueDelaySource).

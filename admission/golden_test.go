@@ -43,7 +43,7 @@ func TestLedger_golden(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			st := &scriptState{h: newHarness(t, testPolicy()), adm: map[string]*AdmissionPermit{},
+			st := &scriptState{h: newHarness(t, testPolicy()), adm: map[string]*Permit{},
 				exec: map[string]*ExecutionPermit{}}
 			datadriven.RunTest(t, file, func(t *testing.T, d *datadriven.TestData) string {
 				return st.run(t, d)
@@ -54,7 +54,7 @@ func TestLedger_golden(t *testing.T) {
 
 type scriptState struct {
 	h    *harness
-	adm  map[string]*AdmissionPermit
+	adm  map[string]*Permit
 	exec map[string]*ExecutionPermit
 }
 

@@ -21,11 +21,11 @@ var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 const mib = 1 << 20
 
-func testPolicy() NodeAdmissionPolicy {
+func testPolicy() Policy {
 	all := catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
 		catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)
 	single := []catalog.Threading{catalog.ThreadingSingle}
-	return NodeAdmissionPolicy{
+	return Policy{
 		BudgetCeiling: catalog.Budget{CPUFuel: 1_000_000_000, MemoryBytes: 512 * mib, WallTime: 30 * time.Second},
 		Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 8, MaxQueued: 6, MaxReservedFuel: 10_000_000_000,
 			MaxReservedMemory: 4096 * mib}, MaxPayloadBytes: 1 * mib, MaxPriority: 9},
@@ -148,7 +148,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newHarness(t testing.TB, policy NodeAdmissionPolicy) *harness {
+func newHarness(t testing.TB, policy Policy) *harness {
 	t.Helper()
 	sharedCat.once.Do(func() {
 		if sharedCat.dir, sharedCat.err = os.MkdirTemp("", "admission-catalog-"); sharedCat.err == nil {
@@ -163,7 +163,7 @@ func newHarness(t testing.TB, policy NodeAdmissionPolicy) *harness {
 
 // newHarnessOwnCatalog is newHarness with a catalog of the test's own, which
 // the test may change.
-func newHarnessOwnCatalog(t testing.TB, policy NodeAdmissionPolicy) *harness {
+func newHarnessOwnCatalog(t testing.TB, policy Policy) *harness {
 	t.Helper()
 	cat, err := deployTestServices(t.TempDir())
 	if err != nil {
@@ -196,7 +196,7 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 	return cat, nil
 }
 
-func harnessWith(t testing.TB, policy NodeAdmissionPolicy, cat *catalog.Catalog) *harness {
+func harnessWith(t testing.TB, policy Policy, cat *catalog.Catalog) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: testutil.NewClock(epoch), load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{},
 		cat: cat}
@@ -230,7 +230,7 @@ func (h *harness) request(id string, tenant catalog.TenantID, svc catalog.Servic
 		Principal: Principal{Subject: "alice", Kind: KindUser, Tenant: "acme"}}
 }
 
-func (h *harness) admit(req *Request) (*AdmissionPermit, error) {
+func (h *harness) admit(req *Request) (*Permit, error) {
 	return h.prov.WithPolicySource(h.cat.Pin()).Admit(req)
 }
 

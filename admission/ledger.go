@@ -87,7 +87,7 @@ type reservation struct {
 // map), identifier sizes and the configured tenant and class sets. Nothing
 // grows with rejected requests.
 type LocalQuotaProvider struct {
-	policy       NodeAdmissionPolicy
+	policy       Policy
 	opts         Options
 	tenants      map[catalog.TenantID]*tenantState
 	tenantByIdx  []*tenantState
@@ -115,7 +115,7 @@ type LocalQuotaProvider struct {
 
 // NewLocalQuotaProvider validates policy and builds the ledger. The policy
 // is copied; later changes to the caller's value have no effect.
-func NewLocalQuotaProvider(policy NodeAdmissionPolicy, opts Options) (*LocalQuotaProvider, error) {
+func NewLocalQuotaProvider(policy Policy, opts Options) (*LocalQuotaProvider, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func cellMask(cs []catalog.CellClass) uint8 {
 }
 
 // Policy returns a copy of the validated policy.
-func (p *LocalQuotaProvider) Policy() NodeAdmissionPolicy { return p.policy }
+func (p *LocalQuotaProvider) Policy() Policy { return p.policy }
 
 // LeakedPermits counts permits reclaimed by the garbage-collection safety net
 // (dropped without Release or StartExecution). Each is a bug in the owner.

@@ -61,14 +61,14 @@ func (c *permitCore) AdmittedAt() time.Time { return c.admittedAt }
 // Obligations returns what the activation must be executed with.
 func (c *permitCore) Obligations() Obligations { return c.obligations }
 
-// AdmissionPermit owns an admitted activation's reservation while it is
+// Permit owns an admitted activation's reservation while it is
 // queued: a queue slot, a live activation, its fuel and its memory, in every
 // scope. Only admission issues permits; the zero value is inert. Transfer it
 // with the queued work; then exactly one of StartExecution or Release
 // consumes it. A permit dropped without either is reclaimed by a
 // garbage-collection safety net and counted in LeakedPermits: that is a bug in
 // its owner, never the intended path.
-type AdmissionPermit struct {
+type Permit struct {
 	_ noCopy
 	permitCore
 	used atomic.Bool // consumed by StartExecution or Release
@@ -87,7 +87,7 @@ type ExecutionPermit struct {
 	// a is the admission permit it came from: its identity and obligations
 	// are this permit's, holding it keeps a's safety net from running while
 	// this permit is reachable, and the release is recorded there.
-	a *AdmissionPermit
+	a *Permit
 }
 
 // core returns the shared identity and obligations (zero for a zero permit).
@@ -101,7 +101,7 @@ func (e *ExecutionPermit) core() *permitCore {
 // ID returns the activation id.
 func (e *ExecutionPermit) ID() string { return e.core().ID() }
 
-// Budget returns the effective budget (see AdmissionPermit.Budget).
+// Budget returns the effective budget (see Permit.Budget).
 func (e *ExecutionPermit) Budget() catalog.Budget { return e.core().Budget() }
 
 // Deadline returns the monotonic deadline bound at admission.
@@ -123,9 +123,9 @@ func (e *ExecutionPermit) Obligations() Obligations { return e.core().Obligation
 // final release, so StartExecution does not touch it. It only reads the
 // permits' immutable fields and flags. See RATIONALE.md.
 
-func (a *AdmissionPermit) track() { runtime.SetFinalizer(a, reclaimAdmission) }
+func (a *Permit) track() { runtime.SetFinalizer(a, reclaimAdmission) }
 
-func reclaimAdmission(a *AdmissionPermit) {
+func reclaimAdmission(a *Permit) {
 	switch {
 	case !a.used.Load():
 		a.p.reclaim(a.key(), a.seq, stateQueued)
@@ -143,7 +143,7 @@ func (p *LocalQuotaProvider) reclaim(id liveKey, seq uint64, state uint8) {
 	}
 }
 
-func (a *AdmissionPermit) take() error {
+func (a *Permit) take() error {
 	if a.p == nil {
 		return ErrPermitInvalid
 	}
@@ -156,7 +156,7 @@ func (a *AdmissionPermit) take() error {
 // EnsureSchedulable reports whether the queued activation may still be handed
 // to a cell: its deadline has not passed. Call it immediately before leasing
 // a cell, after checking the caller's cancellation. It consumes nothing.
-func (a *AdmissionPermit) EnsureSchedulable() error {
+func (a *Permit) EnsureSchedulable() error {
 	switch {
 	case a.p == nil:
 		return ErrPermitInvalid
@@ -173,7 +173,7 @@ func (a *AdmissionPermit) EnsureSchedulable() error {
 // queue slot is returned and the rest of the reservation moves to the
 // returned ExecutionPermit. On error the whole reservation is released, and
 // the caller must release or quarantine its lease.
-func (a *AdmissionPermit) StartExecution() (*ExecutionPermit, error) {
+func (a *Permit) StartExecution() (*ExecutionPermit, error) {
 	if err := a.take(); err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (p *LocalQuotaProvider) startLocked(id liveKey, seq uint64) bool {
 
 // Release returns the whole reservation of a queued activation (enqueue
 // failure, cancellation, expiry, shutdown). It may be called once.
-func (a *AdmissionPermit) Release() error {
+func (a *Permit) Release() error {
 	if err := a.take(); err != nil {
 		return err
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 )
 
-// NodeAdmissionPolicy is the node's admission configuration. It is validated
+// Policy is the node's admission configuration. It is validated
 // once, by NewLocalQuotaProvider, and immutable afterwards. There is no
 // permissive default tenant and no wildcard: everything a caller may use is
 // listed. Zero in a limit grants no capacity.
-type NodeAdmissionPolicy struct {
+type Policy struct {
 	// BudgetCeiling is the hard per-activation ceiling; all three Phase 1
 	// dimensions must be positive (the wall time is finite by construction).
 	BudgetCeiling catalog.Budget
@@ -138,7 +138,7 @@ type NodePlacement struct {
 }
 
 // PolicyError lists every problem in a policy. Each problem's Field is a
-// catalog.FieldPath in the Go terms of NodeAdmissionPolicy
+// catalog.FieldPath in the Go terms of Policy
 // (`Tenants["acme"].Limits.MaxPriority`); a caller that reads the policy
 // from a file maps the paths onto its own keys.
 type PolicyError struct {
@@ -195,7 +195,7 @@ func CheckQueueClasses(list catalog.FieldPath, classes []QueueClassPolicy) []cat
 }
 
 // Validate checks the policy and returns a *PolicyError listing every problem.
-func (p *NodeAdmissionPolicy) Validate() error {
+func (p *Policy) Validate() error {
 	var probs policyProblems
 	ceiling := catalog.FieldPath("BudgetCeiling")
 	b := p.BudgetCeiling

@@ -79,7 +79,7 @@ type Obligations struct {
 	Artifact       catalog.Digest
 	CellClass      catalog.CellClass
 	QueueClass     string
-	QueueIndex     int // index into NodeAdmissionPolicy.QueueClasses
+	QueueIndex     int // index into Policy.QueueClasses
 	TrustClass     catalog.TrustClass
 	Priority       uint32
 	Threading      catalog.Threading

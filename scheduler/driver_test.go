@@ -237,7 +237,7 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 	}
 	limits := admission.Limits{MaxLiveActivations: 10_000, MaxQueued: 10_000, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 60}
 	cells := []catalog.CellClass{catalog.CellStandard}
-	policy := admission.NodeAdmissionPolicy{
+	policy := admission.Policy{
 		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 30, MemoryBytes: 1 << 30, WallTime: time.Minute},
 		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 9},
 		QueueClasses: []admission.QueueClassPolicy{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: maxQueued},
@@ -333,7 +333,7 @@ func (e *env) checkIdle() {
 // the tick; the results follow on the jobs' channels).
 func (e *env) tick() { e.ticks <- time.Time{} }
 
-func (e *env) admit(tenant catalog.TenantID, subject string, priority uint32) (*admission.AdmissionPermit, error) {
+func (e *env) admit(tenant catalog.TenantID, subject string, priority uint32) (*admission.Permit, error) {
 	e.t.Helper()
 	pin := e.cat.Pin()
 	rev, err := pin.Resolve(catalog.Target{Tenant: tenant, Service: "svc", Route: "run"}, "")

@@ -89,7 +89,7 @@ const (
 // scheduler starts or drops it.
 type Job[In, Out any] struct {
 	ctx    context.Context
-	permit *admission.AdmissionPermit
+	permit *admission.Permit
 	input  In
 	item   Item // item.Payload is the job itself
 	done   chan Result[Out]
@@ -242,7 +242,7 @@ func (wallClock) Now() time.Time { return time.Now() }
 // job waits, the job is removed, its permit released and its result is
 // ErrCancelled; when it ends while the job runs, the executor's context is
 // cancelled and the permit is kept until the guest stopped.
-func (s *Scheduler[In, Out]) Submit(ctx context.Context, permit *admission.AdmissionPermit, input In) (*Job[In, Out], error) {
+func (s *Scheduler[In, Out]) Submit(ctx context.Context, permit *admission.Permit, input In) (*Job[In, Out], error) {
 	j, err := s.enqueue(ctx, permit, input, false, time.Time{})
 	if err != nil {
 		return nil, err
@@ -261,7 +261,7 @@ func (s *Scheduler[In, Out]) Submit(ctx context.Context, permit *admission.Admis
 //
 // arrived is when the request arrived, before it was read and admitted
 // (zero: now): the observed queue delay admission reads counts from it.
-func (s *Scheduler[In, Out]) Do(ctx context.Context, permit *admission.AdmissionPermit, input In, arrived time.Time) (*Job[In, Out], Result[Out], error) {
+func (s *Scheduler[In, Out]) Do(ctx context.Context, permit *admission.Permit, input In, arrived time.Time) (*Job[In, Out], Result[Out], error) {
 	j, err := s.enqueue(ctx, permit, input, true, arrived)
 	if err != nil {
 		return nil, Result[Out]{}, err
@@ -277,7 +277,7 @@ func (s *Scheduler[In, Out]) Do(ctx context.Context, permit *admission.Admission
 }
 
 // enqueue queues a job for Submit and Do.
-func (s *Scheduler[In, Out]) enqueue(ctx context.Context, permit *admission.AdmissionPermit, input In, inline bool, arrived time.Time) (*Job[In, Out], error) {
+func (s *Scheduler[In, Out]) enqueue(ctx context.Context, permit *admission.Permit, input In, inline bool, arrived time.Time) (*Job[In, Out], error) {
 	if permit == nil {
 		return nil, errors.AssertionFailedf("scheduler: Submit without a permit")
 	}
@@ -308,7 +308,7 @@ func (s *Scheduler[In, Out]) enqueue(ctx context.Context, permit *admission.Admi
 	return j, nil
 }
 
-func (s *Scheduler[In, Out]) refuse(permit *admission.AdmissionPermit, err error) error {
+func (s *Scheduler[In, Out]) refuse(permit *admission.Permit, err error) error {
 	if rerr := permit.Release(); rerr != nil {
 		s.permitErrors.Add(1)
 		return errors.CombineErrors(err, rerr)
@@ -316,7 +316,7 @@ func (s *Scheduler[In, Out]) refuse(permit *admission.AdmissionPermit, err error
 	return err
 }
 
-func (s *Scheduler[In, Out]) releasePermit(p *admission.AdmissionPermit) {
+func (s *Scheduler[In, Out]) releasePermit(p *admission.Permit) {
 	if p.Release() != nil {
 		s.permitErrors.Add(1)
 	}

@@ -173,7 +173,7 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 	}
 	limits := admission.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1 << 40, MaxReservedMemory: 1 << 40}
 	cells := []catalog.CellClass{catalog.CellTiny}
-	policy := admission.NodeAdmissionPolicy{
+	policy := admission.Policy{
 		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 30, MemoryBytes: 1 << 30, WallTime: time.Minute},
 		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 0},
 		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 16}},

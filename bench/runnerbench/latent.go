@@ -174,7 +174,7 @@ func (e *latentEnv) close(ctx context.Context) {
 
 // permit resolves service's route in a fresh pin, admits an activation and
 // returns its admission permit.
-func (e *latentEnv) permit(service string) (*admission.AdmissionPermit, error) {
+func (e *latentEnv) permit(service string) (*admission.Permit, error) {
 	pin := e.cat.Pin()
 	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: catalog.ServiceName(service), Route: "run"}, "")
 	if err != nil {

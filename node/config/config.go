@@ -339,8 +339,8 @@ func (c *Config) CatalogOptions() catalog.Options {
 
 // AdmissionPolicy returns the admission policy of the configuration. It
 // shares no memory with c. CallDepthLimit is the constant CallDepthLimit.
-func (c *Config) AdmissionPolicy() admission.NodeAdmissionPolicy {
-	p := admission.NodeAdmissionPolicy{
+func (c *Config) AdmissionPolicy() admission.Policy {
+	p := admission.Policy{
 		BudgetCeiling: c.Node.BudgetCeiling,
 		Limits:        c.Node.Limits,
 		QueueClasses:  make([]admission.QueueClassPolicy, len(c.QueueClasses)),

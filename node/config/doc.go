@@ -1,7 +1,7 @@
 // Package config reads the node's TOML configuration (every key is
 // documented in docs/configuration.md), checks all of it at once and
 // converts it into the typed configurations of the layers: admission's
-// NodeAdmissionPolicy, the cell pool's and the runner's Config, and plain
+// Policy, the cell pool's and the runner's Config, and plain
 // fields for the scheduler, the load sampler, the HTTP server and the
 // authenticator.
 //
@@ -37,7 +37,7 @@
 // (testdata/design.toml), listen 127.0.0.1:8080, region and zone "local",
 // architecture this host's (HostArchitecture).
 //
-// Then the rules: the admission policy's own (NodeAdmissionPolicy.Validate:
+// Then the rules: the admission policy's own (Policy.Validate:
 // positive ceilings, queue classes named, non-overlapping and covering
 // 0..node.limits.max_priority, references to configured cell and trust
 // classes, thresholds in (0, 1], metadata bounds, placement names…), merged

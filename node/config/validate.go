@@ -60,7 +60,7 @@ const maxOutputBytes = 1 << 30
 const pageSize = cellpool.PageSize
 
 // Validate checks every range and cross-field rule of c, including the
-// admission policy's own (NodeAdmissionPolicy.Validate) and the scheduler's
+// admission policy's own (Policy.Validate) and the scheduler's
 // (scheduler.Config.Validate), and returns a *Error listing every problem,
 // or nil. It changes nothing. Parse, Load and Demo call it; call it again
 // after changing a Config.
@@ -78,7 +78,7 @@ func (v *checker) add(key, msg string) {
 }
 
 // check returns the problems of the typed configuration: the node's own rules
-// here, then the admission policy's (NodeAdmissionPolicy.Validate) and the
+// here, then the admission policy's (Policy.Validate) and the
 // scheduler's (scheduler.Config.Validate), their field paths mapped onto key
 // paths by fileKey. Admission and the scheduler share the shape of queue and
 // cell classes; a scheduler problem at a key admission already reported (or
@@ -145,7 +145,7 @@ func fieldProblems(err error, fields func(error) ([]catalog.FieldError, bool)) [
 	return out
 }
 
-// fileKeys maps the Go field paths of admission.NodeAdmissionPolicy and
+// fileKeys maps the Go field paths of admission.Policy and
 // scheduler.Config (the configurations AdmissionPolicy and SchedulerConfig
 // build) onto the key paths of the file. In a Go pattern "[]" stands for a
 // list index or a map key; in a key pattern "[]" stands for the index and

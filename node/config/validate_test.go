@@ -56,7 +56,7 @@ func TestFileKeys_cover(t *testing.T) {
 			}
 		}
 	}
-	policies := []admission.NodeAdmissionPolicy{{}, {
+	policies := []admission.Policy{{}, {
 		BudgetCeiling: catalog.Budget{Accelerators: 1},
 		Limits:        admission.TenantLimits{MaxPriority: 5000},
 		QueueClasses:  []admission.QueueClassPolicy{{Name: ""}, {Name: "a", MinPriority: 3, MaxPriority: 1}, {Name: "a"}},

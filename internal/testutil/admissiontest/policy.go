@@ -38,7 +38,7 @@ var Features = catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSI
 // load samples stay fresh for an hour; no deadline policy; placement
 // x86_64 in region "r", zone "z"; call depth 1000. Every call returns fresh
 // maps and slices, so the caller may change the result.
-func Policy(s Spec) admission.NodeAdmissionPolicy {
+func Policy(s Spec) admission.Policy {
 	if s.Cell == 0 {
 		s.Cell = catalog.CellStandard
 	}
@@ -55,7 +55,7 @@ func Policy(s Spec) admission.NodeAdmissionPolicy {
 		s.Tenants = map[catalog.TenantID][]string{"acme": {"alice"}}
 	}
 	limits := admission.TenantLimits{Limits: s.Limits, MaxPayloadBytes: s.MaxPayloadBytes, MaxPriority: s.MaxPriority}
-	p := admission.NodeAdmissionPolicy{
+	p := admission.Policy{
 		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 40, MemoryBytes: 1 << 30, WallTime: time.Minute},
 		Limits:        limits,
 		QueueClasses: []admission.QueueClassPolicy{{Name: "all", MinPriority: 0, MaxPriority: s.MaxPriority,

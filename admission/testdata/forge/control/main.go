@@ -4,7 +4,7 @@ package main
 import "github.com/latent-node/latent-node/admission"
 
 func main() {
-	var p *admission.AdmissionPermit
+	var p *admission.Permit
 	if p != nil {
 		_, _ = p.StartExecution()
 	}

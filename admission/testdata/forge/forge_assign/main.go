@@ -4,6 +4,6 @@ package main
 import "github.com/latent-node/latent-node/admission"
 
 func main() {
-	var a admission.AdmissionPermit
+	var a admission.Permit
 	a.budget.CPUFuel = 1 << 60
 }

@@ -5,7 +5,7 @@ package main
 import "github.com/latent-node/latent-node/admission"
 
 func main() {
-	var a *admission.AdmissionPermit
+	var a *admission.Permit
 	e := &admission.ExecutionPermit{a: a}
 	_ = e.Release()
 }

@@ -4,6 +4,6 @@ package main
 import "github.com/latent-node/latent-node/admission"
 
 func main() {
-	p := &admission.AdmissionPermit{id: "x", seq: 1}
+	p := &admission.Permit{id: "x", seq: 1}
 	_, _ = p.StartExecution()
 }
