@@ -206,7 +206,7 @@ func (n *Node) internal(err error) answer {
 		Status: http.StatusInternalServerError, Code: "internal", Reason: "platform-failure"}, 0)
 }
 
-// outcomeAnswer maps an executed activation to its HTTP answer (the README's outcome table).
+// outcomeAnswer maps an executed activation to its HTTP answer (docs/api.md, "Outcomes of executed activations").
 func outcomeAnswer(out runner.Outcome) answer {
 	if out.Kind == runner.Success {
 		return answer{status: http.StatusOK, body: out.Stdout}

@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		Interval: cfg.Overload.SampleInterval, Clock: n.clock}); err != nil {
 		return nil, err
 	}
-	if n.sched, err = scheduler.New(schedulerConfig(cfg), scheduler.Deps[*invocation, runner.Outcome]{Cells: cellSource{n.pool},
+	if n.sched, err = scheduler.New(cfg.SchedulerConfig(), scheduler.Deps[*invocation, runner.Outcome]{Cells: cellSource{n.pool},
 		Exec: executor{n}, Clock: n.clock, ShutdownGrace: cfg.Node.ShutdownGrace, MaxRunning: n.sizing.Guests}); err != nil {
 		return nil, err
 	}
@@ -147,19 +147,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	}
 	n.metrics = newMetrics(n)
 	return n, nil
-}
-
-func schedulerConfig(cfg *config.Config) scheduler.Config {
-	sc := scheduler.Config{CellClasses: map[catalog.CellClass]scheduler.CellConfig{}, MaxWait: cfg.Scheduler.MaxWait,
-		LowerClassAfter: cfg.Scheduler.LowerClassAfter, Fairness: cfg.Scheduler.Fairness}
-	for c, cc := range cfg.CellClasses {
-		sc.CellClasses[c] = scheduler.CellConfig{Parallelism: cc.Parallelism, TargetServiceTime: cc.TargetServiceTime}
-	}
-	for _, q := range cfg.QueueClasses {
-		sc.QueueClasses = append(sc.QueueClasses, scheduler.QueueConfig{Name: q.Name, MinPriority: q.MinPriority,
-			MaxPriority: q.MaxPriority, MaxQueued: int(q.MaxQueued), ReservedCells: int(q.ReservedCells)})
-	}
-	return sc
 }
 
 // FrontYield is the actor through which guests give their processors to
