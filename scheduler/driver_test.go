@@ -17,36 +17,15 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
 )
 
-// The driver's tests use real admission permits: a catalog with a fake
-// module inspector, a LocalQuotaProvider on a fake clock, and fake cells and
-// executors.
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-type inspector struct{}
-
-func (inspector) Inspect(context.Context, catalog.Digest, []byte) (catalog.ModuleInfo, error) {
-	return catalog.ModuleInfo{MinMemoryBytes: 1 << 16, MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
-		Threading: catalog.ThreadingSingle, Exports: []catalog.FunctionName{"_start"}}, nil
-}
+// The driver's tests use real admission permits: a catalog whose module
+// inspector answers catalogtest.PlainModuleInfo, a LocalQuotaProvider on a
+// testutil.Clock, and fake cells and executors.
 
 // fakeCells is a pool of cells per class; a quarantined cell leaves it.
 type fakeCells struct {
@@ -175,7 +154,7 @@ func (g *gate) release(j *testJob, c testCompletion) {
 // with queue classes batch (0–4) and interactive (5–9, one reserved cell).
 type env struct {
 	t      testing.TB
-	clock  *fakeClock
+	clock  *testutil.Clock
 	load   *loadsource.State
 	cat    *catalog.Catalog
 	prov   *admission.LocalQuotaProvider
@@ -212,9 +191,9 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 	if parallelism == 0 {
 		parallelism = 2
 	}
-	e := &env{t: t, clock: &fakeClock{now: simEpoch}, load: loadsource.NewState(time.Hour),
+	e := &env{t: t, clock: testutil.NewClock(simEpoch), load: loadsource.NewState(time.Hour),
 		cells: &fakeCells{free: map[catalog.CellClass]int{catalog.CellStandard: parallelism}}, ticks: make(chan time.Time)}
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: inspector{}})
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,27 +214,11 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 			t.Fatal(err)
 		}
 	}
-	limits := admission.Limits{MaxLiveActivations: 10_000, MaxQueued: 10_000, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 60}
-	cells := []catalog.CellClass{catalog.CellStandard}
-	policy := admission.Policy{
-		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 30, MemoryBytes: 1 << 30, WallTime: time.Minute},
-		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 9},
-		QueueClasses: []admission.QueueClassPolicy{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: maxQueued},
-			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: maxQueued, ReservedCells: 1}},
-		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{catalog.CellStandard: {MemoryBytes: 1 << 30,
-			Parallelism: uint32(parallelism), Threading: []catalog.Threading{catalog.ThreadingSingle}}},
-		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
-		Overload:     admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
-		Deadline:     admission.DeadlinePolicy{},
-		Metadata:     admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
-		Placement:    admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
-		Tenants:      map[catalog.TenantID]admission.TenantPolicy{}, CallDepthLimit: 1000,
-	}
-	for tenant, subjects := range driverTenants {
-		policy.Tenants[tenant] = admission.TenantPolicy{TrustClasses: []catalog.TrustClass{"untrusted"}, CellClasses: cells,
-			Subjects: subjects, Kinds: []admission.PrincipalKind{admission.KindUser},
-			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 9}}
-	}
+	policy := admissiontest.Policy(admissiontest.Spec{Parallelism: uint32(parallelism),
+		Limits:          admission.Limits{MaxLiveActivations: 10_000, MaxQueued: 10_000, MaxReservedFuel: 1 << 60, MaxReservedMemory: 1 << 60},
+		MaxPayloadBytes: 1 << 20, MaxPriority: 9, Tenants: driverTenants})
+	policy.QueueClasses = []admission.QueueClassPolicy{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: maxQueued},
+		{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: maxQueued, ReservedCells: 1}}
 	if err := e.load.Publish(loadsource.Sample{CPU: 0, Memory: 0, TakenAt: simEpoch}); err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +378,7 @@ func TestScheduler_queued(t *testing.T) {
 		t.Errorf("cancelled job: %v", r.Err)
 	}
 
-	e.clock.advance(10 * time.Second)
+	e.clock.Advance(10 * time.Second)
 	e.tick()
 	r := result(t, expiring)
 	var se *Error
@@ -456,7 +419,7 @@ func TestScheduler_queued(t *testing.T) {
 
 	// A deadline that passes in the queue: EnsureSchedulable refuses at
 	// dispatch, before a cell is leased (the grant's wall time is 2s).
-	e.clock.advance(3 * time.Second)
+	e.clock.Advance(3 * time.Second)
 	g.release(r1, testCompletion{FuelUsed: 10}) // a shared cell frees
 	if r := result(t, r1); r.Err != nil {
 		t.Errorf("first job: %v", r.Err)
@@ -659,7 +622,7 @@ func TestScheduler_queueDelay(t *testing.T) {
 	a := e.submit(context.Background(), "acme", "alice", 0)
 	<-g.started
 	b := e.submit(context.Background(), "acme", "alice", 0)
-	e.clock.advance(500 * time.Millisecond)
+	e.clock.Advance(500 * time.Millisecond)
 	g.release(a, testCompletion{FuelUsed: 1})
 	<-g.started
 	if d := e.s.ObservedQueueDelay(catalog.CellStandard); d <= 0 || d > 500*time.Millisecond {
@@ -723,86 +686,12 @@ func TestScheduler_hammer(t *testing.T) {
 	}
 	shutdown := make(chan struct{})
 	var shutdownOnce sync.Once
-	var wg sync.WaitGroup
-	for g := range submitters {
-		wg.Add(1)
-		go func() { // waited for by wg
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 99))
-			tenants := []catalog.TenantID{"acme", "acme", "beta"}
-			for b := range batches {
-				var jobs []*testJob
-				var cancels []context.CancelFunc
-				for i := range batch {
-					ti := rng.IntN(3)
-					tenant, subject := tenants[ti], driverTenants[tenants[ti]][rng.IntN(len(driverTenants[tenants[ti]]))]
-					prio := uint32(rng.IntN(10))
-					p, err := e.admit(tenant, subject, prio)
-					if errors.Is(err, admission.ErrCapacityExhausted) {
-						queue := 0
-						if prio >= 5 {
-							queue = 1
-						}
-						if e.s.YieldSlotTo(queue, tenant, subject) {
-							yielded.Add(1)
-							p, err = e.admit(tenant, subject, prio)
-						}
-					}
-					if err != nil {
-						refused.Add(1)
-						results.Add(1)
-						continue
-					}
-					ctx, cancel := context.WithCancel(context.Background())
-					cancels = append(cancels, cancel)
-					j, err := e.s.Submit(ctx, p, strconv.Itoa(g*batches*batch+b*batch+i))
-					if err != nil {
-						if !errors.Is(err, ErrShuttingDown) {
-							t.Errorf("Submit: %v", err)
-						}
-						count("submit-shutting-down")
-						results.Add(1)
-						continue
-					}
-					if rng.IntN(8) == 0 {
-						cancel() // the caller goes away at once
-					}
-					jobs = append(jobs, j)
-				}
-				for i, j := range jobs {
-					if rng.IntN(8) == 0 {
-						cancels[i]() // … or while its job queues or runs
-					}
-					r := result(t, j)
-					select {
-					case <-j.Done():
-						t.Error("a second result")
-					default:
-					}
-					var se *Error
-					switch {
-					case r.Err == nil:
-						count("executed")
-					case errors.As(r.Err, &se):
-						count(se.Reason())
-					case errors.Is(r.Err, admission.ErrDeadlineExpired):
-						count("deadline")
-					default:
-						t.Errorf("unexpected result error: %v", r.Err)
-					}
-					if results.Add(1) >= int64(total*3/4) {
-						shutdownOnce.Do(func() { close(shutdown) })
-					}
-				}
-				for _, c := range cancels {
-					c()
-				}
-			}
-		}()
-	}
+	// The monitor checks Stats until the shutdown, then stops the scheduler
+	// while the submitters still wait for results.
 	monitorDone := make(chan struct{})
 	go func() { // waited for via monitorDone
 		defer close(monitorDone)
+		defer e.cancel()
 		for {
 			select {
 			case <-shutdown:
@@ -817,9 +706,90 @@ func TestScheduler_hammer(t *testing.T) {
 			runtime.Gosched()
 		}
 	}()
-	<-shutdown
-	e.cancel()
-	wg.Wait()
+	rngs := make([]*rand.Rand, submitters)
+	for g := range rngs {
+		rngs[g] = rand.New(rand.NewPCG(uint64(g), 99))
+	}
+	tenants := []catalog.TenantID{"acme", "acme", "beta"}
+	err := testutil.Hammer(submitters, batches, func(g, b int) error {
+		rng := rngs[g]
+		var jobs []*testJob
+		var cancels []context.CancelFunc
+		for i := range batch {
+			ti := rng.IntN(3)
+			tenant, subject := tenants[ti], driverTenants[tenants[ti]][rng.IntN(len(driverTenants[tenants[ti]]))]
+			prio := uint32(rng.IntN(10))
+			p, err := e.admit(tenant, subject, prio)
+			if errors.Is(err, admission.ErrCapacityExhausted) {
+				queue := 0
+				if prio >= 5 {
+					queue = 1
+				}
+				if e.s.YieldSlotTo(queue, tenant, subject) {
+					yielded.Add(1)
+					p, err = e.admit(tenant, subject, prio)
+				}
+			}
+			if err != nil {
+				refused.Add(1)
+				results.Add(1)
+				continue
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancels = append(cancels, cancel)
+			j, err := e.s.Submit(ctx, p, strconv.Itoa(g*batches*batch+b*batch+i))
+			if err != nil {
+				if !errors.Is(err, ErrShuttingDown) {
+					t.Errorf("Submit: %v", err)
+				}
+				count("submit-shutting-down")
+				results.Add(1)
+				continue
+			}
+			if rng.IntN(8) == 0 {
+				cancel() // the caller goes away at once
+			}
+			jobs = append(jobs, j)
+		}
+		for i, j := range jobs {
+			if rng.IntN(8) == 0 {
+				cancels[i]() // … or while its job queues or runs
+			}
+			var r testResult
+			select {
+			case r = <-j.Done():
+			case <-time.After(10 * time.Second):
+				return errors.New("no result after 10s")
+			}
+			select {
+			case <-j.Done():
+				t.Error("a second result")
+			default:
+			}
+			var se *Error
+			switch {
+			case r.Err == nil:
+				count("executed")
+			case errors.As(r.Err, &se):
+				count(se.Reason())
+			case errors.Is(r.Err, admission.ErrDeadlineExpired):
+				count("deadline")
+			default:
+				t.Errorf("unexpected result error: %v", r.Err)
+			}
+			if results.Add(1) >= int64(total*3/4) {
+				shutdownOnce.Do(func() { close(shutdown) })
+			}
+		}
+		for _, c := range cancels {
+			c()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	shutdownOnce.Do(func() { close(shutdown) }) // if the results never reached three quarters
 	<-monitorDone
 	if err := e.wait(); err != nil {
 		t.Fatal(err)
@@ -845,7 +815,7 @@ func TestScheduler_startFails(t *testing.T) {
 		t.Error("executed a job whose start failed")
 		return testCompletion{}
 	}), envOptions{})
-	e.cells.onLease = func() { e.clock.advance(time.Minute) }
+	e.cells.onLease = func() { e.clock.Advance(time.Minute) }
 	e.run()
 	r := result(t, e.submit(context.Background(), "acme", "alice", 0))
 	if !errors.Is(r.Err, admission.ErrDeadlineExpired) {
