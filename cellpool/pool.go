@@ -93,41 +93,58 @@ type ClassConfig struct {
 	MemoryBytes uint64
 }
 
-// validate checks cfg and reports every problem in one error marked
-// ErrInvalidConfig.
-func validate(cfg Config) error {
-	var problems []string
-	if len(cfg.Classes) == 0 {
-		problems = append(problems, "no cell class configured")
+// ConfigError lists every problem of a Config. Each problem's Field is a
+// catalog.FieldPath in the Go terms of Config (`Classes["tiny"].MemoryBytes`);
+// a caller that reads the configuration from a file maps the paths onto its
+// own keys.
+type ConfigError struct {
+	Problems []catalog.FieldError
+}
+
+func (e *ConfigError) Error() string {
+	return catalog.JoinFieldErrors("cellpool: invalid configuration", e.Problems)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) hold.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Validate returns a *ConfigError listing every problem of c, or nil. It
+// changes nothing; New calls it. These are the cell pool's rules: a cell
+// class's parallelism is 1 to MaxParallelism, its memory a positive
+// multiple of the Wasm page size, at most MaxMemoryBytes.
+func (c Config) Validate() error {
+	var problems []catalog.FieldError
+	classes := catalog.FieldPath("Classes")
+	if len(c.Classes) == 0 {
+		problems = append(problems, classes.Error("no cell class configured"))
 	}
-	if cfg.ReplaceInterval < 0 {
-		problems = append(problems, "ReplaceInterval "+cfg.ReplaceInterval.String()+" is negative")
+	if c.ReplaceInterval < 0 {
+		problems = append(problems, catalog.FieldPath("ReplaceInterval").Error("must not be negative"))
 	}
-	for class, cc := range cfg.Classes {
+	for class, cc := range c.Classes {
+		f := classes.Key(class.String())
 		if !class.Valid() {
-			problems = append(problems, class.String()+": not a cell class")
+			problems = append(problems, f.Error("not a cell class"))
 			continue
 		}
 		if cc.Parallelism <= 0 || cc.Parallelism > MaxParallelism {
-			problems = append(problems, class.String()+": Parallelism "+strconv.Itoa(cc.Parallelism)+
-				" out of range 1.."+strconv.Itoa(MaxParallelism))
+			problems = append(problems, f.Field("Parallelism").Error("must be from 1 to "+strconv.Itoa(MaxParallelism)))
 		}
 		switch {
 		case cc.MemoryBytes == 0:
-			problems = append(problems, class.String()+": MemoryBytes must be positive")
+			problems = append(problems, f.Field("MemoryBytes").Error("must be positive"))
 		case cc.MemoryBytes%PageSize != 0:
-			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
-				" is not a multiple of "+strconv.Itoa(PageSize))
+			problems = append(problems, f.Field("MemoryBytes").Error("must be a multiple of 64KiB (the WebAssembly page size)"))
 		case cc.MemoryBytes > MaxMemoryBytes:
-			problems = append(problems, class.String()+": MemoryBytes "+strconv.FormatUint(cc.MemoryBytes, 10)+
-				" exceeds 4 GiB")
+			problems = append(problems, f.Field("MemoryBytes").Error("must be at most 4GiB (the wasm32 limit)"))
 		}
 	}
 	if len(problems) == 0 {
 		return nil
 	}
-	slices.Sort(problems) // map order is random; keep messages stable
-	return errors.Wrapf(ErrInvalidConfig, "%s", strings.Join(problems, "; "))
+	// Map order is random; keep messages stable.
+	slices.SortFunc(problems, func(a, b catalog.FieldError) int { return strings.Compare(a.String(), b.String()) })
+	return &ConfigError{Problems: problems}
 }
 
 // Pool owns a fixed number of cells per class, created by New; Run replaces
@@ -188,7 +205,7 @@ func New(cfg Config) (*Pool, error) {
 }
 
 func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, error) {
-	if err := validate(cfg); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	p := &Pool{reserve: reserveFn, interval: cfg.ReplaceInterval, clock: cfg.Clock, wake: make(chan struct{}, 1)}

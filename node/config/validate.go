@@ -56,12 +56,10 @@ var errUnknownKind = errors.New(`unknown principal kind (want "user" or "service
 // maxOutputBytes bounds node.max_output_bytes (the runner buffers stdout).
 const maxOutputBytes = 1 << 30
 
-// pageSize is the WebAssembly page size; cell memory is a multiple of it.
-const pageSize = cellpool.PageSize
 
 // Validate checks every range and cross-field rule of c, including the
-// admission policy's own (Policy.Validate) and the scheduler's
-// (scheduler.Config.Validate), and returns a *Error listing every problem,
+// admission policy's own (Policy.Validate), the scheduler's
+// (scheduler.Config.Validate) and the cell pool's (cellpool.Config.Validate), and returns a *Error listing every problem,
 // or nil. It changes nothing. Parse, Load and Demo call it; call it again
 // after changing a Config.
 func (c *Config) Validate() error {
@@ -124,6 +122,19 @@ func (c *Config) check() []Problem {
 			v.problems = append(v.problems, f)
 		}
 	}
+	if len(c.CellClasses) > 0 { // none configured: admission reported it
+		for _, f := range fieldProblems(c.CellPoolConfig().Validate(), func(err error) ([]catalog.FieldError, bool) {
+			var ce *cellpool.ConfigError
+			if errors.As(err, &ce) {
+				return ce.Problems, true
+			}
+			return nil, false
+		}) {
+			if !shadowed(f.Field, admitted) {
+				v.problems = append(v.problems, f)
+			}
+		}
+	}
 	return v.problems
 }
 
@@ -175,6 +186,11 @@ var fileKeys = map[string]string{
 	"CellClasses[].Parallelism":       "cell_classes.*.parallelism",
 	"CellClasses[].Threading":         "cell_classes.*.threading",
 	"CellClasses[].TargetServiceTime": "cell_classes.*.target_service_time",
+
+	"Classes":               "cell_classes",
+	"Classes[]":             "cell_classes.*",
+	"Classes[].MemoryBytes": "cell_classes.*.memory",
+	"Classes[].Parallelism": "cell_classes.*.parallelism",
 
 	"TrustClasses":               "trust_classes",
 	"TrustClasses[]":             "trust_classes.*",
@@ -293,20 +309,6 @@ func checkListen(addr string) error {
 }
 
 func (c *Config) checkClasses(v *checker) {
-	for _, class := range c.SortedCellClasses() {
-		cc := c.CellClasses[class]
-		f := "cell_classes." + class.String()
-		if cc.MemoryBytes%pageSize != 0 {
-			v.add(f+".memory", "must be a multiple of 64KiB (the WebAssembly page size)")
-		}
-		if cc.MemoryBytes > cellpool.MaxMemoryBytes {
-			v.add(f+".memory", "must be at most 4GiB (the wasm32 limit)")
-		}
-		if cc.Parallelism > cellpool.MaxParallelism {
-			v.add(f+".parallelism", "must be at most "+strconv.Itoa(cellpool.MaxParallelism))
-		}
-	}
-
 	// xlarge is never implied: a tenant that lists it needs a trust class
 	// that lists it too.
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
