@@ -1,9 +1,7 @@
 package scheduler
 
 import (
-	"flag"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,20 +9,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/errors"
+	"github.com/cockroachdb/datadriven"
 
 	"github.com/latent-node/latent-node/catalog"
 )
 
-// Datadriven tests of the core (CockroachDB's admission testdata style):
-// each file in testdata/ is a script of commands, each followed by "----"
-// and the output it must produce, then a blank line. After a change in
-// behaviour, inspect and regenerate the expected outputs with
+// TestGolden runs the datadriven scripts in testdata/*.txt against the
+// core, each file on a core of its own: every directive is a command with
+// key=value arguments, a "----" line and the output it must produce; "#"
+// lines are comments. After a change in behaviour, inspect and regenerate
+// the expected outputs with
 //
 //	go test ./scheduler -run TestGolden -rewrite
 //
-// Commands (arguments are key=value; times are relative to the script's
-// epoch and every command sees the current time):
+// Commands (times are relative to the script's epoch and every command sees
+// the current time):
 //
 //	init parallelism=N [lower-class-after=K] [fairness=fuel|round-robin] [max-wait=D]
 //	     [target=D] queue=name:min-max:max_queued:reserved ...
@@ -37,55 +36,37 @@ import (
 //	expire | adjust
 //	lose-cell           a cell is quarantined (prints the state)
 //	state               lanes, flows and capacity
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of the datadriven tests in testdata/")
-
-type goldenCase struct {
-	cmd, want string
-}
-
-func parseGolden(t *testing.T, path string) []goldenCase {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata: %v", err)
 	}
-	var cases []goldenCase
-	lines := strings.Split(string(data), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		c := goldenCase{cmd: line}
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			t.Fatalf("%s:%d: command without ----", path, i+1)
-		}
-		i += 2
-		var want []string
-		for ; i < len(lines) && lines[i] != ""; i++ {
-			want = append(want, lines[i])
-		}
-		c.want = strings.Join(want, "\n")
-		cases = append(cases, c)
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			g := &goldenScript{}
+			datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+				have, err := g.run(t, d)
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				return have
+			})
+		})
 	}
-	return cases
 }
 
 // goldenScript runs one file's commands against one core.
 type goldenScript struct {
-	t     *testing.T
 	c     *Core
 	now   time.Time
 	items map[string]*Item
 }
 
-func (g *goldenScript) run(cmd string) (string, error) {
-	fields := strings.Fields(cmd)
+func (g *goldenScript) run(t *testing.T, d *datadriven.TestData) (string, error) {
+	cmd := d.Pos + ": " + d.Cmd
 	args := map[string][]string{}
-	for _, f := range fields[1:] {
-		k, v, _ := strings.Cut(f, "=")
-		args[k] = append(args[k], v)
+	for _, a := range d.CmdArgs {
+		args[a.Key] = append(args[a.Key], strings.Join(a.Vals, ","))
 	}
 	arg := func(k, def string) string {
 		if v, ok := args[k]; ok {
@@ -96,25 +77,25 @@ func (g *goldenScript) run(cmd string) (string, error) {
 	num := func(k string, def int) int {
 		n, err := strconv.Atoi(arg(k, strconv.Itoa(def)))
 		if err != nil {
-			g.t.Fatalf("%s: %s: %v", cmd, k, err)
+			t.Fatalf("%s: %s: %v", cmd, k, err)
 		}
 		return n
 	}
 	dur := func(k, def string) time.Duration {
 		d, err := time.ParseDuration(arg(k, def))
 		if err != nil {
-			g.t.Fatalf("%s: %s: %v", cmd, k, err)
+			t.Fatalf("%s: %s: %v", cmd, k, err)
 		}
 		return d
 	}
 	item := func() *Item {
 		it, ok := g.items[arg("id", "")]
 		if !ok {
-			g.t.Fatalf("%s: unknown id", cmd)
+			t.Fatalf("%s: unknown id", cmd)
 		}
 		return it
 	}
-	switch fields[0] {
+	switch d.Cmd {
 	case "init":
 		cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{simCell: {Parallelism: num("parallelism", 1),
 			TargetServiceTime: dur("target", "0s")}},
@@ -195,7 +176,8 @@ func (g *goldenScript) run(cmd string) (string, error) {
 	case "state":
 		return g.state(), nil
 	}
-	return "", errors.Newf("unknown command %q", fields[0])
+	t.Fatalf("%s: unknown command %q", cmd, d.Cmd)
+	return "", nil
 }
 
 // state prints the core: capacity, then each lane (by rank) with its
@@ -225,47 +207,4 @@ func (g *goldenScript) state() string {
 		}
 	}
 	return b.String()
-}
-
-func TestGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata: %v", err)
-	}
-	for _, path := range files {
-		t.Run(filepath.Base(path), func(t *testing.T) {
-			g := &goldenScript{t: t}
-			cases := parseGolden(t, path)
-			var out strings.Builder
-			data, _ := os.ReadFile(path)
-			// Keep the file's comments: rebuild it from its own lines.
-			lines := strings.Split(string(data), "\n")
-			ci := 0
-			for i := 0; i < len(lines); i++ {
-				line := lines[i]
-				if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-					out.WriteString(line + "\n")
-					continue
-				}
-				c := cases[ci]
-				ci++
-				have, err := g.run(c.cmd)
-				if err != nil {
-					have = "error: " + err.Error()
-				}
-				if !*rewrite && have != c.want {
-					t.Errorf("%s:%d: %s\nhave:\n%s\nwant:\n%s", path, i+1, c.cmd, have, c.want)
-				}
-				out.WriteString(c.cmd + "\n----\n" + have + "\n")
-				for i += 2; i < len(lines) && lines[i] != ""; i++ {
-				}
-				i-- // the blank line is written by the loop
-			}
-			if *rewrite {
-				if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
 }
