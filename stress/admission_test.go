@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +17,9 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
 )
 
@@ -131,27 +133,15 @@ func processCounts(t *testing.T) counts {
 	return c
 }
 
-type clock struct{ now atomic.Int64 }
-
-func (c *clock) Now() time.Time { return time.Unix(0, c.now.Load()) }
-
-type inspector struct{}
-
-func (inspector) Inspect(context.Context, catalog.Digest, []byte) (catalog.ModuleInfo, error) {
-	return catalog.ModuleInfo{MinMemoryBytes: catalog.WasmPageBytes, MaxMemoryBytes: 1 << 30, Threading: catalog.ThreadingSingle,
-		Exports: []catalog.FunctionName{"_start"}}, nil
-}
-
 type admissionHarness struct {
-	clock *clock
+	clock *testutil.Clock
 	cat   *catalog.Catalog
 	prov  *admission.LocalQuotaProvider
 }
 
 func newAdmissionHarness(t *testing.T) *admissionHarness {
-	h := &admissionHarness{clock: &clock{}}
-	h.clock.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: inspector{}})
+	h := &admissionHarness{clock: testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,23 +161,12 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 	if err := load.Publish(loadsource.Sample{CPU: 0.1, Memory: 0.1, TakenAt: h.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	limits := admission.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1 << 40, MaxReservedMemory: 1 << 40}
-	cells := []catalog.CellClass{catalog.CellTiny}
-	policy := admission.Policy{
-		BudgetCeiling: catalog.Budget{CPUFuel: 1 << 30, MemoryBytes: 1 << 30, WallTime: time.Minute},
-		Limits:        admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20, MaxPriority: 0},
-		QueueClasses:  []admission.QueueClassPolicy{{Name: "all", MaxQueued: 16}},
-		CellClasses: map[catalog.CellClass]admission.CellClassPolicy{
-			catalog.CellTiny: {MemoryBytes: 1 << 30, Parallelism: 4, Threading: []catalog.Threading{catalog.ThreadingSingle}}},
-		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {CellClasses: cells, Limits: limits}},
-		Tenants: map[catalog.TenantID]admission.TenantPolicy{"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
-			CellClasses: cells, Subjects: []string{"alice"}, Kinds: []admission.PrincipalKind{admission.KindUser},
-			Limits: admission.TenantLimits{Limits: limits, MaxPayloadBytes: 1 << 20}}},
-		Overload:       admission.OverloadPolicy{CPUThreshold: 0.9, MemoryThreshold: 0.9, MaxObservationAge: time.Hour},
-		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
-		Placement:      admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
-		CallDepthLimit: 1000,
-	}
+	// One tenant, acme, whose user alice may run on four tiny cells; load
+	// above 0.9 is overload.
+	policy := admissiontest.Policy(admissiontest.Spec{Cell: catalog.CellTiny, Parallelism: 4,
+		Limits:          admission.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1 << 40, MaxReservedMemory: 1 << 40},
+		MaxPayloadBytes: 1 << 20})
+	policy.Overload.CPUThreshold, policy.Overload.MemoryThreshold = 0.9, 0.9
 	h.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: h.clock, Load: load})
 	if err != nil {
 		t.Fatal(err)
