@@ -56,7 +56,6 @@ var errUnknownKind = errors.New(`unknown principal kind (want "user" or "service
 // maxOutputBytes bounds node.max_output_bytes (the runner buffers stdout).
 const maxOutputBytes = 1 << 30
 
-
 // Validate checks every range and cross-field rule of c, including the
 // admission policy's own (Policy.Validate), the scheduler's
 // (scheduler.Config.Validate) and the cell pool's (cellpool.Config.Validate), and returns a *Error listing every problem,
@@ -98,55 +97,46 @@ func (c *Config) check() []Problem {
 			o.MaxObservationAge.String()+"), or every sample goes stale before the next one and the node refuses all work")
 	}
 
-	pol := c.AdmissionPolicy()
+	pol, sc := c.AdmissionPolicy(), c.SchedulerConfig()
 	admitted := map[string]bool{}
-	for _, f := range fieldProblems(pol.Validate(), func(err error) ([]catalog.FieldError, bool) {
-		var pe *admission.PolicyError
-		if errors.As(err, &pe) {
-			return pe.Problems, true
-		}
-		return nil, false
-	}) {
+	for _, f := range fieldProblems(pol.Validate()) {
 		admitted[f.Field] = true
 		v.problems = append(v.problems, f)
 	}
-	sc := c.SchedulerConfig()
-	for _, f := range fieldProblems(sc.Validate(), func(err error) ([]catalog.FieldError, bool) {
-		var ce *scheduler.ConfigError
-		if errors.As(err, &ce) {
-			return ce.Problems, true
-		}
-		return nil, false
-	}) {
+	others := fieldProblems(sc.Validate())
+	if len(c.CellClasses) > 0 { // none configured: admission reported it
+		others = append(others, fieldProblems(c.CellPoolConfig().Validate())...)
+	}
+	for _, f := range others {
 		if !shadowed(f.Field, admitted) {
 			v.problems = append(v.problems, f)
-		}
-	}
-	if len(c.CellClasses) > 0 { // none configured: admission reported it
-		for _, f := range fieldProblems(c.CellPoolConfig().Validate(), func(err error) ([]catalog.FieldError, bool) {
-			var ce *cellpool.ConfigError
-			if errors.As(err, &ce) {
-				return ce.Problems, true
-			}
-			return nil, false
-		}) {
-			if !shadowed(f.Field, admitted) {
-				v.problems = append(v.problems, f)
-			}
 		}
 	}
 	return v.problems
 }
 
-// fieldProblems returns the problems of err, a validation error whose
-// problems fields returns, with their field paths mapped onto key paths. An
-// error of another kind is one problem of the document as a whole.
-func fieldProblems(err error, fields func(error) ([]catalog.FieldError, bool)) []Problem {
+// fieldProblems returns the problems of err, a validation error of
+// admission, the scheduler or the cell pool, with their field paths mapped
+// onto key paths. An error of another kind is one problem of the document
+// as a whole.
+func fieldProblems(err error) []Problem {
 	if err == nil {
 		return nil
 	}
-	list, ok := fields(err)
-	if !ok {
+	var (
+		list []catalog.FieldError
+		pe   *admission.PolicyError
+		se   *scheduler.ConfigError
+		ce   *cellpool.ConfigError
+	)
+	switch {
+	case errors.As(err, &pe):
+		list = pe.Problems
+	case errors.As(err, &se):
+		list = se.Problems
+	case errors.As(err, &ce):
+		list = ce.Problems
+	default:
 		return []Problem{{Problem: err.Error()}}
 	}
 	out := make([]Problem, len(list))
