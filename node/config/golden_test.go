@@ -1,36 +1,26 @@
 package config
 
 import (
-	"flag"
-	"os"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-// To regenerate testdata/problems.golden after an intended change:
+// TestGolden runs the datadriven script testdata/problems.txt. Its one
+// command, check, parses its input as a configuration file and prints the
+// listing `latent-node check` prints: every problem, one a line, or "ok"
+// for a valid file. To regenerate the expected outputs after an intended
+// change:
 //
 //	go test ./node/config -run TestGolden -rewrite
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata")
-
-// TestGolden checks the full listing of a configuration with many problems:
-// what `latent-node check` prints.
 func TestGolden(t *testing.T) {
-	_, err := Load("testdata/problems.toml")
-	if err == nil {
-		t.Fatal("want problems")
-	}
-	have := err.Error() + "\n"
-	const golden = "testdata/problems.golden"
-	if *rewrite {
-		if err := os.WriteFile(golden, []byte(have), 0o644); err != nil {
-			t.Fatal(err)
+	datadriven.RunTest(t, "testdata/problems.txt", func(t *testing.T, d *datadriven.TestData) string {
+		if d.Cmd != "check" {
+			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -rewrite to create it)", err)
-	}
-	if have != string(want) {
-		t.Fatalf("the listing changed (run with -rewrite if intended):\nwant:\n%s\nhave:\n%s", want, have)
-	}
+		if _, err := Parse([]byte(d.Input)); err != nil {
+			return err.Error()
+		}
+		return "ok"
+	})
 }
