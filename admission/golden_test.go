@@ -59,7 +59,7 @@ type scriptState struct {
 }
 
 func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
-	line := d.Pos + ": " + d.Input
+	line := d.Pos + ": " + d.Cmd
 	args := map[string]string{}
 	for _, a := range d.CmdArgs {
 		v := strings.Join(a.Vals, ",")
