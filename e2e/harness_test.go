@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,6 +22,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -310,145 +310,43 @@ func defaults(t *testing.T) params {
 	return params{DataDir: t.TempDir(), Grace: "5s", TinyParallel: 2, BatchMaxQueued: 64, MaxWait: "10s", BetaLive: 1}
 }
 
-const features = `["bulk-memory", "simd", "multi-value", "sign-extension", "nontrapping-f2i", "reference-types"]`
-
-func configTOML(p params) string {
-	return fmt.Sprintf(`[node]
-listen = "127.0.0.1:0"
-data_dir = %q
-region = "local"
-zone = "local-a"
-max_output_bytes = "64KiB"
-shutdown_grace = %q
-
-[node.budget_ceiling]
-cpu_fuel = 5_000_000_000
-memory_bytes = "256MiB"
-wall_time = "10s"
-
-[node.limits]
-max_live_activations = 256
-max_queued = 256
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = "16GiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[queue_classes]]
-name = "batch"
-priorities = [0, 4]
-max_queued = %d
-
-[[queue_classes]]
-name = "interactive"
-priorities = [5, 9]
-max_queued = 64
-
-[cell_classes.tiny]
-memory = "16MiB"
-parallelism = %d
-threading = ["single"]
-features = %s
-
-[cell_classes.small]
-memory = "64MiB"
-parallelism = 1
-threading = ["single"]
-features = %s
-
-[trust_classes.untrusted]
-cell_classes = ["tiny", "small"]
-[trust_classes.untrusted.limits]
-max_live_activations = 256
-max_queued = 256
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = "16GiB"
-
-[trust_classes.partner]
-cell_classes = ["tiny", "small"]
-[trust_classes.partner.limits]
-max_live_activations = 16
-max_queued = 16
-max_reserved_fuel = 100_000_000_000
-max_reserved_memory = "1GiB"
-
-[tenants.acme]
-trust_classes = ["untrusted"]
-cell_classes = ["tiny"]
-subjects = ["alice", "root"]
-kinds = ["user"]
-[tenants.acme.limits]
-max_live_activations = 200
-max_queued = 200
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = "16GiB"
-max_payload_bytes = "32KiB"
-max_priority = 6
-
-[tenants.beta]
-trust_classes = ["untrusted", "partner"]
-cell_classes = ["tiny", "small"]
-subjects = ["bob"]
-kinds = ["user"]
-[tenants.beta.limits]
-max_live_activations = %d
-max_queued = 8
-max_reserved_fuel = 100_000_000_000
-max_reserved_memory = "1GiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[principals]]
-subject = "alice"
-kind = "user"
-tenant = "acme"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[[principals]]
-subject = "mallory"
-kind = "user"
-tenant = "acme"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[[principals]]
-subject = "root"
-kind = "user"
-tenant = "acme"
-roles = ["admin"]
-api_keys = [%q]
-
-[[principals]]
-subject = "bob"
-kind = "user"
-tenant = "beta"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[overload]
-cpu_threshold = 1.0
-memory_threshold = 1.0
-max_observation_age = "2s"
-sample_interval = "100ms"
-
-[deadline]
-estimated_service_time = "20ms"
-minimum_execution_time = "1ms"
-safety_margin = "100ms"
-
-[metadata]
-maximum_identifier_bytes = 128
-maximum_metadata_entries = 32
-maximum_metadata_bytes = 4096
-
-[scheduler]
-max_wait = %q
-lower_class_after = 8
-fairness = "fuel"
-`, p.DataDir, p.Grace, p.BatchMaxQueued, p.TinyParallel, features, features, p.BetaLive,
-		p.Hashes["alice"], p.Hashes["mallory"], p.Hashes["root"], p.Hashes["bob"], p.MaxWait)
+// harnessConfig is the configuration of p: tenants acme (alice, root) and
+// beta (bob) with mallory a second principal of acme, batch and interactive
+// queue classes, tiny and small cells, and an untrusted and a partner trust
+// class.
+func harnessConfig(p params) nodeconf.Config {
+	wide := nodeconf.Limits{MaxLiveActivations: 256, MaxQueued: 256, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: "16GiB"}
+	partner := nodeconf.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 100_000_000_000, MaxReservedMemory: "1GiB"}
+	tinySmall := []string{"tiny", "small"}
+	user := func(subject, tenant string, roles ...string) nodeconf.Principal {
+		return nodeconf.Principal{Subject: subject, Tenant: tenant, Roles: roles, APIKeys: []string{p.Hashes[subject]}}
+	}
+	acme := nodeconf.Limits{MaxLiveActivations: 200, MaxQueued: 200, MaxReservedFuel: 1_000_000_000_000,
+		MaxReservedMemory: "16GiB", MaxPayloadBytes: "32KiB", MaxPriority: 6}
+	beta := nodeconf.Limits{MaxLiveActivations: p.BetaLive, MaxQueued: 8, MaxReservedFuel: 100_000_000_000, MaxReservedMemory: "1GiB"}
+	return nodeconf.Config{
+		DataDir:       p.DataDir,
+		ShutdownGrace: p.Grace,
+		BudgetCeiling: nodeconf.Budget{MemoryBytes: "256MiB"},
+		Limits:        wide,
+		QueueClasses: []nodeconf.QueueClass{{Name: "batch", MaxPriority: 4, MaxQueued: p.BatchMaxQueued},
+			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 64}},
+		Cells: []nodeconf.Cell{{Class: "tiny", Memory: "16MiB", Parallelism: p.TinyParallel},
+			{Class: "small", Memory: "64MiB", Parallelism: 1}},
+		TrustClasses: []nodeconf.TrustClass{{Name: "untrusted", Cells: tinySmall, Limits: wide},
+			{Name: "partner", Cells: tinySmall, Limits: partner}},
+		Tenants: []nodeconf.Tenant{
+			{Name: "acme", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny"}, Subjects: []string{"alice", "root"}, Limits: acme},
+			{Name: "beta", TrustClasses: []string{"untrusted", "partner"}, Cells: tinySmall, Subjects: []string{"bob"}, Limits: beta},
+		},
+		Principals: []nodeconf.Principal{user("alice", "acme", "invoke", "deploy"), user("mallory", "acme", "invoke", "deploy"),
+			user("root", "acme", "admin"), user("bob", "beta", "invoke", "deploy")},
+		Scheduler: nodeconf.Scheduler{MaxWait: p.MaxWait},
+	}
 }
+
+// configTOML renders harnessConfig(p).
+func configTOML(p params) string { return harnessConfig(p).TOML() }
 
 // keys are the API keys of the configured principals, made once per process
 // with the CLI.

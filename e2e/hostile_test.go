@@ -25,6 +25,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/hostilewasm"
+	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -81,126 +82,31 @@ func hostileScaleFromEnv() hostileScale {
 		releaseModules: 3, refusedDeploys: 3, heapDeadline: 20 * time.Second, nodeLife: 5 * time.Minute}
 }
 
+// hostileConfigTOML is the suite's node: tenants quiet (quiet, and ops as
+// admin) and hostile on tiny and small cells, one queue class, reserved
+// memory, connections and services bounded by the hostile* constants.
 func hostileConfigTOML(dataDir string, hashes map[string]string) string {
-	return fmt.Sprintf(`[node]
-listen = "127.0.0.1:0"
-data_dir = %q
-region = "local"
-zone = "local-a"
-max_output_bytes = "64KiB"
-shutdown_grace = "5s"
-max_connections = %d
-
-[node.budget_ceiling]
-cpu_fuel = 5_000_000_000
-memory_bytes = "64MiB"
-wall_time = "10s"
-
-[node.limits]
-max_live_activations = 64
-max_queued = 64
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = %d
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[queue_classes]]
-name = "all"
-priorities = [0, 9]
-max_queued = 64
-
-[cell_classes.tiny]
-memory = "16MiB"
-parallelism = %d
-threading = ["single"]
-features = %s
-
-[cell_classes.small]
-memory = "64MiB"
-parallelism = %d
-threading = ["single"]
-features = %s
-
-[trust_classes.untrusted]
-cell_classes = ["tiny", "small"]
-[trust_classes.untrusted.limits]
-max_live_activations = 64
-max_queued = 64
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = %d
-
-[tenants.quiet]
-trust_classes = ["untrusted"]
-cell_classes = ["tiny"]
-subjects = ["quiet", "ops"]
-kinds = ["user"]
-[tenants.quiet.limits]
-max_live_activations = 16
-max_queued = 16
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = "128MiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[tenants.hostile]
-trust_classes = ["untrusted"]
-cell_classes = ["tiny", "small"]
-subjects = ["hostile"]
-kinds = ["user"]
-[tenants.hostile.limits]
-max_live_activations = 16
-max_queued = 16
-max_reserved_fuel = 1_000_000_000_000
-max_reserved_memory = "128MiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[principals]]
-subject = "quiet"
-kind = "user"
-tenant = "quiet"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[[principals]]
-subject = "hostile"
-kind = "user"
-tenant = "hostile"
-roles = ["invoke", "deploy"]
-api_keys = [%q]
-
-[[principals]]
-subject = "ops"
-kind = "user"
-tenant = "quiet"
-roles = ["admin"]
-api_keys = [%q]
-
-[catalog]
-max_services_per_tenant = %d
-
-[overload]
-cpu_threshold = 1.0
-memory_threshold = 1.0
-max_observation_age = "2s"
-sample_interval = "100ms"
-
-[deadline]
-estimated_service_time = "20ms"
-minimum_execution_time = "1ms"
-safety_margin = "100ms"
-
-[metadata]
-maximum_identifier_bytes = 128
-maximum_metadata_entries = 32
-maximum_metadata_bytes = 4096
-
-[scheduler]
-max_wait = "10s"
-lower_class_after = 8
-fairness = "fuel"
-`, dataDir, hostileMaxConns, hostileMaxReserved, hostileTinyCells, features, hostileSmallCells, features,
-		hostileMaxReserved, hashes["quiet"], hashes["hostile"], hashes["ops"], hostileServicesQuota)
+	reserved := strconv.Itoa(hostileMaxReserved)
+	tenant := nodeconf.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: "128MiB"}
+	user := func(subject, tenant string, roles ...string) nodeconf.Principal {
+		return nodeconf.Principal{Subject: subject, Tenant: tenant, Roles: roles, APIKeys: []string{hashes[subject]}}
+	}
+	return nodeconf.Config{
+		DataDir:        dataDir,
+		MaxConnections: hostileMaxConns,
+		Limits:         nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved},
+		Cells: []nodeconf.Cell{{Class: "tiny", Memory: "16MiB", Parallelism: hostileTinyCells},
+			{Class: "small", Memory: "64MiB", Parallelism: hostileSmallCells}},
+		TrustClasses: []nodeconf.TrustClass{{Name: "untrusted", Cells: []string{"tiny", "small"},
+			Limits: nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved}}},
+		Tenants: []nodeconf.Tenant{
+			{Name: "quiet", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny"}, Subjects: []string{"quiet", "ops"}, Limits: tenant},
+			{Name: "hostile", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny", "small"}, Subjects: []string{"hostile"}, Limits: tenant},
+		},
+		Principals: []nodeconf.Principal{user("quiet", "quiet", "invoke", "deploy"), user("hostile", "hostile", "invoke", "deploy"),
+			user("ops", "quiet", "admin")},
+		Extra: fmt.Sprintf("[catalog]\nmax_services_per_tenant = %d\n", hostileServicesQuota),
+	}.TOML()
 }
 
 // hostileEnv is the running suite: the node, the quiet client, the RSS

@@ -26,8 +26,10 @@ func startIngressNode(t *testing.T, ingress string) *node {
 	k, h := principalKeys(t)
 	p := defaults(t)
 	p.Hashes = h
+	cfg := harnessConfig(p)
+	cfg.Extra = ingress
 	path := filepath.Join(t.TempDir(), "node.toml")
-	if err := os.WriteFile(path, []byte(configTOML(p)+"\n"+ingress), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &node{proc: serve(t, path, nil), keys: k}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
 
 // moduleRoot walks up from the working directory to the directory holding
@@ -78,8 +78,6 @@ func keygen(ctx context.Context, bin string) (key, hash string, err error) {
 	return key, hash, nil
 }
 
-const features = `["bulk-memory", "simd", "multi-value", "sign-extension", "nontrapping-f2i", "reference-types"]`
-
 // tenantConfig is one tenant of the generated configuration: one
 // principal of the same name with the key whose hash is keyHash.
 type tenantConfig struct {
@@ -91,102 +89,24 @@ type tenantConfig struct {
 // cells like the demo, with limits high enough that 64 closed-loop clients
 // of one tenant queue in the node instead of being refused.
 func configTOML(dataDir string, tenants []tenantConfig) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `[node]
-listen = "127.0.0.1:0"
-data_dir = %q
-region = "local"
-zone = "local-a"
-max_output_bytes = "64KiB"
-shutdown_grace = "2s"
-
-[node.budget_ceiling]
-cpu_fuel = 5_000_000_000
-memory_bytes = "64MiB"
-wall_time = "10s"
-
-[node.limits]
-max_live_activations = 512
-max_queued = 512
-max_reserved_fuel = 10_000_000_000_000
-max_reserved_memory = "64GiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-[[queue_classes]]
-name = "all"
-priorities = [0, 9]
-max_queued = 512
-
-[cell_classes.tiny]
-memory = "16MiB"
-parallelism = 2
-threading = ["single"]
-features = %s
-
-[cell_classes.small]
-memory = "64MiB"
-parallelism = 2
-threading = ["single"]
-features = %s
-
-[trust_classes.untrusted]
-cell_classes = ["tiny", "small"]
-[trust_classes.untrusted.limits]
-max_live_activations = 512
-max_queued = 512
-max_reserved_fuel = 10_000_000_000_000
-max_reserved_memory = "64GiB"
-
-`, dataDir, features, features)
-	for _, t := range tenants {
-		fmt.Fprintf(&b, `[tenants.%[1]s]
-trust_classes = ["untrusted"]
-cell_classes = ["tiny", "small"]
-subjects = [%[1]q]
-kinds = ["user"]
-[tenants.%[1]s.limits]
-max_live_activations = 256
-max_queued = 256
-max_reserved_fuel = 10_000_000_000_000
-max_reserved_memory = "32GiB"
-max_payload_bytes = "64KiB"
-max_priority = 9
-
-`, t.name)
+	tinySmall := []string{"tiny", "small"}
+	wide := nodeconf.Limits{MaxLiveActivations: 512, MaxQueued: 512, MaxReservedFuel: 10_000_000_000_000, MaxReservedMemory: "64GiB"}
+	cfg := nodeconf.Config{
+		DataDir:       dataDir,
+		ShutdownGrace: "2s",
+		Limits:        wide,
+		Cells: []nodeconf.Cell{{Class: "tiny", Memory: "16MiB", Parallelism: 2},
+			{Class: "small", Memory: "64MiB", Parallelism: 2}},
+		TrustClasses: []nodeconf.TrustClass{{Name: "untrusted", Cells: tinySmall, Limits: wide}},
 	}
 	for _, t := range tenants {
-		fmt.Fprintf(&b, `[[principals]]
-subject = %[1]q
-kind = "user"
-tenant = %[1]q
-roles = ["invoke", "deploy"]
-api_keys = [%[2]q]
-
-`, t.name, t.keyHash)
+		cfg.Tenants = append(cfg.Tenants, nodeconf.Tenant{Name: t.name, TrustClasses: []string{"untrusted"}, Cells: tinySmall,
+			Subjects: []string{t.name}, Limits: nodeconf.Limits{MaxLiveActivations: 256, MaxQueued: 256,
+				MaxReservedFuel: 10_000_000_000_000, MaxReservedMemory: "32GiB"}})
+		cfg.Principals = append(cfg.Principals, nodeconf.Principal{Subject: t.name, Tenant: t.name,
+			Roles: []string{"invoke", "deploy"}, APIKeys: []string{t.keyHash}})
 	}
-	b.WriteString(`[overload]
-cpu_threshold = 1.0
-memory_threshold = 1.0
-max_observation_age = "2s"
-sample_interval = "100ms"
-
-[deadline]
-estimated_service_time = "20ms"
-minimum_execution_time = "1ms"
-safety_margin = "100ms"
-
-[metadata]
-maximum_identifier_bytes = 128
-maximum_metadata_entries = 32
-maximum_metadata_bytes = 4096
-
-[scheduler]
-max_wait = "10s"
-lower_class_after = 8
-fairness = "fuel"
-`)
-	return b.String()
+	return cfg.TOML()
 }
 
 // nodeProc is a running `latent-node serve`.
