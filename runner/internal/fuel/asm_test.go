@@ -1,5 +1,7 @@
 package fuel
 
+import "github.com/tetratelabs/wazero/api"
+
 // A tiny assembler for hand-written test modules, so that tests need no
 // wat2wasm: each helper returns the bytes of one binary-format construct.
 
@@ -124,7 +126,7 @@ const (
 )
 
 var (
-	i32  = []byte{valI32}
-	i64  = []byte{valI64}
+	i32  = []byte{api.ValueTypeI32}
+	i64  = []byte{api.ValueTypeI64}
 	none = []byte{}
 )

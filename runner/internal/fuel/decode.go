@@ -2,33 +2,47 @@ package fuel
 
 import (
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // decode reads one instruction, range-checks its indices and records the
 // features it uses. For br and br_if in.imm is the label depth; for br_table
 // the labels (default last) are left in rw.targets. Label depths are checked
 // by the caller, which knows the block nesting.
+//
+// Read errors and refusals of the reader stay in r.err (see reader). An
+// index out of range is returned as an error value instead: decode reads
+// all of an instruction's immediates before it reports one, so a scan can
+// step over the instruction (see the tests' safeForWazero). The helpers
+// below return r.err when a read failed first, so the first error in the
+// instruction is the one reported.
 func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 	m := rw.m
 	at := r.offset()
 	in := instr{start: int32(r.pos)}
-	op, err := r.byte()
-	if err != nil {
-		return in, err
-	}
+	op := r.byte()
 	in.op = uint16(op)
 	unsupported := func(what string) error {
+		if r.err != nil {
+			return r.err
+		}
 		return errors.Wrapf(ErrUnsupported, "offset %#x: %s", at, what)
 	}
 	invalid := func(format string, args ...any) error {
+		if r.err != nil {
+			return r.err
+		}
 		return errors.Wrapf(ErrInvalid, "offset %#x: "+format, append([]any{at}, args...)...)
 	}
 	index := func(what string, limit uint64) (uint32, error) {
-		v, err := r.u32()
-		if err == nil && uint64(v) >= limit {
-			err = invalid("%s index %d out of range", what, v)
+		v := r.u32()
+		if r.err != nil {
+			return 0, r.err
 		}
-		return v, err
+		if uint64(v) >= limit {
+			return v, invalid("%s index %d out of range", what, v)
+		}
+		return v, nil
 	}
 	needMemory := func() error {
 		if m.memory == nil {
@@ -37,25 +51,15 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		return nil
 	}
 	memarg := func() error {
-		align, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if align&0x40 != 0 {
+		if align := r.u32(); align&0x40 != 0 {
 			return unsupported("memory index in memarg (multi-memory)")
 		}
-		if _, err = r.u32(); err != nil {
-			return err
-		}
+		r.u32() // offset
 		return needMemory()
 	}
 	memIndex := func() error {
 		mat := r.offset()
-		b, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if b != 0 {
+		if b := r.byte(); b != 0 {
 			return errors.Wrapf(ErrUnsupported, "offset %#x: memory index %d (multi-memory)", mat, b)
 		}
 		return needMemory()
@@ -75,13 +79,12 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		}
 	}
 
+	var err error
 	switch {
 	case op == opBlock || op == opLoop || op == opIf:
-		bt, err := r.sleb(33)
-		if err != nil {
-			return in, err
-		}
+		bt := r.sleb(33)
 		switch {
+		case r.err != nil:
 		case bt >= 0:
 			if bt >= int64(len(m.types)) {
 				return in, invalid("block type index %d out of range", bt)
@@ -92,7 +95,7 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		case bt == -0x40:
 		default:
 			switch t := byte(bt & 0x7f); t {
-			case valI32, valI64, valF32, valF64, valV128, valFuncref, valExternref:
+			case api.ValueTypeI32, api.ValueTypeI64, api.ValueTypeF32, api.ValueTypeF64, valV128, valFuncref, api.ValueTypeExternref:
 				m.noteValType(t)
 				vals([]byte{t})
 			default:
@@ -100,19 +103,12 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 			}
 		}
 	case op == opBr || op == opBrIf:
-		in.imm, err = r.u32()
+		in.imm = r.u32()
 	case op == opBrTable:
-		n, err := r.count("br_table labels", maxBrTable)
-		if err != nil {
-			return in, err
-		}
+		n := r.count("br_table labels", maxBrTable)
 		rw.targets = rw.targets[:0]
 		for range n + 1 {
-			l, err := r.u32()
-			if err != nil {
-				return in, err
-			}
-			rw.targets = append(rw.targets, l)
+			rw.targets = append(rw.targets, r.u32())
 		}
 	case op == opCall:
 		if in.imm, err = index("function", uint64(m.numFuncs())); err == nil {
@@ -125,16 +121,9 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		err = first(err, table())
 	case op == opSelectTyped:
 		m.features |= FeatureReferenceTypes
-		n, err := r.count("select types", maxParams)
-		if err != nil {
-			return in, err
-		}
+		n := r.count("select types", maxParams)
 		for range n {
-			t, err := r.valType()
-			if err != nil {
-				return in, err
-			}
-			m.noteValType(t)
+			m.noteValType(r.valType())
 		}
 		if n != 1 {
 			return in, invalid("select with %d types", n)
@@ -151,19 +140,16 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 	case op == opMemorySize || op == opMemoryGrow:
 		err = memIndex()
 	case op == opI32Const:
-		_, err = r.sleb(32)
+		r.sleb(32)
 	case op == opI64Const:
-		_, err = r.sleb(64)
+		r.sleb(64)
 	case op == opF32Const:
-		_, err = r.bytes(4)
+		r.bytes(4)
 	case op == opF64Const:
-		_, err = r.bytes(8)
+		r.bytes(8)
 	case op == opRefNull:
 		m.features |= FeatureReferenceTypes
-		var t byte
-		if t, err = r.refType(); err == nil {
-			m.noteValType(t)
-		}
+		m.noteValType(r.refType())
 	case op == opRefIsNull:
 		m.features |= FeatureReferenceTypes
 	case op == opRefFunc:
@@ -177,7 +163,7 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		m.features |= FeatureSignExtension
 	case op <= opNop || op == opElse || op == opEnd || op == opReturn ||
 		op == opDrop || op == opSelect || op >= opI32Eqz && op < opI32Extend8S:
-		// No immediates.
+		// No immediates (or the opcode could not be read: r.err says).
 	default:
 		if what, ok := unsupportedOps[op]; ok {
 			return in, unsupported(what)
@@ -190,6 +176,9 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 		if op == opSelect || op == opSelectTyped || op == opGlobalGet && m.features&FeatureSIMD != 0 {
 			in.v8, in.v16 = 0, 1 // may be a v128
 		}
+	}
+	if err == nil {
+		err = r.err
 	}
 	return in, err
 }
@@ -207,9 +196,7 @@ func definesScalar(op byte) int {
 	return 1
 }
 
-// first returns the first non-nil error. decode reads all of an
-// instruction's immediates before it reports an index out of range, so a
-// scan can step over the instruction (see the tests' safeForWazero).
+// first returns the first non-nil error.
 func first(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -223,9 +210,9 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 	index func(string, uint64) (uint32, error), memIndex, table func() error,
 ) error {
 	m := rw.m
-	sub, err := r.u32()
-	if err != nil {
-		return err
+	sub := r.u32()
+	if r.err != nil {
+		return r.err
 	}
 	if sub > miscTableFill {
 		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfc %d", at, sub)
@@ -240,6 +227,7 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 	if m.dataCount != nil {
 		dataLimit = uint64(*m.dataCount)
 	}
+	var err error
 	switch {
 	case sub <= miscTruncSatLast:
 		m.features |= FeatureNontrappingF2I
@@ -279,10 +267,7 @@ func (rw *rewriter) decodeMisc(r *reader, in *instr, at int,
 
 func (rw *rewriter) decodeSIMD(r *reader, in *instr, at int, memarg func() error) error {
 	rw.m.features |= FeatureSIMD
-	sub, err := r.u32()
-	if err != nil {
-		return err
-	}
+	sub := r.u32()
 	if sub > 0xff || simdUnused[sub] {
 		return errors.Wrapf(ErrUnsupported, "offset %#x: unknown opcode 0xfd %#x", at, sub)
 	}
@@ -294,15 +279,15 @@ func (rw *rewriter) decodeSIMD(r *reader, in *instr, at int, memarg func() error
 	case sub <= simdStore, sub == simdLoadZero32, sub == simdLoadZero64:
 		return memarg()
 	case sub == simdV128Const, sub == simdShuffle:
-		_, err = r.bytes(16)
+		r.bytes(16)
 	case sub >= simdLaneFirst && sub <= simdLaneLast:
-		_, err = r.byte()
+		r.byte()
 	case sub >= simdLoadLaneFrst && sub <= simdLoadLaneLast:
-		err = memarg()
-		_, lerr := r.byte()
-		err = first(lerr, err)
+		err := memarg()
+		r.byte() // the lane: an input that ends here is reported as such
+		return first(r.err, err)
 	}
-	return err
+	return nil
 }
 
 func hexByte(b byte) string {

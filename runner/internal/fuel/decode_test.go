@@ -3,34 +3,36 @@ package fuel
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // richModule uses every section and every kind of import, export, global
 // initializer and data segment.
 func richModule() []byte {
 	constExprs := [][]byte{
-		cat(op(valI32, 0), i32c(-5), op(opEnd)),
-		cat(op(valI64, 1), i64c(1<<40), op(opEnd)),
-		cat(op(valF32, 0, opF32Const), []byte{0, 0, 0x80, 0x3f}, op(opEnd)),
-		cat(op(valF64, 1, opF64Const), make([]byte, 8), op(opEnd)),
+		cat(op(api.ValueTypeI32, 0), i32c(-5), op(opEnd)),
+		cat(op(api.ValueTypeI64, 1), i64c(1<<40), op(opEnd)),
+		cat(op(api.ValueTypeF32, 0, opF32Const), []byte{0, 0, 0x80, 0x3f}, op(opEnd)),
+		cat(op(api.ValueTypeF64, 1, opF64Const), make([]byte, 8), op(opEnd)),
 		cat(op(valV128, 0, prefixSIMD), u32(simdV128Const), make([]byte, 16), op(opEnd)),
-		cat(op(valExternref, 0, opRefNull, valExternref, opEnd)),
+		cat(op(api.ValueTypeExternref, 0, opRefNull, api.ValueTypeExternref, opEnd)),
 		cat(op(valFuncref, 0, opRefFunc), u32(1), op(opEnd)),
-		cat(op(valI32, 0), globalGet(0), op(opEnd)), // the imported global
+		cat(op(api.ValueTypeI32, 0), globalGet(0), op(opEnd)), // the imported global
 	}
 	return wasmModule(
-		types(functype(none, none), functype([]byte{valI32, valI64}, []byte{valI32, valI64})),
+		types(functype(none, none), functype([]byte{api.ValueTypeI32, api.ValueTypeI64}, []byte{api.ValueTypeI32, api.ValueTypeI64})),
 		imports(
 			importFunc("lib", "f", 0),
 			cat(str("lib"), str("t"), op(byte(ExternTable), valFuncref, 1), u32(1), u32(10)),
 			cat(str("lib"), str("m"), op(byte(ExternMemory), 1), u32(1), u32(4)),
-			cat(str("lib"), str("g"), op(byte(ExternGlobal), valI32, 0)),
+			cat(str("lib"), str("g"), op(byte(ExternGlobal), api.ValueTypeI32, 0)),
 		),
 		funcs(0, 1),
-		section(secTable, vec(cat(op(valExternref, 0), u32(2)))),
+		section(secTable, vec(cat(op(api.ValueTypeExternref, 0), u32(2)))),
 		section(secGlobal, vec(constExprs...)),
 		exports(
 			exportEntry("f", ExternFunc, 1), exportEntry("t", ExternTable, 1),
@@ -41,7 +43,7 @@ func richModule() []byte {
 		section(secDataCount, u32(3)),
 		codes(
 			body(nil, i32c(0), i32c(0), i32c(2), misc(miscMemoryInit, 1, 0), misc(miscDataDrop, 2)),
-			body([]localGroup{{9, valI64}, {1, valV128}}, localGet(0), localGet(1)),
+			body([]localGroup{{9, api.ValueTypeI64}, {1, valV128}}, localGet(0), localGet(1)),
 		),
 		section(secData, vec(
 			cat(u32(0), i32c(16), op(opEnd), str("active")),
@@ -153,27 +155,27 @@ func TestReader_leb(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r := &reader{b: tc.in}
-		u, err := r.uleb(tc.bits)
-		if (err != nil) != tc.uerr || err == nil && (u != tc.u || !r.eof()) {
-			t.Errorf("uleb%d(%x) = %d, %v", tc.bits, tc.in, u, err)
+		u := r.uleb(tc.bits)
+		if (r.err != nil) != tc.uerr || r.err == nil && (u != tc.u || !r.eof()) || r.err != nil && u != 0 {
+			t.Errorf("uleb%d(%x) = %d, %v", tc.bits, tc.in, u, r.err)
 		}
 		r = &reader{b: tc.in}
-		s, err := r.sleb(tc.bits)
-		if (err != nil) != tc.serr || err == nil && (s != tc.s || !r.eof()) {
-			t.Errorf("sleb%d(%x) = %d, %v", tc.bits, tc.in, s, err)
+		s := r.sleb(tc.bits)
+		if (r.err != nil) != tc.serr || r.err == nil && (s != tc.s || !r.eof()) || r.err != nil && s != 0 {
+			t.Errorf("sleb%d(%x) = %d, %v", tc.bits, tc.in, s, r.err)
 		}
 	}
 	// Round trips through the writer.
 	for _, v := range []int64{0, 1, -1, 63, 64, -64, -65, 1 << 40, -1 << 63, 1<<63 - 1} {
 		r := &reader{b: appendS64(nil, v)}
-		if s, err := r.sleb(64); err != nil || s != v || !r.eof() {
-			t.Errorf("sleb64(appendS64(%d)) = %d, %v", v, s, err)
+		if s := r.sleb(64); r.err != nil || s != v || !r.eof() {
+			t.Errorf("sleb64(appendS64(%d)) = %d, %v", v, s, r.err)
 		}
 	}
 	for _, v := range []uint32{0, 1, 127, 128, 1 << 21, 1<<32 - 1} {
 		r := &reader{b: appendU32(nil, v)}
-		if u, err := r.u32(); err != nil || u != v || !r.eof() {
-			t.Errorf("u32(appendU32(%d)) = %d, %v", v, u, err)
+		if u := r.u32(); r.err != nil || u != v || !r.eof() {
+			t.Errorf("u32(appendU32(%d)) = %d, %v", v, u, r.err)
 		}
 	}
 }
@@ -192,23 +194,23 @@ func TestDecode_sectionErrors(t *testing.T) {
 		{"elem kind", wasmModule(types(functype(none, none)), section(secElement, vec(cat(u32(1), op(1), vec())))), ErrInvalid},
 		{"active elem without table", wasmModule(section(secElement, vec(cat(u32(0), i32c(0), op(opEnd), vec())))), ErrInvalid},
 		{"elem table out of range", wasmModule(section(secElement, vec(cat(u32(2), u32(3))))), ErrInvalid},
-		{"const expr op", wasmModule(section(secGlobal, vec(cat(op(valI32, 0), i32c(1), i32c(2), op(0x6a, opEnd))))), ErrUnsupported},
-		{"const expr global", wasmModule(section(secGlobal, vec(cat(op(valI32, 0), globalGet(0), op(opEnd))))), ErrInvalid},
+		{"const expr op", wasmModule(section(secGlobal, vec(cat(op(api.ValueTypeI32, 0), i32c(1), i32c(2), op(0x6a, opEnd))))), ErrUnsupported},
+		{"const expr global", wasmModule(section(secGlobal, vec(cat(op(api.ValueTypeI32, 0), globalGet(0), op(opEnd))))), ErrInvalid},
 		{"const expr simd", wasmModule(section(secGlobal, vec(cat(op(valV128, 0, prefixSIMD), u32(13))))), ErrUnsupported},
-		{"global mutability", wasmModule(section(secGlobal, vec(cat(op(valI32, 2), i32c(0), op(opEnd))))), ErrInvalid},
+		{"global mutability", wasmModule(section(secGlobal, vec(cat(op(api.ValueTypeI32, 2), i32c(0), op(opEnd))))), ErrInvalid},
 		{"import kind", wasmModule(imports(cat(str("a"), str("b"), op(5)))), ErrInvalid},
 		{"tag import", wasmModule(imports(cat(str("a"), str("b"), op(4, 0), u32(0)))), ErrUnsupported},
 		{"import type out of range", wasmModule(imports(importFunc("a", "b", 0))), ErrInvalid},
 		{"shared without max", wasmModule(section(secMemory, vec(op(2, 1)))), ErrInvalid},
 		{"limits flags", wasmModule(section(secMemory, vec(op(0x10, 1)))), ErrUnsupported},
 		{"table initializer", wasmModule(section(secTable, vec(op(0x40, 0)))), ErrUnsupported},
-		{"ref type", wasmModule(section(secTable, vec(op(valI32, 0, 1)))), ErrUnsupported},
+		{"ref type", wasmModule(section(secTable, vec(op(api.ValueTypeI32, 0, 1)))), ErrUnsupported},
 		{"start out of range", wasmModule(section(secStart, u32(0))), ErrInvalid},
 		{"export kind", wasmModule(exports(cat(str("x"), op(7), u32(0)))), ErrInvalid},
 		{"second name section", wasmModule(section(secCustom, str("name")), section(secCustom, str("name"))), ErrInvalid},
 		{"bad name section", wasmModule(section(secCustom, str("name"), op(1, 5, 0xff))), ErrInvalid},
 		{"too many br_table labels", voidModule(nil, i32c(0), op(opBrTable), u32(70000), make([]byte, 70001)), ErrUnsupported},
-		{"select types", voidModule(nil, i32c(1), i32c(2), i32c(0), op(opSelectTyped, 2, valI32, valI32, opDrop)), ErrInvalid},
+		{"select types", voidModule(nil, i32c(1), i32c(2), i32c(0), op(opSelectTyped, 2, api.ValueTypeI32, api.ValueTypeI32, opDrop)), ErrInvalid},
 		{"block type", voidModule(nil, op(opBlock, 0x50), op(opEnd)), ErrUnsupported},
 		{"block type index", voidModule(nil, op(opBlock, 5), op(opEnd)), ErrInvalid},
 		{"memory op without memory", voidModule(nil, i32c(0), op(opI32Load, 2, 0, opDrop)), ErrInvalid},
@@ -219,6 +221,46 @@ func TestDecode_sectionErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Instrument(tc.wasm, Config{}); !errors.Is(err, tc.want) {
 				t.Errorf("error %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReader_sticky: after its first error a reader keeps that error and
+// every read returns zero values, although bytes remain after the error.
+func TestReader_sticky(t *testing.T) {
+	tests := []struct {
+		name string
+		in   []byte
+		fail func(r *reader)
+		want string // in the kept error
+	}{
+		{"integer too large", []byte{0xff, 0xff, 0xff, 0xff, 0x7f, 5, 5, 5}, func(r *reader) { r.u32() }, "integer too large"},
+		{"count beyond the input", []byte{9, 5, 5, 5}, func(r *reader) { r.count("things", 100) }, "9 things exceed the section"},
+		{"count above max", []byte{2, 5, 5, 5}, func(r *reader) { r.count("things", 1) }, "2 things (at most 1)"},
+		{"value type", []byte{0x60, 5, 5, 5}, func(r *reader) { r.valType() }, "value type 0x60"},
+		{"name", []byte{1, 0xff, 5, 5, 5}, func(r *reader) { r.name() }, "not valid UTF-8"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Negative control: without the failure the next byte reads 5.
+			if c := (&reader{b: tc.in[len(tc.in)-1:]}).byte(); c != 5 {
+				t.Fatalf("control: byte() = %d", c)
+			}
+			r := &reader{b: tc.in}
+			tc.fail(r)
+			first := r.err
+			if first == nil || !strings.Contains(first.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", first, tc.want)
+			}
+			if c, u, s, n, l := r.byte(), r.u32(), r.sleb(64), r.name(), r.limits("table"); c != 0 || u != 0 || s != 0 || n != "" || l != (limits{}) {
+				t.Errorf("after the error: byte %d u32 %d sleb %d name %q limits %+v", c, u, s, n, l)
+			}
+			if b := r.bytes(1); b != nil {
+				t.Errorf("after the error: bytes(1) = %x", b)
+			}
+			if r.err != first {
+				t.Errorf("err changed to %v", r.err)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/tetratelabs/wazero/api"
 )
 
 func TestInstrument_fixtures(t *testing.T) {
@@ -15,7 +16,7 @@ func TestInstrument_fixtures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			res := mustInstrument(t, testwasm.Bytes(t, name), Config{})
 			if name == "bad_import" {
-				want := Import{Module: "env", Name: "host_log", Kind: ExternFunc, Params: []byte{valI32, valI32}, Results: []byte{}}
+				want := Import{Module: "env", Name: "host_log", Kind: ExternFunc, Params: []byte{api.ValueTypeI32, api.ValueTypeI32}, Results: []byte{}}
 				if !slices.ContainsFunc(res.Info.Imports, func(i Import) bool { return reflect.DeepEqual(i, want) }) {
 					t.Errorf("Info.Imports = %v, want it to list %v", res.Info.Imports, want)
 				}

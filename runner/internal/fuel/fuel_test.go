@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // countModule exports count(k i32) i32, which loops k times:
@@ -31,7 +32,7 @@ func countModule() []byte {
 		types(functype(i32, i32)),
 		funcs(0),
 		exports(exportEntry("count", ExternFunc, 0)),
-		codes(body([]localGroup{{1, valI32}},
+		codes(body([]localGroup{{1, api.ValueTypeI32}},
 			block(blockEmpty,
 				loop(blockEmpty,
 					localGet(i), localGet(k), op(opI32GeU), brIf(1),
@@ -177,7 +178,7 @@ func deepModule() []byte {
 	return wasmModule(
 		types(functype(i32, i32)),
 		funcs(0),
-		section(secGlobal, vec(cat([]byte{valI32, 1}, i32c(0), op(opEnd)))),
+		section(secGlobal, vec(cat([]byte{api.ValueTypeI32, 1}, i32c(0), op(opEnd)))),
 		exports(exportEntry("rec", ExternFunc, 0), exportEntry("deep", ExternGlobal, 0)),
 		codes(body(nil,
 			localGet(0), globalSet(0),
@@ -394,7 +395,7 @@ func TestFuel_blockParams(t *testing.T) {
 		types(functype(i32, i32)),
 		funcs(0),
 		exports(exportEntry("f", ExternFunc, 0)),
-		codes(body([]localGroup{{1, valI32}},
+		codes(body([]localGroup{{1, api.ValueTypeI32}},
 			localGet(0),
 			op(opLoop, 0), i32c(1), op(opI32Sub), localTee(1), localGet(1), brIf(0), op(opEnd),
 			localGet(0), op(opI32Eqz),
@@ -421,12 +422,12 @@ func TestFuel_blockParams(t *testing.T) {
 // : mix(a-1, b+3, c, d+d), so every parameter type reaches the result.
 func mixModule() []byte {
 	return wasmModule(
-		types(functype([]byte{valI32, valI64, valF32, valF64}, []byte{valF64})),
+		types(functype([]byte{api.ValueTypeI32, api.ValueTypeI64, api.ValueTypeF32, api.ValueTypeF64}, []byte{api.ValueTypeF64})),
 		funcs(0),
 		exports(exportEntry("mix", ExternFunc, 0)),
 		codes(body(nil,
 			localGet(0), op(0x45 /* i32.eqz */),
-			ifElse(valF64,
+			ifElse(api.ValueTypeF64,
 				cat(localGet(1), op(0xb9 /* f64.convert_i64_s */), localGet(2), op(0xbb /* f64.promote_f32 */),
 					op(0xa0 /* f64.add */), localGet(3), op(0xa0)),
 				cat(localGet(0), i32c(1), op(0x6b /* i32.sub */), localGet(1), i64c(3), op(0x7c /* i64.add */),

@@ -1,5 +1,7 @@
 package fuel
 
+import "github.com/tetratelabs/wazero/api"
+
 // genModule builds a valid, terminating module from fuzz bytes: up to four
 // functions (i32) -> i32 with nested blocks, loops (bounded by counters),
 // if/else, br_if (forward, back edge, to the function label), br_table,
@@ -19,7 +21,7 @@ func genModule(data []byte) ([]byte, uint64) {
 	for i := 1; i <= nf; i++ {
 		g.fn, g.labels, g.loops, g.budget = i, nil, 0, 60
 		code := cat(g.counter(), localGet(0), localSet(acc), g.stmts(3), localGet(acc))
-		bodies = append(bodies, body([]localGroup{{1 + maxLoops, valI32}}, code))
+		bodies = append(bodies, body([]localGroup{{1 + maxLoops, api.ValueTypeI32}}, code))
 	}
 	funcIdx := make([]uint32, nf)
 	slots := make([][]byte, nf)
@@ -32,7 +34,7 @@ func genModule(data []byte) ([]byte, uint64) {
 		funcs(funcIdx...),
 		section(secTable, vec(cat([]byte{valFuncref, 0}, u32(uint32(nf))))),
 		memory(1, 3),
-		section(secGlobal, vec(cat([]byte{valI32, 1}, i32c(0), op(opEnd)))),
+		section(secGlobal, vec(cat([]byte{api.ValueTypeI32, 1}, i32c(0), op(opEnd)))),
 		exports(exportEntry("run", ExternFunc, 1), exportEntry("cnt", ExternGlobal, 0), exportEntry("mem", ExternMemory, 0)),
 		section(secElement, vec(cat(u32(0), i32c(0), op(opEnd), vec(slots...)))),
 		section(secDataCount, u32(0)),
@@ -146,7 +148,7 @@ func (g *gen) stmt(depth int) []byte {
 		}))
 	case 6: // if with a result
 		return setAcc(g.cond(), g.nested(labelValue, depth, func() []byte {
-			return ifElse(valI32, cat(g.stmts(depth-1), localGet(acc), i32c(3), op(0x6a)),
+			return ifElse(api.ValueTypeI32, cat(g.stmts(depth-1), localGet(acc), i32c(3), op(0x6a)),
 				cat(g.stmts(depth-1), localGet(acc)))
 		}))
 	case 7: // br_table over three blocks

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+	"github.com/latent-node/latent-node/catalog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -89,7 +90,7 @@ func tick(ctx context.Context, mod api.Module) {
 func grow(ctx context.Context, mod api.Module, delta uint32) uint32 {
 	me := meterFrom(ctx)
 	mem := mod.Memory()
-	pages := mem.Size() / 65536
+	pages := mem.Size() / catalog.WasmPageBytes
 	if uint64(pages)+uint64(delta) > uint64(me.pageCap) {
 		me.refusals++
 		return 0xffffffff

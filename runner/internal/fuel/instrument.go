@@ -2,6 +2,7 @@ package fuel
 
 import (
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // numAdded is the number of function imports the rewrite appends: tick, grow
@@ -97,7 +98,7 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		types:   m.types,
 	}
 	rw.voidType = rw.typeFor(funcType{params: []byte{}, results: []byte{}})
-	rw.growType = rw.typeFor(funcType{params: []byte{valI32}, results: []byte{valI32}})
+	rw.growType = rw.typeFor(funcType{params: []byte{api.ValueTypeI32}, results: []byte{api.ValueTypeI32}})
 
 	codeSize := 0
 	for i := range m.code {
@@ -180,9 +181,10 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		sec.byte(boolByte(g.mutable))
 		sec.raw(m.renumberConstExpr(g.init, m.shift))
 	}
-	sec.raw([]byte{valI64, 1, opI64Const, 0, opEnd}) // fuel
-	for range 2 {                                    // stack, low-water mark
-		sec.raw([]byte{valI64, 1, opI64Const})
+	// The fuel, then the stack and its low-water mark.
+	sec.raw([]byte{api.ValueTypeI64, 1, opI64Const, 0, opEnd})
+	for range 2 {
+		sec.raw([]byte{api.ValueTypeI64, 1, opI64Const})
 		sec.s64(rw.stack)
 		sec.byte(opEnd)
 	}
@@ -323,11 +325,11 @@ func (rw *rewriter) function(i int, w *writer) error {
 	s0, s1 := uint32(numLocals), uint32(numLocals)+1
 	if scratch > 0 {
 		w.u32(uint32(scratch))
-		w.byte(valI32)
+		w.byte(api.ValueTypeI32)
 	}
 	if entryCost != 0 {
 		w.u32(1)
-		w.byte(valI64)
+		w.byte(api.ValueTypeI64)
 	}
 
 	rw.emitEntry(w, entryCost, uint32(numLocals)+uint32(scratch), m.numImportedFuncs+numAdded+uint32(i), len(ft.params), frameCost)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // hugeModule is a valid module built from fuzz bytes around deploy
@@ -79,7 +80,7 @@ func genHuge(data []byte) hugeModule {
 	}
 	var globals [][]byte
 	for range ng {
-		globals = append(globals, cat(op(valI32, 1), i32c(7), op(opEnd)))
+		globals = append(globals, cat(op(api.ValueTypeI32, 1), i32c(7), op(opEnd)))
 	}
 	var exps [][]byte
 	for i := range ne {
@@ -94,13 +95,13 @@ func genHuge(data []byte) hugeModule {
 		}
 	}
 	code := cat(inner, nestedBlocks(int(depth)))
-	b := body([]localGroup{{uint32(locals), valI32}}, code)
+	b := body([]localGroup{{uint32(locals), api.ValueTypeI32}}, code)
 	var bodies [][]byte
 	for range nf {
 		bodies = append(bodies, b)
 	}
 	r := &reader{b: b}
-	size, _ := r.u32()
+	size := r.u32()
 	counts["function_body_bytes"] = uint64(size)
 	counts["code_bytes"] = uint64(size) * nf
 	var secs [][]byte

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // limitModules builds modules around one deploy limit: n items of the
@@ -20,11 +21,11 @@ var limitModules = map[string]func(n int) []byte{
 		return wasmModule(types(functype(none, none)), funcs(make([]uint32, n)...), codes(repeat(n, body(nil))...))
 	},
 	"function_locals": func(n int) []byte {
-		return voidModuleLocals([]localGroup{{uint32(n - 1), valI32}, {1, valI64}})
+		return voidModuleLocals([]localGroup{{uint32(n - 1), api.ValueTypeI32}, {1, api.ValueTypeI64}})
 	},
 	"total_locals": func(n int) []byte { // two functions
 		return wasmModule(types(functype(none, none)), funcs(0, 0),
-			codes(body([]localGroup{{uint32(n / 2), valI32}}), body([]localGroup{{uint32(n - n/2), valI32}})))
+			codes(body([]localGroup{{uint32(n / 2), api.ValueTypeI32}}), body([]localGroup{{uint32(n - n/2), api.ValueTypeI32}})))
 	},
 	"function_body_bytes": func(n int) []byte { // a body of n bytes: vec of locals, nops, end
 		return wasmModule(types(functype(none, none)), funcs(0), codes(cat(u32(uint32(n)), u32(0), make([]byte, n-2), op(opEnd))))
@@ -69,11 +70,11 @@ var limitModules = map[string]func(n int) []byte{
 		return wasmModule(types(functype(bytes.Repeat(i32, n/2), none), functype(none, bytes.Repeat(i32, n-n/2))))
 	},
 	"loop_local_work": func(n int) []byte { // n loops using one local each
-		return voidModuleLocals([]localGroup{{1, valI32}}, repeat(n, loop(blockEmpty, localGet(0), op(opDrop)))...)
+		return voidModuleLocals([]localGroup{{1, api.ValueTypeI32}}, repeat(n, loop(blockEmpty, localGet(0), op(opDrop)))...)
 	},
 	"globals": func(n int) []byte { // one imported, the rest defined
-		return wasmModule(imports(cat(str("env"), str("g"), op(byte(ExternGlobal), valI32, 0))),
-			section(secGlobal, vec(repeat(n-1, cat(op(valI32, 0), i32c(0), op(opEnd)))...)))
+		return wasmModule(imports(cat(str("env"), str("g"), op(byte(ExternGlobal), api.ValueTypeI32, 0))),
+			section(secGlobal, vec(repeat(n-1, cat(op(api.ValueTypeI32, 0), i32c(0), op(opEnd)))...)))
 	},
 }
 
@@ -213,13 +214,13 @@ func TestLimits_tableClamp(t *testing.T) {
 func TestInfo_tables(t *testing.T) {
 	wasm := wasmModule(
 		imports(
-			cat(str("env"), str("t0"), op(byte(ExternTable), valFuncref, 0), u32(3)),               // no max: 100
-			cat(str("env"), str("t1"), op(byte(ExternTable), valFuncref, 1), u32(2), u32(10)),      // max 10
-			cat(str("env"), str("t2"), op(byte(ExternTable), valExternref, 1), u32(1), u32(5000))), // clamped: 100
+			cat(str("env"), str("t0"), op(byte(ExternTable), valFuncref, 0), u32(3)),                         // no max: 100
+			cat(str("env"), str("t1"), op(byte(ExternTable), valFuncref, 1), u32(2), u32(10)),                // max 10
+			cat(str("env"), str("t2"), op(byte(ExternTable), api.ValueTypeExternref, 1), u32(1), u32(5000))), // clamped: 100
 		section(secTable, vec(
-			cat(op(valFuncref, 1), u32(5), u32(1000)), // clamped: 100
-			cat(op(valFuncref, 0), u32(4)),            // no max: 100
-			cat(op(valExternref, 1), u32(0), u32(7)),  // max 7
+			cat(op(valFuncref, 1), u32(5), u32(1000)),          // clamped: 100
+			cat(op(valFuncref, 0), u32(4)),                     // no max: 100
+			cat(op(api.ValueTypeExternref, 1), u32(0), u32(7)), // max 7
 		)),
 	)
 	for _, tc := range []struct {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // Section ids of the binary format.
@@ -38,17 +39,6 @@ var sectionNames = map[byte]string{
 	secStart: "start", secElement: "element", secCode: "code", secData: "data",
 	secDataCount: "data count", secTag: "tag",
 }
-
-// Value types (MVP, SIMD and reference types).
-const (
-	valI32       = 0x7f
-	valI64       = 0x7e
-	valF32       = 0x7d
-	valF64       = 0x7c
-	valV128      = 0x7b
-	valFuncref   = 0x70
-	valExternref = 0x6f
-)
 
 // blockEmpty is the block type of a block without parameters or results.
 const blockEmpty = 0x40
@@ -188,6 +178,10 @@ var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 //
 // Every deploy limit but the nesting depth (checked by analyze) is checked
 // here, each before anything is allocated for the counted items.
+//
+// Each section decoder reads its section with the reader's sticky error
+// (see reader) and leaves the first error in it; decodeModule checks it once
+// per section.
 func decodeModule(b []byte, lim *Limits) (*module, error) {
 	if len(b) < 8 || string(b[:4]) != string(wasmMagic[:4]) {
 		return nil, errors.Wrap(ErrInvalid, "not a WebAssembly binary (bad magic)")
@@ -204,23 +198,14 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 	var numFuncDecls uint32
 	sawFunc := false
 	for !r.eof() {
-		id, err := r.byte()
-		if err != nil {
-			return nil, err
+		id, sr := r.section()
+		if r.err != nil {
+			return nil, r.err
 		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		start := r.offset()
-		body, err := r.bytes(int(size))
-		if err != nil {
-			return nil, errors.Wrapf(err, "section %d", id)
-		}
-		sr := &reader{b: body, base: start}
+		start := sr.base
 		if id == secCustom {
-			if err := m.decodeCustom(sr); err != nil {
-				return nil, err
+			if m.decodeCustom(&sr); sr.err != nil {
+				return nil, sr.err
 			}
 			continue
 		}
@@ -237,44 +222,43 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 		last = order
 		switch id {
 		case secType:
-			err = m.decodeTypes(sr)
+			m.decodeTypes(&sr)
 		case secImport:
-			err = m.decodeImports(sr)
+			m.decodeImports(&sr)
 		case secFunction:
 			sawFunc = true
-			err = m.decodeFunctions(sr)
+			m.decodeFunctions(&sr)
 			numFuncDecls = uint32(len(m.funcs))
 		case secTable:
-			m.tableRaw = body
-			err = m.decodeTables(sr)
+			m.tableRaw = sr.b
+			m.decodeTables(&sr)
 		case secMemory:
-			m.memoryRaw = body
-			err = m.decodeMemories(sr)
+			m.memoryRaw = sr.b
+			m.decodeMemories(&sr)
 		case secGlobal:
-			err = m.decodeGlobals(sr)
+			m.decodeGlobals(&sr)
 		case secExport:
-			err = m.decodeExports(sr)
+			m.decodeExports(&sr)
 		case secStart:
-			err = m.decodeStart(sr)
+			m.decodeStart(&sr)
 		case secElement:
-			err = m.decodeElems(sr)
+			m.decodeElems(&sr)
 		case secDataCount:
-			m.dataCountRaw = body
-			var n uint32
-			n, err = sr.u32()
+			m.dataCountRaw = sr.b
+			n := sr.u32()
 			m.dataCount = &n
 			m.features |= FeatureBulkMemory
 		case secCode:
-			err = m.decodeCode(sr)
+			m.decodeCode(&sr)
 		case secData:
-			m.dataRaw = body
-			err = m.decodeData(sr)
+			m.dataRaw = sr.b
+			m.decodeData(&sr)
 		}
-		if err != nil {
-			return nil, errors.Wrapf(err, "%s section", sectionNames[id])
+		if sr.err != nil {
+			return nil, errors.Wrapf(sr.err, "%s section", sectionNames[id])
 		}
 		if !sr.eof() {
-			return nil, errors.Wrapf(ErrInvalid, "offset %#x: %s section has %d trailing bytes", sr.offset(), sectionNames[id], len(body)-sr.pos)
+			return nil, errors.Wrapf(ErrInvalid, "offset %#x: %s section has %d trailing bytes", sr.offset(), sectionNames[id], len(sr.b)-sr.pos)
 		}
 	}
 	if sawFunc && numFuncDecls != uint32(len(m.code)) || !sawFunc && len(m.code) != 0 {
@@ -308,113 +292,43 @@ const (
 	maxBrTable      = 65_520
 )
 
-// limited reads a vector length like count, refusing it with a
-// *LimitError when base + n exceeds limit (checked before the
-// implementation limit max, so a big count names the deploy limit).
-func (r *reader) limited(what string, max uint32, key string, limit, base uint64) (uint32, error) {
-	n, err := r.count(what, math.MaxUint32)
-	if err != nil {
-		return 0, err
-	}
-	if base+uint64(n) > limit {
-		return 0, limitError(key, limit, base+uint64(n), "module declares "+itoa(base+uint64(n))+" "+what)
-	}
-	if n > max {
-		return 0, errors.Wrapf(ErrUnsupported, "offset %#x: %d %s (at most %d)", r.offset(), n, what, max)
-	}
-	return n, nil
-}
-
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
-
-// count reads a vector length, refusing lengths that cannot fit in the rest
-// of the input (every element takes at least one byte) and, as unsupported,
-// lengths above max.
-func (r *reader) count(what string, max uint32) (uint32, error) {
-	at := r.offset()
-	n, err := r.u32()
-	if err != nil {
-		return 0, err
-	}
-	if int64(n) > int64(len(r.b)-r.pos) {
-		return 0, r.errorf("%d %s exceed the section", n, what)
-	}
-	if n > max {
-		return 0, errors.Wrapf(ErrUnsupported, "offset %#x: %d %s (at most %d)", at, n, what, max)
-	}
-	return n, nil
-}
-
-func (r *reader) valType() (byte, error) {
-	at := r.offset()
-	t, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	switch t {
-	case valI32, valI64, valF32, valF64, valV128, valFuncref, valExternref:
-		return t, nil
-	}
-	return 0, errors.Wrapf(ErrUnsupported, "offset %#x: value type %#x", at, t)
-}
-
-func (r *reader) refType() (byte, error) {
-	at := r.offset()
-	t, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	if t != valFuncref && t != valExternref {
-		return 0, errors.Wrapf(ErrUnsupported, "offset %#x: reference type %#x", at, t)
-	}
-	return t, nil
-}
 
 func (m *module) noteValType(t byte) {
 	switch t {
 	case valV128:
 		m.features |= FeatureSIMD
-	case valExternref:
+	case api.ValueTypeExternref:
 		m.features |= FeatureReferenceTypes
 	}
 }
 
-func (m *module) decodeTypes(r *reader) error {
-	n, err := r.limited("types", maxTypes, "types", m.lim.Types, 0)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeTypes(r *reader) {
+	n := r.limited("types", maxTypes, "types", m.lim.Types, 0)
 	m.types = make([]funcType, 0, n)
 	for range n {
 		at := r.offset()
-		form, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if form != 0x60 {
-			return errors.Wrapf(ErrUnsupported, "offset %#x: type form %#x (only function types are supported)", at, form)
+		if form := r.byte(); form != 0x60 {
+			r.unsupportedAt(at, "type form %#x (only function types are supported)", form)
+			return
 		}
 		var ft funcType
 		for _, dst := range []*[]byte{&ft.params, &ft.results} {
 			at := r.offset()
-			k, err := r.count("parameters or results", math.MaxUint32)
-			if err != nil {
-				return err
-			}
-			if m.typeParams+uint64(k) > m.lim.TypeParams {
-				sum := m.typeParams + uint64(k)
-				return limitError("type_params", m.lim.TypeParams, sum,
-					"types declare at least "+itoa(sum)+" parameters and results")
+			k := r.count("parameters or results", math.MaxUint32)
+			if sum := m.typeParams + uint64(k); sum > m.lim.TypeParams {
+				r.fail(limitError("type_params", m.lim.TypeParams, sum,
+					"types declare at least "+itoa(sum)+" parameters and results"))
+				return
 			}
 			if k > maxParams {
-				return errors.Wrapf(ErrUnsupported, "offset %#x: %d parameters or results (at most %d)", at, k, maxParams)
+				r.unsupportedAt(at, "%d parameters or results (at most %d)", k, maxParams)
+				return
 			}
 			m.typeParams += uint64(k)
 			*dst = make([]byte, k)
-			for j := range k {
-				if (*dst)[j], err = r.valType(); err != nil {
-					return err
-				}
+			for j := range *dst {
+				(*dst)[j] = r.valType()
 				m.noteValType((*dst)[j])
 			}
 		}
@@ -422,191 +336,111 @@ func (m *module) decodeTypes(r *reader) error {
 			m.features |= FeatureMultiValue
 		}
 		m.types = append(m.types, ft)
+		if r.err != nil {
+			return
+		}
 	}
-	return nil
 }
 
-func (m *module) typeIndex(r *reader) (uint32, error) {
+func (m *module) typeIndex(r *reader) uint32 {
 	at := r.offset()
-	t, err := r.u32()
-	if err != nil {
-		return 0, err
-	}
+	t := r.u32()
 	if t >= uint32(len(m.types)) {
-		return 0, errors.Wrapf(ErrInvalid, "offset %#x: type index %d out of range", at, t)
+		r.invalidAt(at, "type index %d out of range", t)
+		return 0
 	}
-	return t, nil
+	return t
 }
 
-func (r *reader) limits(what string) (limits, error) {
-	at := r.offset()
-	flags, err := r.byte()
-	if err != nil {
-		return limits{}, err
-	}
-	var l limits
-	switch flags {
-	case 0x00, 0x01:
-	case 0x03:
-		l.shared = true
-	case 0x02:
-		return l, errors.Wrapf(ErrInvalid, "offset %#x: shared %s without maximum", at, what)
-	default:
-		if flags&0x04 != 0 {
-			return l, errors.Wrapf(ErrUnsupported, "offset %#x: 64-bit %s (memory64/table64)", at, what)
-		}
-		return l, errors.Wrapf(ErrUnsupported, "offset %#x: %s limits flags %#x", at, what, flags)
-	}
-	if l.min, err = r.u32(); err != nil {
-		return l, err
-	}
-	if flags&1 != 0 {
-		l.hasMax = true
-		if l.max, err = r.u32(); err != nil {
-			return l, err
-		}
-	}
-	return l, nil
-}
-
-func (m *module) addMemory(at int, l limits) error {
+func (m *module) addMemory(r *reader, at int, l limits) {
 	if m.memory != nil {
-		return errors.Wrapf(ErrUnsupported, "offset %#x: more than one memory (multi-memory)", at)
+		r.unsupportedAt(at, "more than one memory (multi-memory)")
+		return
 	}
 	if l.shared {
-		return errors.Wrapf(ErrUnsupported, "offset %#x: shared memory (threads)", at)
+		r.unsupportedAt(at, "shared memory (threads)")
+		return
 	}
 	m.memory = &l
-	return nil
 }
 
-func (m *module) decodeImports(r *reader) error {
-	n, err := r.limited("imports", maxImports, "imports", m.lim.Imports, 0)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeImports(r *reader) {
+	n := r.limited("imports", maxImports, "imports", m.lim.Imports, 0)
 	for range n {
 		start := r.pos
 		at := r.offset()
 		var imp importEntry
-		if imp.module, err = r.name(); err != nil {
-			return err
-		}
-		if imp.name, err = r.name(); err != nil {
-			return err
-		}
+		imp.module = r.name()
+		imp.name = r.name()
 		if imp.module == ImportModule {
-			return errors.Wrapf(ErrReserved, "offset %#x: import %s.%s uses the reserved module %q", at, imp.module, imp.name, ImportModule)
+			r.fail(errors.Wrapf(ErrReserved, "offset %#x: import %s.%s uses the reserved module %q", at, imp.module, imp.name, ImportModule))
+			return
 		}
 		kat := r.offset()
-		kind, err := r.byte()
-		if err != nil {
-			return err
-		}
+		kind := r.byte()
 		imp.kind = ExternKind(kind)
 		switch imp.kind {
 		case ExternFunc:
-			if imp.typeIdx, err = m.typeIndex(r); err != nil {
-				return err
-			}
+			imp.typeIdx = m.typeIndex(r)
 			m.importTypes = append(m.importTypes, imp.typeIdx)
 			m.numImportedFuncs++
 		case ExternTable:
-			t, err := r.refType()
-			if err != nil {
-				return err
-			}
-			l, err := r.limits("table")
-			if err != nil {
-				return err
-			}
-			if err := m.addTable(kat, t, l, false); err != nil {
-				return err
-			}
+			t := r.refType()
+			m.addTable(r, kat, t, r.limits("table"), false)
 			m.numImportedTables++
 		case ExternMemory:
-			l, err := r.limits("memory")
-			if err != nil {
-				return err
-			}
-			if err := m.addMemory(kat, l); err != nil {
-				return err
-			}
+			m.addMemory(r, kat, r.limits("memory"))
 			m.numImportedMems++
 		case ExternGlobal:
-			t, err := r.valType()
-			if err != nil {
-				return err
-			}
-			m.noteValType(t)
-			if _, err := r.mutability(); err != nil {
-				return err
-			}
-			if uint64(m.numImportedGlobals)+1 > m.lim.Globals {
-				return limitError("globals", m.lim.Globals, uint64(m.numImportedGlobals)+1, "module declares at least "+itoa(uint64(m.numImportedGlobals)+1)+" globals")
+			m.noteValType(r.valType())
+			r.mutability()
+			if n := uint64(m.numImportedGlobals) + 1; n > m.lim.Globals {
+				r.fail(limitError("globals", m.lim.Globals, n, "module declares at least "+itoa(n)+" globals"))
+				return
 			}
 			m.numImportedGlobals++
 		default:
 			if kind == 0x04 {
-				return errors.Wrapf(ErrUnsupported, "offset %#x: tag import (exception handling)", kat)
+				r.unsupportedAt(kat, "tag import (exception handling)")
+			} else {
+				r.invalidAt(kat, "import kind %#x", kind)
 			}
-			return errors.Wrapf(ErrInvalid, "offset %#x: import kind %#x", kat, kind)
+			return
 		}
 		imp.raw = r.b[start:r.pos]
 		m.imports = append(m.imports, imp)
-	}
-	return nil
-}
-
-func (r *reader) mutability() (bool, error) {
-	at := r.offset()
-	mut, err := r.byte()
-	if err != nil {
-		return false, err
-	}
-	if mut > 1 {
-		return false, errors.Wrapf(ErrInvalid, "offset %#x: global mutability %#x", at, mut)
-	}
-	return mut == 1, nil
-}
-
-func (m *module) decodeFunctions(r *reader) error {
-	n, err := r.limited("functions", maxFuncs-m.numImportedFuncs, "functions", m.lim.Functions, 0)
-	if err != nil {
-		return err
-	}
-	m.funcs = make([]uint32, n)
-	for i := range m.funcs {
-		if m.funcs[i], err = m.typeIndex(r); err != nil {
-			return err
+		if r.err != nil {
+			return
 		}
 	}
-	return nil
 }
 
-func (m *module) decodeTables(r *reader) error {
-	n, err := r.limited("tables", maxTables, "tables", m.lim.Tables, uint64(len(m.tables)))
-	if err != nil {
-		return err
+func (m *module) decodeFunctions(r *reader) {
+	n := r.limited("functions", maxFuncs-m.numImportedFuncs, "functions", m.lim.Functions, 0)
+	m.funcs = make([]uint32, n)
+	for i := range m.funcs {
+		if m.funcs[i] = m.typeIndex(r); r.err != nil {
+			return
+		}
 	}
+}
+
+func (m *module) decodeTables(r *reader) {
+	n := r.limited("tables", maxTables, "tables", m.lim.Tables, uint64(len(m.tables)))
 	for range n {
 		at := r.offset()
 		if len(r.b) > r.pos && r.b[r.pos] == 0x40 {
-			return errors.Wrapf(ErrUnsupported, "offset %#x: table with initializer (function references)", at)
+			r.unsupportedAt(at, "table with initializer (function references)")
+			return
 		}
-		t, err := r.refType()
-		if err != nil {
-			return err
-		}
-		l, err := r.limits("table")
-		if err != nil {
-			return err
-		}
+		t := r.refType()
+		l := r.limits("table")
 		if l.shared {
-			return errors.Wrapf(ErrUnsupported, "offset %#x: shared table", at)
+			r.unsupportedAt(at, "shared table")
+			return
 		}
-		if err := m.addTable(at, t, l, true); err != nil {
-			return err
+		if m.addTable(r, at, t, l, true); r.err != nil {
+			return
 		}
 	}
 	if len(m.tables) > 1 {
@@ -615,7 +449,6 @@ func (m *module) decodeTables(r *reader) error {
 	for _, t := range m.tables {
 		m.noteValType(t.elem)
 	}
-	return nil
 }
 
 // addTable appends a table, checking the table limits: its minimum must
@@ -623,13 +456,15 @@ func (m *module) decodeTables(r *reader) error {
 // TableElements (table.grow beyond the maximum returns -1, as the
 // specification has it for any maximum). An imported table keeps its type:
 // the table it is given decides how far it grows.
-func (m *module) addTable(at int, elem byte, l limits, defined bool) error {
-	if uint64(len(m.tables))+1 > m.lim.Tables {
-		return limitError("tables", m.lim.Tables, uint64(len(m.tables))+1, "module declares at least "+itoa(uint64(len(m.tables))+1)+" tables")
+func (m *module) addTable(r *reader, at int, elem byte, l limits, defined bool) {
+	if n := uint64(len(m.tables)) + 1; n > m.lim.Tables {
+		r.fail(limitError("tables", m.lim.Tables, n, "module declares at least "+itoa(n)+" tables"))
+		return
 	}
 	if uint64(l.min) > m.lim.TableElements {
-		return limitError("table_elements", m.lim.TableElements, uint64(l.min),
-			"table "+itoa(uint64(len(m.tables)))+" has "+itoa(uint64(l.min))+" elements")
+		r.fail(limitError("table_elements", m.lim.TableElements, uint64(l.min),
+			"table "+itoa(uint64(len(m.tables)))+" has "+itoa(uint64(l.min))+" elements"))
+		return
 	}
 	if defined && (!l.hasMax || uint64(l.max) > m.lim.TableElements) {
 		l.hasMax, l.max = true, uint32(m.lim.TableElements)
@@ -638,76 +473,52 @@ func (m *module) addTable(at int, elem byte, l limits, defined bool) error {
 		}
 	}
 	m.tables = append(m.tables, tableEntry{elem: elem, lim: l})
-	return nil
 }
 
-func (m *module) decodeMemories(r *reader) error {
-	n, err := r.count("memories", maxTables)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeMemories(r *reader) {
+	n := r.count("memories", maxTables)
 	for range n {
 		at := r.offset()
-		l, err := r.limits("memory")
-		if err != nil {
-			return err
-		}
-		if err := m.addMemory(at, l); err != nil {
-			return err
-		}
+		m.addMemory(r, at, r.limits("memory"))
 		m.memDefined = true
+		if r.err != nil {
+			return
+		}
 	}
-	return nil
 }
 
-func (m *module) decodeGlobals(r *reader) error {
-	n, err := r.limited("globals", maxGlobals-m.numImportedGlobals, "globals", m.lim.Globals, uint64(m.numImportedGlobals))
-	if err != nil {
-		return err
-	}
+func (m *module) decodeGlobals(r *reader) {
+	n := r.limited("globals", maxGlobals-m.numImportedGlobals, "globals", m.lim.Globals, uint64(m.numImportedGlobals))
 	m.globals = make([]global, 0, n)
 	for range n {
 		var g global
-		if g.typ, err = r.valType(); err != nil {
-			return err
-		}
+		g.typ = r.valType()
 		m.noteValType(g.typ)
-		if g.mutable, err = r.mutability(); err != nil {
-			return err
-		}
+		g.mutable = r.mutability()
 		// A global's initializer may read only imported globals.
-		if g.init, err = m.constExpr(r, m.numImportedGlobals); err != nil {
-			return err
-		}
+		g.init = m.constExpr(r, m.numImportedGlobals)
 		m.globals = append(m.globals, g)
+		if r.err != nil {
+			return
+		}
 	}
-	return nil
 }
 
-func (m *module) decodeExports(r *reader) error {
-	n, err := r.limited("exports", maxExports, "exports", m.lim.Exports, 0)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeExports(r *reader) {
+	n := r.limited("exports", maxExports, "exports", m.lim.Exports, 0)
 	m.exports = make([]export, 0, n)
 	for range n {
 		at := r.offset()
 		var e export
-		if e.name, err = r.name(); err != nil {
-			return err
-		}
+		e.name = r.name()
 		if reservedExports[e.name] {
-			return errors.Wrapf(ErrReserved, "offset %#x: export %q uses a reserved name", at, e.name)
+			r.fail(errors.Wrapf(ErrReserved, "offset %#x: export %q uses a reserved name", at, e.name))
+			return
 		}
-		kind, err := r.byte()
-		if err != nil {
-			return err
-		}
+		kind := r.byte()
 		e.kind = ExternKind(kind)
 		iat := r.offset()
-		if e.index, err = r.u32(); err != nil {
-			return err
-		}
+		e.index = r.u32()
 		var limit uint32
 		switch e.kind {
 		case ExternFunc:
@@ -722,14 +533,18 @@ func (m *module) decodeExports(r *reader) error {
 		case ExternGlobal:
 			limit = m.numGlobals()
 		default:
-			return errors.Wrapf(ErrInvalid, "offset %#x: export kind %#x", iat-1, kind)
+			r.invalidAt(iat-1, "export kind %#x", kind)
+			return
 		}
 		if e.index >= limit {
-			return errors.Wrapf(ErrInvalid, "offset %#x: export %q: %s index %d out of range", iat, e.name, e.kind, e.index)
+			r.invalidAt(iat, "export %q: %s index %d out of range", e.name, e.kind, e.index)
+			return
 		}
 		m.exports = append(m.exports, e)
+		if r.err != nil {
+			return
+		}
 	}
-	return nil
 }
 
 // checkExports refuses duplicate export names (the instrumenter adds one).
@@ -744,32 +559,29 @@ func (m *module) checkExports() error {
 	return nil
 }
 
-func (m *module) funcIndex(r *reader) (uint32, error) {
+func (m *module) funcIndex(r *reader) uint32 {
 	at := r.offset()
-	f, err := r.u32()
-	if err != nil {
-		return 0, err
-	}
+	f := r.u32()
 	if f >= m.numFuncs() {
-		return 0, errors.Wrapf(ErrInvalid, "offset %#x: function index %d out of range", at, f)
+		r.invalidAt(at, "function index %d out of range", f)
+		return 0
 	}
-	return f, nil
+	return f
 }
 
-func (m *module) decodeStart(r *reader) error {
-	f, err := m.funcIndex(r)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeStart(r *reader) {
+	f := m.funcIndex(r)
 	m.start = &f
-	return nil
 }
 
+// tableIndex reads a table index. It returns the reader's error, or an
+// error for an index out of range without recording it in r (decode goes
+// on to read the instruction's other immediates).
 func (m *module) tableIndex(r *reader) (uint32, error) {
 	at := r.offset()
-	t, err := r.u32()
-	if err != nil {
-		return 0, err
+	t := r.u32()
+	if r.err != nil {
+		return 0, r.err
 	}
 	if t >= m.numTables() {
 		return 0, errors.Wrapf(ErrInvalid, "offset %#x: table index %d out of range", at, t)
@@ -780,20 +592,15 @@ func (m *module) tableIndex(r *reader) (uint32, error) {
 	return t, nil
 }
 
-func (m *module) decodeElems(r *reader) error {
-	n, err := r.count("element segments", maxElemSegments)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeElems(r *reader) {
+	n := r.count("element segments", maxElemSegments)
 	m.elems = make([]elemSegment, 0, n)
 	for range n {
 		at := r.offset()
-		flags, err := r.u32()
-		if err != nil {
-			return err
-		}
+		flags := r.u32()
 		if flags > 7 {
-			return errors.Wrapf(ErrInvalid, "offset %#x: element segment flags %d", at, flags)
+			r.invalidAt(at, "element segment flags %d", flags)
+			return
 		}
 		e := elemSegment{flags: byte(flags)}
 		if flags != 0 {
@@ -803,106 +610,92 @@ func (m *module) decodeElems(r *reader) error {
 			m.features |= FeatureReferenceTypes // declarative segments
 		}
 		if e.flags&2 != 0 && e.active() {
-			if e.table, err = m.tableIndex(r); err != nil {
-				return err
+			t, err := m.tableIndex(r)
+			if err != nil {
+				r.fail(err)
+				return
 			}
+			e.table = t
 		} else if e.active() && m.numTables() == 0 {
-			return errors.Wrapf(ErrInvalid, "offset %#x: active element segment without a table", at)
+			r.invalidAt(at, "active element segment without a table")
+			return
 		}
 		if e.active() {
-			if e.offset, err = m.constExpr(r, m.numGlobals()); err != nil {
-				return err
-			}
+			e.offset = m.constExpr(r, m.numGlobals())
 		}
 		if e.flags&3 != 0 {
 			if e.usesExpr() {
-				if e.kind, err = r.refType(); err != nil {
-					return err
-				}
+				e.kind = r.refType()
 				m.noteValType(e.kind)
 			} else {
 				kat := r.offset()
-				if e.kind, err = r.byte(); err != nil {
-					return err
-				}
-				if e.kind != 0 {
-					return errors.Wrapf(ErrInvalid, "offset %#x: element kind %#x", kat, e.kind)
+				if e.kind = r.byte(); e.kind != 0 {
+					r.invalidAt(kat, "element kind %#x", e.kind)
+					return
 				}
 			}
 		}
-		k, err := r.count("elements", maxElems)
-		if err != nil {
-			return err
-		}
+		k := r.count("elements", maxElems)
 		m.elemCount += uint64(k)
 		if e.usesExpr() {
 			e.exprs = make([][]byte, k)
 			for j := range e.exprs {
-				if e.exprs[j], err = m.constExpr(r, m.numGlobals()); err != nil {
-					return err
-				}
+				e.exprs[j] = m.constExpr(r, m.numGlobals())
 			}
 		} else {
 			e.funcs = make([]uint32, k)
 			for j := range e.funcs {
-				if e.funcs[j], err = m.funcIndex(r); err != nil {
-					return err
-				}
+				e.funcs[j] = m.funcIndex(r)
 			}
 		}
 		m.elems = append(m.elems, e)
+		if r.err != nil {
+			return
+		}
 	}
-	return nil
 }
 
 // constExpr reads a constant expression and returns its bytes, including the
 // final end. Global reads must refer to globals below maxGlobal.
-func (m *module) constExpr(r *reader, maxGlobal uint32) ([]byte, error) {
+func (m *module) constExpr(r *reader, maxGlobal uint32) []byte {
 	start := r.pos
 	for {
 		at := r.offset()
-		op, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		switch op {
+		switch op := r.byte(); op {
 		case opEnd:
-			return r.b[start:r.pos], nil
+			return r.b[start:r.pos]
 		case opI32Const:
-			_, err = r.sleb(32)
+			r.sleb(32)
 		case opI64Const:
-			_, err = r.sleb(64)
+			r.sleb(64)
 		case opF32Const:
-			_, err = r.bytes(4)
+			r.bytes(4)
 		case opF64Const:
-			_, err = r.bytes(8)
+			r.bytes(8)
 		case opGlobalGet:
-			var g uint32
-			if g, err = r.u32(); err == nil && g >= maxGlobal {
-				err = errors.Wrapf(ErrInvalid, "offset %#x: global index %d out of range in constant expression", at, g)
+			if g := r.u32(); g >= maxGlobal {
+				r.invalidAt(at, "global index %d out of range in constant expression", g)
 			}
 		case opRefNull:
-			var t byte
-			t, err = r.refType()
-			m.noteValType(t)
+			m.noteValType(r.refType())
 			m.features |= FeatureReferenceTypes
 		case opRefFunc:
-			_, err = m.funcIndex(r)
+			m.funcIndex(r)
 			m.features |= FeatureReferenceTypes
 		case prefixSIMD:
-			var sub uint32
-			if sub, err = r.u32(); err == nil {
-				if sub != simdV128Const {
-					return nil, errors.Wrapf(ErrUnsupported, "offset %#x: opcode 0xfd %#x in constant expression", at, sub)
-				}
-				_, err = r.bytes(16)
-				m.features |= FeatureSIMD
+			if sub := r.u32(); sub != simdV128Const {
+				r.unsupportedAt(at, "opcode 0xfd %#x in constant expression", sub)
+				return nil
 			}
+			r.bytes(16)
+			m.features |= FeatureSIMD
 		default:
-			return nil, errors.Wrapf(ErrUnsupported, "offset %#x: opcode %#x in constant expression", at, op)
+			// Also where a read failed: r.byte returned 0.
+			r.unsupportedAt(at, "opcode %#x in constant expression", op)
+			return nil
 		}
-		if err != nil {
-			return nil, err
+		if r.err != nil {
+			return nil
 		}
 	}
 }
@@ -914,145 +707,121 @@ func (m *module) renumberConstExpr(expr []byte, shift func(uint32) uint32) []byt
 	r := &reader{b: expr}
 	for !r.eof() {
 		start := r.pos
-		op, _ := r.byte()
-		switch op {
+		switch r.byte() {
 		case opRefFunc:
-			f, _ := r.u32()
 			w.byte(opRefFunc)
-			w.u32(shift(f))
+			w.u32(shift(r.u32()))
 			continue
 		case opI32Const:
-			_, _ = r.sleb(32)
+			r.sleb(32)
 		case opI64Const:
-			_, _ = r.sleb(64)
+			r.sleb(64)
 		case opF32Const:
-			_, _ = r.bytes(4)
+			r.bytes(4)
 		case opF64Const:
-			_, _ = r.bytes(8)
+			r.bytes(8)
 		case opGlobalGet:
-			_, _ = r.u32()
+			r.u32()
 		case opRefNull:
-			_, _ = r.byte()
+			r.byte()
 		case prefixSIMD:
-			_, _ = r.u32()
-			_, _ = r.bytes(16)
+			r.u32()
+			r.bytes(16)
 		}
 		w.raw(expr[start:r.pos])
 	}
 	return w.b
 }
 
-func (m *module) decodeCode(r *reader) error {
-	n, err := r.limited("function bodies", maxFuncs, "functions", m.lim.Functions, 0)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeCode(r *reader) {
+	n := r.limited("function bodies", maxFuncs, "functions", m.lim.Functions, 0)
 	m.code = make([]funcBody, 0, n)
 	for i := range n {
-		size, err := r.u32()
-		if err != nil {
-			return err
-		}
-		start := r.offset()
+		size := r.u32()
 		fn := uint64(m.numImportedFuncs) + uint64(i)
 		if uint64(size) > m.lim.FunctionBodyBytes {
-			return limitError("function_body_bytes", m.lim.FunctionBodyBytes, uint64(size),
-				"function "+itoa(fn)+" has a body of "+itoa(uint64(size))+" bytes")
+			r.fail(limitError("function_body_bytes", m.lim.FunctionBodyBytes, uint64(size),
+				"function "+itoa(fn)+" has a body of "+itoa(uint64(size))+" bytes"))
+			return
 		}
 		if m.codeBytes += uint64(size); m.codeBytes > m.lim.CodeBytes {
-			return limitError("code_bytes", m.lim.CodeBytes, m.codeBytes,
-				"function bodies take at least "+itoa(m.codeBytes)+" bytes")
+			r.fail(limitError("code_bytes", m.lim.CodeBytes, m.codeBytes,
+				"function bodies take at least "+itoa(m.codeBytes)+" bytes"))
+			return
 		}
-		body, err := r.bytes(int(size))
-		if err != nil {
-			return errors.Wrapf(err, "function body %d", i)
-		}
-		br := &reader{b: body, base: start}
+		br := r.sub(size, "function body", i)
+		start := br.base
 		var fb funcBody
-		groups, err := br.count("local groups", maxLocals)
-		if err != nil {
-			return err
-		}
-		fb.locals = make([]localGroup, groups)
+		fb.locals = make([]localGroup, br.count("local groups", maxLocals))
 		for j := range fb.locals {
-			if fb.locals[j].n, err = br.u32(); err != nil {
-				return err
-			}
-			if fb.locals[j].typ, err = br.valType(); err != nil {
-				return err
-			}
+			fb.locals[j].n = br.u32()
+			fb.locals[j].typ = br.valType()
 			m.noteValType(fb.locals[j].typ)
 			fb.numLocals += uint64(fb.locals[j].n)
 		}
+		if err := first(r.err, br.err); err != nil {
+			r.fail(err)
+			return
+		}
 		if fb.numLocals > m.lim.FunctionLocals {
-			return limitError("function_locals", m.lim.FunctionLocals, fb.numLocals,
-				"function "+itoa(fn)+" declares "+itoa(fb.numLocals)+" locals")
+			r.fail(limitError("function_locals", m.lim.FunctionLocals, fb.numLocals,
+				"function "+itoa(fn)+" declares "+itoa(fb.numLocals)+" locals"))
+			return
 		}
 		if m.totalLocals += fb.numLocals; m.totalLocals > m.lim.TotalLocals {
-			return limitError("total_locals", m.lim.TotalLocals, m.totalLocals,
-				"functions declare at least "+itoa(m.totalLocals)+" locals in total")
+			r.fail(limitError("total_locals", m.lim.TotalLocals, m.totalLocals,
+				"functions declare at least "+itoa(m.totalLocals)+" locals in total"))
+			return
 		}
 		if fb.numLocals > maxLocals {
-			return errors.Wrapf(ErrUnsupported, "offset %#x: function body %d declares %d locals (at most %d)", start, i, fb.numLocals, maxLocals)
+			r.unsupportedAt(start, "function body %d declares %d locals (at most %d)", i, fb.numLocals, maxLocals)
+			return
 		}
-		fb.code = body[br.pos:]
+		fb.code = br.b[br.pos:]
 		fb.offset = br.offset()
 		if len(fb.code) == 0 || fb.code[len(fb.code)-1] != opEnd {
-			return errors.Wrapf(ErrInvalid, "offset %#x: function body %d does not end with end", start, i)
+			r.invalidAt(start, "function body %d does not end with end", i)
+			return
 		}
 		m.code = append(m.code, fb)
 	}
-	return nil
 }
 
-func (m *module) decodeData(r *reader) error {
-	n, err := r.count("data segments", maxDataSegments)
-	if err != nil {
-		return err
-	}
+func (m *module) decodeData(r *reader) {
+	n := r.count("data segments", maxDataSegments)
 	m.numData = n
 	for range n {
 		at := r.offset()
-		flags, err := r.u32()
-		if err != nil {
-			return err
-		}
-		switch flags {
+		switch flags := r.u32(); flags {
 		case 0, 2:
 			if flags == 2 {
 				mat := r.offset()
-				mem, err := r.u32()
-				if err != nil {
-					return err
-				}
-				if mem != 0 {
-					return errors.Wrapf(ErrUnsupported, "offset %#x: data segment for memory %d (multi-memory)", mat, mem)
+				if mem := r.u32(); mem != 0 {
+					r.unsupportedAt(mat, "data segment for memory %d (multi-memory)", mem)
+					return
 				}
 			}
 			if m.memory == nil {
-				return errors.Wrapf(ErrInvalid, "offset %#x: active data segment without a memory", at)
+				r.invalidAt(at, "active data segment without a memory")
+				return
 			}
-			if _, err := m.constExpr(r, m.numGlobals()); err != nil {
-				return err
-			}
+			m.constExpr(r, m.numGlobals())
 		case 1:
 			m.features |= FeatureBulkMemory
 		default:
-			return errors.Wrapf(ErrInvalid, "offset %#x: data segment flags %d", at, flags)
+			r.invalidAt(at, "data segment flags %d", flags)
+			return
 		}
-		k, err := r.u32()
-		if err != nil {
-			return err
-		}
+		k := r.u32()
 		if m.dataBytes += uint64(k); m.dataBytes > m.lim.DataBytes {
-			return limitError("data_bytes", m.lim.DataBytes, m.dataBytes,
-				"data segments hold at least "+itoa(m.dataBytes)+" bytes")
+			r.fail(limitError("data_bytes", m.lim.DataBytes, m.dataBytes,
+				"data segments hold at least "+itoa(m.dataBytes)+" bytes"))
+			return
 		}
-		if _, err := r.bytes(int(k)); err != nil {
-			return err
+		if r.bytes(int(k)); r.err != nil {
+			return
 		}
 	}
-	return nil
 }
 
 // encodeElem appends segment e with function indices mapped by shift.

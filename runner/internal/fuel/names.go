@@ -31,91 +31,65 @@ type indirectNames struct {
 // dropped (see the package documentation). A malformed name section, or a
 // second one, is refused like wazero refuses it: wazero would otherwise
 // allocate whatever its lengths claim before failing.
-func (m *module) decodeCustom(r *reader) error {
-	name, err := r.name()
-	if err != nil {
-		return err
-	}
-	if name != "name" {
-		return nil
+func (m *module) decodeCustom(r *reader) {
+	if name := r.name(); name != "name" {
+		return
 	}
 	if m.names != nil {
-		return r.errorf("second name section")
+		r.failf("second name section")
+		return
 	}
-	m.names, err = decodeNames(&reader{b: r.b[r.pos:], base: r.offset()})
-	r.pos = len(r.b)
-	return errors.Wrap(err, "name section")
+	rest := r.sub(uint32(len(r.b)-r.pos), "", 0)
+	names, err := decodeNames(&rest)
+	if err != nil {
+		r.fail(errors.Wrap(err, "name section"))
+	}
+	m.names = names
 }
 
 // decodeNames parses the contents of a name section.
 func decodeNames(r *reader) (*nameSection, error) {
 	ns := &nameSection{}
 	for !r.eof() {
-		id, err := r.byte()
-		if err != nil {
-			return nil, err
-		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		sr := &reader{b: nil, base: r.offset()}
-		if sr.b, err = r.bytes(int(size)); err != nil {
-			return nil, err
-		}
+		id := r.byte()
+		sr := r.sub(r.u32(), "", 0)
 		switch id {
 		case 0:
-			s, err := sr.name()
-			if err != nil {
-				return nil, err
-			}
+			s := sr.name()
 			ns.module = &s
 		case 1:
-			if ns.funcs, err = decodeNameMap(sr); err != nil {
-				return nil, err
-			}
+			ns.funcs = decodeNameMap(&sr)
 			ns.hasFuncs = true
 		case 2:
-			n, err := sr.count("names", math.MaxUint32)
-			if err != nil {
-				return nil, err
-			}
+			n := sr.count("names", math.MaxUint32)
 			ns.locals = ns.locals[:0]
 			for range n {
-				idx, err := sr.u32()
-				if err != nil {
-					return nil, err
+				idx := sr.u32()
+				ns.locals = append(ns.locals, indirectNames{index: idx, names: decodeNameMap(&sr)})
+				if sr.err != nil {
+					break
 				}
-				names, err := decodeNameMap(sr)
-				if err != nil {
-					return nil, err
-				}
-				ns.locals = append(ns.locals, indirectNames{index: idx, names: names})
 			}
 			ns.hasLocals = true
+		}
+		if err := first(r.err, sr.err); err != nil {
+			return nil, err
 		}
 	}
 	return ns, nil
 }
 
-func decodeNameMap(r *reader) ([]nameAssoc, error) {
-	n, err := r.count("names", math.MaxUint32)
-	if err != nil {
-		return nil, err
-	}
+func decodeNameMap(r *reader) []nameAssoc {
+	n := r.count("names", math.MaxUint32)
 	out := make([]nameAssoc, 0, n)
 	for range n {
-		idx, err := r.u32()
-		if err != nil {
-			return nil, err
+		idx := r.u32()
+		out = append(out, nameAssoc{index: idx, name: r.name()})
+		if r.err != nil {
+			return nil
 		}
-		s, err := r.name()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, nameAssoc{index: idx, name: s})
 	}
-	return out, nil
+	return out
 }
 
 // encode appends the whole custom section contents, with function indices

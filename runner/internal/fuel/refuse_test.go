@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
 )
 
 // voidModule is a module with one () -> () function whose body is code,
@@ -46,7 +47,7 @@ func TestInstrument_refusals(t *testing.T) {
 		{"unknown misc", voidModule(nil, op(prefixMisc), u32(18)), ErrUnsupported, "0xfc"},
 		{"unknown opcode", voidModule(nil, op(0x27)), ErrUnsupported, "unknown opcode 0x27"},
 		{"gc type", wasmModule(section(secType, vec(op(0x5f, 0)))), ErrUnsupported, "type form"},
-		{"too many locals", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{60000, valI32}}))), ErrLimit, "function 0 declares 60000 locals; deploy_limits.function_locals is 10000"},
+		{"too many locals", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{60000, api.ValueTypeI32}}))), ErrLimit, "function 0 declares 60000 locals; deploy_limits.function_locals is 10000"},
 		{"table64", wasmModule(section(secTable, vec(cat(op(valFuncref, 4), u32(1))))), ErrUnsupported, "64-bit"},
 		{"typed ref local", wasmModule(types(functype(none, none)), funcs(0), codes(body([]localGroup{{1, 0x63}}))), ErrUnsupported, "value type"},
 		{"version 2", append(slices.Clone(wasmMagic[:4]), 2, 0, 0, 0), ErrUnsupported, "version"},
@@ -119,14 +120,14 @@ func TestInstrument_features(t *testing.T) {
 			op(prefixSIMD), u32(simdShuffle), make([]byte, 16),
 			i32c(0), op(prefixSIMD), u32(simdLoadZero32), u32(2), u32(0), // v128.load32_zero
 			op(opDrop, opDrop)), FeatureSIMD},
-		{"multi-value", wasmModule(types(functype(none, []byte{valI32, valI32})), funcs(0), codes(body(nil, i32c(1), i32c(2)))), FeatureMultiValue},
+		{"multi-value", wasmModule(types(functype(none, []byte{api.ValueTypeI32, api.ValueTypeI32})), funcs(0), codes(body(nil, i32c(1), i32c(2)))), FeatureMultiValue},
 		{"multi-value block", voidModule(nil, op(opBlock, 0), op(opEnd)), FeatureMultiValue},
-		{"reference-types", voidModule(nil, op(opRefNull, valExternref), op(opRefIsNull, opDrop)), FeatureReferenceTypes},
-		{"typed select", voidModule(nil, i32c(1), i32c(2), i32c(0), op(opSelectTyped, 1, valI32, opDrop)), FeatureReferenceTypes},
+		{"reference-types", voidModule(nil, op(opRefNull, api.ValueTypeExternref), op(opRefIsNull, opDrop)), FeatureReferenceTypes},
+		{"typed select", voidModule(nil, i32c(1), i32c(2), i32c(0), op(opSelectTyped, 1, api.ValueTypeI32, opDrop)), FeatureReferenceTypes},
 		{"bulk-memory", voidModule(mem1, i32c(0), i32c(0), i32c(0), misc(miscMemoryCopy, 0, 0)), FeatureBulkMemory},
 		{"passive data", wasmModule(types(functype(none, none)), funcs(0), mem1, section(secDataCount, u32(1)),
 			codes(body(nil, misc(miscDataDrop, 0))), section(secData, vec(cat(u32(1), str("hi"))))), FeatureBulkMemory},
-		{"two tables", wasmModule(section(secTable, vec(op(valFuncref, 0, 0), op(valExternref, 0, 0)))), FeatureReferenceTypes},
+		{"two tables", wasmModule(section(secTable, vec(op(valFuncref, 0, 0), op(api.ValueTypeExternref, 0, 0)))), FeatureReferenceTypes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/tetratelabs/wazero/api"
 )
 
 // Element segments in all eight encodings, for a module with functions
@@ -74,17 +76,17 @@ func renumberModule() []byte {
 		funcs(tI32I32, tI32I32, tVoid, tRun),
 		section(secTable, vec(cat([]byte{valFuncref, 0}, u32(8)))),
 		section(secGlobal, vec(
-			cat([]byte{valI32, 1}, i32c(0), op(opEnd)),                   // started
+			cat([]byte{api.ValueTypeI32, 1}, i32c(0), op(opEnd)),         // started
 			cat([]byte{valFuncref, 0}, op(opRefFunc), u32(2), op(opEnd)), // gref = inc
 		)),
 		exports(exportEntry("run", ExternFunc, 4), exportEntry("double", ExternFunc, 1)),
 		section(secStart, u32(3)),
 		section(secElement, vec(elemForms...)),
 		codes(
-			body(nil, localGet(0), i32c(2), op(opI32Mul)), // double
-			body(nil, localGet(0), i32c(1), op(0x6a)),     // inc
-			body(nil, i32c(1), globalSet(0)),              // start
-			body([]localGroup{{1, valI32}}, cat(run...)),  // run
+			body(nil, localGet(0), i32c(2), op(opI32Mul)),          // double
+			body(nil, localGet(0), i32c(1), op(0x6a)),              // inc
+			body(nil, i32c(1), globalSet(0)),                       // start
+			body([]localGroup{{1, api.ValueTypeI32}}, cat(run...)), // run
 		),
 		section(secCustom, names),
 		section(secCustom, cat(str("producers"), []byte{0})), // dropped
@@ -127,8 +129,8 @@ func TestInstrument_renumber(t *testing.T) {
 	// The name section is kept, renumbered, with names for the imports.
 	secs := rawSections(t, res.Module)
 	r := &reader{b: secs["name"]}
-	if _, err := r.name(); err != nil {
-		t.Fatal(err)
+	if r.name(); r.err != nil {
+		t.Fatal(r.err)
 	}
 	names, err := decodeNames(&reader{b: r.b[r.pos:]})
 	if err != nil || *names.module != "renumber" {
@@ -167,8 +169,8 @@ func TestElemSegments_roundTrip(t *testing.T) {
 	for flags, enc := range elemForms {
 		m := &module{numImportedFuncs: 1, funcs: make([]uint32, 4), tables: []tableEntry{{elem: valFuncref}}}
 		r := &reader{b: vec(enc)}
-		if err := m.decodeElems(r); err != nil {
-			t.Fatalf("form %d: %v", flags, err)
+		if m.decodeElems(r); r.err != nil {
+			t.Fatalf("form %d: %v", flags, r.err)
 		}
 		if !r.eof() || len(m.elems) != 1 || m.elems[0].flags != byte(flags) {
 			t.Fatalf("form %d: decoded %+v", flags, m.elems)
@@ -182,8 +184,9 @@ func TestElemSegments_roundTrip(t *testing.T) {
 		w.b = nil
 		m.encodeElem(&w, &m.elems[0], shift)
 		m2 := &module{numImportedFuncs: 1, funcs: make([]uint32, 200), tables: m.tables}
-		if err := m2.decodeElems(&reader{b: vec(w.b)}); err != nil {
-			t.Fatalf("form %d shifted: %v", flags, err)
+		r = &reader{b: vec(w.b)}
+		if m2.decodeElems(r); r.err != nil {
+			t.Fatalf("form %d shifted: %v", flags, r.err)
 		}
 		if have, want := funcRefs(m2, &m2.elems[0]), mapped(funcRefs(m, &m.elems[0]), shift); !slices.Equal(have, want) {
 			t.Errorf("form %d: shifted functions %v, want %v", flags, have, want)
@@ -196,7 +199,7 @@ func funcRefs(m *module, e *elemSegment) []uint32 {
 	out := slices.Clone(e.funcs)
 	for _, x := range e.exprs {
 		if x[0] == opRefFunc {
-			f, _ := (&reader{b: x[1:]}).u32()
+			f := (&reader{b: x[1:]}).u32()
 			out = append(out, f)
 		}
 	}
@@ -218,20 +221,15 @@ func rawSections(t *testing.T, wasm []byte) map[string][]byte {
 	out := map[string][]byte{}
 	r := &reader{b: wasm, pos: 8}
 	for !r.eof() {
-		id, _ := r.byte()
-		n, err := r.u32()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := r.bytes(int(n))
-		if err != nil {
-			t.Fatal(err)
+		id, sr := r.section()
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
 		key := strconv.Itoa(int(id))
 		if id == secCustom {
-			key, _ = (&reader{b: b}).name()
+			key = (&reader{b: sr.b}).name()
 		}
-		out[key] = b
+		out[key] = sr.b
 	}
 	return out
 }

@@ -45,16 +45,16 @@ func vectorModule(k int) []byte {
 	for range k - 1 {
 		post = cat(post, op(prefixSIMD), u32(0xae)) // i32x4.add
 	}
-	return recModule(functype(i32, i64), []localGroup{{1, valI64}}, cat(pre,
+	return recModule(functype(i32, i64), []localGroup{{1, api.ValueTypeI64}}, cat(pre,
 		localGet(0), i32c(1), op(opI32Sub), call(0), localSet(tmp),
 		post, op(prefixSIMD), u32(0x1b), op(0), op(opI64ExtendU), localGet(tmp), op(opI64Add)))
 }
 
 // paramsModule passes p i64 parameters down and uses them after the call.
 func paramsModule(p int) []byte {
-	params := append([]byte{valI32}, make([]byte, p)...)
+	params := append([]byte{api.ValueTypeI32}, make([]byte, p)...)
 	for i := range p {
-		params[1+i] = valI64
+		params[1+i] = api.ValueTypeI64
 	}
 	var args, post []byte
 	for i := range p {
@@ -71,7 +71,7 @@ func localsModule(l int) []byte {
 		pre = cat(pre, localGet(0), op(opI64ExtendU), i64c(int64(i)), op(opI64Add), localSet(uint32(1+i)))
 		post = cat(post, localGet(uint32(1+i)), op(opI64Add))
 	}
-	return recModule(functype(i32, i64), []localGroup{{uint32(l), valI64}}, cat(pre,
+	return recModule(functype(i32, i64), []localGroup{{uint32(l), api.ValueTypeI64}}, cat(pre,
 		localGet(0), i32c(1), op(opI32Sub), call(0), post))
 }
 
@@ -84,7 +84,7 @@ func sequenceModule(k int) []byte {
 	for range k {
 		code = cat(code, localGet(x), i64c(3), op(opI64Mul), localSet(x), i32c(1), call(0), op(opDrop))
 	}
-	return recModule(functype(i32, i64), []localGroup{{1, valI64}},
+	return recModule(functype(i32, i64), []localGroup{{1, api.ValueTypeI64}},
 		cat(code, localGet(0), i32c(1), op(opI32Sub), call(1), localGet(x), op(opI64Add)), importFunc("env", "f", 1))
 }
 
@@ -100,7 +100,7 @@ func recModule(ft []byte, locals []localGroup, rec []byte, imps ...[]byte) []byt
 		impSec,
 		funcs(0),
 		exports(exportEntry("rec", ExternFunc, uint32(len(imps)))),
-		codes(body(locals, localGet(0), op(opI32Eqz), ifElse(valI64, i64c(0), rec))),
+		codes(body(locals, localGet(0), op(opI32Eqz), ifElse(api.ValueTypeI64, i64c(0), rec))),
 	)
 }
 

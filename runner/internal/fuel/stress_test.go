@@ -74,7 +74,7 @@ func nestLocals(kind byte, depth, locals int) []byte {
 			b = append(b, unit...)
 		}
 	}, stressBody)
-	return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(locals), valI32}}, code)))
+	return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(locals), api.ValueTypeI32}}, code)))
 }
 
 var stressLocals = int(DefaultLimits().FunctionLocals)
@@ -107,7 +107,7 @@ var stressCases = map[string]func() []byte{
 			code = append(code, loop(blockEmpty, loopBody)...)
 		}
 		code = append(code, opEnd)
-		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(stressLocals), valI32}}, code)))
+		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{uint32(stressLocals), api.ValueTypeI32}}, code)))
 	},
 	// One 512 KiB function of i32.const 0; drop.
 	"const-drop": func() []byte {
@@ -117,7 +117,7 @@ var stressCases = map[string]func() []byte{
 	// One 512 KiB function of local.get; local.set pairs.
 	"get-set": func() []byte {
 		code := append(fill(nil, stressBody-8, cat(localGet(0), localSet(1))), opEnd)
-		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{2, valI64}}, code)))
+		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{2, api.ValueTypeI64}}, code)))
 	},
 	// Functions of function_locals locals each up to total_locals, each
 	// local used.
@@ -128,7 +128,7 @@ var stressCases = map[string]func() []byte{
 		for j := range stressLocals {
 			code = append(code, cat(localGet(uint32(j)), localSet(uint32((j+1)%stressLocals)))...)
 		}
-		b := rawBody([]localGroup{{uint32(stressLocals), valI64}}, append(code, opEnd))
+		b := rawBody([]localGroup{{uint32(stressLocals), api.ValueTypeI64}}, append(code, opEnd))
 		return wasmModule(types(functype(none, none)), funcs(make([]uint32, n)...), codes(repeat(n, b)...))
 	},
 	// As many functions as allowed, each calling the next.
@@ -160,14 +160,14 @@ var stressCases = map[string]func() []byte{
 			code = append(code, opDrop)
 		}
 		code = append(code, opEnd)
-		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, valI32}}, code)))
+		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, api.ValueTypeI32}}, code)))
 	},
 	// A value redefined and live across a call, over and over (each
 	// definition spilled to its own slot).
 	"spill-sequence": func() []byte {
 		unit := cat(localGet(0), i64c(3), op(opI64Mul), localSet(0), call(0))
 		code := append(fill(nil, stressBody-8, unit), opEnd)
-		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, valI64}}, code)))
+		return wasmModule(types(functype(none, none)), funcs(0), codes(rawBody([]localGroup{{1, api.ValueTypeI64}}, code)))
 	},
 	// 512 KiB functions of nested loops updating locals (the dearest
 	// function per byte found) up to code_bytes, each within
