@@ -2,5 +2,7 @@
 // packages share: a manual clock and a concurrent hammer. It imports no
 // package of this module, so any package's own tests may use it. Fakes that
 // need a package's types live in subpackages named after it: catalogtest (a
-// module inspector) and admissiontest (a valid admission policy).
+// module inspector) and admissiontest (a valid admission policy); nodeconf
+// renders a node's TOML configuration for tests and benchmarks that start
+// the real binary.
 package testutil
