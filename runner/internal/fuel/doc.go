@@ -275,7 +275,9 @@
 //
 //   - fuel.go: the API (Instrument, Config, Limits, Result, Info,
 //     FrameCost), the reserved names and the sentinel errors.
-//   - reader.go: LEB128 and vector primitives (reader, writer).
+//   - reader.go: the reader, which keeps its first error (LEB128, bytes,
+//     names, vector lengths, value and reference types, limits, section
+//     headers), and the writer.
 //   - module.go: section-level decoding, checks and the element-segment
 //     encoder; sections the rewrite does not change are kept as bytes.
 //   - decode.go, opcodes.go: the instruction decoder with index checks,
