@@ -3,9 +3,12 @@ package config
 import (
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
@@ -19,12 +22,160 @@ import (
 // every unknown key, wrong type, missing key, bad size and bad duration at
 // once, each with its full key path ("principals[2].api_keys[0]").
 
-// Messages for missing keys; optional means there is a default.
+// The walk follows schema: the keys of each table, by the table's Go type,
+// each with its Go field and options. The Go type of the field gives the
+// rest: strings (and types of kind string), integers bounded by their type
+// (int to math.MaxInt32, uint32, uint64 to math.MaxInt64), float64 (an
+// integer is accepted), time.Duration (a Go duration string); a struct is a
+// table, a slice of structs an array of tables, a map of structs a table of
+// named tables, any other slice an array of strings. A type in parsers is
+// written as a string and parsed. A field not in schema has no key.
+//
+// The keys are string literals in a table rather than struct tags: the
+// types of other packages (admission's limits, the runner's deploy limits)
+// need them too, and the reference's drift test (docs_test.go) finds the
+// candidate key names among the package's string literals.
+
+// key is one key of a table: the Go field (a promoted field is fine), the
+// key's name in the file, and its options.
+type key struct {
+	field, name string
+	opts        keyOpts
+}
+
+type keyOpts uint8
+
 const (
-	optional      = ""
-	required      = "missing required key"
-	requiredTable = "missing required table"
-	requiredLimit = "missing required key: every limits table names all of its fields (0 grants no capacity)"
+	// required: a missing key is "missing required key" (or "missing
+	// required table" for a table); requiredLimit and requiredQueue say
+	// why, for the limits tables and the queue class's max_queued.
+	required keyOpts = 1 << iota
+	requiredLimit
+	requiredQueue
+	// asSize: an integer of bytes or a string such as "64MiB".
+	asSize
+	// asSet: an array of strings whose parsed values are OR-ed together.
+	asSet
+	// byHook: the struct decodes the key itself (keyDecoder).
+	byHook
+)
+
+// missing returns the problem of the key when it is missing, "" when it is
+// optional.
+func (k key) missing(table bool) string {
+	switch {
+	case k.opts&requiredLimit != 0:
+		return "missing required key: every limits table names all of its fields (0 grants no capacity)"
+	case k.opts&requiredQueue != 0:
+		return "missing required key: the class's queue limit (0 grants no capacity)"
+	case k.opts&required != 0 && table:
+		return "missing required table"
+	case k.opts&required != 0:
+		return "missing required key"
+	}
+	return ""
+}
+
+var limitsKeys = []key{{"MaxLiveActivations", "max_live_activations", requiredLimit},
+	{"MaxQueued", "max_queued", requiredLimit}, {"MaxReservedFuel", "max_reserved_fuel", requiredLimit},
+	{"MaxReservedMemory", "max_reserved_memory", requiredLimit | asSize}}
+
+// schema lists the keys of every table, by the table's Go type.
+var schema = map[reflect.Type][]key{
+	reflect.TypeFor[Config](): {{"Node", "node", required}, {"QueueClasses", "queue_classes", 0},
+		{"CellClasses", "cell_classes", 0}, {"TrustClasses", "trust_classes", 0}, {"Tenants", "tenants", 0},
+		{"Principals", "principals", 0}, {"Overload", "overload", 0}, {"Deadline", "deadline", 0},
+		{"Metadata", "metadata", 0}, {"Scheduler", "scheduler", 0}, {"DeployLimits", "deploy_limits", 0},
+		{"Catalog", "catalog", 0}, {"Ingress", "ingress", 0}},
+	reflect.TypeFor[Node](): {{"Listen", "listen", 0}, {"DataDir", "data_dir", 0},
+		{"Architecture", "architecture", 0}, {"Region", "region", 0}, {"Zone", "zone", 0},
+		{"MaxOutputBytes", "max_output_bytes", asSize}, {"ShutdownGrace", "shutdown_grace", 0},
+		{"MaxConnections", "max_connections", 0}, {"MaxConnectionsPerAddress", "max_connections_per_address", 0},
+		{"CompileConcurrency", "compile_concurrency", 0}, {"MaxRunningGuests", "max_running_guests", 0},
+		{"MaxCompiledBytes", "max_compiled_bytes", asSize}, {"BudgetCeiling", "budget_ceiling", required},
+		{"Limits", "limits", required}},
+	reflect.TypeFor[catalog.Budget](): {{"CPUFuel", "cpu_fuel", required},
+		{"MemoryBytes", "memory_bytes", required | asSize}, {"WallTime", "wall_time", required}},
+	reflect.TypeFor[admission.Limits](): limitsKeys,
+	reflect.TypeFor[admission.TenantLimits](): append(slices.Clip(limitsKeys),
+		key{"MaxPayloadBytes", "max_payload_bytes", requiredLimit | asSize},
+		key{"MaxPriority", "max_priority", requiredLimit}),
+	reflect.TypeFor[QueueClass](): {{"Name", "name", required}, {"MinPriority", "priorities", required | byHook},
+		{"MaxQueued", "max_queued", requiredQueue}, {"ReservedCells", "reserved_cells", 0}},
+	reflect.TypeFor[CellClass](): {{"MemoryBytes", "memory", required | asSize},
+		{"Parallelism", "parallelism", required}, {"Threading", "threading", 0},
+		{"Features", "features", asSet}, {"TargetServiceTime", "target_service_time", 0}},
+	reflect.TypeFor[TrustClass](): {{"CellClasses", "cell_classes", required}, {"Limits", "limits", required}},
+	reflect.TypeFor[Tenant](): {{"TrustClasses", "trust_classes", required},
+		{"CellClasses", "cell_classes", required}, {"Subjects", "subjects", required},
+		{"Kinds", "kinds", required}, {"Limits", "limits", required}},
+	reflect.TypeFor[Principal](): {{"Subject", "subject", required}, {"Kind", "kind", required},
+		{"Tenant", "tenant", required}, {"ServiceIdentity", "service_identity", 0},
+		{"Roles", "roles", required | asSet}, {"APIKeys", "api_keys", required}},
+	reflect.TypeFor[Overload](): {{"CPUThreshold", "cpu_threshold", 0}, {"MemoryThreshold", "memory_threshold", 0},
+		{"MaxObservationAge", "max_observation_age", 0}, {"SampleInterval", "sample_interval", 0}},
+	reflect.TypeFor[admission.DeadlinePolicy](): {{"EstimatedServiceTime", "estimated_service_time", 0},
+		{"MinimumExecutionTime", "minimum_execution_time", 0}, {"SafetyMargin", "safety_margin", 0}},
+	reflect.TypeFor[admission.MetadataPolicy](): {{"MaxIdentifierBytes", "maximum_identifier_bytes", 0},
+		{"MaxEntries", "maximum_metadata_entries", 0}, {"MaxBytes", "maximum_metadata_bytes", 0}},
+	reflect.TypeFor[Scheduler](): {{"MaxWait", "max_wait", 0}, {"LowerClassAfter", "lower_class_after", 0},
+		{"Fairness", "fairness", 0}},
+	reflect.TypeFor[DeployLimits](): {{"ModuleBytes", "module_bytes", asSize}, {"Functions", "functions", 0},
+		{"FunctionLocals", "function_locals", 0}, {"TotalLocals", "total_locals", 0},
+		{"FunctionBodyBytes", "function_body_bytes", asSize}, {"CodeBytes", "code_bytes", asSize},
+		{"NestingDepth", "nesting_depth", 0}, {"DataBytes", "data_bytes", asSize}, {"Imports", "imports", 0},
+		{"Exports", "exports", 0}, {"Tables", "tables", 0}, {"TableElements", "table_elements", 0},
+		{"Globals", "globals", 0}, {"Types", "types", 0}, {"TypeParams", "type_params", 0},
+		{"LoopLocalWork", "loop_local_work", 0}},
+	reflect.TypeFor[CatalogLimits](): {{"MaxServices", "max_services", 0},
+		{"MaxServicesPerTenant", "max_services_per_tenant", 0},
+		{"MaxArtifactsPerTenant", "max_artifacts_per_tenant", 0},
+		{"MaxArtifactBytesPerTenant", "max_artifact_bytes_per_tenant", asSize},
+		{"MaxDeployedBytesPerTenant", "max_deployed_bytes_per_tenant", asSize},
+		{"ArtifactGrace", "artifact_grace", 0}},
+	reflect.TypeFor[Ingress](): {{"Data", "data", 0}, {"Control", "control", 0}},
+	reflect.TypeFor[IngressPool](): {{"Slots", "slots", 0}, {"Bytes", "bytes", asSize},
+		{"PerTenant", "per_tenant", 0}, {"PerPrincipal", "per_principal", 0},
+		{"BytesPerTenant", "bytes_per_tenant", asSize}, {"BytesPerPrincipal", "bytes_per_principal", asSize}},
+}
+
+// hints say why a key that exists elsewhere is refused in a table of the
+// type.
+var hints = map[reflect.Type]map[string]string{
+	reflect.TypeFor[admission.Limits](): {
+		"max_payload_bytes": "payload and priority ceilings exist only in node and tenant limits",
+		"max_priority":      "payload and priority ceilings exist only in node and tenant limits",
+	},
+}
+
+// parsers decode the types written as strings (for a set: one element).
+var parsers = map[reflect.Type]func(string) (any, error){
+	reflect.TypeFor[catalog.CellClass]():       parser(catalog.ParseCellClass),
+	reflect.TypeFor[catalog.Threading]():       parser(catalog.ParseThreading),
+	reflect.TypeFor[admission.PrincipalKind](): parser(parseKind),
+	reflect.TypeFor[Roles]():                   parser(ParseRole),
+	reflect.TypeFor[catalog.FeatureSet](): func(s string) (any, error) {
+		f, err := catalog.ParseFeature(s)
+		return catalog.FeatureSetOf(f), err
+	},
+}
+
+func parser[T any](parse func(string) (T, error)) func(string) (any, error) {
+	return func(s string) (any, error) { return parse(s) }
+}
+
+// Hand-written parts of the walk, implemented by pointers to config types.
+type (
+	// defaulter sets the defaults of the i-th element of an array of
+	// tables, or of an entry of a table of named tables (i is 0), before
+	// it is decoded.
+	defaulter interface{ setDefaults(i int) }
+	// keyDecoder decodes the key with the hook option.
+	keyDecoder interface {
+		decodeKey(d *decoder, path string, v any)
+	}
+	// afterDecoder adjusts the struct after its table m is decoded.
+	afterDecoder interface{ afterDecode(m map[string]any) }
 )
 
 // MaxQueueClasses bounds [[queue_classes]]: a handful is typical, and
@@ -43,259 +194,6 @@ type decoder struct {
 
 func (d *decoder) add(key, msg string) {
 	d.problems = append(d.problems, Problem{Field: key, Problem: msg})
-}
-
-// table is one TOML table being decoded. Every key looked up is known;
-// finish reports the others. Methods on a nil *table (a missing or mistyped
-// table, already reported) do nothing.
-type table struct {
-	d     *decoder
-	path  string
-	m     map[string]any
-	known map[string]bool
-	hints map[string]string // why a key that exists elsewhere is refused here
-}
-
-func (d *decoder) table(path string, v any) *table {
-	m, ok := v.(map[string]any)
-	if !ok {
-		d.add(path, "must be a table, not "+kindOf(v))
-		return nil
-	}
-	return &table{d: d, path: path, m: m, known: map[string]bool{}}
-}
-
-func kindOf(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case int64:
-		return "an integer"
-	case float64:
-		return "a float"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a table"
-	}
-	return "a date or time"
-}
-
-// get looks key up, marks it known and reports it when it is missing and req
-// is not optional.
-func (t *table) get(key, req string) (v any, path string, ok bool) {
-	if t == nil {
-		return nil, "", false
-	}
-	t.known[key] = true
-	path = childKey(t.path, key)
-	v, ok = t.m[key]
-	if !ok && req != optional {
-		t.d.add(path, req)
-	}
-	return v, path, ok
-}
-
-// sub returns the sub-table key (nil when it is missing or not a table).
-func (t *table) sub(key, req string) *table {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return nil
-	}
-	return t.d.table(path, v)
-}
-
-// each calls f for every entry of a table of named tables, in key order.
-func (t *table) each(f func(name, path string, v any)) {
-	if t == nil {
-		return
-	}
-	for _, k := range slices.Sorted(maps.Keys(t.m)) {
-		t.known[k] = true
-		f(k, childKey(t.path, k), t.m[k])
-	}
-}
-
-// finish reports every key of the table that was not looked up.
-func (t *table) finish() {
-	if t == nil {
-		return
-	}
-	for _, k := range slices.Sorted(maps.Keys(t.m)) {
-		if t.known[k] {
-			continue
-		}
-		msg := "unknown key"
-		if h, ok := t.hints[k]; ok {
-			msg += " (" + h + ")"
-		} else if s := suggest(k, t.known); s != "" {
-			msg += " (did you mean " + s + "?)"
-		}
-		t.d.add(childKey(t.path, k), msg)
-	}
-}
-
-func (t *table) setString(dst *string, key, req string) {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		t.d.add(path, "must be a string, not "+kindOf(v))
-		return
-	}
-	*dst = s
-}
-
-// integer decodes a non-negative integer of at most limit.
-func (t *table) integer(key, req string, limit uint64) (uint64, bool) {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return 0, false
-	}
-	return t.d.integer(path, v, limit)
-}
-
-func (d *decoder) integer(path string, v any, limit uint64) (uint64, bool) {
-	n, isInt := v.(int64)
-	switch {
-	case !isInt:
-		d.add(path, "must be an integer, not "+kindOf(v))
-	case n < 0:
-		d.add(path, "must not be negative")
-	case uint64(n) > limit:
-		d.add(path, "must be at most "+strconv.FormatUint(limit, 10))
-	default:
-		return uint64(n), true
-	}
-	return 0, false
-}
-
-func (t *table) setUint64(dst *uint64, key, req string) {
-	if n, ok := t.integer(key, req, math.MaxInt64); ok {
-		*dst = n
-	}
-}
-
-func (t *table) setUint32(dst *uint32, key, req string) {
-	if n, ok := t.integer(key, req, math.MaxUint32); ok {
-		*dst = uint32(n)
-	}
-}
-
-func (t *table) setInt(dst *int, key, req string) {
-	if n, ok := t.integer(key, req, math.MaxInt32); ok {
-		*dst = int(n)
-	}
-}
-
-func (t *table) setFloat(dst *float64, key, req string) {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return
-	}
-	switch f := v.(type) {
-	case float64:
-		*dst = f
-	case int64:
-		*dst = float64(f)
-	default:
-		t.d.add(path, "must be a number, not "+kindOf(v))
-	}
-}
-
-// setSize decodes a size: an integer of bytes or a string such as "64MiB".
-func (t *table) setSize(dst *uint64, key, req string) {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return
-	}
-	switch s := v.(type) {
-	case int64:
-		if s < 0 {
-			t.d.add(path, "must not be negative")
-			return
-		}
-		*dst = uint64(s)
-	case string:
-		n, err := catalog.ParseByteSize(s)
-		if err != nil {
-			t.d.add(path, "invalid size: "+err.Error())
-			return
-		}
-		*dst = uint64(n)
-	default:
-		t.d.add(path, `must be a size: an integer of bytes or a string such as "64MiB", not `+kindOf(v))
-	}
-}
-
-// setDuration decodes a Go duration string.
-func (t *table) setDuration(dst *time.Duration, key, req string) {
-	v, path, ok := t.get(key, req)
-	if !ok {
-		return
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		t.d.add(path, `must be a duration string such as "2s" or "150ms", not `+kindOf(v))
-		return
-	}
-	dur, err := time.ParseDuration(s)
-	if err != nil {
-		t.d.add(path, `invalid duration: want a Go duration string such as "2s" or "150ms"`)
-		return
-	}
-	*dst = dur
-}
-
-// strings decodes a list of strings. It returns the key path of each element
-// for problems about one of them, and ok when the key is present and every
-// element is a string.
-func (t *table) strings(key, req string) (vals, paths []string, ok bool) {
-	v, path, present := t.get(key, req)
-	if !present {
-		return nil, nil, false
-	}
-	list, isList := v.([]any)
-	if !isList {
-		t.d.add(path, "must be an array of strings, not "+kindOf(v))
-		return nil, nil, false
-	}
-	ok = true
-	for i, e := range list {
-		p := indexKey(path, i)
-		s, isStr := e.(string)
-		if !isStr {
-			t.d.add(p, "must be a string, not "+kindOf(e))
-			ok = false
-			continue
-		}
-		vals, paths = append(vals, s), append(paths, p)
-	}
-	return vals, paths, ok
-}
-
-// tables decodes an array of tables ([[name]] or an array of inline tables).
-// It returns one entry per element, nil for an element that is not a table,
-// so indices stay those of the file.
-func (t *table) tables(key string) []*table {
-	v, path, ok := t.get(key, optional)
-	if !ok {
-		return nil
-	}
-	list, isList := v.([]any)
-	if !isList {
-		t.d.add(path, "must be an array of tables ([["+key+"]]), not "+kindOf(v))
-		return nil
-	}
-	out := make([]*table, len(list))
-	for i, e := range list {
-		out[i] = t.d.table(indexKey(path, i), e)
-	}
-	return out
 }
 
 // config decodes the whole document. The result holds every value that
@@ -322,263 +220,311 @@ func (d *decoder) config(doc map[string]any) *Config {
 			MaxEntries: DefaultMaxMetadataEntries, MaxBytes: DefaultMaxMetadataBytes},
 		Scheduler: Scheduler{MaxWait: DefaultMaxWait, LowerClassAfter: DefaultLowerClassAfter, Fairness: DefaultFairness},
 	}
-	root := &table{d: d, m: doc, known: map[string]bool{}}
-
-	d.node(&c.Node, root.sub("node", requiredTable))
-
-	queues := root.tables("queue_classes")
-	if len(queues) > MaxQueueClasses {
+	if list, ok := doc["queue_classes"].([]any); ok && len(list) > MaxQueueClasses {
 		d.add("queue_classes", "at most "+strconv.Itoa(MaxQueueClasses)+" queue classes (only the decoding of the first "+
 			strconv.Itoa(MaxQueueClasses)+" is checked)")
-		queues = queues[:MaxQueueClasses]
+		doc["queue_classes"] = list[:MaxQueueClasses]
 	}
-	for i, t := range queues {
-		c.QueueClasses = append(c.QueueClasses, d.queueClass(i, t))
-	}
-	root.sub("cell_classes", optional).each(func(name, path string, v any) {
-		class, err := catalog.ParseCellClass(name)
-		if err != nil {
-			d.add(path, err.Error())
-			return
-		}
-		c.CellClasses[class] = d.cellClass(d.table(path, v))
-	})
-	root.sub("trust_classes", optional).each(func(name, path string, v any) {
-		c.TrustClasses[catalog.TrustClass(name)] = d.trustClass(d.table(path, v))
-	})
-	root.sub("tenants", optional).each(func(name, path string, v any) {
-		c.Tenants[catalog.TenantID(name)] = d.tenant(d.table(path, v))
-	})
-	for _, t := range root.tables("principals") {
-		c.Principals = append(c.Principals, d.principal(t))
-	}
-
-	if t := root.sub("overload", optional); t != nil {
-		o := &c.Overload
-		t.setFloat(&o.CPUThreshold, "cpu_threshold", optional)
-		t.setFloat(&o.MemoryThreshold, "memory_threshold", optional)
-		t.setDuration(&o.MaxObservationAge, "max_observation_age", optional)
-		t.setDuration(&o.SampleInterval, "sample_interval", optional)
-		t.finish()
-	}
-	if t := root.sub("deadline", optional); t != nil {
-		dl := &c.Deadline
-		t.setDuration(&dl.EstimatedServiceTime, "estimated_service_time", optional)
-		t.setDuration(&dl.MinimumExecutionTime, "minimum_execution_time", optional)
-		t.setDuration(&dl.SafetyMargin, "safety_margin", optional)
-		t.finish()
-	}
-	if t := root.sub("metadata", optional); t != nil {
-		m := &c.Metadata
-		t.setInt(&m.MaxIdentifierBytes, "maximum_identifier_bytes", optional)
-		t.setInt(&m.MaxEntries, "maximum_metadata_entries", optional)
-		t.setInt(&m.MaxBytes, "maximum_metadata_bytes", optional)
-		t.finish()
-	}
-	if t := root.sub("scheduler", optional); t != nil {
-		s := &c.Scheduler
-		t.setDuration(&s.MaxWait, "max_wait", optional)
-		t.setInt(&s.LowerClassAfter, "lower_class_after", optional)
-		t.setString(&s.Fairness, "fairness", optional)
-		t.finish()
-	}
-	d.deployLimits(&c.DeployLimits, root.sub("deploy_limits", optional))
-	d.catalogLimits(&c.Catalog, root.sub("catalog", optional))
-	d.ingress(&c.Ingress, root.sub("ingress", optional))
-	root.finish()
+	d.table("", doc, reflect.ValueOf(c).Elem())
 	return c
 }
 
-func (d *decoder) node(n *Node, t *table) {
-	t.setString(&n.Listen, "listen", optional)
-	t.setString(&n.DataDir, "data_dir", optional)
-	t.setString(&n.Architecture, "architecture", optional)
-	t.setString(&n.Region, "region", optional)
-	t.setString(&n.Zone, "zone", optional)
-	out := uint64(n.MaxOutputBytes)
-	t.setSize(&out, "max_output_bytes", optional)
-	n.MaxOutputBytes = int(min(out, maxOutputBytes+1)) // validation names the excess
-	t.setDuration(&n.ShutdownGrace, "shutdown_grace", optional)
-	t.setInt(&n.MaxConnections, "max_connections", optional)
-	t.setInt(&n.MaxConnectionsPerAddress, "max_connections_per_address", optional)
-	t.setInt(&n.CompileConcurrency, "compile_concurrency", optional)
-	t.setInt(&n.MaxRunningGuests, "max_running_guests", optional)
-	t.setSize(&n.MaxCompiledBytes, "max_compiled_bytes", optional)
-
-	b := t.sub("budget_ceiling", requiredTable)
-	b.setUint64(&n.BudgetCeiling.CPUFuel, "cpu_fuel", required)
-	b.setSize(&n.BudgetCeiling.MemoryBytes, "memory_bytes", required)
-	b.setDuration(&n.BudgetCeiling.WallTime, "wall_time", required)
-	b.finish()
-
-	tenantLimits(&n.Limits, t.sub("limits", requiredTable))
-	t.finish()
-}
-
-func limits(l *admission.Limits, t *table) {
-	t.setUint64(&l.MaxLiveActivations, "max_live_activations", requiredLimit)
-	t.setUint64(&l.MaxQueued, "max_queued", requiredLimit)
-	t.setUint64(&l.MaxReservedFuel, "max_reserved_fuel", requiredLimit)
-	t.setSize(&l.MaxReservedMemory, "max_reserved_memory", requiredLimit)
-}
-
-func tenantLimits(l *admission.TenantLimits, t *table) {
-	limits(&l.Limits, t)
-	t.setSize(&l.MaxPayloadBytes, "max_payload_bytes", requiredLimit)
-	t.setUint32(&l.MaxPriority, "max_priority", requiredLimit)
-	t.finish()
-}
-
-func (d *decoder) queueClass(i int, t *table) QueueClass {
-	q := QueueClass{MinPriority: sentinelPriority + uint32(i), MaxPriority: sentinelPriority + uint32(i)}
-	if t == nil {
-		return q
-	}
-	t.setString(&q.Name, "name", required)
-	if v, path, ok := t.get("priorities", required); ok {
-		if r, ok := d.priorities(path, v); ok {
-			q.MinPriority, q.MaxPriority = r[0], r[1]
+// table decodes the table m at path into the struct dst and reports the
+// keys of m that dst has no field for.
+func (d *decoder) table(path string, m map[string]any, dst reflect.Value) {
+	known := map[string]bool{}
+	for _, k := range schema[dst.Type()] {
+		known[k.name] = true
+		p := childKey(path, k.name)
+		v, ok := m[k.name]
+		fv := dst.FieldByName(k.field)
+		switch {
+		case !ok:
+			if msg := k.missing(fv.Kind() == reflect.Struct); msg != "" {
+				d.add(p, msg)
+			}
+		case k.opts&byHook != 0:
+			dst.Addr().Interface().(keyDecoder).decodeKey(d, p, v)
+		default:
+			d.value(p, v, k, fv)
 		}
 	}
-	t.setUint64(&q.MaxQueued, "max_queued", "missing required key: the class's queue limit (0 grants no capacity)")
-	t.setUint32(&q.ReservedCells, "reserved_cells", optional)
-	t.finish()
-	return q
+	if a, ok := dst.Addr().Interface().(afterDecoder); ok {
+		a.afterDecode(m)
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if known[k] {
+			continue
+		}
+		msg := "unknown key"
+		if h, ok := hints[dst.Type()][k]; ok {
+			msg += " (" + h + ")"
+		} else if s := suggest(k, known); s != "" {
+			msg += " (did you mean " + s + "?)"
+		}
+		d.add(childKey(path, k), msg)
+	}
 }
 
-// priorities decodes `priorities = [first, last]`.
-func (d *decoder) priorities(path string, v any) ([2]uint32, bool) {
+// asTable returns v as a table, or reports that it is not one.
+func (d *decoder) asTable(path string, v any) (map[string]any, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		d.add(path, "must be a table, not "+kindOf(v))
+	}
+	return m, ok
+}
+
+// element returns a new element of type t, with its defaults (defaulter),
+// decoded from v when v is a table.
+func (d *decoder) element(path string, i int, v any, t reflect.Type) reflect.Value {
+	el := reflect.New(t).Elem()
+	if def, ok := el.Addr().Interface().(defaulter); ok {
+		def.setDefaults(i)
+	}
+	if m, ok := d.asTable(path, v); ok {
+		d.table(path, m, el)
+	}
+	return el
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// value decodes v, the value of key k at path, into dst. A value with a
+// problem leaves dst as it was.
+func (d *decoder) value(path string, v any, k key, dst reflect.Value) {
+	t := dst.Type()
+	switch {
+	case k.opts&asSize != 0:
+		d.size(path, v, dst)
+	case t == durationType:
+		s, isStr := v.(string)
+		if !isStr {
+			d.add(path, `must be a duration string such as "2s" or "150ms", not `+kindOf(v))
+			return
+		}
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			d.add(path, `invalid duration: want a Go duration string such as "2s" or "150ms"`)
+			return
+		}
+		dst.SetInt(int64(dur))
+	case k.opts&asSet != 0 || t.Kind() == reflect.Slice && t.Elem().Kind() != reflect.Struct:
+		d.strings(path, v, k, dst)
+	case parsers[t] != nil || t.Kind() == reflect.String:
+		s, isStr := v.(string)
+		if !isStr {
+			d.add(path, "must be a string, not "+kindOf(v))
+		} else if x, ok := d.parse(path, s, t); ok {
+			dst.Set(x)
+		}
+	case t.Kind() == reflect.Struct:
+		if m, ok := d.asTable(path, v); ok {
+			d.table(path, m, dst)
+		}
+	case t.Kind() == reflect.Slice: // an array of tables
+		list, isList := v.([]any)
+		if !isList {
+			d.add(path, "must be an array of tables ([["+k.name+"]]), not "+kindOf(v))
+			return
+		}
+		out := reflect.Zero(t)
+		for i, e := range list {
+			out = reflect.Append(out, d.element(indexKey(path, i), i, e, t.Elem()))
+		}
+		dst.Set(out)
+	case t.Kind() == reflect.Map: // a table of named tables
+		m, ok := d.asTable(path, v)
+		if !ok {
+			return
+		}
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			p := childKey(path, name)
+			if k, ok := d.parse(p, name, t.Key()); ok {
+				dst.SetMapIndex(k, d.element(p, 0, m[name], t.Elem()))
+			}
+		}
+	case t.Kind() == reflect.Float64:
+		switch x := v.(type) {
+		case float64:
+			dst.SetFloat(x)
+		case int64:
+			dst.SetFloat(float64(x))
+		default:
+			d.add(path, "must be a number, not "+kindOf(v))
+		}
+	case t.Kind() == reflect.Int:
+		if n, ok := d.integer(path, v, math.MaxInt32); ok {
+			dst.SetInt(int64(n))
+		}
+	case t.Kind() == reflect.Uint32:
+		if n, ok := d.integer(path, v, math.MaxUint32); ok {
+			dst.SetUint(n)
+		}
+	case t.Kind() == reflect.Uint64:
+		if n, ok := d.integer(path, v, math.MaxInt64); ok {
+			dst.SetUint(n)
+		}
+	default:
+		panic(errors.AssertionFailedf("config: %s: no decoding for %s", path, t))
+	}
+}
+
+// parse converts the string s into a value of type t: through parsers, or
+// as is for a type of kind string.
+func (d *decoder) parse(path, s string, t reflect.Type) (reflect.Value, bool) {
+	p, ok := parsers[t]
+	if !ok {
+		return reflect.ValueOf(s).Convert(t), true
+	}
+	x, err := p(s)
+	if err != nil {
+		d.add(path, err.Error())
+		return reflect.Value{}, false
+	}
+	return reflect.ValueOf(x), true
+}
+
+// strings decodes an array of strings into a slice, or into a set (asSet)
+// as the OR of its elements. Elements with a problem are left out; an
+// optional array with an element that is not a string keeps its default,
+// and its strings are not parsed.
+func (d *decoder) strings(path string, v any, k key, dst reflect.Value) {
+	list, isList := v.([]any)
+	if !isList {
+		d.add(path, "must be an array of strings, not "+kindOf(v))
+		return
+	}
+	var strs, paths []string
+	for i, e := range list {
+		if s, isStr := e.(string); isStr {
+			strs, paths = append(strs, s), append(paths, indexKey(path, i))
+		} else {
+			d.add(indexKey(path, i), "must be a string, not "+kindOf(e))
+		}
+	}
+	if len(strs) < len(list) && k.missing(false) == "" {
+		return
+	}
+	t, elem := dst.Type(), dst.Type()
+	out := reflect.New(t).Elem()
+	if k.opts&asSet == 0 {
+		elem, out = t.Elem(), reflect.MakeSlice(t, 0, len(strs))
+	}
+	for i, s := range strs {
+		switch x, ok := d.parse(paths[i], s, elem); {
+		case !ok:
+		case k.opts&asSet != 0:
+			out.SetUint(out.Uint() | x.Uint())
+		default:
+			out = reflect.Append(out, x)
+		}
+	}
+	dst.Set(out)
+}
+
+// size decodes a size: an integer of bytes or a string such as "64MiB". An
+// int field saturates at math.MaxInt32 (validation names the excess).
+func (d *decoder) size(path string, v any, dst reflect.Value) {
+	var n uint64
+	switch s := v.(type) {
+	case int64:
+		if s < 0 {
+			d.add(path, "must not be negative")
+			return
+		}
+		n = uint64(s)
+	case string:
+		b, err := catalog.ParseByteSize(s)
+		if err != nil {
+			d.add(path, "invalid size: "+err.Error())
+			return
+		}
+		n = uint64(b)
+	default:
+		d.add(path, `must be a size: an integer of bytes or a string such as "64MiB", not `+kindOf(v))
+		return
+	}
+	if dst.Kind() == reflect.Int {
+		dst.SetInt(int64(min(n, math.MaxInt32)))
+		return
+	}
+	dst.SetUint(n)
+}
+
+// integer decodes a non-negative integer of at most limit.
+func (d *decoder) integer(path string, v any, limit uint64) (uint64, bool) {
+	n, isInt := v.(int64)
+	switch {
+	case !isInt:
+		d.add(path, "must be an integer, not "+kindOf(v))
+	case n < 0:
+		d.add(path, "must not be negative")
+	case uint64(n) > limit:
+		d.add(path, "must be at most "+strconv.FormatUint(limit, 10))
+	default:
+		return uint64(n), true
+	}
+	return 0, false
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	}
+	return "a date or time"
+}
+
+// The hand-written parts.
+
+func (q *QueueClass) setDefaults(i int) {
+	q.MinPriority = sentinelPriority + uint32(i)
+	q.MaxPriority = q.MinPriority
+}
+
+// decodeKey decodes `priorities = [first, last]`.
+func (q *QueueClass) decodeKey(d *decoder, path string, v any) {
 	list, ok := v.([]any)
 	if !ok || len(list) != 2 {
 		d.add(path, "must be [first, last]: two priorities, the inclusive range of the class")
-		return [2]uint32{}, false
+		return
 	}
 	var r [2]uint32
 	for i, e := range list {
 		n, ok := d.integer(indexKey(path, i), e, math.MaxUint32)
 		if !ok {
-			return r, false
+			return
 		}
 		r[i] = uint32(n)
 	}
-	return r, true
+	q.MinPriority, q.MaxPriority = r[0], r[1]
 }
 
-func (d *decoder) cellClass(t *table) CellClass {
-	cc := CellClass{Threading: []catalog.Threading{catalog.ThreadingSingle}, Features: DefaultFeatures}
-	t.setSize(&cc.MemoryBytes, "memory", required)
-	t.setInt(&cc.Parallelism, "parallelism", required)
-	if names, paths, ok := t.strings("threading", optional); ok {
-		cc.Threading = []catalog.Threading{}
-		for i, n := range names {
-			th, err := catalog.ParseThreading(n)
-			if err != nil {
-				d.add(paths[i], err.Error())
-				continue
-			}
-			cc.Threading = append(cc.Threading, th)
-		}
-	}
-	if names, paths, ok := t.strings("features", optional); ok {
-		cc.Features = 0
-		for i, n := range names {
-			f, err := catalog.ParseFeature(n)
-			if err != nil {
-				d.add(paths[i], err.Error())
-				continue
-			}
-			cc.Features |= catalog.FeatureSetOf(f)
-		}
-	}
-	t.setDuration(&cc.TargetServiceTime, "target_service_time", optional)
-	t.finish()
-	return cc
+func (c *CellClass) setDefaults(int) {
+	c.Threading = []catalog.Threading{catalog.ThreadingSingle}
+	c.Features = DefaultFeatures
 }
 
-// cellClasses decodes a required list of cell class names.
-func (d *decoder) cellClasses(t *table) []catalog.CellClass {
-	names, paths, _ := t.strings("cell_classes", required)
-	out := []catalog.CellClass{}
-	for i, n := range names {
-		c, err := catalog.ParseCellClass(n)
-		if err != nil {
-			d.add(paths[i], err.Error())
-			continue
-		}
-		out = append(out, c)
+// afterDecode lowers the defaults of the per-tenant and per-principal bytes
+// the table leaves out to the bound above them.
+func (p *IngressPool) afterDecode(m map[string]any) {
+	if _, set := m["bytes_per_tenant"]; !set {
+		p.BytesPerTenant = min(p.BytesPerTenant, p.Bytes)
 	}
-	return out
-}
-
-func (d *decoder) trustClass(t *table) TrustClass {
-	var tc TrustClass
-	tc.CellClasses = d.cellClasses(t)
-	if l := t.sub("limits", requiredTable); l != nil {
-		limits(&tc.Limits, l)
-		l.hints = map[string]string{
-			"max_payload_bytes": "payload and priority ceilings exist only in node and tenant limits",
-			"max_priority":      "payload and priority ceilings exist only in node and tenant limits",
-		}
-		l.finish()
+	if _, set := m["bytes_per_principal"]; !set {
+		p.BytesPerPrincipal = min(p.BytesPerPrincipal, p.BytesPerTenant)
 	}
-	t.finish()
-	return tc
-}
-
-func (d *decoder) tenant(t *table) Tenant {
-	var tn Tenant
-	names, _, _ := t.strings("trust_classes", required)
-	tn.TrustClasses = []catalog.TrustClass{}
-	for _, n := range names {
-		tn.TrustClasses = append(tn.TrustClasses, catalog.TrustClass(n))
-	}
-	tn.CellClasses = d.cellClasses(t)
-	tn.Subjects, _, _ = t.strings("subjects", required)
-	tn.Subjects = append([]string{}, tn.Subjects...)
-	kinds, paths, _ := t.strings("kinds", required)
-	tn.Kinds = []admission.PrincipalKind{}
-	for i, k := range kinds {
-		kind, err := parseKind(k)
-		if err != nil {
-			d.add(paths[i], err.Error())
-			continue
-		}
-		tn.Kinds = append(tn.Kinds, kind)
-	}
-	tenantLimits(&tn.Limits, t.sub("limits", requiredTable))
-	t.finish()
-	return tn
-}
-
-func (d *decoder) principal(t *table) Principal {
-	var p Principal
-	t.setString(&p.Subject, "subject", required)
-	if v, path, ok := t.get("kind", required); ok {
-		if s, isStr := v.(string); !isStr {
-			d.add(path, "must be a string, not "+kindOf(v))
-		} else if k, err := parseKind(s); err != nil {
-			d.add(path, err.Error())
-		} else {
-			p.Kind = k
-		}
-	}
-	var tenant string
-	t.setString(&tenant, "tenant", required)
-	p.Tenant = catalog.TenantID(tenant)
-	t.setString(&p.ServiceIdentity, "service_identity", optional)
-	roles, paths, _ := t.strings("roles", required)
-	for i, r := range roles {
-		role, err := ParseRole(r)
-		if err != nil {
-			d.add(paths[i], err.Error())
-			continue
-		}
-		p.Roles |= role
-	}
-	keys, _, _ := t.strings("api_keys", required)
-	p.APIKeys = append([]string{}, keys...)
-	t.finish()
-	return p
 }
 
 func parseKind(s string) (admission.PrincipalKind, error) {

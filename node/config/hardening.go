@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -20,32 +21,19 @@ type DeployLimits = runner.Limits
 var DefaultDeployLimits = runner.DefaultLimits()
 
 type limitKey struct {
-	key  string
-	dst  *uint64
-	size bool
+	key string
+	dst *uint64
 }
 
-// deployLimitKeys lists the [deploy_limits] keys with their fields, in the
-// order the reference documents them.
+// deployLimitKeys lists the [deploy_limits] keys (schema) with their
+// fields.
 func deployLimitKeys(l *DeployLimits) []limitKey {
-	return []limitKey{
-		{"module_bytes", &l.ModuleBytes, true},
-		{"functions", &l.Functions, false},
-		{"function_locals", &l.FunctionLocals, false},
-		{"total_locals", &l.TotalLocals, false},
-		{"function_body_bytes", &l.FunctionBodyBytes, true},
-		{"code_bytes", &l.CodeBytes, true},
-		{"nesting_depth", &l.NestingDepth, false},
-		{"data_bytes", &l.DataBytes, true},
-		{"imports", &l.Imports, false},
-		{"exports", &l.Exports, false},
-		{"tables", &l.Tables, false},
-		{"table_elements", &l.TableElements, false},
-		{"globals", &l.Globals, false},
-		{"types", &l.Types, false},
-		{"type_params", &l.TypeParams, false},
-		{"loop_local_work", &l.LoopLocalWork, false},
+	v := reflect.ValueOf(l).Elem()
+	var out []limitKey
+	for _, k := range schema[v.Type()] {
+		out = append(out, limitKey{k.name, v.FieldByName(k.field).Addr().Interface().(*uint64)})
 	}
+	return out
 }
 
 // CatalogLimits is the [catalog] table: how much of the deployment catalog
@@ -89,33 +77,6 @@ const (
 	DefaultMaxCompiledBytes         = runner.DefaultMaxCompiledBytes
 	maxCompileConcurrency           = 64
 )
-
-func (d *decoder) deployLimits(l *DeployLimits, t *table) {
-	if t == nil {
-		return
-	}
-	for _, k := range deployLimitKeys(l) {
-		if k.size {
-			t.setSize(k.dst, k.key, optional)
-		} else {
-			t.setUint64(k.dst, k.key, optional)
-		}
-	}
-	t.finish()
-}
-
-func (d *decoder) catalogLimits(c *CatalogLimits, t *table) {
-	if t == nil {
-		return
-	}
-	t.setUint64(&c.MaxServices, "max_services", optional)
-	t.setUint64(&c.MaxServicesPerTenant, "max_services_per_tenant", optional)
-	t.setUint64(&c.MaxArtifactsPerTenant, "max_artifacts_per_tenant", optional)
-	t.setSize(&c.MaxArtifactBytesPerTenant, "max_artifact_bytes_per_tenant", optional)
-	t.setSize(&c.MaxDeployedBytesPerTenant, "max_deployed_bytes_per_tenant", optional)
-	t.setDuration(&c.ArtifactGrace, "artifact_grace", optional)
-	t.finish()
-}
 
 func (c *Config) checkHardening(v *checker) {
 	for _, k := range deployLimitKeys(&c.DeployLimits) {
@@ -204,35 +165,6 @@ var DefaultIngress = Ingress{
 		BytesPerTenant: 512 << 20, BytesPerPrincipal: 256 << 20},
 	Control: IngressPool{Slots: 32, Bytes: 512 << 20, PerTenant: 8, PerPrincipal: 4,
 		BytesPerTenant: 256 << 20, BytesPerPrincipal: 128 << 20},
-}
-
-func (d *decoder) ingress(in *Ingress, t *table) {
-	if t == nil {
-		return
-	}
-	for _, pool := range []struct {
-		key string
-		p   *IngressPool
-	}{{"data", &in.Data}, {"control", &in.Control}} {
-		pt := t.sub(pool.key, optional)
-		if pt == nil {
-			continue
-		}
-		pt.setInt(&pool.p.Slots, "slots", optional)
-		pt.setSize(&pool.p.Bytes, "bytes", optional)
-		pt.setInt(&pool.p.PerTenant, "per_tenant", optional)
-		pt.setInt(&pool.p.PerPrincipal, "per_principal", optional)
-		pt.setSize(&pool.p.BytesPerTenant, "bytes_per_tenant", optional)
-		pt.setSize(&pool.p.BytesPerPrincipal, "bytes_per_principal", optional)
-		if _, set := pt.m["bytes_per_tenant"]; !set {
-			pool.p.BytesPerTenant = min(pool.p.BytesPerTenant, pool.p.Bytes)
-		}
-		if _, set := pt.m["bytes_per_principal"]; !set {
-			pool.p.BytesPerPrincipal = min(pool.p.BytesPerPrincipal, pool.p.BytesPerTenant)
-		}
-		pt.finish()
-	}
-	t.finish()
 }
 
 // ingressLargest returns the largest modeled bytes of one request of each
