@@ -41,7 +41,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 	n.deploy(t, "alice", "acme", "partner", rev{guest: "echo", trust: "partner"})
 	n.deploy(t, "alice", "acme", "big", rev{guest: "echo", memory: "32MiB"})
 	n.deploy(t, "alice", "acme", "huge", rev{guest: "echo", memory: "128MiB"})
-	n.deploy(t, "alice", "acme", "shared", rev{guest: "echo", threading: "shared"})
+	n.deploy(t, "alice", "acme", "threaded", rev{guest: "echo", threading: "shared"})
 	n.deploy(t, "alice", "acme", "elsewhere", rev{guest: "echo", placement: map[string]any{"architectures": []string{otherArch()}}})
 	n.deploy(t, "alice", "acme", "mars", rev{guest: "echo", placement: map[string]any{"regions": []string{"mars"}}})
 
@@ -134,7 +134,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, "revision-not-available"},
 			{"unknown service", "alice", "acme/nope/run", "", nil, 404, "revision-not-available"},
 			{"no compatible cell", "alice", "acme/huge/run", "", nil, 422, "no-compatible-cell"},
-			{"threading unsupported", "alice", "acme/shared/run", "", nil, 422, "unsupported-execution-requirement"},
+			{"threading unsupported", "alice", "acme/threaded/run", "", nil, 422, "unsupported-execution-requirement"},
 			{"architecture", "alice", "acme/elsewhere/run", "", nil, 422, "placement-not-compatible"},
 			{"region", "alice", "acme/mars/run", "", nil, 422, "placement-not-compatible"},
 			{"payload over node cap", "alice", "acme/echo/run", big, nil, 413, "payload-too-large"},
