@@ -1,6 +1,10 @@
 package hostilewasm
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/latent-node/latent-node/catalog"
+)
 
 // Opcodes the generators emit.
 const (
@@ -30,7 +34,7 @@ const (
 const WASIModule = "wasi_snapshot_preview1"
 
 // PageSize is the WebAssembly page size in bytes.
-const PageSize = 65536
+const PageSize = catalog.WasmPageBytes
 
 var voidType = FuncType{}
 
