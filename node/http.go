@@ -39,6 +39,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("PUT /v1/artifacts/{digest}", n.governed(ctl, module, auth.Deploy, n.handleArtifact))
 	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", n.governed(ctl, manifest, auth.Deploy, n.handleDeploy))
 	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleGetDeployment))
+	mux.HandleFunc("GET /v1/deployments/{tenant}", n.governed(ctl, none, auth.Deploy, n.handleListDeployments))
 	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleDelete))
 	mux.HandleFunc("GET /v1/admission", n.governed(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
@@ -52,7 +53,7 @@ func (n *Node) Handler() http.Handler {
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
 	for _, path := range []string{"/v1/invoke/{tenant}/{service}/{route}", "/v1/artifacts/{digest}",
-		"/v1/deployments/{tenant}/{service}", "/v1/admission", "/v1/admin/admission", "/healthz", "/readyz", "/metrics"} {
+		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
