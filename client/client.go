@@ -1,5 +1,6 @@
 // Package client is a small Go client for a latent-node's HTTP API: invoke a
-// route, upload modules and activate a release, read admission usage. It
+// route, upload modules and activate a release, read, list and delete
+// deployments, read admission usage. It
 // honours Retry-After on retryable refusals, with jitter and a bounded retry
 // budget, and returns refusals as *Problem values.
 //
@@ -16,6 +17,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -51,7 +53,13 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 // WithRetry replaces the retry policy.
 func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
 
-// New returns a client for the node at baseURL authenticating with key.
+// ErrNoKey is returned by every call of a client made without an API key:
+// every endpoint it calls needs one, and the node would answer 401.
+var ErrNoKey = errors.New("client: no API key: pass the key (lk_…) to client.New")
+
+// New returns a client for the node at baseURL authenticating with key. An
+// empty key is accepted here; every call then returns ErrNoKey without
+// sending anything.
 func New(baseURL, key string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -94,6 +102,10 @@ type Problem struct {
 	Stderr    string `json:"stderr,omitempty"`
 	// RetryAfter is the node's Retry-After, when it sent one.
 	RetryAfter time.Duration `json:"-"`
+	// Header is the answer's header (for an executed activation it holds
+	// Latent-Activation-Id, Latent-Revision, Latent-Outcome and the usage
+	// headers).
+	Header http.Header `json:"-"`
 }
 
 func (p *Problem) Error() string {
@@ -129,6 +141,8 @@ type InvokeOptions struct {
 
 // Result is a successful invocation.
 type Result struct {
+	Status       int         // the HTTP status (200)
+	Header       http.Header // the answer's header, for whatever the fields below leave out
 	Output       []byte
 	ActivationID string
 	Revision     string
@@ -150,7 +164,7 @@ func (c *Client) Invoke(ctx context.Context, tenant, service, route string, inpu
 		return nil, err
 	}
 	h := resp.Header
-	r := &Result{Output: body, ActivationID: h.Get("Latent-Activation-Id"), Revision: h.Get("Latent-Revision"),
+	r := &Result{Status: resp.StatusCode, Header: h, Output: body, ActivationID: h.Get("Latent-Activation-Id"), Revision: h.Get("Latent-Revision"),
 		Outcome: h.Get("Latent-Outcome"), CellClass: h.Get("Latent-Cell-Class")}
 	r.FuelUsed, _ = strconv.ParseUint(h.Get("Latent-Fuel-Used"), 10, 64)
 	r.MemoryPeak, _ = strconv.ParseUint(h.Get("Latent-Memory-Peak-Bytes"), 10, 64)
@@ -210,14 +224,55 @@ func (c *Client) UploadArtifact(ctx context.Context, module []byte) (string, err
 	return d, err
 }
 
-// Deployment is the answer to a release activation.
+// Deployment is the active release of a service: the answer to a release
+// activation, and one entry of ListDeployments.
 type Deployment struct {
-	Release    string `json:"release"`
-	Generation uint64 `json:"generation"`
-	Revisions  []struct {
-		Name string `json:"name"`
-		ID   string `json:"id"`
-	} `json:"revisions"`
+	Tenant     string        `json:"tenant"`
+	Service    string        `json:"service"`
+	Release    string        `json:"release"`
+	Generation uint64        `json:"generation"`
+	Revisions  []RevisionRef `json:"revisions"`
+}
+
+// RevisionRef names a revision of a deployed release.
+type RevisionRef struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+}
+
+// ServiceDeployment is a service's active release with its manifest
+// (GetDeployment).
+type ServiceDeployment struct {
+	Deployment
+	// Routes are the manifest's routes.
+	Routes []Route
+	// Manifest is the release manifest as the node holds it (JSON).
+	Manifest json.RawMessage
+}
+
+// Route is one route of a release manifest.
+type Route struct {
+	Name     string        `json:"name"`
+	Function string        `json:"function,omitempty"` // empty: the module's _start
+	Targets  []RouteTarget `json:"targets"`
+}
+
+// RouteTarget is one weighted target of a route.
+type RouteTarget struct {
+	Revision string `json:"revision"`
+	Weight   int64  `json:"weight"`
+}
+
+// ServiceList is a tenant's deployed services (ListDeployments).
+type ServiceList struct {
+	Tenant string `json:"tenant"`
+	// Generation is the catalog generation the list was read at.
+	Generation uint64       `json:"generation"`
+	Services   []Deployment `json:"services"`
+}
+
+func deploymentPath(tenant, service string) string {
+	return "/v1/deployments/" + url.PathEscape(tenant) + "/" + url.PathEscape(service)
 }
 
 // Deploy activates a release manifest (the JSON form, artifacts by digest).
@@ -226,8 +281,7 @@ func (c *Client) Deploy(ctx context.Context, tenant, service string, manifest an
 	if err != nil {
 		return nil, fmt.Errorf("client: encode manifest: %w", err)
 	}
-	_, body, err := c.do(ctx, http.MethodPut, "/v1/deployments/"+url.PathEscape(tenant)+"/"+url.PathEscape(service),
-		"application/json", data, nil)
+	_, body, err := c.do(ctx, http.MethodPut, deploymentPath(tenant, service), "application/json", data, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +290,61 @@ func (c *Client) Deploy(ctx context.Context, tenant, service string, manifest an
 		return nil, fmt.Errorf("client: decode deployment: %w", err)
 	}
 	return &d, nil
+}
+
+// GetDeployment returns the active release of tenant/service with its
+// routes and manifest. A service without one is a *Problem (404).
+func (c *Client) GetDeployment(ctx context.Context, tenant, service string) (*ServiceDeployment, error) {
+	_, body, err := c.do(ctx, http.MethodGet, deploymentPath(tenant, service), "", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var raw struct {
+		Deployment
+		Manifest json.RawMessage `json:"manifest"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, fmt.Errorf("client: decode deployment: %w", err)
+	}
+	var m struct {
+		Routes []Route `json:"routes"`
+	}
+	if len(raw.Manifest) > 0 {
+		if err := json.Unmarshal(raw.Manifest, &m); err != nil {
+			return nil, fmt.Errorf("client: decode manifest: %w", err)
+		}
+	}
+	return &ServiceDeployment{Deployment: raw.Deployment, Routes: m.Routes, Manifest: raw.Manifest}, nil
+}
+
+// ListDeployments returns tenant's deployed services, ordered by name (the
+// key's principal may list its own tenant only).
+func (c *Client) ListDeployments(ctx context.Context, tenant string) (*ServiceList, error) {
+	_, body, err := c.do(ctx, http.MethodGet, "/v1/deployments/"+url.PathEscape(tenant), "", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var l ServiceList
+	if err := json.Unmarshal(body, &l); err != nil {
+		return nil, fmt.Errorf("client: decode service list: %w", err)
+	}
+	return &l, nil
+}
+
+// DeleteDeployment removes tenant/service and returns the catalog
+// generation of the deletion. A service without a release is a *Problem (404).
+func (c *Client) DeleteDeployment(ctx context.Context, tenant, service string) (uint64, error) {
+	_, body, err := c.do(ctx, http.MethodDelete, deploymentPath(tenant, service), "", nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	var d struct {
+		Generation uint64 `json:"generation"`
+	}
+	if err := json.Unmarshal(body, &d); err != nil {
+		return 0, fmt.Errorf("client: decode deletion: %w", err)
+	}
+	return d.Generation, nil
 }
 
 // Admission returns the caller's own tenant usage (GET /v1/admission) as raw JSON.
@@ -249,6 +358,9 @@ const maxResponseBytes = 64 << 20
 
 // do sends one request, retrying retryable refusals within the budget.
 func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte, headers func(http.Header)) (*http.Response, []byte, error) {
+	if c.key == "" {
+		return nil, nil, ErrNoKey
+	}
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, c.base.String()+path, bytes.NewReader(body))
 		if err != nil {
@@ -257,9 +369,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		if contentType != "" {
 			req.Header.Set("Content-Type", contentType)
 		}
-		if c.key != "" {
-			req.Header.Set("Authorization", "Bearer "+c.key)
-		}
+		req.Header.Set("Authorization", "Bearer "+c.key)
 		if headers != nil {
 			headers(req.Header)
 		}
@@ -275,7 +385,7 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, data, nil
 		}
-		p := &Problem{Status: resp.StatusCode}
+		p := &Problem{Status: resp.StatusCode, Header: resp.Header}
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json") {
 			_ = json.Unmarshal(data, p)
 			p.Status = resp.StatusCode

@@ -40,7 +40,8 @@ func TestInvoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.Output) != "echo:in" || res.FuelUsed != 42 || res.QueueWait != 3*time.Millisecond || res.ActivationID != "a1" {
+	if string(res.Output) != "echo:in" || res.FuelUsed != 42 || res.QueueWait != 3*time.Millisecond || res.ActivationID != "a1" ||
+		res.Status != 200 || res.Header.Get("Latent-Execution-Ms") != "7" {
 		t.Fatalf("result %+v", res)
 	}
 	for k, want := range map[string]string{"Authorization": "Bearer lk_test", "Latent-Routing-Key": "user-1",
@@ -168,5 +169,96 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("cause lost: %v", tc.err)
 			}
 		})
+	}
+}
+
+func TestDeployments(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k" {
+			t.Errorf("authorization %q", r.Header.Get("Authorization"))
+		}
+		switch r.Method + " " + r.URL.EscapedPath() {
+		case "GET /v1/deployments/acme/images":
+			_, _ = w.Write([]byte(`{"tenant":"acme","service":"images","release":"rel1-x","generation":3,
+				"revisions":[{"name":"v1","id":"rev1-a"},{"name":"v2","id":"rev1-b"}],
+				"manifest":{"tenant":"acme","service":"images","revisions":[],
+				"routes":[{"name":"thumb","function":"thumb","targets":[{"revision":"v1","weight":9},{"revision":"v2","weight":1}]}]}}`))
+		case "GET /v1/deployments/acme":
+			_, _ = w.Write([]byte(`{"tenant":"acme","generation":4,"services":[{"tenant":"acme","service":"images",
+				"release":"rel1-x","generation":3,"revisions":[{"name":"v1","id":"rev1-a"}]}]}`))
+		case "DELETE /v1/deployments/acme/images":
+			_, _ = w.Write([]byte(`{"generation":5}`))
+		case "GET /v1/deployments/acme/a%2Fb":
+			_, _ = w.Write([]byte(`not json`))
+		default:
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"status":404,"code":"not-found","reason":"revision-not-available","retryable":false}`))
+		}
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "k")
+	ctx := context.Background()
+	t.Run("get", func(t *testing.T) {
+		d, err := c.GetDeployment(ctx, "acme", "images")
+		if err != nil || d.Service != "images" || d.Generation != 3 || len(d.Revisions) != 2 || d.Revisions[1].ID != "rev1-b" ||
+			len(d.Routes) != 1 || d.Routes[0].Function != "thumb" || d.Routes[0].Targets[0].Weight != 9 ||
+			!json.Valid(d.Manifest) {
+			t.Fatalf("get: %+v %v", d, err)
+		}
+	})
+	t.Run("list", func(t *testing.T) {
+		l, err := c.ListDeployments(ctx, "acme")
+		if err != nil || l.Tenant != "acme" || l.Generation != 4 || len(l.Services) != 1 || l.Services[0].Release != "rel1-x" {
+			t.Fatalf("list: %+v %v", l, err)
+		}
+	})
+	t.Run("delete", func(t *testing.T) {
+		if gen, err := c.DeleteDeployment(ctx, "acme", "images"); err != nil || gen != 5 {
+			t.Fatalf("delete: %d %v", gen, err)
+		}
+	})
+	t.Run("unknown service is a problem", func(t *testing.T) {
+		_, err := c.GetDeployment(ctx, "acme", "nope")
+		var p *Problem
+		if !errors.As(err, &p) || p.Status != 404 || p.Reason != "revision-not-available" || p.Header == nil {
+			t.Fatalf("get unknown: %v", err)
+		}
+		if _, err := c.DeleteDeployment(ctx, "acme", "nope"); !errors.As(err, &p) || p.Status != 404 {
+			t.Fatalf("delete unknown: %v", err)
+		}
+	})
+	t.Run("undecodable answer", func(t *testing.T) {
+		var syntax *json.SyntaxError
+		if _, err := c.GetDeployment(ctx, "acme", "a/b"); !errors.As(err, &syntax) ||
+			!strings.HasPrefix(err.Error(), "client: decode deployment: ") {
+			t.Fatalf("want a decode error, have %v", err)
+		}
+	})
+}
+
+func TestNoKey(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = w.Write([]byte(`{"generation":1}`))
+	}))
+	defer srv.Close()
+	for _, key := range []string{"", "k"} {
+		c, err := New(srv.URL, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.DeleteDeployment(context.Background(), "t", "s")
+		if key == "" {
+			if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "client.New") || calls.Load() != 0 {
+				t.Fatalf("no key: want ErrNoKey without a request, have %v after %d requests", err, calls.Load())
+			}
+			continue
+		}
+		// Negative control: with a key the request is sent.
+		if err != nil || calls.Load() != 1 {
+			t.Fatalf("with a key: %v after %d requests", err, calls.Load())
+		}
 	}
 }
