@@ -596,3 +596,27 @@ func TestAdmit_identifierBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestObligations_random: the revision's random source reaches the
+// obligations; a revision without one gets the secure default.
+func TestObligations_random(t *testing.T) {
+	h := newHarness(t, testPolicy())
+	for _, tc := range []struct {
+		service catalog.ServiceName
+		want    catalog.Randomness
+	}{
+		{"images", catalog.RandomSecure},
+		{"replay", catalog.RandomDeterministic},
+	} {
+		t.Run(string(tc.service), func(t *testing.T) {
+			p, err := h.admit(h.request("random-"+string(tc.service), "acme", tc.service))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = p.Release() }()
+			if have := p.Obligations().Random; have != tc.want {
+				t.Fatalf("obligations carry random source %s, want %s", have, tc.want)
+			}
+		})
+	}
+}

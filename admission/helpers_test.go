@@ -89,6 +89,7 @@ type service struct {
 	ceiling    catalog.ManifestCeiling
 	placement  *catalog.ManifestPlacement
 	attributes map[string]string
+	random     string
 }
 
 // testServices are deployed by newHarness; each has one route "run".
@@ -112,6 +113,8 @@ var testServices = []service{
 	{tenant: "acme", name: "capsule", module: "small-capsule", trust: "untrusted",
 		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "labelled", module: "plain", trust: "untrusted", attributes: map[string]string{"team": "media", "tier": "gold"},
+		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "replay", module: "plain", trust: "untrusted", random: "deterministic",
 		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
 	{tenant: "beta", name: "pool", module: "plain", trust: "trusted",
 		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 800 * mib, WallTime: catalog.Duration(2 * time.Second)}},
@@ -186,7 +189,7 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 		}
 		ceiling := s.ceiling
 		m := catalog.Manifest{Tenant: s.tenant, Service: s.name,
-			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading,
+			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading, Random: s.random,
 				Features: s.features, Ceiling: &ceiling, Placement: s.placement, Attributes: s.attributes}},
 			Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 		if _, err := cat.Deploy(ctx, m); err != nil {

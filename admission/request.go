@@ -85,4 +85,6 @@ type Obligations struct {
 	Threading      catalog.Threading
 	Features       catalog.FeatureSet
 	CallDepthLimit uint32
+	// Random is the revision's random_get source (the runner seeds it).
+	Random catalog.Randomness
 }

@@ -50,6 +50,7 @@ func TestDeploy_identities(t *testing.T) {
 		"fuel":        func(m *Manifest) { m.Revisions[1].Ceiling.CPUFuel++ },
 		"trust class": func(m *Manifest) { m.Revisions[1].TrustClass = "trusted" },
 		"feature":     func(m *Manifest) { m.Revisions[1].Features = []string{"simd"} },
+		"random":      func(m *Manifest) { m.Revisions[1].Random = "deterministic" },
 		"placement":   func(m *Manifest) { m.Revisions[1].Placement = &ManifestPlacement{Zones: []string{"z"}} },
 		"attribute":   func(m *Manifest) { m.Revisions[1].Attributes = map[string]string{"team": "x"} },
 		"artifact":    func(m *Manifest) { m.Revisions[1].Artifact = a },

@@ -6,8 +6,8 @@
 // # What it guarantees
 //
 // A release manifest names one service's revisions (each a module by its
-// sha256 digest, a trust class, a threading model, required features, a
-// deployment ceiling and optional placement restrictions) and its routes
+// sha256 digest, a trust class, a threading model, a random source, required
+// features, a deployment ceiling and optional placement restrictions) and its routes
 // (each a function and weighted targets). Deploy validates the manifest
 // (every problem names its field), inspects each module through a
 // ModuleInspector (the runner implements it; tests use a fake), derives

@@ -50,6 +50,7 @@ type ManifestRevision struct {
 	Module     string             `json:"module,omitempty"`
 	TrustClass TrustClass         `json:"trust_class"`
 	Threading  string             `json:"threading,omitempty"` // "single" (default) or "shared"
+	Random     string             `json:"random,omitempty"`    // random_get: "secure" (default) or "deterministic" (replayable)
 	Features   []string           `json:"features,omitempty"`  // required features
 	Ceiling    *ManifestCeiling   `json:"ceiling"`             // deployment ceiling, required
 	Placement  *ManifestPlacement `json:"placement,omitempty"`
@@ -175,6 +176,7 @@ type revisionSpec struct {
 	artifact   Digest
 	trustClass TrustClass
 	threading  Threading
+	random     Randomness
 	features   FeatureSet
 	ceiling    Budget
 	placement  Placement
@@ -322,6 +324,13 @@ func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
 			p.addErr(f+".threading", err)
 		}
 		rs.threading = th
+	}
+	if r.Random != "" {
+		rnd, err := ParseRandomness(r.Random)
+		if err != nil {
+			p.addErr(f+".random", err)
+		}
+		rs.random = rnd
 	}
 	if len(r.Features) > int(numFeatures) {
 		p.add(f+".features", "at most %d features", numFeatures)

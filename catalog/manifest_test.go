@@ -129,6 +129,17 @@ func TestVocabulary(t *testing.T) {
 	if CellClass(0).Valid() || CellClass(9).Valid() || CellClass(9).String() != "cell-class(9)" {
 		t.Error("invalid cell classes are not recognized")
 	}
+	for _, r := range []Randomness{RandomSecure, RandomDeterministic} {
+		if p, err := ParseRandomness(r.String()); err != nil || p != r {
+			t.Errorf("random source %v does not round-trip", r)
+		}
+	}
+	if Randomness(0) != RandomSecure {
+		t.Error("the zero random source is not secure")
+	}
+	if _, err := ParseRandomness(""); err == nil {
+		t.Error("ParseRandomness accepted an empty name")
+	}
 	all := FeatureSet(0)
 	for f := Feature(0); f < numFeatures; f++ {
 		p, err := ParseFeature(f.String())
@@ -209,6 +220,8 @@ func TestValidateManifest(t *testing.T) {
 			[]string{"revisions[0].artifact"}},
 		{"missing trust class", func(m *Manifest) { m.Revisions[0].TrustClass = "" }, []string{"revisions[0].trust_class"}},
 		{"bad threading", func(m *Manifest) { m.Revisions[0].Threading = "green" }, []string{"revisions[0].threading"}},
+		{"deterministic random", func(m *Manifest) { m.Revisions[0].Random = "deterministic" }, nil},
+		{"bad random", func(m *Manifest) { m.Revisions[1].Random = "replay" }, []string{"revisions[1].random"}},
 		{"unknown feature", func(m *Manifest) { m.Revisions[0].Features = []string{"simd", "gc"} },
 			[]string{"revisions[0].features[1]"}},
 		{"duplicate feature", func(m *Manifest) { m.Revisions[0].Features = []string{"simd", "simd"} },

@@ -29,6 +29,8 @@ type RevisionPolicy struct {
 	// declared features and the features the module uses.
 	Requirements Requirements
 	Placement    Placement
+	// Random is the source of the revision's random_get (manifest "random").
+	Random Randomness
 }
 
 // RevisionRef names a revision of a deployed release.
@@ -123,7 +125,7 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 			Capsule: Capsule{MinMemoryBytes: mod.MinMemoryBytes + mod.FixedMemoryBytes,
 				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + CallStackBytes},
 			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
-			Placement:    r.placement,
+			Placement:    r.placement, Random: r.random,
 		}
 		svc.attributes[i] = r.attributes
 		svc.byID[id] = i
@@ -150,7 +152,9 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 // the validated spec (never the JSON text), so field order, whitespace, size
 // spellings ("32MiB" or 33554432) and attribute order do not matter, and the
 // same content gives the same id on every run. The "rev1"/"rel1" prefixes
-// version the derivation; a change to it must change the prefix.
+// version the derivation; a change to it must change the prefix. (A field
+// encoded only when it is not its default, such as the random source, is no
+// change: every id derived before it existed stays the same.)
 
 type canon struct{ h hash.Hash }
 
@@ -200,6 +204,14 @@ func revisionID(s spec, r revisionSpec) RevisionID {
 	for _, a := range r.attributes {
 		c.str(a.Key)
 		c.str(a.Value)
+	}
+	// Only a non-default random source is encoded, after everything else:
+	// revisions without one keep the ids they had before the field existed
+	// (records stored then still load), and a revision that opts in gets
+	// another id than the same revision without it.
+	if r.random != RandomSecure {
+		c.str("random")
+		c.u64(uint64(r.random))
 	}
 	return RevisionID(revisionIDPrefix + c.hex())
 }

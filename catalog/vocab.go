@@ -83,6 +83,42 @@ func ParseThreading(s string) (Threading, error) {
 	return 0, errors.New(`unknown threading model (want "single" or "shared")`)
 }
 
+// Randomness is where a revision's guests get the bytes of WASI random_get.
+// The zero value is RandomSecure.
+type Randomness uint8
+
+// Random sources. Secure is the default.
+const (
+	// RandomSecure: a generator seeded from the host's cryptographic source
+	// for every activation; no two activations see the same bytes.
+	RandomSecure Randomness = iota
+	// RandomDeterministic: a generator with a seed fixed by the revision's
+	// id, so the same revision and input replay exactly. Not for secrets.
+	RandomDeterministic
+)
+
+// String returns the manifest name.
+func (r Randomness) String() string {
+	switch r {
+	case RandomSecure:
+		return "secure"
+	case RandomDeterministic:
+		return "deterministic"
+	}
+	return "random(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ParseRandomness parses a manifest name.
+func ParseRandomness(s string) (Randomness, error) {
+	switch s {
+	case "secure":
+		return RandomSecure, nil
+	case "deterministic":
+		return RandomDeterministic, nil
+	}
+	return 0, errors.New(`unknown random source (want "secure" or "deterministic")`)
+}
+
 // Feature is one WebAssembly feature beyond the MVP.
 type Feature uint8
 
