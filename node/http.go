@@ -57,7 +57,7 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
-	return n.recovered(cleanPaths(mux))
+	return n.accessLogged(n.recovered(cleanPaths(mux)))
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
@@ -144,7 +144,6 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p, err := n.auth.Authenticate(r.Header.Get("Authorization"))
 		if err != nil {
-			n.metrics.rejected(admission.CodeUnauthenticated, "unauthenticated", "principal", "")
 			api.WriteProblem(w, api.Problem{Type: "https://latent-node.dev/problems/unauthenticated", Title: "unauthenticated",
 				Status: http.StatusUnauthorized, Code: admission.CodeUnauthenticated, Reason: "unauthenticated",
 				Scope: admission.ScopePrincipal}, 0)
@@ -154,6 +153,7 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 			api.WriteProblem(w, forbidden("role-not-authorized"), 0)
 			return
 		}
+		accessOf(r.Context()).tenant = p.Tenant
 		h(w, r, p)
 	}
 }
@@ -275,7 +275,6 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	body, prob := readBounded(w, r, int64(n.cfg.Node.Limits.MaxPayloadBytes), "payload-bytes")
 	if prob != nil {
-		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
@@ -335,23 +334,19 @@ func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &qe):
 		prob := quotaExceeded(qe.Dimension)
-		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, prob, 0)
 	case errors.Is(err, catalog.ErrTenantQuota):
 		prob := quotaExceeded("")
-		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, prob, 0)
 	case isStorageFull(err):
 		n.log.Error("storage full", "err", err) // the cause names the path; the answer does not
 		prob := insufficientStorage()
-		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, prob, storageRetryAfter)
 	case errors.Is(err, runner.ErrCompiledCacheFull):
 		n.log.Warn("compiled module cache full", "err", err)
 		prob := api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "insufficient-storage",
 			admission.ScopeNode, "compiled-bytes", true)
 		prob.Detail = "the node holds as many compiled modules as it may; retry once releases are replaced or deleted"
-		n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 		api.WriteProblem(w, prob, storageRetryAfter)
 	case errors.Is(err, catalog.ErrCatalogFull):
 		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
@@ -408,6 +403,7 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	switch {
 	case err == nil:
 		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))
+		n.metrics.keepRevisions(t, s, d.Revisions)
 		writeJSON(w, http.StatusOK, d)
 	case errors.As(err, &ve):
 		// Module refusals are field problems too: they name the deploy limit
@@ -453,6 +449,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	case err != nil:
 		n.writeAnswer(w, n.internal(err))
 	default:
+		n.metrics.keepRevisions(t, s, nil)
 		writeJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
 	}
 }

@@ -201,14 +201,12 @@ func (n *Node) governed(pool *ingressPool, routeCap func() uint64, role auth.Rol
 	return func(w http.ResponseWriter, r *http.Request) {
 		t, prob := pool.reserve(modeledBytes(r.ContentLength, routeCap()))
 		if prob != nil {
-			n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 			api.WriteProblem(w, *prob, writeRetryAfter)
 			return
 		}
 		defer t.release()
 		n.authed(role, func(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 			if prob := t.bind(p.Tenant, p.Subject); prob != nil {
-				n.metrics.rejected(prob.Code, prob.Reason, prob.Scope, prob.Dimension)
 				api.WriteProblem(w, *prob, writeRetryAfter)
 				return
 			}

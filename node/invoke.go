@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -123,11 +122,11 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		return n.schedulerRefusal(target.Tenant, res.Err, cellClass)
 	}
 	out := res.Completion.Outcome
-	n.metrics.observe(target.Tenant, job.Obligations(), res, out, t)
-	if n.log.Enabled(ctx, slog.LevelDebug) { // the arguments allocate even when the line is dropped
-		n.log.Debug("activation", "id", id, "tenant", string(target.Tenant), "outcome", string(out.Kind),
-			"fuel", out.FuelUsed, "queue_wait", res.QueueWait, "execution", out.ExecutionTime)
-	}
+	n.metrics.observe(rev, job.Obligations(), res, out, t)
+	// The access log writes the activation's line once its answer is out.
+	rec := accessOf(ctx)
+	rec.revision, rec.executed, rec.outcome, rec.fuel = string(rev.Revision), true, string(out.Kind), out.FuelUsed
+	rec.queue, rec.exec, rec.stderr = t.front+t.queue, out.ExecutionTime, out.StderrTail
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because
@@ -167,8 +166,8 @@ func queueIndex(n *Node, prio uint32) int {
 
 // refuse answers an admission refusal; Retry-After comes from the queue's
 // drain estimate.
+// The access log counts the refusal once it is answered.
 func (n *Node) refuse(tenant catalog.TenantID, rej *admission.Rejection) answer {
-	n.metrics.rejected(rej.Code, rej.Reason, rej.Scope, rej.Dimension)
 	return problemAnswer(api.FromRejection(rej), n.drainEstimate())
 }
 
@@ -177,7 +176,6 @@ func (n *Node) schedulerRefusal(tenant catalog.TenantID, err error, cell catalog
 	if !errors.As(err, &se) {
 		return n.internal(err)
 	}
-	n.metrics.rejected(se.Code(), se.Reason(), se.Scope(), se.Dimension())
 	p := api.Refusal(api.StatusOf(se.Code(), se.Reason()), se.Code(), se.Reason(), se.Scope(), se.Dimension(), se.Retryable())
 	switch se.Reason() {
 	case "shutting-down":

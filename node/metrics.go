@@ -1,6 +1,11 @@
 package node
 
 import (
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -12,11 +17,16 @@ import (
 
 // metrics are the node's Prometheus metrics. Label values come only from
 // configured or fixed sets (tenants of the configuration, outcome kinds,
-// rejection codes and reasons, cell and queue classes), so the number of
-// series is bounded by configuration, never by requests.
+// rejection codes and reasons, cell and queue classes, route kinds, the
+// node's status codes) or from the catalog (services, routes and revisions
+// of active releases), so the number of series is bounded by configuration
+// and the catalog, never by requests: a service's series go when it is
+// deleted, a revision's when a release without it replaces it.
 type metrics struct {
-	log         *rejectionLog
-	registry    *prometheus.Registry
+	log      *rejectionLog
+	registry *prometheus.Registry
+	// access rate-limits the access log per configured tenant.
+	access      *logLimiter
 	activations *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
@@ -25,12 +35,24 @@ type metrics struct {
 	// refusalsHeld counts refusals held by the pacer.
 	refusalsHeld prometheus.Counter
 	fuel         *prometheus.CounterVec
+	memoryPeak   *prometheus.HistogramVec
+	httpDuration *prometheus.HistogramVec
+	logDropped   *prometheus.CounterVec
+
+	// revisions are the revisions with activation series, per service.
+	revMu     sync.Mutex
+	revisions map[serviceKey][]string
 }
 
+type serviceKey struct{ tenant, service string }
+
+// Activation labels: tenant, service, route, revision (then the outcome).
+var activationLabels = []string{"tenant", "service", "route", "revision"}
+
 func newMetrics(n *Node) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections}
+	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, revisions: map[serviceKey][]string{}}
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
-		Help: "Executed activations by tenant and outcome."}, []string{"tenant", "outcome"})
+		Help: "Executed activations by tenant, service, route, revision and outcome."}, append(activationLabels, "outcome"))
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_rejections_total",
 		Help: "Refused requests by code, reason, scope and dimension."}, []string{"code", "reason", "scope", "dimension"})
 	buckets := prometheus.ExponentialBuckets(0.0005, 2, 16) // 0.5ms … 16s
@@ -46,21 +68,92 @@ func newMetrics(n *Node) *metrics {
 	m.refusalsHeld = prometheus.NewCounter(prometheus.CounterOpts{Name: "latent_refusals_held_total",
 		Help: "Refusals held before being answered because their principal was refused faster than the refusal rate."})
 	m.fuel = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_fuel_consumed_total",
-		Help: "Fuel consumed by executed activations."}, []string{"tenant"})
+		Help: "Fuel consumed by executed activations."}, activationLabels)
+	m.memoryPeak = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_activation_memory_peak_bytes",
+		Help:    "Most of its memory grant an executed activation used at once (linear memory and call stack).",
+		Buckets: prometheus.ExponentialBuckets(64<<10, 4, 10)}, []string{"cell_class"}) // 64KiB … 16GiB
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_http_request_duration_seconds",
+		Help:    "Time from the request's headers to the end of its answer, by route kind and status code.",
+		Buckets: buckets}, []string{"route_kind", "code"})
+	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_log_lines_dropped_total",
+		Help: "Access-log lines dropped by the per-tenant rate limit (" + sharedLogTenant + ": requests without a configured tenant)."},
+		[]string{"tenant"})
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "latent_build_info",
+		Help: "Always 1; the labels name the node's version and the Go release that built it."}, []string{"version", "go_version"})
+	build.WithLabelValues(buildVersion(), runtime.Version()).Set(1)
+	var tenants []string
+	if n.cfg != nil {
+		for t := range n.cfg.Tenants {
+			tenants = append(tenants, string(t))
+		}
+	}
+	slices.Sort(tenants)
+	var clock Clock = wallClock{}
+	if n.clock != nil {
+		clock = n.clock
+	}
+	m.access = newLogLimiter(clock, DefaultAccessLogRate, DefaultAccessLogBurst, tenants,
+		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
+		m.memoryPeak, m.httpDuration, m.logDropped, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n})
 	return m
 }
 
-func (m *metrics) observe(tenant catalog.TenantID, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
-	m.activations.WithLabelValues(string(tenant), string(out.Kind)).Inc()
+// buildVersion is the main module's version as the Go toolchain recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
+	tenant, service, route, revision := string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)
+	m.noteRevision(tenant, service, revision)
+	m.activations.WithLabelValues(tenant, service, route, revision, string(out.Kind)).Inc()
+	m.fuel.WithLabelValues(tenant, service, route, revision).Add(float64(out.FuelUsed))
 	cell, queue := res.Cell.String(), ob.QueueClass
+	m.memoryPeak.WithLabelValues(cell).Observe(float64(out.MemoryPeakBytes))
 	m.queueWait.WithLabelValues(cell, queue).Observe((t.front + t.queue).Seconds())
 	m.front.Observe(t.front.Seconds())
 	m.back.Observe(t.back.Seconds())
 	m.execution.WithLabelValues(cell, queue).Observe(out.ExecutionTime.Seconds())
-	m.fuel.WithLabelValues(string(tenant)).Add(float64(out.FuelUsed))
+}
+
+// noteRevision remembers that revision of the service has series.
+func (m *metrics) noteRevision(tenant, service, revision string) {
+	k := serviceKey{tenant, service}
+	m.revMu.Lock()
+	if !slices.Contains(m.revisions[k], revision) {
+		m.revisions[k] = append(m.revisions[k], revision)
+	}
+	m.revMu.Unlock()
+}
+
+// keepRevisions drops the activation series of the service's revisions
+// not in keep (a new release replaced them); with keep empty, all of the
+// service's series (it was deleted).
+func (m *metrics) keepRevisions(tenant catalog.TenantID, service catalog.ServiceName, keep []catalog.RevisionRef) {
+	k := serviceKey{string(tenant), string(service)}
+	m.revMu.Lock()
+	defer m.revMu.Unlock()
+	var left []string
+	for _, r := range m.revisions[k] {
+		if slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == r }) {
+			left = append(left, r)
+			continue
+		}
+		l := prometheus.Labels{"tenant": k.tenant, "service": k.service, "revision": r}
+		m.activations.DeletePartialMatch(l)
+		m.fuel.DeletePartialMatch(l)
+	}
+	if len(left) == 0 {
+		delete(m.revisions, k)
+		return
+	}
+	m.revisions[k] = left
 }
 
 func (m *metrics) rejected(code, reason, scope, dimension string) {
@@ -77,7 +170,7 @@ var (
 	descWindow = prometheus.NewDesc("latent_concurrency_window", "Adaptive concurrency window per cell class.",
 		[]string{"cell_class"}, nil)
 	descWaiting = prometheus.NewDesc("latent_queued", "Queued activations per cell class.", []string{"cell_class"}, nil)
-	descLoad    = prometheus.NewDesc("latent_load_pressure", "Last accepted load sample, by resource.",
+	descLoad    = prometheus.NewDesc("latent_load_pressure_ratio", "Last accepted load sample (0 to 1), by resource.",
 		[]string{"resource"}, nil)
 	descAge  = prometheus.NewDesc("latent_load_sample_age_seconds", "Age of the last accepted load sample.", nil, nil)
 	descLeak = prometheus.NewDesc("latent_permits_leaked_total",

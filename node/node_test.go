@@ -234,7 +234,7 @@ func TestNode_endToEnd(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("metrics: %d", resp.StatusCode)
 	}
-	for _, want := range []string{`latent_activations_total{outcome="success",tenant="demo"}`, "latent_rejections_total",
+	for _, want := range []string{`latent_activations_total{outcome="success",revision="rev1-`, "latent_rejections_total",
 		"latent_queue_wait_seconds_bucket", "latent_concurrency_window", "latent_permits_leaked_total 0"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
