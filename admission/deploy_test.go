@@ -14,8 +14,14 @@ func TestCheckRevision(t *testing.T) {
 	pol := testPolicy()
 	pol.TrustClasses["untrusted"] = TrustClassPolicy{CellClasses: pol.TrustClasses["untrusted"].CellClasses,
 		Limits: Limits{MaxLiveActivations: 6, MaxQueued: 5, MaxReservedFuel: 800_000_000, MaxReservedMemory: 4096 * mib}}
+	std := pol.CellClasses[catalog.CellStandard] // no cell class offers shared threading or threads
+	std.Threading, std.Features = []catalog.Threading{catalog.ThreadingSingle}, pol.CellClasses[catalog.CellTiny].Features
+	pol.CellClasses[catalog.CellStandard] = std
+	acme := pol.Tenants["acme"]
+	acme.Limits.MaxReservedMemory = 200 * mib
+	pol.Tenants["acme"] = acme
 	h := harnessWith(t, pol, nil)
-	fits := catalog.RevisionPolicy{TrustClass: "untrusted",
+	fits := catalog.RevisionPolicy{TrustClass: "untrusted", Requirements: catalog.Requirements{Threading: catalog.ThreadingSingle},
 		Ceiling: catalog.Budget{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: 2 * time.Second}}
 	at := catalog.FieldPath("revisions").Index(1)
 	tests := []struct {
@@ -44,13 +50,12 @@ func TestCheckRevision(t *testing.T) {
 		}, []string{"revisions[1].ceiling.memory_bytes: is below the module's minimum memory (64MiB)"}},
 		{"fuel above the trust class's reservation", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.CPUFuel = 900_000_000 },
 			[]string{"revisions[1].ceiling.cpu_fuel: exceeds what trust class untrusted may reserve (800000000)"}},
-		{"memory above the tenant's reservation", "acme", func(r *catalog.RevisionPolicy) {
-			r.TrustClass = "trusted"
-		}, []string{"revisions[1].trust_class: names a trust class the tenant may not use"}},
+		{"memory above the tenant's reservation", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 250 * mib },
+			[]string{"revisions[1].ceiling.memory_bytes: exceeds what the tenant may reserve (200MiB)"}},
 		{"threading nowhere", "acme", func(r *catalog.RevisionPolicy) {
 			r.Requirements = catalog.Requirements{Threading: catalog.ThreadingShared, Features: catalog.FeatureSetOf(catalog.FeatureThreads)}
 			r.Ceiling.MemoryBytes = 8 * mib
-		}, nil}, // standard offers shared threading to acme
+		}, []string{"revisions[1].threading: no cell class of this node offers threading shared"}},
 		{"feature nowhere", "acme", func(r *catalog.RevisionPolicy) {
 			r.Requirements.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
 		}, []string{"revisions[1].features: no cell class of this node offers every feature of threads"}},

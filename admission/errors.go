@@ -87,6 +87,8 @@ var (
 	ErrTrustClassNotAuthorized    = &Rejection{Code: CodePermissionDenied, Reason: "trust-class-not-authorized"}
 	ErrCellClassNotAuthorized     = &Rejection{Code: CodePermissionDenied, Reason: "cell-class-not-authorized"}
 	ErrRevisionNotAvailable       = &Rejection{Code: CodeAdmissionRejected, Reason: "revision-not-available"}
+	ErrServiceNotFound            = &Rejection{Code: CodeAdmissionRejected, Reason: "service-not-found"}
+	ErrRouteNotFound              = &Rejection{Code: CodeAdmissionRejected, Reason: "route-not-found"}
 	ErrUnsupportedRequirement     = &Rejection{Code: CodeAdmissionRejected, Reason: "unsupported-execution-requirement"}
 	ErrPlacementNotCompatible     = &Rejection{Code: CodeAdmissionRejected, Reason: "placement-not-compatible"}
 	ErrNoCompatibleCell           = &Rejection{Code: CodeAdmissionRejected, Reason: "no-compatible-cell"}

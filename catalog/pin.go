@@ -13,6 +13,18 @@ import (
 // target.
 var ErrRevisionNotAvailable = errors.New("catalog: revision not available")
 
+// ErrRouteNotFound is what Resolve returns for a target whose service is
+// deployed without the route; for a service that is not deployed it returns
+// ErrServiceNotFound. Both errors are also ErrRevisionNotAvailable.
+var ErrRouteNotFound = errors.New("catalog: route not found")
+
+// The errors of Resolve, built once: resolving an unknown target allocates
+// nothing.
+var (
+	errNoService = errors.Mark(errors.WithMessage(ErrServiceNotFound, "resolve"), ErrRevisionNotAvailable)
+	errNoRoute   = errors.Mark(errors.WithMessage(ErrRouteNotFound, "resolve"), ErrRevisionNotAvailable)
+)
+
 type serviceKey struct {
 	tenant  TenantID
 	service ServiceName
@@ -71,15 +83,17 @@ func (p Pin) service(t TenantID, s ServiceName) (*service, bool) {
 // Resolve picks the revision of target for routingKey. A weighted route picks
 // deterministically: the same key gives the same revision within one pin (see
 // the package doc for the hash). Resolution does no I/O and allocates only to
-// copy the revision's attributes.
+// copy the revision's attributes. A service that is not deployed is
+// ErrServiceNotFound, a route the service does not have ErrRouteNotFound;
+// both are also ErrRevisionNotAvailable.
 func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error) {
 	svc, ok := p.service(target.Tenant, target.Service)
 	if !ok {
-		return ResolvedRevision{}, errors.Wrap(ErrRevisionNotAvailable, "no such service")
+		return ResolvedRevision{}, errNoService
 	}
 	rt, ok := svc.routes[target.Route]
 	if !ok {
-		return ResolvedRevision{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
+		return ResolvedRevision{}, errNoRoute
 	}
 	i := rt.targets[rt.pick(target, routingKey)]
 	pol := &svc.policies[i]
