@@ -1,8 +1,8 @@
 // Command latent-node is the standalone WebAssembly execution node: serve,
-// check, keygen, deploy, invoke, version (usageText lists them; each
-// command's --help its flags). The configuration file is described in
-// docs/configuration.md, the HTTP API that deploy and invoke call in
-// docs/api.md.
+// check, keygen, deploy, get, list, delete, invoke, version (usageText lists
+// them; each command's --help its flags). The configuration file is
+// described in docs/configuration.md, the HTTP API that the client commands
+// call in docs/api.md.
 package main
 
 import (
@@ -49,7 +49,10 @@ commands:
   check     validate a configuration file (--config FILE)
   keygen    print a new API key and its sha256 hash
   deploy    upload the modules of a release manifest and activate it
-  invoke    invoke TENANT/SERVICE/ROUTE with stdin as input
+  get       print the active release of TENANT/SERVICE
+  list      list the services of the key's tenant
+  delete    delete TENANT/SERVICE
+  invoke    invoke TENANT/SERVICE/ROUTE with stdin as input (-v: answer headers on stderr)
   version   print the version
 
 Run 'latent-node <command> --help' for a command's flags.
@@ -70,6 +73,12 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return keygen(rest, stdout, stderr)
 	case "deploy":
 		return deploy(rest, stdout, stderr)
+	case "get":
+		return get(rest, stdout, stderr)
+	case "list":
+		return list(rest, stdout, stderr)
+	case "delete":
+		return del(rest, stdout, stderr)
 	case "invoke":
 		return invoke(rest, stdin, stdout, stderr)
 	case "version":
@@ -315,12 +324,6 @@ func loadSourceFromEnv() (loadsource.Source, error) {
 	return loadsource.FixedSource{CPU: cpu, Memory: mem}, nil
 }
 
-func clientFlags(fs *flag.FlagSet) (nodeURL, key *string) {
-	nodeURL = fs.String("node", "http://127.0.0.1:8080", "node URL")
-	key = fs.String("key", os.Getenv("LATENT_KEY"), "API key (default $LATENT_KEY)")
-	return nodeURL, key
-}
-
 func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("invoke", stderr, "invoke [flags] TENANT/SERVICE/ROUTE < input")
 	nodeURL, key := clientFlags(fs)
@@ -329,6 +332,7 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	routingKey := fs.String("routing-key", "", "routing key for weighted routes")
 	fuel := fs.Uint64("fuel", 0, "requested fuel (0: no request)")
 	memory := fs.String("memory", "", "requested memory, e.g. 32MiB")
+	verbose := fs.Bool("v", false, "print the answer's status and headers (and a problem's fields) on stderr")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -349,9 +353,8 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.MemoryBytes = uint64(m)
 	}
-	c, err := client.New(*nodeURL, *key)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := newClient("invoke", *nodeURL, *key, stderr)
+	if !ok {
 		return 2
 	}
 	input, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
@@ -361,8 +364,15 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	res, err := c.Invoke(context.Background(), parts[0], parts[1], parts[2], input, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		var p *client.Problem
+		if *verbose && errors.As(err, &p) {
+			printVerbose(stderr, p.Status, p.Header, p)
+		}
+		printError(stderr, err)
 		return 1
+	}
+	if *verbose {
+		printVerbose(stderr, res.Status, res.Header, nil)
 	}
 	_, _ = stdout.Write(res.Output)
 	return 0
@@ -380,19 +390,27 @@ func deploy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node deploy: want exactly one release manifest")
 		return 2
 	}
-	c, err := client.New(*nodeURL, *key)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+	c, ok := newClient("deploy", *nodeURL, *key, stderr)
+	if !ok {
 		return 2
 	}
 	m, err := loadManifest(context.Background(), c, fs.Arg(0))
-	if err != nil {
+	var syntax *manifestSyntaxError
+	switch {
+	case errors.As(err, &syntax):
+		// file:line:column first on its line, as editors expect it.
+		fmt.Fprintln(stderr, syntax.Error())
+		if syntax.context != "" {
+			fmt.Fprintln(stderr, strings.TrimRight(syntax.context, "\n"))
+		}
+		return 1
+	case err != nil:
 		fmt.Fprintln(stderr, "latent-node deploy:", err)
 		return 1
 	}
 	d, err := c.Deploy(context.Background(), string(m.Tenant), string(m.Service), m)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		printError(stderr, err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "release %s generation %d\n", d.Release, d.Generation)
@@ -411,6 +429,12 @@ func loadManifest(ctx context.Context, c *client.Client, path string) (catalog.M
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, col := de.Position()
+			return catalog.Manifest{}, &manifestSyntaxError{path: path, line: line, column: col,
+				msg: strings.TrimPrefix(de.Error(), "toml: "), context: de.String()}
+		}
 		return catalog.Manifest{}, errors.Wrapf(err, "%s", path)
 	}
 	js, err := json.Marshal(doc)
@@ -441,4 +465,17 @@ func loadManifest(ctx context.Context, c *client.Client, path string) (catalog.M
 		r.Artifact, r.Module = catalog.Digest(d), ""
 	}
 	return m, nil
+}
+
+// manifestSyntaxError is a release manifest that is not valid TOML, at the
+// position go-toml reports (1-based line and column).
+type manifestSyntaxError struct {
+	path         string
+	line, column int
+	msg          string
+	context      string // go-toml's excerpt of the document around the position
+}
+
+func (e *manifestSyntaxError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.path, e.line, e.column, e.msg)
 }
