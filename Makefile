@@ -60,6 +60,17 @@ wasm:
 clean:
 	rm -rf bin
 
+# The guest examples (examples/README.md): each into examples/<lang>/ with
+# its own toolchain; an example whose toolchain is missing is skipped with
+# what to install (Debian: rustc libstd-rust-dev-wasm32 for Rust; clang-14
+# lld-14 wasi-libc libclang-rt-14-dev-wasm32 for C).
+.PHONY: examples
+examples:
+	@for lang in go rust c; do \
+		sh examples/build.sh $$lang examples/$$lang; rc=$$?; \
+		if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then exit $$rc; fi; \
+	done
+
 # The runner's speed against its peers: the latent runner, unmetered wazero
 # and wasmtime-go with fuel on, side by side on the same guests; writes
 # bench/results/runner.json (bench/README.md).

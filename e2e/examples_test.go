@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// exampleCase is one invocation of an example and what it must answer.
+type exampleCase struct {
+	name     string
+	input    string
+	headers  map[string]string
+	status   int
+	outcome  string // Latent-Outcome
+	body     string // the exact answer of a 200 ("" with check)
+	check    func(t *testing.T, r reply)
+	exitCode int    // of a declared-error
+	stderr   string // a substring of the problem's stderr
+}
+
+// example is one guest of examples/: how it is built and deployed (its
+// manifest deploys tenant demo's service on route "run") and what it answers.
+type example struct {
+	lang    string // examples/<lang>, the argument of examples/build.sh
+	module  string // <module>.wasm, the manifest's module
+	service string
+	cases   []exampleCase
+}
+
+var examples = []example{
+	{lang: "go", module: "greet", service: "greet-go", cases: []exampleCase{
+		{name: "greeting", input: `{"name":"Ada","language":"fr"}`, status: 200, outcome: "success", check: func(t *testing.T, r reply) {
+			var a struct{ Greeting, Activation string }
+			if err := json.Unmarshal(r.body, &a); err != nil || a.Greeting != "bonjour, Ada" {
+				t.Fatalf("answer %q: %v", r.body, err)
+			}
+			// The guest echoes LATENT_ACTIVATION_ID from its environment.
+			if id := r.header.Get("Latent-Activation-Id"); id == "" || a.Activation != id {
+				t.Fatalf("answer's activation %q, header %q", a.Activation, id)
+			}
+		}},
+		{name: "not JSON", input: "Ada", status: 502, outcome: "declared-error", exitCode: 2, stderr: "greet: the body must be a JSON object"},
+		{name: "unknown language", input: `{"name":"Ada","language":"la"}`, status: 502, outcome: "declared-error", exitCode: 2, stderr: `unknown language "la"`},
+		// A negative control: below the Go runtime's start-up cost the
+		// same request cannot succeed.
+		{name: "budget too small", input: `{"name":"Ada"}`, headers: map[string]string{"Latent-Budget": "fuel=100000"}, status: 502, outcome: "fuel-exhausted"},
+	}},
+	{lang: "rust", module: "wordfreq", service: "wordfreq-rust", cases: []exampleCase{
+		{name: "counts", input: "The cat and the hat; THE bat, and a cat.", status: 200, outcome: "success", body: "3 the\n2 and\n2 cat\n1 a\n1 bat\n1 hat\n"},
+		{name: "no words", input: " ,;. ", status: 502, outcome: "declared-error", exitCode: 2, stderr: "wordfreq: the body has no words"},
+		{name: "not UTF-8", input: "caf\xe9", status: 502, outcome: "declared-error", exitCode: 2, stderr: "not UTF-8"},
+	}},
+	{lang: "c", module: "upper", service: "upper-c", cases: []exampleCase{
+		{name: "shout", input: "hello, Ada 42\n", status: 200, outcome: "success", body: "HELLO, ADA 42\n"},
+		{name: "larger than the buffer", input: strings.Repeat("abc", 5000), status: 200, outcome: "success", body: strings.Repeat("ABC", 5000)},
+		{name: "empty", input: "", status: 502, outcome: "declared-error", exitCode: 2, stderr: "upper: the body is empty"},
+	}},
+}
+
+// TestExamples builds each guest of examples/ whose toolchain is on this
+// machine with examples/build.sh (the script `make examples` runs), deploys
+// it to a demo node with its own manifest through the CLI and checks its
+// answers. An example whose toolchain is missing is skipped, naming what to
+// install.
+func TestExamples(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skipf("no sh to run examples/build.sh: %v", err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	p := start(t, calm, "serve", "--demo", "--listen", addr)
+	keyLine := p.stdout.wait(t, 30*time.Second, func(s string) bool { return strings.HasPrefix(s, "demo api key: ") })
+	key := strings.TrimPrefix(keyLine, "demo api key: ")
+	p.url = "http://" + addr
+	waitReady(t, p.url)
+	n := &node{proc: p, keys: map[string]string{"demo": key}}
+
+	for _, ex := range examples {
+		t.Run(ex.lang, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := buildExample(sh, ex.lang, dir); err != nil {
+				var skip skipError
+				if errors.As(err, &skip) {
+					t.Skip(string(skip))
+				}
+				t.Fatal(err)
+			}
+			// The manifest names its module relative to itself: deploy a
+			// copy next to the module just built.
+			manifest, err := os.ReadFile(filepath.Join("..", "examples", ex.lang, "manifest.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := filepath.Join(dir, "manifest.toml")
+			if err := os.WriteFile(release, manifest, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ex.module+".wasm")); err != nil {
+				t.Fatalf("build.sh did not write the manifest's module: %v", err)
+			}
+			out, err := exec.Command(binary(t), "deploy", "--node", n.url, "--key", key, release).CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "release ") {
+				t.Fatalf("deploy %s: %v\n%s", release, err, out)
+			}
+			target := "demo/" + ex.service + "/run"
+			for _, c := range ex.cases {
+				t.Run(c.name, func(t *testing.T) {
+					r := n.invoke(t, "demo", target, c.input, c.headers)
+					checkExample(t, r, c)
+				})
+			}
+		})
+	}
+}
+
+// checkExample checks one answer against its case.
+func checkExample(t *testing.T, r reply, c exampleCase) {
+	t.Helper()
+	if r.status != c.status || r.header.Get("Latent-Outcome") != c.outcome {
+		t.Fatalf("want %d %s, have %d %s: %s", c.status, c.outcome, r.status, r.header.Get("Latent-Outcome"), r.body)
+	}
+	fuel, err := strconv.ParseUint(r.header.Get("Latent-Fuel-Used"), 10, 64)
+	if err != nil || fuel == 0 {
+		t.Fatalf("Latent-Fuel-Used %q", r.header.Get("Latent-Fuel-Used"))
+	}
+	switch {
+	case c.check != nil:
+		c.check(t, r)
+	case c.status == 200 && string(r.body) != c.body:
+		t.Fatalf("answer %q, want %q", r.body, c.body)
+	}
+	if c.outcome == "declared-error" {
+		if r.problem.ExitCode == nil || *r.problem.ExitCode != c.exitCode || !strings.Contains(r.problem.Stderr, c.stderr) {
+			t.Fatalf("want exit code %d and stderr with %q, have %s", c.exitCode, c.stderr, r.body)
+		}
+	}
+}
+
+// skipError is build.sh's message that the example's toolchain is missing.
+type skipError string
+
+func (e skipError) Error() string { return string(e) }
+
+// buildExample runs examples/build.sh for lang into dir. Its exit status 3
+// (the toolchain is missing) is a skipError with the script's message.
+func buildExample(sh, lang, dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh, filepath.Join("..", "examples", "build.sh"), lang, dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 3 {
+		return skipError(strings.TrimSpace(string(out)))
+	}
+	if err != nil {
+		return errors.Wrapf(err, "examples/build.sh %s: %s", lang, out)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+#!/bin/sh
+# build.sh LANG OUTDIR builds the example of LANG (go, rust or c) into
+# OUTDIR/<name>.wasm with the toolchain found on this machine.
+# Exit status: 0 built; 3 the toolchain is missing (the message on stdout
+# says what to install); anything else a failed build.
+# Overrides: GO, RUSTC, WASI_CC, WASI_SYSROOT.
+set -eu
+
+lang=${1:?usage: build.sh go|rust|c OUTDIR}
+out=${2:?usage: build.sh go|rust|c OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+missing() {
+	echo "examples/$lang: skipped, $*"
+	exit 3
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# probe_rust RUSTC TARGET: does RUSTC build and link a program for TARGET?
+probe_rust() {
+	echo 'fn main() {}' >"$tmp/probe.rs"
+	"$1" --target "$2" -o "$tmp/probe.wasm" "$tmp/probe.rs" >/dev/null 2>&1
+}
+
+# cc_wasi CC ARGS... compiles for wasm32-wasi, with --sysroot if one is set.
+cc_wasi() {
+	c=$1
+	shift
+	if [ -n "$sysroot" ]; then
+		"$c" --target=wasm32-wasi --sysroot="$sysroot" "$@"
+	else
+		"$c" --target=wasm32-wasi "$@"
+	fi
+}
+
+# probe_c CC: does CC build and link a C program against wasi-libc?
+probe_c() {
+	printf '#include <stdio.h>\nint main(void) { return puts("") < 0; }\n' >"$tmp/probe.c"
+	cc_wasi "$1" -o "$tmp/probe.wasm" "$tmp/probe.c" >/dev/null 2>&1
+}
+
+case $lang in
+go)
+	go=${GO:-go}
+	command -v "$go" >/dev/null 2>&1 || missing "no Go toolchain ($go); install Go 1.24 or later (https://go.dev/dl)"
+	cd "$here/go"
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -trimpath -ldflags=-buildid= -o "$out/greet.wasm" .
+	echo "examples/go: built $out/greet.wasm"
+	;;
+rust)
+	# The first rustc that links a WASI program: $RUSTC, rustc on PATH
+	# (rustup: rustup target add wasm32-wasip1), Debian's /usr/bin/rustc
+	# (apt-get install rustc libstd-rust-dev-wasm32; its target is wasm32-wasi).
+	found=
+	for rc in ${RUSTC:-} rustc /usr/bin/rustc; do
+		command -v "$rc" >/dev/null 2>&1 || continue
+		for target in wasm32-wasip1 wasm32-wasi; do
+			if probe_rust "$rc" "$target"; then
+				found="$rc $target"
+				break 2
+			fi
+		done
+	done
+	[ -n "$found" ] || missing "no rustc that builds for wasm32-wasip1 or wasm32-wasi; install one: apt-get install rustc libstd-rust-dev-wasm32 (Debian) or rustup target add wasm32-wasip1"
+	set -- $found
+	"$1" --edition 2021 -O -C strip=debuginfo --target "$2" -o "$out/wordfreq.wasm" "$here/rust/wordfreq.rs"
+	echo "examples/rust: built $out/wordfreq.wasm ($1 --target $2)"
+	;;
+c)
+	# clang with the wasm32 back end, wasm-ld, compiler-rt's wasm32 builtins
+	# and wasi-libc. Debian: apt-get install clang-14 lld-14 wasi-libc
+	# libclang-rt-14-dev-wasm32 (Debian 12's wasi-libc lives in
+	# /usr/lib/wasm32-wasi, which its clang finds without --sysroot).
+	# Elsewhere set WASI_SYSROOT, e.g. to wasi-sdk's share/wasi-sysroot.
+	sysroot=${WASI_SYSROOT:-}
+	if [ -z "$sysroot" ] && [ -d /usr/share/wasi-sysroot ]; then
+		sysroot=/usr/share/wasi-sysroot
+	fi
+	found=
+	for c in ${WASI_CC:-} clang clang-19 clang-18 clang-17 clang-16 clang-15 clang-14; do
+		command -v "$c" >/dev/null 2>&1 || continue
+		if probe_c "$c"; then
+			found=$c
+			break
+		fi
+	done
+	[ -n "$found" ] || missing "no clang that links for wasm32-wasi; install one: apt-get install clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 (or set WASI_CC and WASI_SYSROOT)"
+	cc_wasi "$found" -O2 -Wall -Werror -o "$out/upper.wasm" "$here/c/upper.c"
+	echo "examples/c: built $out/upper.wasm ($found)"
+	;;
+*)
+	echo "build.sh: unknown example language $lang (want go, rust or c)" >&2
+	exit 2
+	;;
+esac

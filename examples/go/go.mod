@@ -1,0 +1,3 @@
+module github.com/latent-node/latent-node/examples/go
+
+go 1.24
