@@ -160,6 +160,8 @@ targets = [{ revision = "v1", weight = 1 }]
 	t.Run("unknown key", func(t *testing.T) {
 		runCLI("", "list", "--node", url, "--key", "lk_unknown").want(t, 1, nil,
 			[]string{`401 unauthenticated`, `check --key or LATENT_KEY`})
+		runCLI("", "deploy", "--node", url, "--key", "lk_unknown", manifest).want(t, 1, nil,
+			[]string{`^latent-node deploy: upload .*401 unauthenticated`, `check --key or LATENT_KEY`})
 	})
 }
 

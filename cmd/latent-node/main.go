@@ -405,7 +405,8 @@ func deploy(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	case err != nil:
-		fmt.Fprintln(stderr, "latent-node deploy:", err)
+		fmt.Fprint(stderr, "latent-node deploy: ")
+		printError(stderr, err) // an upload refused for its key says so
 		return 1
 	}
 	d, err := c.Deploy(context.Background(), string(m.Tenant), string(m.Service), m)
