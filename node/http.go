@@ -395,6 +395,9 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if err == nil && (m.Tenant != t || m.Service != s) {
 		err = &catalog.ValidationError{Problems: []catalog.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
 	}
+	if err == nil {
+		err = n.checkRelease(m) // before any module is inspected
+	}
 	var d catalog.Deployment
 	if err == nil {
 		d, err = n.cat.Deploy(r.Context(), m)

@@ -79,7 +79,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	pin := n.cat.Pin()
 	rev, err := pin.Resolve(target, routingKey)
 	if err != nil {
-		return n.refuse(target.Tenant, revisionNotAvailable)
+		return n.refuse(target.Tenant, resolveRefusal(err))
 	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
@@ -154,6 +154,26 @@ var principalNotAuthorized = &admission.Rejection{Code: admission.CodePermission
 
 var revisionNotAvailable = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "revision-not-available",
 	Scope: admission.ScopeRevision}
+
+// The refusals of a target the pin does not resolve: the caller's own
+// tenant has no such service, or the service no such route.
+var (
+	serviceNotFound = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "service-not-found",
+		Scope: admission.ScopeRevision, Dimension: "service"}
+	routeNotFound = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "route-not-found",
+		Scope: admission.ScopeRevision, Dimension: "route"}
+)
+
+// resolveRefusal is the refusal of a Resolve error.
+func resolveRefusal(err error) *admission.Rejection {
+	switch {
+	case errors.Is(err, catalog.ErrServiceNotFound):
+		return serviceNotFound
+	case errors.Is(err, catalog.ErrRouteNotFound):
+		return routeNotFound
+	}
+	return revisionNotAvailable
+}
 
 func queueIndex(n *Node, prio uint32) int {
 	for i, q := range n.cfg.QueueClasses {

@@ -183,7 +183,7 @@ func TestNode_endToEnd(t *testing.T) {
 	}{
 		{"no key", "POST", "/v1/invoke/demo/hello/greet", "", nil, nil, 401, "unauthenticated"},
 		{"unknown key", "POST", "/v1/invoke/demo/hello/greet", "lk_nope", nil, nil, 401, "unauthenticated"},
-		{"unknown route", "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil, 404, "revision-not-available"},
+		{"unknown route", "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil, 404, "route-not-found"},
 		{"other tenant", "POST", "/v1/invoke/acme/hello/greet", tn.key, nil, nil, 403, "principal-not-authorized"},
 		{"bad budget", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
 		{"bad priority", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Priority": "x"}, 400, "invalid-header"},

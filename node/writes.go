@@ -62,3 +62,47 @@ func writesBusy() api.Problem {
 	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted",
 		admission.ScopeTenant, "catalog-writes", true)
 }
+
+// checkRelease refuses a release that could never run on this node: after
+// the catalog's own validation of m, every revision as declared goes through
+// admission's CheckRevision (the rules Admit applies, on the grant of a
+// request that restricts nothing). The problems name the manifest's fields,
+// so the answer is the catalog's *ValidationError. What only inspection
+// knows (the module's memory, the features it uses) is checked by Admit.
+func (n *Node) checkRelease(m catalog.Manifest) error {
+	if err := catalog.ValidateManifest(m); err != nil {
+		return err
+	}
+	var problems []catalog.FieldError
+	for i, r := range m.Revisions {
+		problems = append(problems, n.prov.CheckRevision(m.Tenant, catalog.FieldPath("revisions").Index(i), declaredPolicy(r))...)
+	}
+	if len(problems) > 0 {
+		return &catalog.ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+// declaredPolicy is the policy a validated manifest revision declares,
+// before inspection: no capsule, and only the declared features (shared
+// threading requires threads, as the catalog has it).
+func declaredPolicy(r catalog.ManifestRevision) catalog.RevisionPolicy {
+	pol := catalog.RevisionPolicy{TrustClass: r.TrustClass, Requirements: catalog.Requirements{Threading: catalog.ThreadingSingle}}
+	if r.Threading != "" {
+		pol.Requirements.Threading, _ = catalog.ParseThreading(r.Threading) // validated
+	}
+	for _, name := range r.Features {
+		f, _ := catalog.ParseFeature(name) // validated
+		pol.Requirements.Features |= catalog.FeatureSetOf(f)
+	}
+	if pol.Requirements.Threading == catalog.ThreadingShared {
+		pol.Requirements.Features |= catalog.FeatureSetOf(catalog.FeatureThreads)
+	}
+	if c := r.Ceiling; c != nil {
+		pol.Ceiling = catalog.Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
+	}
+	if p := r.Placement; p != nil {
+		pol.Placement = catalog.NewPlacement(p.Architectures, p.Regions, p.Zones)
+	}
+	return pol
+}

@@ -62,7 +62,7 @@ func StatusOf(code, reason string) int {
 		return http.StatusServiceUnavailable
 	case admission.CodeAdmissionRejected:
 		switch reason {
-		case "revision-not-available":
+		case "revision-not-available", "service-not-found", "route-not-found":
 			return http.StatusNotFound
 		case "queue-deadline-infeasible":
 			return http.StatusServiceUnavailable
