@@ -38,6 +38,7 @@ type metrics struct {
 	memoryPeak   *prometheus.HistogramVec
 	httpDuration *prometheus.HistogramVec
 	logDropped   *prometheus.CounterVec
+	all          []prometheus.Collector // every registered collector
 
 	// revisions are the revisions with activation series, per service.
 	revMu     sync.Mutex
@@ -94,10 +95,11 @@ func newMetrics(n *Node) *metrics {
 	}
 	m.access = newLogLimiter(clock, DefaultAccessLogRate, DefaultAccessLogBurst, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
-	m.registry.MustRegister(m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
+	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
 		m.memoryPeak, m.httpDuration, m.logDropped, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{n: n})
+		&stateCollector{n: n}}
+	m.registry.MustRegister(m.all...)
 	return m
 }
 

@@ -1,0 +1,356 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// startLoggedNode is startNode with the node's log captured as JSON lines
+// (debug level included).
+func startLoggedNode(t *testing.T) (*testNode, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	key, hash, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Demo(config.WithDataDir(t.TempDir()), config.WithDemoKey(hash))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Overload.SampleInterval = 10 * time.Millisecond
+	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{},
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.DeployDemo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tn := &testNode{n: n, key: key}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.cancel = cancel
+	tn.wg.Add(3)
+	go func() { defer tn.wg.Done(); _ = n.Scheduler().Run(ctx) }()
+	go func() { defer tn.wg.Done(); _ = n.FrontYield().Run(ctx) }()
+	go func() { defer tn.wg.Done(); _ = n.Sampler().Run(ctx) }()
+	tn.srv = httptest.NewServer(n.Handler())
+	tn.c, _ = client.New(tn.srv.URL, key, client.WithRetry(client.RetryPolicy{}))
+	for i := 0; i < 500; i++ {
+		resp, err := http.Get(tn.srv.URL + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		<-time.After(2 * time.Millisecond) // bounded poll of an external endpoint
+	}
+	t.Cleanup(func() {
+		tn.srv.Close()
+		cancel()
+		tn.wg.Wait()
+		n.Close(context.Background())
+	})
+	return tn, logs
+}
+
+// logLines returns the captured lines with message msg and field id.
+func logLines(t *testing.T, logs *syncBuffer, msg, id string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if m["msg"] == msg && m["id"] == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestAccessLog_followsActivation follows activation ids through the
+// answer's header, the one log line and the metrics: a completed
+// activation (generated id), one with the caller's id, refusals before and
+// after authentication.
+func TestAccessLog_followsActivation(t *testing.T) {
+	tn, logs := startLoggedNode(t)
+	m := tn.n.metrics
+	tests := []struct {
+		name    string
+		key     string
+		path    string
+		headers map[string]string
+		status  int
+		want    map[string]any // fields the line must have
+		counter func() float64 // a metric the request must have moved to 1
+	}{
+		{"completed, generated id", tn.key, "/v1/invoke/demo/hello/greet", nil, 200,
+			map[string]any{"level": "INFO", "tenant": "demo", "service": "hello", "route": "greet", "status": 200.0, "outcome": "success"},
+			nil},
+		{"completed, caller's id", tn.key, "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Activation-Id": "trace-me-1"}, 200,
+			map[string]any{"id": "trace-me-1", "outcome": "success"}, nil},
+		{"refused: invalid header", tn.key, "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Priority": "high"}, 400,
+			map[string]any{"reason": "invalid-header", "status": 400.0},
+			func() float64 {
+				return counterValue(m.rejections.WithLabelValues("invalid-argument", "invalid-header", "request", "Latent-Priority"))
+			}},
+		{"refused: unauthenticated", "", "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Activation-Id": "anon-1"}, 401,
+			map[string]any{"id": "anon-1", "reason": "unauthenticated", "tenant": "demo"},
+			func() float64 {
+				return counterValue(m.rejections.WithLabelValues("unauthenticated", "unauthenticated", "principal", ""))
+			}},
+		{"refused: other tenant", tn.key, "/v1/invoke/acme/hello/greet", nil, 403,
+			map[string]any{"reason": "principal-not-authorized", "tenant": "acme"},
+			func() float64 {
+				return counterValue(m.rejections.WithLabelValues("permission-denied", "principal-not-authorized", "principal", ""))
+			}},
+		{"refused: unknown service", tn.key, "/v1/invoke/demo/nope/greet", nil, 404,
+			map[string]any{"service": "nope", "status": 404.0}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tn.do(t, "POST", tc.path, tc.key, []byte("ada"), tc.headers)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			id := resp.Header.Get("Latent-Activation-Id")
+			if id == "" {
+				t.Fatal("no Latent-Activation-Id in the answer")
+			}
+			lines := logLines(t, logs, "activation", id)
+			if len(lines) != 1 {
+				t.Fatalf("%d activation lines for id %s, want 1; log:\n%s", len(lines), id, logs.String())
+			}
+			line := lines[0]
+			for k, v := range tc.want {
+				if line[k] != v {
+					t.Errorf("%s = %v, want %v (line %v)", k, line[k], v, line)
+				}
+			}
+			if tc.status == 200 {
+				rev, _ := line["revision"].(string)
+				fuel, _ := line["fuel"].(float64)
+				_, qok := line["queue_ms"].(float64)
+				_, eok := line["exec_ms"].(float64)
+				if !strings.HasPrefix(rev, "rev1-") || fuel == 0 || !qok || !eok || rev != resp.Header.Get("Latent-Revision") {
+					t.Fatalf("completed line lacks its figures: %v", line)
+				}
+				got := counterValue(m.activations.WithLabelValues("demo", "hello", "greet", rev, "success"))
+				if got == 0 {
+					t.Fatal("latent_activations_total has no series for the revision")
+				}
+			}
+			if tc.counter != nil {
+				if got := tc.counter(); got != 1 {
+					t.Fatalf("refusal counted %v times, want 1", got)
+				}
+			}
+		})
+	}
+	// Negative control: an id no request carried has no line.
+	if l := logLines(t, logs, "activation", "never-sent"); len(l) != 0 {
+		t.Fatalf("lines for an unknown id: %v", l)
+	}
+}
+
+// TestAccessLog_roleRefusalCounted: a 403 for a missing role and a 404 for an
+// unknown path are counted (the access log counts every refusal).
+func TestAccessLog_roleRefusalCounted(t *testing.T) {
+	tn, _ := startLoggedNode(t)
+	m := tn.n.metrics
+	resp, _ := tn.do(t, "GET", "/no/such/path", tn.key, nil, nil)
+	if resp.StatusCode != 404 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if got := counterValue(m.rejections.WithLabelValues("invalid-argument", "unknown-path", "request", "path")); got != 1 {
+		t.Fatalf("unknown path counted %v times", got)
+	}
+	// A success is not a refusal.
+	before := seriesCount(m.rejections)
+	if resp, _ := tn.do(t, "GET", "/v1/admission", tn.key, nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("admission: %d", resp.StatusCode)
+	}
+	if after := seriesCount(m.rejections); after != before {
+		t.Fatalf("a 200 added refusal series: %d -> %d", before, after)
+	}
+}
+
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *stepClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestLogLimiter_rate(t *testing.T) {
+	clock := &stepClock{now: time.Unix(1000, 0)}
+	dropped := map[string]int{}
+	var mu sync.Mutex
+	l := newLogLimiter(clock, 2, 3, []string{"acme", "demo"}, func(tenant string) func() {
+		return func() { mu.Lock(); dropped[tenant]++; mu.Unlock() }
+	})
+	allowed := func(tenant catalog.TenantID, times int) int {
+		n := 0
+		for range times {
+			if l.allow(tenant) {
+				n++
+			}
+		}
+		return n
+	}
+	if got := allowed("acme", 5); got != 3 { // the burst
+		t.Fatalf("acme: %d lines allowed, want 3", got)
+	}
+	if got := allowed("demo", 3); got != 3 { // its own bucket
+		t.Fatalf("demo: %d lines allowed, want 3", got)
+	}
+	// Unauthenticated and unconfigured tenants share one bucket.
+	if got := allowed("", 2) + allowed("stranger", 2); got != 3 {
+		t.Fatalf("shared: %d lines allowed, want 3", got)
+	}
+	clock.add(time.Second) // two tokens back
+	if got := allowed("acme", 5); got != 2 {
+		t.Fatalf("acme after a second: %d lines allowed, want 2", got)
+	}
+	want := map[string]int{"acme": 5, sharedLogTenant: 1}
+	for k, v := range want {
+		if dropped[k] != v {
+			t.Errorf("dropped[%s] = %d, want %d (%v)", k, dropped[k], v, dropped)
+		}
+	}
+	if len(l.buckets) != 3 {
+		t.Fatalf("%d buckets, want 3 (the map never grows)", len(l.buckets))
+	}
+}
+
+// TestAccessLog_rateLimited drives the middleware with an injected limiter:
+// lines over the rate are dropped and counted per tenant.
+func TestAccessLog_rateLimited(t *testing.T) {
+	n, logs := bareNode(t)
+	clock := &stepClock{now: time.Unix(1000, 0)}
+	n.clock = clock
+	n.metrics.access = newLogLimiter(clock, 1, 2, nil, func(t string) func() { return n.metrics.logDropped.WithLabelValues(t).Inc })
+	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	for range 5 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	}
+	if got := strings.Count(logs.String(), `"msg":"request"`); got != 2 {
+		t.Fatalf("%d lines written, want 2:\n%s", got, logs.String())
+	}
+	if got := counterValue(n.metrics.logDropped.WithLabelValues(sharedLogTenant)); got != 3 {
+		t.Fatalf("dropped counter %v, want 3", got)
+	}
+	clock.add(time.Second)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
+	if got := strings.Count(logs.String(), `"msg":"request"`); got != 3 {
+		t.Fatalf("%d lines after a second, want 3", got)
+	}
+}
+
+func TestReadProblem(t *testing.T) {
+	full := `{"type":"t","title":"x","status":400,"code":"invalid-argument","reason":"invalid-header","scope":"request","dimension":"Latent-Priority","retryable":false,"invalid_fields":[{"field":"a","problem":"b"}]}`
+	tests := []struct {
+		name string
+		in   string
+		want problemFields
+	}{
+		{"full", full, problemFields{code: "invalid-argument", reason: "invalid-header", scope: "request", dimension: "Latent-Priority"}},
+		{"cut in a long field", full[:len(full)-20], problemFields{code: "invalid-argument", reason: "invalid-header", scope: "request", dimension: "Latent-Priority"}},
+		{"outcome", `{"status":502,"outcome":"trap","stderr":"boom"}`, problemFields{outcome: "trap"}},
+		{"not JSON", `oops`, problemFields{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := readProblem([]byte(tc.in)); got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRouteKind(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"POST /v1/invoke/{tenant}/{service}/{route}": "invoke", "PUT /v1/artifacts/{digest}": "artifact",
+		"GET /v1/deployments/{tenant}/{service}": "deployment", "/v1/deployments/{tenant}": "deployment",
+		"GET /v1/admin/admission": "admin", "GET /v1/admission": "admission", "GET /healthz": "health",
+		"GET /metrics": "metrics", "/": "other", "": "other",
+	} {
+		if got := routeKind(pattern); got != want {
+			t.Errorf("routeKind(%q) = %q, want %q", pattern, got, want)
+		}
+	}
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// seriesCount is the number of series c collects.
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 4096)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
+}
+
+// TestAccessLog_guestStderr: a failed activation's stderr tail is logged
+// at INFO under its activation id.
+func TestAccessLog_guestStderr(t *testing.T) {
+	tn, logs := startLoggedNode(t)
+	ctx := context.Background()
+	digest, err := tn.c.UploadArtifact(ctx, testwasm.Bytes(t, "complain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := map[string]any{"tenant": "demo", "service": "complain",
+		"revisions": []any{map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted",
+			"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}},
+		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
+	if _, err := tn.c.Deploy(ctx, "demo", "complain", manifest); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ := tn.do(t, "POST", "/v1/invoke/demo/complain/run", tn.key, nil, nil)
+	if resp.StatusCode != 502 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	id := resp.Header.Get("Latent-Activation-Id")
+	lines := logLines(t, logs, "guest stderr", id)
+	if len(lines) != 1 || lines[0]["level"] != "INFO" || lines[0]["stderr"] != "complaint: bad input\n" {
+		t.Fatalf("stderr lines for %s: %v", id, lines)
+	}
+	act := logLines(t, logs, "activation", id)
+	if len(act) != 1 || act[0]["outcome"] != "declared-error" || act[0]["reason"] != nil {
+		t.Fatalf("activation line: %v", act)
+	}
+}

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
+)
+
+var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
+
+// describedMetrics maps every metric name the node registers to its label
+// names (sorted, comma-joined).
+func describedMetrics(t *testing.T, m *metrics) map[string]string {
+	t.Helper()
+	ch := make(chan *prometheus.Desc, 1024)
+	for _, c := range m.all {
+		c.Describe(ch)
+	}
+	close(ch)
+	out := map[string]string{}
+	for d := range ch {
+		sm := descRE.FindStringSubmatch(d.String())
+		if sm == nil {
+			t.Fatalf("unreadable desc %s", d)
+		}
+		labels := strings.Split(sm[2], ",")
+		slices.Sort(labels)
+		out[sm[1]] = strings.Join(labels, ",")
+	}
+	return out
+}
+
+func TestMetrics_namesAndLabels(t *testing.T) {
+	n, _ := bareNode(t)
+	got := describedMetrics(t, n.metrics)
+	want := map[string]string{
+		"latent_activations_total":              "outcome,revision,route,service,tenant",
+		"latent_fuel_consumed_total":            "revision,route,service,tenant",
+		"latent_rejections_total":               "code,dimension,reason,scope",
+		"latent_http_request_duration_seconds":  "code,route_kind",
+		"latent_activation_memory_peak_bytes":   "cell_class",
+		"latent_log_lines_dropped_total":        "tenant",
+		"latent_build_info":                     "go_version,version",
+		"latent_load_pressure_ratio":            "resource",
+		"latent_queue_wait_seconds":             "cell_class,queue_class",
+		"latent_execution_seconds":              "cell_class,queue_class",
+		"latent_load_sample_age_seconds":        "",
+		"latent_compiled_bytes":                 "",
+		"latent_cells":                          "cell_class,state",
+		"latent_refusals_held_total":            "",
+		"latent_http_connections_refused_total": "",
+	}
+	for name, labels := range want {
+		if l, ok := got[name]; !ok || l != labels {
+			t.Errorf("%s: labels %q (registered %v), want %q", name, l, ok, labels)
+		}
+	}
+	// Renamed: the 0..1 gauge carries _ratio.
+	if _, ok := got["latent_load_pressure"]; ok {
+		t.Error("latent_load_pressure is still registered")
+	}
+	// Units and kinds in the name: counters end in _total, no
+	// milliseconds or unitless durations.
+	for name := range got {
+		if !strings.HasPrefix(name, "latent_") {
+			continue
+		}
+		if strings.Contains(name, "_ms") || strings.Contains(name, "millis") || strings.HasSuffix(name, "_duration") {
+			t.Errorf("%s: durations are _seconds", name)
+		}
+	}
+}
+
+func TestMetrics_revisionSeriesBounded(t *testing.T) {
+	n, _ := bareNode(t)
+	m := n.metrics
+	rev := func(service, revision string) catalog.ResolvedRevision {
+		return catalog.ResolvedRevision{Tenant: "demo", Service: catalog.ServiceName(service), Route: "run",
+			Revision: catalog.RevisionID(revision)}
+	}
+	for _, r := range []catalog.ResolvedRevision{rev("a", "r1"), rev("a", "r2"), rev("b", "r1")} {
+		m.observe(r, admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 5}, timing{})
+	}
+	if got := seriesCount(m.activations); got != 3 {
+		t.Fatalf("%d activation series, want 3", got)
+	}
+	// A release with r2 only replaces r1 of a.
+	m.keepRevisions("demo", "a", []catalog.RevisionRef{{Name: "v2", ID: "r2"}})
+	if got := seriesCount(m.activations); got != 2 {
+		t.Fatalf("%d activation series after the release, want 2", got)
+	}
+	if got := counterValue(m.fuel.WithLabelValues("demo", "b", "run", "r1")); got != 5 {
+		t.Fatalf("service b lost its fuel series: %v", got)
+	}
+	// Deleting b drops its series (and only its).
+	m.keepRevisions("demo", "b", nil)
+	if got := seriesCount(m.activations); got != 1 {
+		t.Fatalf("%d activation series after the delete, want 1", got)
+	}
+	if got := seriesCount(m.fuel); got != 1 {
+		t.Fatalf("%d fuel series after the delete, want 1", got)
+	}
+}
+
+var metricRE = regexp.MustCompile(`\blatent_[a-z0-9_]+`)
+
+// TestDashboard_parses checks the Grafana dashboard is valid JSON and
+// every metric it queries is registered.
+func TestDashboard_parses(t *testing.T) {
+	data, err := os.ReadFile("../deploy/grafana/latent-node.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := bareNode(t)
+	known := describedMetrics(t, n.metrics)
+	exists := func(name string) bool {
+		if _, ok := known[name]; ok {
+			return true
+		}
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if _, ok := known[strings.TrimSuffix(name, suffix)]; ok && strings.HasSuffix(name, suffix) {
+				return true
+			}
+		}
+		return false
+	}
+	if exists("latent_no_such_metric") { // negative control
+		t.Fatal("exists accepts anything")
+	}
+	queried := 0
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, name := range metricRE.FindAllString(tg.Expr, -1) {
+				queried++
+				if !exists(name) {
+					t.Errorf("panel %q queries %s, which the node does not register", p.Title, name)
+				}
+			}
+		}
+	}
+	if queried < 10 {
+		t.Fatalf("only %d metric references in the dashboard", queried)
+	}
+}
