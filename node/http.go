@@ -43,6 +43,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleDelete))
 	mux.HandleFunc("GET /v1/admission", n.governed(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
+	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, n.handleUI))
+	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, n.handleUIData))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
 	// Metrics name tenants: only administrators read them.
@@ -53,7 +55,7 @@ func (n *Node) Handler() http.Handler {
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
 	for _, path := range []string{"/v1/invoke/{tenant}/{service}/{route}", "/v1/artifacts/{digest}",
-		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/healthz", "/readyz", "/metrics"} {
+		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/ui", "/ui/data", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)

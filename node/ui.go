@@ -1,0 +1,270 @@
+package node
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/base64"
+	"html/template"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/auth"
+)
+
+// The status page: GET /ui is an HTML page for administrators, GET /ui/data
+// the JSON it polls every two seconds to refresh its tables in place. Both
+// need the admin role from an Authorization header, like every other admin
+// route: the key is never taken from the URL, where it would end up in logs
+// and history. A browser reaches the page through something that adds the
+// header (a local proxy, a browser extension); curl reads it as it is.
+//
+// The page has no external assets: inline CSS and script carry a nonce of
+// the answer, and the Content-Security-Policy allows nothing else. Every
+// value goes through html/template (server side) or textContent (script
+// side), so tenant names, which operators choose, are never markup.
+
+// uiData is the answer of GET /ui/data: the admin admission snapshot, the
+// same document GET /v1/admin/admission answers, and the page's tables as
+// text, all read at one moment.
+type uiData struct {
+	Admission adminAdmission `json:"admission"`
+	Tables    []uiTable      `json:"tables"`
+}
+
+// adminAdmission is the answer of GET /v1/admin/admission.
+type adminAdmission struct {
+	admission.QuotaSnapshot
+	Ingress map[string]IngressUsage `json:"ingress"`
+}
+
+// uiTable is one table of the page: its header and its rows, already
+// formatted.
+type uiTable struct {
+	ID    string     `json:"id"`
+	Title string     `json:"title"`
+	Head  []string   `json:"head"`
+	Rows  [][]string `json:"rows"`
+}
+
+// rejectionsMetric is the counter family the refusal table sums.
+const rejectionsMetric = "latent_rejections_total"
+
+// uiSnapshot reads every component once and lays the tables out.
+func (n *Node) uiSnapshot() uiData {
+	adm := adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true)}
+	d := uiData{Admission: adm}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	i := strconv.Itoa
+
+	// Cells by class: the pool's states, the scheduler's window and queue,
+	// admission's live reservations.
+	pool := n.pool.Stats()
+	sched := n.sched.Stats()
+	live := map[string]uint64{}
+	for _, c := range adm.CellClasses {
+		live[c.Class] = c.Live
+	}
+	cells := uiTable{ID: "cells", Title: "Cells by class",
+		Head: []string{"class", "cells", "busy", "idle", "quarantined", "window", "running", "waiting", "admitted live"}}
+	for _, cs := range sched.Cells {
+		ps := pool[cs.Class]
+		name := cs.Class.String()
+		cells.Rows = append(cells.Rows, []string{name, i(ps.Parallelism), i(ps.Leased), i(ps.Usable - ps.Leased),
+			i(ps.Quarantined), i(cs.Window), i(cs.Running), i(cs.Waiting), u(live[name])})
+	}
+
+	queues := uiTable{ID: "queues", Title: "Queues by class", Head: []string{"queue class", "queued", "max queued"}}
+	for _, q := range adm.QueueClasses {
+		queues.Rows = append(queues.Rows, []string{q.Name, u(q.Queued), u(q.MaxQueued)})
+	}
+
+	// Tenants: admission use and limits, ingress requests held, services.
+	pin := n.cat.Pin()
+	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
+	tenants := uiTable{ID: "tenants", Title: "Tenants",
+		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services"}}
+	for _, t := range adm.Tenants {
+		id := catalog.TenantID(t.Name)
+		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
+			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
+			i(len(pin.Services(id)))})
+	}
+	nd := adm.Node
+	node := uiTable{ID: "node", Title: "Node", Head: []string{"scope", "live", "queued", "max live", "max queued"},
+		Rows: [][]string{{nd.Name, u(nd.Usage.LiveActivations), u(nd.Usage.Queued), u(nd.Limits.MaxLiveActivations),
+			u(nd.Limits.MaxQueued)}}}
+
+	ingress := uiTable{ID: "ingress", Title: "Ingress pools",
+		Head: []string{"pool", "requests", "max requests", "bytes", "max bytes"}}
+	for _, name := range []string{PoolData, PoolControl} {
+		p := adm.Ingress[name]
+		ingress.Rows = append(ingress.Rows, []string{name, i(p.Slots), i(p.MaxSlots), u(p.Bytes), u(p.MaxBytes)})
+	}
+
+	ls := n.load.Snapshot(n.clock.Now())
+	state := "fresh"
+	if ls.Reason != "" {
+		state = ls.Reason
+	}
+	pressure := uiTable{ID: "pressure", Title: "Pressure", Head: []string{"source", "cpu", "memory", "sample age", "state"},
+		Rows: [][]string{{n.loadKind, strconv.FormatFloat(ls.Last.CPU, 'f', 3, 64),
+			strconv.FormatFloat(ls.Last.Memory, 'f', 3, 64), ls.Age.Round(1e6).String(), state}}}
+
+	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, n.uiRefusals()}
+	return d
+}
+
+// uiRefusals sums the refusal counter by code and reason since the node
+// started.
+func (n *Node) uiRefusals() uiTable {
+	t := uiTable{ID: "refusals", Title: "Refusals since start", Head: []string{"code", "reason", "count"}}
+	fams, err := n.metrics.registry.Gather()
+	if err != nil {
+		// A collector failed; the refusal counter is still read when present.
+		n.log.Warn("status page: gathering metrics", "err", err)
+	}
+	sums := map[[2]string]float64{}
+	for _, f := range fams {
+		if f.GetName() != rejectionsMetric {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var k [2]string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "code":
+					k[0] = l.GetValue()
+				case "reason":
+					k[1] = l.GetValue()
+				}
+			}
+			sums[k] += m.GetCounter().GetValue()
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(sums), func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	}) {
+		t.Rows = append(t.Rows, []string{k[0], k[1], strconv.FormatFloat(sums[k], 'f', 0, 64)})
+	}
+	return t
+}
+
+// handleUIData answers the page's data.
+func (n *Node) handleUIData(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeJSON(w, http.StatusOK, n.uiSnapshot())
+}
+
+// handleUI answers the status page.
+func (n *Node) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	var raw [18]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
+	var body bytes.Buffer
+	if err := uiPage.Execute(&body, struct {
+		Nonce  string
+		Tables []uiTable
+	}{nonce, n.uiSnapshot().Tables}); err != nil {
+		n.log.Error("status page: rendering", "err", err)
+		n.writeAnswer(w, problemAnswer(internalProblem(), 0))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", uiCSP(nonce))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body.Bytes())
+}
+
+// uiCSP is the page's policy: its own origin for the data it fetches, the
+// inline style and script of this answer only, nothing else.
+func uiCSP(nonce string) string {
+	return "default-src 'self'; script-src 'nonce-" + nonce + "'; style-src 'nonce-" + nonce + "'; " +
+		"img-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// uiPage is the status page. The script replaces each table body with the
+// rows of /ui/data, through textContent only.
+var uiPage = template.Must(template.New("ui").Parse(`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>latent-node status</title>
+<style nonce="{{.Nonce}}">
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.3em; margin: 0 0 .2em; }
+h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: .2em .6em; }
+th { background: #f3f3f3; text-align: left; }
+td { font-variant-numeric: tabular-nums; }
+td + td { text-align: right; }
+#status { color: #666; }
+#status.failed { color: #b00; }
+</style>
+</head>
+<body>
+<h1>latent-node status</h1>
+<p id="status" data-refreshes="0">as rendered; refreshes every 2 s</p>
+{{range .Tables}}<section>
+<h2>{{.Title}}</h2>
+<table id="{{.ID}}">
+<thead><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>{{range .Rows}}
+<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}
+</tbody>
+</table>
+</section>
+{{end}}<script nonce="{{.Nonce}}">
+"use strict";
+(function () {
+  var status = document.getElementById("status");
+  var refreshes = 0;
+  function fill(t) {
+    var table = document.getElementById(t.id);
+    if (!table) { return; }
+    var body = document.createElement("tbody");
+    (t.rows || []).forEach(function (row) {
+      var tr = document.createElement("tr");
+      row.forEach(function (v) {
+        var td = document.createElement("td");
+        td.textContent = v;
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    table.replaceChild(body, table.tBodies[0]);
+  }
+  function refresh() {
+    fetch("/ui/data", {cache: "no-store", credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) { throw new Error("HTTP " + r.status); }
+      return r.json();
+    }).then(function (d) {
+      d.tables.forEach(fill);
+      refreshes++;
+      status.className = "";
+      status.dataset.refreshes = String(refreshes);
+      status.textContent = "updated " + new Date().toLocaleTimeString() + "; refreshes every 2 s";
+    }).catch(function (e) {
+      status.className = "failed";
+      status.textContent = "refresh failed: " + e.message;
+    }).finally(function () {
+      setTimeout(refresh, 2000);
+    });
+  }
+  setTimeout(refresh, 0);
+})();
+</script>
+</body>
+</html>
+`))
