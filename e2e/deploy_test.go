@@ -9,6 +9,14 @@ import (
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
+// thisArch is the architecture otherArch is not.
+func thisArch() string {
+	if otherArch() == "x86_64" {
+		return "aarch64"
+	}
+	return "x86_64"
+}
+
 // TestDeployRefusesWhatCannotRun: the binary refuses, at deploy, a release
 // whose revisions the node could never admit (422 invalid-manifest, every
 // problem in invalid_fields naming the manifest field and what the node
@@ -52,6 +60,9 @@ func TestDeployRefusesWhatCannotRun(t *testing.T) {
 			[]field{{"revisions[0].threading", "no cell class of this node offers threading shared"}}},
 		{"region", []any{revision("v1", func(r, _ map[string]any) { r["placement"] = map[string]any{"regions": []string{"mars"}} })},
 			[]field{{"revisions[0].placement.regions", "does not include this node's region (local)"}}},
+		{"architecture", []any{revision("v1", func(r, _ map[string]any) {
+			r["placement"] = map[string]any{"architectures": []string{otherArch()}}
+		})}, []field{{"revisions[0].placement.architectures", "does not include this node's architecture (" + thisArch() + ")"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
