@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
@@ -309,11 +309,13 @@ func TestRouteKind(t *testing.T) {
 
 // counterValue reads a counter.
 func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		panic(err)
+	r := prometheus.NewRegistry()
+	r.MustRegister(c)
+	mfs, err := r.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+		panic(fmt.Sprint("gather: ", err))
 	}
-	return m.GetCounter().GetValue()
+	return mfs[0].GetMetric()[0].GetCounter().GetValue()
 }
 
 // seriesCount is the number of series c collects.

@@ -79,6 +79,8 @@
 //   - frontyield.go: the front yield (pipe and sentinel).
 //   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight.
+//   - accesslog.go: one log line per request (rate-limited per tenant);
+//     counts every refusal and the request's duration.
 //   - metrics.go: the Prometheus metrics.
 //   - demo.go: the embedded demo guest of `serve --demo`.
 //

@@ -81,6 +81,8 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	if err != nil {
 		return n.refuse(target.Tenant, resolveRefusal(err))
 	}
+	rec := accessOf(ctx) // the access log's record of this request
+	rec.revision = string(rev.Revision)
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := n.prov.WithPolicySource(pin)
@@ -124,8 +126,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	out := res.Completion.Outcome
 	n.metrics.observe(rev, job.Obligations(), res, out, t)
 	// The access log writes the activation's line once its answer is out.
-	rec := accessOf(ctx)
-	rec.revision, rec.executed, rec.outcome, rec.fuel = string(rev.Revision), true, string(out.Kind), out.FuelUsed
+	rec.executed, rec.outcome, rec.fuel = true, string(out.Kind), out.FuelUsed
 	rec.queue, rec.exec, rec.stderr = t.front+t.queue, out.ExecutionTime, out.StderrTail
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
