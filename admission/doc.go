@@ -77,6 +77,9 @@
 //     counters and the live-reservation map (bounded by the node's
 //     MaxLiveActivations); snapshots.
 //   - controller.go: Controller.Admit, the grant, cell selection.
+//   - deploy.go: LocalQuotaProvider.CheckRevision, the deploy-time check
+//     that a revision could ever be admitted (the grant and cell selection
+//     of Admit, for a request that restricts nothing).
 //   - permit.go: Permit, ExecutionPermit, the safety net.
 //   - errors.go: Rejection, the sentinels, the prebuilt refusals.
 //   - request.go: Request, Principal, BudgetRequest, Obligations, and the
