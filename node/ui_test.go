@@ -245,6 +245,8 @@ func TestUI_browser(t *testing.T) {
 		refreshes, tables = shown(refreshes)
 		a := admin()
 		if diff = compareUI(tables, a); diff == "" {
+			t.Logf("after %d refreshes the page shows cells %q, tenants %q, ingress %q, pressure %q",
+				refreshes, tables["cells"], tables["tenants"], tables["ingress"], tables["pressure"])
 			// Negative control: the comparison sees a changed number.
 			a.Tenants[0].Usage.Queued++
 			if compareUI(tables, a) == "" {
