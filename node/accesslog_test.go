@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -354,5 +355,19 @@ func TestAccessLog_guestStderr(t *testing.T) {
 	act := logLines(t, logs, "activation", id)
 	if len(act) != 1 || act[0]["outcome"] != "declared-error" || act[0]["reason"] != nil {
 		t.Fatalf("activation line: %v", act)
+	}
+}
+
+// BenchmarkAccessLog is the middleware's cost on a request that answers
+// 204, with the JSON handler writing to io.Discard.
+func BenchmarkAccessLog(b *testing.B) {
+	n := &Node{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: wallClock{}}
+	n.metrics = newMetrics(n)
+	n.metrics.access = newLogLimiter(wallClock{}, 1<<30, 1<<30, nil, func(string) func() { return func() {} })
+	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	req := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
 }
