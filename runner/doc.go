@@ -81,7 +81,16 @@
 // (one unit per 64 bytes), memory growth per page, and one unit for each
 // clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
 // context is done. Fuel used is exact and deterministic for the same module,
-// input and grant.
+// input, grant and random bytes.
+//
+// Randomness: random_get reads a ChaCha8 stream seeded on the activation's
+// first call. By default the seed is 32 bytes from crypto/rand, so every
+// activation reads different bytes (and a guest whose runtime branches on
+// them, Go's for one, may use slightly different fuel each time). A
+// revision whose manifest says random = "deterministic" (admission passes
+// it on in Obligations.Random) is seeded from a hash of its revision id:
+// every activation of it reads the same stream, and the same input replays
+// exactly, output and fuel.
 //
 // Memory: the grant covers linear memory, the tables and the call stack
 // together. The tables and the compiler's call stack live on the Go heap,

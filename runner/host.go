@@ -43,6 +43,10 @@ type activation struct {
 	stderr  tailWriter
 	args    wasiList
 	environ wasiList
+
+	// random and revision choose random_get's seed (see binding.seed).
+	random   catalog.Randomness
+	revision catalog.RevisionID
 }
 
 type activationKey struct{}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
 	"slices"
 	"sync"
 	"time"
@@ -91,13 +92,18 @@ var (
 	ErrCompileFailed = errors.New("runner: compile failed")
 )
 
-// randSeed seeds every activation's random_get. It is fixed, as wazero's
-// default source is, so fuel use and output stay deterministic for the same
-// module and input (a guest's runtime, Go's for one, reads random bytes at
-// start and branches on them). Guests do not get secret entropy from the
-// node. A binding reseeds its own ChaCha8 source for each activation instead
-// of letting wazero seed a math/rand source per instance (RATIONALE.md).
-var randSeed = [32]byte{'l', 'a', 't', 'e', 'n', 't', '-', 'n', 'o', 'd', 'e'}
+// deterministicSeed is the random_get seed of a revision that opted into
+// deterministic randomness (catalog.RandomDeterministic): a hash of its
+// revision id, so every activation of the revision, on every node and after
+// restarts, reads the same stream and the same input replays exactly.
+func deterministicSeed(rev catalog.RevisionID) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("latent-node random_get v1\x00"))
+	h.Write([]byte(rev))
+	var seed [32]byte
+	h.Sum(seed[:0])
+	return seed
+}
 
 // Cell is what Run needs from a leased execution cell (cellpool.Lease
 // implements it): linear memory for one activation, capped at limitBytes,
@@ -327,6 +333,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		deadline: exec.Deadline(), grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
+		random:  ob.Random, revision: ob.Revision,
 	}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	crand "crypto/rand"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 )
 
@@ -113,9 +115,10 @@ func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
 // wazero.ModuleConfig.With… call copies the configuration, so an activation
 // makes none of them; RATIONALE.md gives the cost this avoids.
 type binding struct {
-	cfg  wazero.ModuleConfig
-	a    *activation
-	rand *rand.ChaCha8
+	cfg    wazero.ModuleConfig
+	a      *activation
+	rand   *rand.ChaCha8
+	seeded bool // rand was seeded for a
 }
 
 // bind lends a binding from r's pool to a; release returns it. A binding
@@ -123,16 +126,14 @@ type binding struct {
 func (r *Runner) bind(a *activation) *binding {
 	b, _ := r.bindings.Get().(*binding)
 	if b == nil {
-		b = &binding{rand: rand.NewChaCha8(randSeed)}
+		b = &binding{rand: rand.NewChaCha8([32]byte{})}
 		b.cfg = r.base.WithStdin((*bindingStdin)(b)).WithStdout((*bindingStdout)(b)).
 			WithStderr((*bindingStderr)(b)).WithRandSource((*bindingRand)(b)).
 			WithNanosleep(b.nanosleep).WithOsyield(b.osyield).
 			WithWalltime(b.walltime, sys.ClockResolution(time.Microsecond)).
 			WithNanotime(b.nanotime, sys.ClockResolution(1))
-	} else {
-		b.rand.Seed(randSeed) // every activation sees the same random bytes
 	}
-	b.a = a
+	b.a, b.seeded = a, false
 	return b
 }
 
@@ -177,10 +178,32 @@ func (b *bindingStdin) Read(p []byte) (int, error)   { return b.a.readInput(p) }
 func (b *bindingStdout) Write(p []byte) (int, error) { return b.a.stdout.Write(p) }
 func (b *bindingStderr) Write(p []byte) (int, error) { return b.a.stderr.Write(p) }
 
-// Read is random_get: the stream, charged by size like stdio.
+// Read is random_get: the activation's stream, charged by size like stdio.
 func (b *bindingRand) Read(p []byte) (int, error) {
 	b.a.chargeHostCall(uint64(len(p)) >> ioShift)
+	if !b.seeded {
+		(*binding)(b).seed()
+	}
 	return b.rand.Read(p)
+}
+
+// seed starts the bound activation's random stream, on its first
+// random_get: an activation that reads no random bytes costs no seeding.
+// By default (catalog.RandomSecure) the seed is 32 bytes from crypto/rand,
+// so no two activations read the same stream; a revision that opted into
+// catalog.RandomDeterministic gets deterministicSeed of its revision id.
+// ChaCha8 is a cryptographically strong generator, so the secure stream is
+// as good as crypto/rand's own bytes and costs one getrandom per activation
+// instead of one per call (RATIONALE.md).
+func (b *binding) seed() {
+	var seed [32]byte
+	if b.a.random == catalog.RandomDeterministic {
+		seed = deterministicSeed(b.a.revision)
+	} else {
+		_, _ = crand.Read(seed[:]) // never fails: crypto/rand panics instead of returning an error
+	}
+	b.rand.Seed(seed)
+	b.seeded = true
 }
 
 // checkImport accepts imp only if it is a function the runner's

@@ -36,7 +36,9 @@ func GoGuestDir() string {
 //
 // The guest reads {"words":[...]} as JSON from stdin, writes
 // {"total":N,"unique":U,"sorted":[...],"counts":{...}} plus "\n" to stdout
-// and one line to stderr, and exits with status 3 on invalid JSON.
+// and three lines to stderr (its arguments and environment as JSON, a
+// summary, and "goguest: random " + 8 bytes from crypto/rand in hex), and
+// exits with status 3 on invalid JSON.
 //
 // The build runs at most once per process; later callers share its result
 // (each gets its own copy of the bytes). A failed build fails every caller.

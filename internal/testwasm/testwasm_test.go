@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,7 @@ var fixtures = []string{
 	"hostcalls",
 	"infinite",
 	"oob_data",
+	"random",
 	"recursion",
 	"sleep",
 	"trap_divzero",
@@ -481,6 +483,15 @@ func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
 		}
 	})
 
+	t.Run("random", func(t *testing.T) {
+		r := run(t, config, fixture("random"), runOpts{})
+		wantOK(t, r)
+		// Two calls of 16 bytes each: the halves of the line differ.
+		if ok, _ := regexp.MatchString(`^[0-9a-f]{64}\n$`, r.stdout); !ok || r.stdout[:32] == r.stdout[32:64] {
+			t.Errorf("random stdout = %q, want 64 hex digits (two different halves) and a newline", r.stdout)
+		}
+	})
+
 	t.Run("bad_import", func(t *testing.T) {
 		r := run(t, config, fixture("bad_import"), runOpts{})
 		if r.err == nil {
@@ -538,8 +549,10 @@ func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
 			t.Errorf("goguest stdout = %q, want %q", r.stdout, want)
 		}
 		// No arguments and no environment: this harness configures none.
-		if want := "goguest: {\"args\":[],\"env\":[]}\ngoguest: sorted 4 words (3 unique)\n"; r.stderr != want {
-			t.Errorf("goguest stderr = %q, want %q", r.stderr, want)
+		// The random line's bytes depend on the host's random source.
+		wantStderr := regexp.MustCompile(`^goguest: \{"args":\[\],"env":\[\]\}\ngoguest: sorted 4 words \(3 unique\)\ngoguest: random [0-9a-f]{16}\n$`)
+		if !wantStderr.MatchString(r.stderr) {
+			t.Errorf("goguest stderr = %q, want a match of %s", r.stderr, wantStderr)
 		}
 
 		r = run(t, config, wasm, runOpts{stdin: `{"words":[`})

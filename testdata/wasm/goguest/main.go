@@ -6,13 +6,16 @@
 //
 //	{"total":3,"unique":2,"sorted":["a","b","b"],"counts":{"a":1,"b":2}}
 //
-// It also writes two diagnostic lines to stderr: its arguments and
-// environment as JSON, then a summary. On input that is not valid
+// It also writes three diagnostic lines to stderr: its arguments and
+// environment as JSON, a summary, then 8 bytes from crypto/rand in hex
+// ("goguest: random 0123456789abcdef"; they come from WASI random_get). On input that is not valid
 // JSON (or not of that shape) it reports the problem on stderr and exits with
 // status 3. If writing the result fails it exits with status 1.
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -68,4 +71,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "goguest: sorted %d words (%d unique)\n", resp.Total, resp.Unique)
+	var random [8]byte
+	_, _ = rand.Read(random[:]) // never fails: crypto/rand panics instead
+	fmt.Fprintf(os.Stderr, "goguest: random %s\n", hex.EncodeToString(random[:]))
 }
