@@ -36,14 +36,10 @@ func TestOutcomesAndRejections(t *testing.T) {
 	n.deploy(t, "alice", "acme", "grow", rev{guest: "grow", memory: "1MiB"})
 	n.deploy(t, "bob", "beta", "partner", rev{guest: "echo", trust: "partner"})
 	n.deploy(t, "bob", "beta", "sleep", rev{guest: "sleep"})
-	// Revisions whose requirements the node cannot satisfy deploy fine (the
-	// catalog does not know the node's cells) and are refused at admission.
-	n.deploy(t, "alice", "acme", "partner", rev{guest: "echo", trust: "partner"})
-	n.deploy(t, "alice", "acme", "big", rev{guest: "echo", memory: "32MiB"})
-	n.deploy(t, "alice", "acme", "huge", rev{guest: "echo", memory: "128MiB"})
-	n.deploy(t, "alice", "acme", "threaded", rev{guest: "echo", threading: "shared"})
-	n.deploy(t, "alice", "acme", "elsewhere", rev{guest: "echo", placement: map[string]any{"architectures": []string{otherArch()}}})
-	n.deploy(t, "alice", "acme", "mars", rev{guest: "echo", placement: map[string]any{"regions": []string{"mars"}}})
+	// Revisions whose requirements the node cannot satisfy are refused at
+	// deploy (TestDeployRefusesWhatCannotRun), so admission's trust-class,
+	// cell-class, threading and placement refusals are unit-tested in
+	// admission.
 
 	t.Run("outcomes", func(t *testing.T) {
 		r := n.invoke(t, "alice", "acme/echo/run", "ping", nil)
@@ -120,8 +116,6 @@ func TestOutcomesAndRejections(t *testing.T) {
 			{"subject not allowed by tenant", "mallory", "acme/echo/run", "", nil, 403, "principal-not-authorized"},
 			{"admin lacks invoke role", "root", "acme/echo/run", "", nil, 403, "role-not-authorized"},
 			{"priority over tenant max", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "7"}, 403, "priority-not-authorized"},
-			{"trust class not allowed", "alice", "acme/partner/run", "", nil, 403, "trust-class-not-authorized"},
-			{"cell class not allowed", "alice", "acme/big/run", "", nil, 403, "cell-class-not-authorized"},
 			{"bad budget dimension", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
 			{"bad budget value", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=lots"}, 400, "invalid-header"},
 			{"bad priority", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "-1"}, 400, "invalid-header"},
@@ -131,12 +125,8 @@ func TestOutcomesAndRejections(t *testing.T) {
 			{"invalid activation id", "alice", "acme/echo/run", "", map[string]string{"Latent-Activation-Id": strings.Repeat("a", 200)}, 400, "invalid-identifier"},
 			{"too much metadata", "alice", "acme/echo/run", "", meta, 400, "metadata-too-large"},
 			{"zero fuel", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=0"}, 400, "budget-infeasible"},
-			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, "revision-not-available"},
-			{"unknown service", "alice", "acme/nope/run", "", nil, 404, "revision-not-available"},
-			{"no compatible cell", "alice", "acme/huge/run", "", nil, 422, "no-compatible-cell"},
-			{"threading unsupported", "alice", "acme/threaded/run", "", nil, 422, "unsupported-execution-requirement"},
-			{"architecture", "alice", "acme/elsewhere/run", "", nil, 422, "placement-not-compatible"},
-			{"region", "alice", "acme/mars/run", "", nil, 422, "placement-not-compatible"},
+			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, "route-not-found"},
+			{"unknown service", "alice", "acme/nope/run", "", nil, 404, "service-not-found"},
 			{"payload over node cap", "alice", "acme/echo/run", big, nil, 413, "payload-too-large"},
 			{"payload over tenant cap", "alice", "acme/echo/run", strings.Repeat("x", 32<<10+1), nil, 413, "payload-too-large"},
 			{"infeasible deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "50"}, 503, "queue-deadline-infeasible"},

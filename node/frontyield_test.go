@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -97,7 +98,7 @@ func TestFrontYield_readsTheNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		var worst time.Duration
+		trips := make([]time.Duration, 0, 40)
 		var b [1]byte
 		for i := 0; i < 40; i++ {
 			start := time.Now()
@@ -107,14 +108,15 @@ func TestFrontYield_readsTheNetwork(t *testing.T) {
 			if _, err := c.Read(b[:]); err != nil {
 				t.Fatal(err)
 			}
-			worst = max(worst, time.Since(start))
+			trips = append(trips, time.Since(start))
 		}
-		return worst
+		slices.Sort(trips)
+		return trips[len(trips)/2] // the median: a loaded machine delays single trips either way
 	}
 	f := startYield(t, 100*time.Microsecond)
 	with := roundTrips(t, f.maybe)
 	without := roundTrips(t, func() {})
-	t.Logf("worst round trip: %v with yields, %v without", with, without)
+	t.Logf("median round trip: %v with yields, %v without", with, without)
 	if with*3 > without {
 		t.Fatalf("yields should make the front far faster: %v with, %v without", with, without)
 	}
