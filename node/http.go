@@ -472,10 +472,7 @@ func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.P
 }
 
 func (n *Node) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	writeJSON(w, http.StatusOK, struct {
-		admission.QuotaSnapshot
-		Ingress map[string]IngressUsage `json:"ingress"`
-	}{n.prov.Snapshot(), n.ingressUsage("", true)})
+	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true)})
 }
 
 // handleHealthz is liveness with its own small bound: it never waits behind
