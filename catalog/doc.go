@@ -7,8 +7,8 @@
 //
 // A release manifest names one service's revisions (each a module by its
 // sha256 digest, a trust class, a threading model, a random source, required
-// features, a deployment ceiling and optional placement restrictions) and its routes
-// (each a function and weighted targets). Deploy validates the manifest
+// features, a deployment ceiling and optional placement restrictions) and its
+// routes (each a function and weighted targets). Deploy validates the manifest
 // (every problem names its field), inspects each module through a
 // ModuleInspector (the runner implements it; tests use a fake), derives
 // deterministic identities, takes the next catalog-wide Generation, persists
