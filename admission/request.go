@@ -87,4 +87,7 @@ type Obligations struct {
 	CallDepthLimit uint32
 	// Random is the revision's random_get source (the runner seeds it).
 	Random catalog.Randomness
+	// ABI is the revision's guest ABI (the runner builds the environment
+	// and reads the output by it).
+	ABI catalog.ABI
 }

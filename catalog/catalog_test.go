@@ -51,6 +51,7 @@ func TestDeploy_identities(t *testing.T) {
 		"trust class": func(m *Manifest) { m.Revisions[1].TrustClass = "trusted" },
 		"feature":     func(m *Manifest) { m.Revisions[1].Features = []string{"simd"} },
 		"random":      func(m *Manifest) { m.Revisions[1].Random = "deterministic" },
+		"abi":         func(m *Manifest) { m.Revisions[1].ABI = "wagi" },
 		"placement":   func(m *Manifest) { m.Revisions[1].Placement = &ManifestPlacement{Zones: []string{"z"}} },
 		"attribute":   func(m *Manifest) { m.Revisions[1].Attributes = map[string]string{"team": "x"} },
 		"artifact":    func(m *Manifest) { m.Revisions[1].Artifact = a },

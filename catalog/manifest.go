@@ -51,6 +51,7 @@ type ManifestRevision struct {
 	TrustClass TrustClass         `json:"trust_class"`
 	Threading  string             `json:"threading,omitempty"` // "single" (default) or "shared"
 	Random     string             `json:"random,omitempty"`    // random_get: "secure" (default) or "deterministic" (replayable)
+	ABI        string             `json:"abi,omitempty"`       // guest ABI: "stdio" (default) or "wagi" (CGI over HTTP)
 	Features   []string           `json:"features,omitempty"`  // required features
 	Ceiling    *ManifestCeiling   `json:"ceiling"`             // deployment ceiling, required
 	Placement  *ManifestPlacement `json:"placement,omitempty"`
@@ -177,6 +178,7 @@ type revisionSpec struct {
 	trustClass TrustClass
 	threading  Threading
 	random     Randomness
+	abi        ABI
 	features   FeatureSet
 	ceiling    Budget
 	placement  Placement
@@ -331,6 +333,13 @@ func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
 			p.addErr(f+".random", err)
 		}
 		rs.random = rnd
+	}
+	if r.ABI != "" {
+		abi, err := ParseABI(r.ABI)
+		if err != nil {
+			p.addErr(f+".abi", err)
+		}
+		rs.abi = abi
 	}
 	if len(r.Features) > int(numFeatures) {
 		p.add(f+".features", "at most %d features", numFeatures)

@@ -140,6 +140,17 @@ func TestVocabulary(t *testing.T) {
 	if _, err := ParseRandomness(""); err == nil {
 		t.Error("ParseRandomness accepted an empty name")
 	}
+	for _, a := range []ABI{ABIStdio, ABIWAGI} {
+		if p, err := ParseABI(a.String()); err != nil || p != a {
+			t.Errorf("guest ABI %v does not round-trip", a)
+		}
+	}
+	if ABI(0) != ABIStdio || ABI(7).String() != "abi(7)" {
+		t.Error("the zero guest ABI is not stdio")
+	}
+	if _, err := ParseABI("WAGI"); err == nil {
+		t.Error("ParseABI accepted WAGI")
+	}
 	all := FeatureSet(0)
 	for f := Feature(0); f < numFeatures; f++ {
 		p, err := ParseFeature(f.String())
@@ -222,6 +233,8 @@ func TestValidateManifest(t *testing.T) {
 		{"bad threading", func(m *Manifest) { m.Revisions[0].Threading = "green" }, []string{"revisions[0].threading"}},
 		{"deterministic random", func(m *Manifest) { m.Revisions[0].Random = "deterministic" }, nil},
 		{"bad random", func(m *Manifest) { m.Revisions[1].Random = "replay" }, []string{"revisions[1].random"}},
+		{"wagi abi", func(m *Manifest) { m.Revisions[0].ABI = "wagi" }, nil},
+		{"bad abi", func(m *Manifest) { m.Revisions[1].ABI = "cgi" }, []string{"revisions[1].abi"}},
 		{"unknown feature", func(m *Manifest) { m.Revisions[0].Features = []string{"simd", "gc"} },
 			[]string{"revisions[0].features[1]"}},
 		{"duplicate feature", func(m *Manifest) { m.Revisions[0].Features = []string{"simd", "simd"} },

@@ -31,6 +31,8 @@ type RevisionPolicy struct {
 	Placement    Placement
 	// Random is the source of the revision's random_get (manifest "random").
 	Random Randomness
+	// ABI is the revision's guest ABI (manifest "abi").
+	ABI ABI
 }
 
 // RevisionRef names a revision of a deployed release.
@@ -125,7 +127,7 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 			Capsule: Capsule{MinMemoryBytes: mod.MinMemoryBytes + mod.FixedMemoryBytes,
 				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + CallStackBytes},
 			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
-			Placement:    r.placement, Random: r.random,
+			Placement:    r.placement, Random: r.random, ABI: r.abi,
 		}
 		svc.attributes[i] = r.attributes
 		svc.byID[id] = i
@@ -153,8 +155,9 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 // spellings ("32MiB" or 33554432) and attribute order do not matter, and the
 // same content gives the same id on every run. The "rev1"/"rel1" prefixes
 // version the derivation; a change to it must change the prefix. (A field
-// encoded only when it is not its default, such as the random source, is no
-// change: every id derived before it existed stays the same.)
+// encoded only when it is not its default, such as the random source or the
+// guest ABI, is no change: every id derived before it existed stays the
+// same.)
 
 type canon struct{ h hash.Hash }
 
@@ -212,6 +215,11 @@ func revisionID(s spec, r revisionSpec) RevisionID {
 	if r.random != RandomSecure {
 		c.str("random")
 		c.u64(uint64(r.random))
+	}
+	// The same for the guest ABI, after the random source.
+	if r.abi != ABIStdio {
+		c.str("abi")
+		c.u64(uint64(r.abi))
 	}
 	return RevisionID(revisionIDPrefix + c.hex())
 }

@@ -119,6 +119,43 @@ func ParseRandomness(s string) (Randomness, error) {
 	return 0, errors.New(`unknown random source (want "secure" or "deterministic")`)
 }
 
+// ABI is how a revision's guests talk to their caller. The zero value is
+// ABIStdio.
+type ABI uint8
+
+// Guest ABIs. Stdio is the default.
+const (
+	// ABIStdio: the body on stdin, the output on stdout, answered as
+	// application/octet-stream; POST only.
+	ABIStdio ABI = iota
+	// ABIWAGI: the WAGI form of CGI. Any method and a path suffix reach
+	// the guest, the request is described in the environment, and stdout
+	// begins with a CGI header block that sets the HTTP status and headers.
+	ABIWAGI
+)
+
+// String returns the manifest name.
+func (a ABI) String() string {
+	switch a {
+	case ABIStdio:
+		return "stdio"
+	case ABIWAGI:
+		return "wagi"
+	}
+	return "abi(" + strconv.Itoa(int(a)) + ")"
+}
+
+// ParseABI parses a manifest name.
+func ParseABI(s string) (ABI, error) {
+	switch s {
+	case "stdio":
+		return ABIStdio, nil
+	case "wagi":
+		return ABIWAGI, nil
+	}
+	return 0, errors.New(`unknown guest ABI (want "stdio" or "wagi")`)
+}
+
 // Feature is one WebAssembly feature beyond the MVP.
 type Feature uint8
 
