@@ -89,7 +89,35 @@ type Config struct {
 	DeployLimits DeployLimits  // [deploy_limits]
 	Catalog      CatalogLimits // [catalog]
 	Ingress      Ingress       // [ingress]
+	Tracing      Tracing       // [tracing]
 }
+
+// Tracing is the [tracing] table: OpenTelemetry spans of activations,
+// exported over OTLP/HTTP. Off by default.
+type Tracing struct {
+	// Enabled turns tracing on; off, the node does no tracing work.
+	Enabled bool
+	// Endpoint is the OTLP/HTTP traces URL ("http://collector:4318/v1/traces");
+	// required when Enabled.
+	Endpoint string
+	// SampleRatio is the share of traces sampled when the caller's
+	// traceparent does not decide (0 to 1).
+	SampleRatio float64
+	// ServiceName is the resource's service.name.
+	ServiceName string
+	// Timeout bounds one export, and the flush at shutdown.
+	Timeout time.Duration
+	// BatchTimeout is the longest a finished span waits before export.
+	BatchTimeout time.Duration
+}
+
+// Defaults of the [tracing] table.
+const (
+	DefaultTracingServiceName  = "latent-node"
+	DefaultTracingSampleRatio  = 1.0
+	DefaultTracingTimeout      = 10 * time.Second
+	DefaultTracingBatchTimeout = 5 * time.Second
+)
 
 // Node is the [node] table.
 type Node struct {

@@ -26,7 +26,7 @@ import (
 // each with its Go field and options. The Go type of the field gives the
 // rest: strings (and types of kind string), integers bounded by their type
 // (int to math.MaxInt32, uint32, uint64 to math.MaxInt64), float64 (an
-// integer is accepted), time.Duration (a Go duration string); a struct is a
+// integer is accepted), bool, time.Duration (a Go duration string); a struct is a
 // table, a slice of structs an array of tables, a map of structs a table of
 // named tables, any other slice an array of strings. A type in parsers is
 // written as a string and parsed. A field not in schema has no key.
@@ -86,7 +86,7 @@ var schema = map[reflect.Type][]key{
 		{"CellClasses", "cell_classes", 0}, {"TrustClasses", "trust_classes", 0}, {"Tenants", "tenants", 0},
 		{"Principals", "principals", 0}, {"Overload", "overload", 0}, {"Deadline", "deadline", 0},
 		{"Metadata", "metadata", 0}, {"Scheduler", "scheduler", 0}, {"DeployLimits", "deploy_limits", 0},
-		{"Catalog", "catalog", 0}, {"Ingress", "ingress", 0}},
+		{"Catalog", "catalog", 0}, {"Ingress", "ingress", 0}, {"Tracing", "tracing", 0}},
 	reflect.TypeFor[Node](): {{"Listen", "listen", 0}, {"DataDir", "data_dir", 0},
 		{"Architecture", "architecture", 0}, {"Region", "region", 0}, {"Zone", "zone", 0},
 		{"MaxOutputBytes", "max_output_bytes", asSize}, {"ShutdownGrace", "shutdown_grace", 0},
@@ -134,6 +134,9 @@ var schema = map[reflect.Type][]key{
 		{"MaxDeployedBytesPerTenant", "max_deployed_bytes_per_tenant", asSize},
 		{"ArtifactGrace", "artifact_grace", 0}},
 	reflect.TypeFor[Ingress](): {{"Data", "data", 0}, {"Control", "control", 0}},
+	reflect.TypeFor[Tracing](): {{"Enabled", "enabled", 0}, {"Endpoint", "endpoint", 0},
+		{"SampleRatio", "sample_ratio", 0}, {"ServiceName", "service_name", 0}, {"Timeout", "timeout", 0},
+		{"BatchTimeout", "batch_timeout", 0}},
 	reflect.TypeFor[IngressPool](): {{"Slots", "slots", 0}, {"Bytes", "bytes", asSize},
 		{"PerTenant", "per_tenant", 0}, {"PerPrincipal", "per_principal", 0},
 		{"BytesPerTenant", "bytes_per_tenant", asSize}, {"BytesPerPrincipal", "bytes_per_principal", asSize}},
@@ -219,6 +222,8 @@ func (d *decoder) config(doc map[string]any) *Config {
 		Metadata: admission.MetadataPolicy{MaxIdentifierBytes: DefaultMaxIdentifierBytes,
 			MaxEntries: DefaultMaxMetadataEntries, MaxBytes: DefaultMaxMetadataBytes},
 		Scheduler: Scheduler{MaxWait: DefaultMaxWait, LowerClassAfter: DefaultLowerClassAfter, Fairness: DefaultFairness},
+		Tracing: Tracing{SampleRatio: DefaultTracingSampleRatio, ServiceName: DefaultTracingServiceName,
+			Timeout: DefaultTracingTimeout, BatchTimeout: DefaultTracingBatchTimeout},
 	}
 	if list, ok := doc["queue_classes"].([]any); ok && len(list) > MaxQueueClasses {
 		d.add("queue_classes", "at most "+strconv.Itoa(MaxQueueClasses)+" queue classes (only the decoding of the first "+
@@ -343,6 +348,12 @@ func (d *decoder) value(path string, v any, k key, dst reflect.Value) {
 			if k, ok := d.parse(p, name, t.Key()); ok {
 				dst.SetMapIndex(k, d.element(p, 0, m[name], t.Elem()))
 			}
+		}
+	case t.Kind() == reflect.Bool:
+		if b, ok := v.(bool); ok {
+			dst.SetBool(b)
+		} else {
+			d.add(path, "must be a boolean, not "+kindOf(v))
 		}
 	case t.Kind() == reflect.Float64:
 		switch x := v.(type) {

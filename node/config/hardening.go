@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"net/url"
 	"reflect"
 	"strconv"
 	"time"
@@ -241,4 +242,31 @@ func sizeString(n uint64) string {
 		}
 	}
 	return strconv.FormatUint(n, 10) + " bytes"
+}
+
+// checkTracing checks [tracing]: the endpoint is needed only when tracing
+// is on, the other keys always.
+func (c *Config) checkTracing(v *checker) {
+	t := c.Tracing
+	if t.Enabled {
+		u, err := url.Parse(t.Endpoint)
+		switch {
+		case t.Endpoint == "":
+			v.add("tracing.endpoint", "missing: required when tracing.enabled is true")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			v.add("tracing.endpoint", `must be an http or https URL such as "http://127.0.0.1:4318/v1/traces"`)
+		}
+	}
+	if !(t.SampleRatio >= 0 && t.SampleRatio <= 1) {
+		v.add("tracing.sample_ratio", "must be between 0 and 1")
+	}
+	if t.ServiceName == "" {
+		v.add("tracing.service_name", "must not be empty")
+	}
+	if t.Timeout <= 0 {
+		v.add("tracing.timeout", "must be positive")
+	}
+	if t.BatchTimeout <= 0 {
+		v.add("tracing.batch_timeout", "must be positive")
+	}
 }

@@ -235,3 +235,49 @@ slots = 16
 		})
 	}
 }
+
+// TestParse_tracing decodes [tracing]: off with defaults when absent, the
+// values when given, and a problem naming the key for each bad value.
+func TestParse_tracing(t *testing.T) {
+	cfg, err := Parse([]byte(doc(nil, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Tracing{SampleRatio: 1, ServiceName: "latent-node", Timeout: 10 * time.Second, BatchTimeout: 5 * time.Second}
+	if cfg.Tracing != want {
+		t.Errorf("defaults: have %+v, want %+v", cfg.Tracing, want)
+	}
+	cfg, err = Parse([]byte(doc(nil, "[tracing]\nenabled = true\nendpoint = \"http://127.0.0.1:4318/v1/traces\"\n"+
+		"sample_ratio = 0.25\nservice_name = \"edge\"\ntimeout = \"2s\"\nbatch_timeout = \"100ms\"\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = Tracing{Enabled: true, Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.25, ServiceName: "edge",
+		Timeout: 2 * time.Second, BatchTimeout: 100 * time.Millisecond}
+	if cfg.Tracing != want {
+		t.Errorf("values: have %+v, want %+v", cfg.Tracing, want)
+	}
+	for _, tc := range []struct{ name, table, key string }{
+		{"endpoint missing", "enabled = true", "tracing.endpoint"},
+		{"endpoint not http", "enabled = true\nendpoint = \"grpc://x:4317\"", "tracing.endpoint"},
+		{"endpoint without host", "enabled = true\nendpoint = \"http:///v1/traces\"", "tracing.endpoint"},
+		{"enabled not a boolean", "enabled = \"yes\"", "tracing.enabled"},
+		{"ratio above 1", "sample_ratio = 1.5", "tracing.sample_ratio"},
+		{"ratio nan", "sample_ratio = nan", "tracing.sample_ratio"},
+		{"empty service name", "service_name = \"\"", "tracing.service_name"},
+		{"zero timeout", "timeout = \"0s\"", "tracing.timeout"},
+		{"zero batch timeout", "batch_timeout = \"0s\"", "tracing.batch_timeout"},
+		{"unknown key", "endpont = \"http://x\"", "tracing.endpont"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(doc(nil, "[tracing]\n"+tc.table+"\n")))
+			if got := keysOfProblems(err); !slices.Equal(got, []string{tc.key}) {
+				t.Errorf("problems at %q, want [%s] (err: %v)", got, tc.key, err)
+			}
+		})
+	}
+	// Off, the endpoint is not needed (the negative control of the first case).
+	if _, err := Parse([]byte(doc(nil, "[tracing]\nenabled = false\n"))); err != nil {
+		t.Errorf("disabled without endpoint: %v", err)
+	}
+}

@@ -87,6 +87,7 @@ func (c *Config) check() []Problem {
 	c.checkPrincipals(&v)
 	c.checkHardening(&v)
 	c.checkIngress(&v)
+	c.checkTracing(&v)
 
 	o := c.Overload
 	switch {
