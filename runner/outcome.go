@@ -21,7 +21,10 @@ const (
 	OutputExceeded   Kind = "output-exceeded"
 	DeadlineExceeded Kind = "deadline-exceeded"
 	Cancelled        Kind = "cancelled"
-	PlatformFailure  Kind = "platform-failure"
+	// MalformedResponse: a WAGI guest stopped normally but its stdout does
+	// not start with a valid CGI header block (Outcome.Malformed says why).
+	MalformedResponse Kind = "malformed-response"
+	PlatformFailure   Kind = "platform-failure"
 )
 
 // Trap kinds.
@@ -54,6 +57,12 @@ type Outcome struct {
 	ExecutionTime time.Duration
 	Stdout        []byte
 	StderrTail    []byte
+	// Response is the parsed CGI answer of a WAGI revision's successful
+	// activation (nil otherwise); its Body is a slice of Stdout.
+	Response *CGIResponse
+	// Malformed says what is wrong with a MalformedResponse's output, in
+	// words that may be shown to the caller.
+	Malformed string
 	// Quarantine is set when the cell's state is uncertain (platform
 	// failure, never the guest's doing): the caller must release the lease
 	// with Quarantine.

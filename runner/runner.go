@@ -292,8 +292,26 @@ func instantiationFuel(in fuel.Info) uint64 {
 // Run holds its own reference to the compiled module while it runs; a
 // caller that resolved the artifact earlier pins it with Acquire so that it
 // is still there when Run starts.
-func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, input []byte) (out Outcome) {
+func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, input []byte) Outcome {
+	return r.RunWith(ctx, exec, cell, Input{Body: input})
+}
+
+// Input is what an activation reads.
+type Input struct {
+	// Body is the guest's stdin.
+	Body []byte
+	// Environ is a WAGI revision's CGI environment (CGIRequest.Environ),
+	// after LATENT_ACTIVATION_ID and LATENT_REVISION; a stdio revision
+	// never sees it.
+	Environ []string
+}
+
+// RunWith is Run with the whole input. For a WAGI revision
+// (catalog.ABIWAGI) a successful activation's stdout is parsed as a CGI
+// answer: Outcome.Response, or the outcome MalformedResponse.
+func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, in Input) (out Outcome) {
 	start := time.Now()
+	input := in.Body
 	defer func() {
 		if p := recover(); p != nil {
 			out = Outcome{Kind: PlatformFailure, Quarantine: true, ExecutionTime: time.Since(start),
@@ -335,6 +353,9 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 		random:  ob.Random, revision: ob.Revision,
 	}
+	if ob.ABI == catalog.ABIWAGI {
+		a.environ.extra = in.Environ
+	}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
@@ -362,6 +383,15 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 	r.release(b)
 	if kind == PlatformFailure {
 		out.Quarantine = true
+	}
+	if kind == Success && ob.ABI == catalog.ABIWAGI {
+		resp, err := ParseCGIResponse(out.Stdout)
+		if err != nil {
+			out.Kind, out.Err = MalformedResponse, err
+			out.Malformed = malformedDetail(err)
+		} else {
+			out.Response = &resp
+		}
 	}
 	return out
 }

@@ -42,7 +42,15 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 			[]string{"environ", "environ_buf"}, []string{"result.environc", "result.environv_len"}},
 	} {
 		get := func(ctx context.Context, mod api.Module, stack []uint64) {
-			stack[0] = uint64(l.of(activationFrom(ctx)).write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+			a := activationFrom(ctx)
+			list := l.of(a)
+			if len(list.extra) > 0 {
+				// A CGI environment (up to MaxCGIEnvironBytes) is copied
+				// like stdio, charged by size; the two fixed entries stay
+				// free as they always were.
+				a.chargeHostCall(uint64(list.size()) >> ioShift)
+			}
+			stack[0] = uint64(list.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
 		}
 		sizes := func(ctx context.Context, mod api.Module, stack []uint64) {
 			stack[0] = uint64(l.of(activationFrom(ctx)).writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
@@ -56,12 +64,15 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 	return errors.Wrap(err, "runner: define WASI")
 }
 
-// wasiList is a WASI string list (the arguments or the environment) of at
-// most two entries, each the concatenation of a fixed prefix and a value,
-// so an activation states its list without building strings.
+// wasiList is a WASI string list (the arguments or the environment): at
+// most two entries, each the concatenation of a fixed prefix and a value, so
+// an activation states its list without building strings, then the entries
+// of extra as they are (a WAGI revision's CGI environment, "NAME=value"
+// each).
 type wasiList struct {
 	n     int
 	parts [2][2]string // prefix, value
+	extra []string
 }
 
 // size is the length of the list's NUL-terminated strings together.
@@ -70,13 +81,19 @@ func (l *wasiList) size() uint32 {
 	for _, p := range l.parts[:l.n] {
 		n += uint32(len(p[0])+len(p[1])) + 1
 	}
+	for _, e := range l.extra {
+		n += uint32(len(e)) + 1
+	}
 	return n
 }
+
+// count is the number of strings in the list.
+func (l *wasiList) count() uint32 { return uint32(l.n + len(l.extra)) }
 
 // writeSizes is args_sizes_get / environ_sizes_get: the count at countAt,
 // the size at sizeAt.
 func (l *wasiList) writeSizes(mem api.Memory, countAt, sizeAt uint32) uint32 {
-	if mem == nil || !mem.WriteUint32Le(countAt, uint32(l.n)) || !mem.WriteUint32Le(sizeAt, l.size()) {
+	if mem == nil || !mem.WriteUint32Le(countAt, l.count()) || !mem.WriteUint32Le(sizeAt, l.size()) {
 		return errnoFault
 	}
 	return 0
@@ -89,7 +106,7 @@ func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
 	if mem == nil {
 		return errnoFault
 	}
-	ptrs, ok := mem.Read(offsets, uint32(l.n)*4)
+	ptrs, ok := mem.Read(offsets, l.count()*4)
 	if !ok {
 		return errnoFault
 	}
@@ -97,14 +114,22 @@ func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
 	if !ok {
 		return errnoFault
 	}
-	at := 0
-	for i, p := range l.parts[:l.n] {
+	at, i := 0, 0
+	put := func(s ...string) {
 		addr := buf + uint32(at)
 		ptrs[4*i], ptrs[4*i+1], ptrs[4*i+2], ptrs[4*i+3] = byte(addr), byte(addr>>8), byte(addr>>16), byte(addr>>24)
-		at += copy(bytes[at:], p[0])
-		at += copy(bytes[at:], p[1])
+		for _, p := range s {
+			at += copy(bytes[at:], p)
+		}
 		bytes[at] = 0
 		at++
+		i++
+	}
+	for _, p := range l.parts[:l.n] {
+		put(p[0], p[1])
+	}
+	for _, e := range l.extra {
+		put(e)
 	}
 	return 0
 }

@@ -30,6 +30,7 @@ var wat2wasmArgs = []string(nil)
 // fixtures is the set of guests other packages' tests rely on.
 var fixtures = []string{
 	"bad_import",
+	"cgienv",
 	"complain",
 	"compute",
 	"echo",

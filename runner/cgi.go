@@ -1,0 +1,275 @@
+package runner
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+)
+
+// The WAGI ABI (catalog.ABIWAGI): the request reaches the guest as a CGI
+// environment (CGIRequest.Environ) and the guest's stdout starts with a CGI
+// header block (ParseCGIResponse). docs/guest-abi.md, "WAGI ABI", is the
+// guest's side of the contract.
+
+// Bounds of the WAGI ABI.
+const (
+	// MaxCGIHeaderBytes bounds a response's header block, its blank line
+	// included.
+	MaxCGIHeaderBytes = 8 << 10
+	// MaxCGIHeaderLines bounds the header lines of a response.
+	MaxCGIHeaderLines = 32
+	// MaxCGIEnvironBytes bounds a request's CGI environment (the
+	// NUL-terminated "NAME=value" strings together). The node reads at
+	// most 64 KiB of request line and headers, so only a request near that
+	// limit with many short headers (each costs its "HTTP_" prefix) can
+	// exceed it.
+	MaxCGIEnvironBytes = 96 << 10
+)
+
+// Sentinels of the WAGI ABI.
+var (
+	// ErrMalformedResponse: a WAGI guest's stdout does not start with a
+	// valid CGI header block. The wrapping message says what is wrong and
+	// may be shown to the caller.
+	ErrMalformedResponse = errors.New("runner: malformed CGI response")
+	// ErrEnvironTooLarge: the request's CGI environment is larger than
+	// MaxCGIEnvironBytes.
+	ErrEnvironTooLarge = errors.New("runner: CGI environment too large")
+	// ErrEnvironNUL: a value of the request's CGI environment contains a
+	// NUL byte (a percent-encoded %00 in the path), which a WASI string
+	// cannot carry.
+	ErrEnvironNUL = errors.New("runner: CGI environment value contains NUL")
+)
+
+// CGIRequest is what a WAGI guest learns about its HTTP request.
+type CGIRequest struct {
+	Method string
+	// PathInfo is the decoded path below the matched route: "" without a
+	// suffix, otherwise starting with '/'.
+	PathInfo string
+	// RawQuery is the query without its '?'.
+	RawQuery      string
+	ContentType   string
+	ContentLength int
+	Protocol      string // "HTTP/1.1"
+	Host          string // the request's Host, with or without a port
+	TLS           bool
+	// MatchedRoute is the route's own path ("/v1/invoke/acme/web/home").
+	MatchedRoute string
+	// RequestURI is the path and query as the caller sent them.
+	RequestURI string
+	Header     http.Header
+}
+
+// cgiSkippedHeaders are request headers a guest never sees: credentials and
+// hop-by-hop headers (the node's own Latent-* headers are skipped by prefix).
+var cgiSkippedHeaders = map[string]bool{
+	"Authorization": true, "Cookie": true, "Proxy-Authorization": true, "Connection": true, "Keep-Alive": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+func cgiSkipped(name string) bool {
+	return cgiSkippedHeaders[name] || strings.HasPrefix(name, "Proxy-") || strings.HasPrefix(name, "Latent-")
+}
+
+// Environ returns the CGI environment of c, "NAME=value" each: the CGI
+// variables WAGI defines and one HTTP_NAME per request header (a header's
+// values joined with ", "), headers in name order. It fails with
+// ErrEnvironTooLarge or ErrEnvironNUL.
+func (c CGIRequest) Environ() ([]string, error) {
+	host, port := c.Host, ""
+	if h, p, err := net.SplitHostPort(c.Host); err == nil {
+		host, port = h, p
+	}
+	scheme := "http"
+	if c.TLS {
+		scheme = "https"
+	}
+	if port == "" {
+		port = map[bool]string{false: "80", true: "443"}[c.TLS]
+	}
+	env := []string{
+		"REQUEST_METHOD=" + c.Method,
+		"PATH_INFO=" + c.PathInfo,
+		"QUERY_STRING=" + c.RawQuery,
+		"CONTENT_TYPE=" + c.ContentType,
+		"CONTENT_LENGTH=" + strconv.Itoa(c.ContentLength),
+		"GATEWAY_INTERFACE=CGI/1.1",
+		"SERVER_PROTOCOL=" + c.Protocol,
+		"SERVER_SOFTWARE=latent-node",
+		"SERVER_NAME=" + host,
+		"SERVER_PORT=" + port,
+		"SCRIPT_NAME=" + c.MatchedRoute,
+		"X_MATCHED_ROUTE=" + c.MatchedRoute,
+		"X_FULL_URL=" + scheme + "://" + c.Host + c.RequestURI,
+	}
+	names := make([]string, 0, len(c.Header))
+	for name := range c.Header {
+		if !cgiSkipped(http.CanonicalHeaderKey(name)) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		env = append(env, "HTTP_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"="+strings.Join(c.Header[name], ", "))
+	}
+	size := 0
+	for _, kv := range env {
+		size += len(kv) + 1
+		if strings.IndexByte(kv, 0) >= 0 {
+			return nil, errors.Wrapf(ErrEnvironNUL, "%s", kv[:strings.IndexByte(kv, '=')])
+		}
+	}
+	if size > MaxCGIEnvironBytes {
+		return nil, errors.Wrapf(ErrEnvironTooLarge, "%d bytes (at most %d)", size, MaxCGIEnvironBytes)
+	}
+	return env, nil
+}
+
+// CGIResponse is the HTTP answer a WAGI guest wrote.
+type CGIResponse struct {
+	Status int
+	// ContentType and Location are empty when the guest did not set them.
+	ContentType string
+	Location    string
+	// Header are the other headers the guest set and the allow-list
+	// (cgiAllowedHeader) lets through, canonical names, in the guest's
+	// order; a name may repeat.
+	Header [][2]string
+	// Body is what follows the header block (a slice of the output).
+	Body []byte
+}
+
+// cgiAllowedHeader says whether a guest may set the response header name
+// (canonical form). Everything else is dropped: the node owns framing
+// (Content-Length, Transfer-Encoding), its Latent-* headers and
+// Server-Timing, and a guest sets no cookies on the node's origin.
+func cgiAllowedHeader(name string) bool {
+	switch name {
+	case "Cache-Control", "Content-Language", "Content-Disposition", "Content-Encoding", "Etag", "Expires",
+		"Last-Modified", "Link", "Vary", "Access-Control-Allow-Origin", "Access-Control-Allow-Methods",
+		"Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Max-Age", "Retry-After":
+		return true
+	}
+	return strings.HasPrefix(name, "X-") && !strings.HasPrefix(name, "X-Forwarded-")
+}
+
+// ParseCGIResponse splits a WAGI guest's stdout into its header block and
+// its body. The block is lines "Name: value" ended by LF or CRLF, then an
+// empty line; at most MaxCGIHeaderBytes and MaxCGIHeaderLines. It must set
+// at least one of Content-Type, Location and Status (RFC 3875, 6.2), and a
+// non-empty body needs Content-Type (6.3.1). Status is "NNN" or "NNN
+// reason", NNN from 200 to 599 (an informational 1xx cannot be a final
+// answer); Location without Status answers 302. Each of the three may
+// appear once. A well-formed header outside the allow-list is dropped, not
+// refused (CGI programs commonly write Server or Content-Length). Any other
+// deviation wraps ErrMalformedResponse with what is wrong.
+func ParseCGIResponse(out []byte) (CGIResponse, error) {
+	var r CGIResponse
+	rest := out
+	seen := map[string]bool{}
+	for lines := 0; ; lines++ {
+		consumed := len(out) - len(rest)
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 || consumed+nl+1 > MaxCGIHeaderBytes {
+			if len(out) >= MaxCGIHeaderBytes {
+				return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "no empty line ends the header block within %d bytes", MaxCGIHeaderBytes)
+			}
+			return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "no empty line ends the header block")
+		}
+		line := rest[:nl]
+		rest = rest[nl+1:]
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if len(line) == 0 {
+			break
+		}
+		if lines == MaxCGIHeaderLines {
+			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "more than %d header lines", MaxCGIHeaderLines)
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 || !validHeaderName(line[:colon]) {
+			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header line %d is not \"Name: value\"", lines+1)
+		}
+		name := http.CanonicalHeaderKey(string(line[:colon]))
+		value := strings.Trim(string(line[colon+1:]), " \t")
+		if !validHeaderValue(value) {
+			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header %s has a control character in its value", name)
+		}
+		switch name {
+		case "Status", "Content-Type", "Location":
+			if seen[name] {
+				return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header %s appears twice", name)
+			}
+			seen[name] = true
+		}
+		switch name {
+		case "Status":
+			code, _, _ := strings.Cut(value, " ")
+			n, err := strconv.Atoi(code)
+			if err != nil || len(code) != 3 || n < 200 || n > 599 {
+				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Status is not a status code from 200 to 599")
+			}
+			r.Status = n
+		case "Content-Type":
+			if value == "" {
+				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Content-Type is empty")
+			}
+			r.ContentType = value
+		case "Location":
+			if value == "" {
+				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Location is empty")
+			}
+			r.Location = value
+		default:
+			if cgiAllowedHeader(name) {
+				r.Header = append(r.Header, [2]string{name, value})
+			}
+		}
+	}
+	r.Body = rest
+	switch {
+	case !seen["Status"] && !seen["Content-Type"] && !seen["Location"]:
+		return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "the header block sets none of Content-Type, Location and Status")
+	case len(r.Body) > 0 && r.ContentType == "":
+		return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "a body without Content-Type")
+	case r.Status == 0 && r.Location != "":
+		r.Status = http.StatusFound
+	case r.Status == 0:
+		r.Status = http.StatusOK
+	}
+	if len(r.Body) > 0 && (r.Status == http.StatusNoContent || r.Status == http.StatusNotModified) {
+		return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "status %d does not allow a body", r.Status)
+	}
+	return r, nil
+}
+
+// malformedDetail is what a ParseCGIResponse error says is wrong, without
+// the sentinel's text.
+func malformedDetail(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+ErrMalformedResponse.Error())
+}
+
+// validHeaderName: a non-empty token (RFC 9110, 5.6.2).
+func validHeaderName(b []byte) bool {
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// validHeaderValue: no control characters but horizontal tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

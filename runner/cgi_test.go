@@ -1,0 +1,256 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+func TestParseCGIResponse(t *testing.T) {
+	long := "X-Long: " + strings.Repeat("a", MaxCGIHeaderBytes) + "\n\n"
+	many := strings.Repeat("X-A: 1\n", MaxCGIHeaderLines)
+	tests := []struct {
+		name, out string
+		status    int
+		ctype     string
+		location  string
+		header    [][2]string
+		body      string
+		bad       string // part of the detail when malformed
+	}{
+		{name: "LF", out: "Content-Type: text/plain\n\nhi", status: 200, ctype: "text/plain", body: "hi"},
+		{name: "CRLF", out: "Content-Type: text/plain\r\nStatus: 404 Not Found\r\n\r\nno", status: 404, ctype: "text/plain", body: "no"},
+		{name: "mixed line ends", out: "Status: 204\r\n\n", status: 204},
+		{name: "body keeps its bytes", out: "content-type:text/html\n\n\n\r\nx\n", status: 200, ctype: "text/html", body: "\n\r\nx\n"},
+		{name: "status only", out: "Status: 500\n\n", status: 500},
+		{name: "status with reason", out: "Status: 418 I'm a teapot\nContent-Type: a/b\n\n", status: 418, ctype: "a/b"},
+		{name: "location is 302", out: "Location: https://example.com/x\n\n", status: 302, location: "https://example.com/x"},
+		{name: "location with status", out: "Location: /there\nStatus: 303\n\n", status: 303, location: "/there"},
+		{name: "allowed headers kept in order", out: "Content-Type: a/b\nX-One: 1\nCache-Control: no-store\nx-one: 2\nETag: \"v1\"\n\n",
+			status: 200, ctype: "a/b", header: [][2]string{{"X-One", "1"}, {"Cache-Control", "no-store"}, {"X-One", "2"}, {"Etag", `"v1"`}}},
+		{name: "disallowed headers dropped", out: "Content-Type: a/b\nServer: x\nContent-Length: 99\nSet-Cookie: s=1\n" +
+			"Latent-Outcome: trap\nX-Forwarded-For: 1.2.3.4\nTransfer-Encoding: chunked\n\n", status: 200, ctype: "a/b"},
+		{name: "exactly 32 lines", out: "Content-Type: a/b\n" + strings.Repeat("X-A: 1\n", MaxCGIHeaderLines-1) + "\n", status: 200,
+			ctype: "a/b", header: slices.Repeat([][2]string{{"X-A", "1"}}, MaxCGIHeaderLines-1)},
+
+		{name: "empty output", out: "", bad: "no empty line ends the header block"},
+		{name: "no blank line", out: "Content-Type: text/plain\nhello", bad: "no empty line"},
+		{name: "no header block at all", out: "hello world\n", bad: "not \"Name: value\""},
+		{name: "oversize block", out: long, bad: "within 8192 bytes"},
+		{name: "too many lines", out: "Content-Type: a/b\n" + many + "\n", bad: "more than 32 header lines"},
+		{name: "no CGI field", out: "X-A: 1\n\n", bad: "none of Content-Type, Location and Status"},
+		{name: "body without content type", out: "Status: 200\n\nbody", bad: "a body without Content-Type"},
+		{name: "status not a number", out: "Status: OK\n\n", bad: "Status is not"},
+		{name: "status too low", out: "Status: 100\n\n", bad: "Status is not"},
+		{name: "status too high", out: "Status: 600\n\n", bad: "Status is not"},
+		{name: "status four digits", out: "Status: 2000\n\n", bad: "Status is not"},
+		{name: "status sign", out: "Status: +20\n\n", bad: "Status is not"},
+		{name: "status twice", out: "Status: 200\nStatus: 404\n\n", bad: "Status appears twice"},
+		{name: "content type twice", out: "Content-Type: a/b\ncontent-type: c/d\n\n", bad: "Content-Type appears twice"},
+		{name: "empty content type", out: "Content-Type:\n\n", bad: "Content-Type is empty"},
+		{name: "empty location", out: "Location: \n\n", bad: "Location is empty"},
+		{name: "bad name", out: "Content Type: a/b\n\n", bad: "header line 1"},
+		{name: "no colon", out: "Status 200\n\n", bad: "header line 1"},
+		{name: "folded line", out: "Content-Type: a/b\n  continued\n\n", bad: "header line 2"},
+		{name: "control in value", out: "Content-Type: a/b\x01\n\n", bad: "control character"},
+		{name: "bare CR in value", out: "X-A: a\rb\nStatus: 200\n\n", bad: "control character"},
+		{name: "204 with body", out: "Status: 204\nContent-Type: a/b\n\nx", bad: "does not allow a body"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseCGIResponse([]byte(tt.out))
+			if tt.bad != "" {
+				if !errors.Is(err, ErrMalformedResponse) || !strings.Contains(malformedDetail(err), tt.bad) {
+					t.Fatalf("err %v, want ErrMalformedResponse with %q", err, tt.bad)
+				}
+				if strings.Contains(malformedDetail(err), "runner:") {
+					t.Fatalf("detail %q carries the sentinel", malformedDetail(err))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != tt.status || r.ContentType != tt.ctype || r.Location != tt.location || string(r.Body) != tt.body ||
+				!slices.Equal(r.Header, tt.header) {
+				t.Fatalf("got %+v", r)
+			}
+		})
+	}
+}
+
+// FuzzParseCGIHeaders: the parser never panics, and what it accepts keeps
+// its bounds and invariants.
+func FuzzParseCGIHeaders(f *testing.F) {
+	for _, s := range []string{"Content-Type: text/plain\n\nhi", "Status: 404\r\n\r\n", "Location: /x\n\n", "X: 1\n\n",
+		"Status: 204\n\nx", "\n\n", "Content-Type: a\nStatus: 200 OK\nX-A: b\n\nbody"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, out []byte) {
+		r, err := ParseCGIResponse(out)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedResponse) {
+				t.Fatalf("error %v is not ErrMalformedResponse", err)
+			}
+			return
+		}
+		if r.Status < 200 || r.Status > 599 {
+			t.Fatalf("status %d", r.Status)
+		}
+		head := len(out) - len(r.Body)
+		if head > MaxCGIHeaderBytes || !bytes.Equal(out[head:], r.Body) {
+			t.Fatalf("header block of %d bytes", head)
+		}
+		if len(r.Body) > 0 && r.ContentType == "" {
+			t.Fatal("a body without Content-Type accepted")
+		}
+		if len(r.Header) > MaxCGIHeaderLines {
+			t.Fatalf("%d headers", len(r.Header))
+		}
+		for _, h := range r.Header {
+			if !cgiAllowedHeader(h[0]) || !validHeaderValue(h[1]) {
+				t.Fatalf("header %q passed", h)
+			}
+		}
+	})
+}
+
+func TestCGIRequest_Environ(t *testing.T) {
+	req := CGIRequest{Method: "GET", PathInfo: "/a b/c", RawQuery: "x=1&y=%20", ContentType: "text/plain", ContentLength: 5,
+		Protocol: "HTTP/1.1", Host: "node.example:8443", TLS: true, MatchedRoute: "/v1/invoke/acme/web/home",
+		RequestURI: "/v1/invoke/acme/web/home/a%20b/c?x=1&y=%20",
+		Header: http.Header{"Accept": {"text/html", "*/*"}, "X-Trace-Id": {"t1"}, "Authorization": {"Bearer s"},
+			"Cookie": {"c=1"}, "Connection": {"close"}, "Keep-Alive": {"1"}, "Proxy-Authorization": {"p"},
+			"Proxy-Foo": {"p"}, "Te": {"trailers"}, "Trailer": {"x"}, "Transfer-Encoding": {"chunked"}, "Upgrade": {"h2c"},
+			"Latent-Budget-Fuel": {"9"}, "Content-Type": {"text/plain"}}}
+	env, err := req.Environ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"REQUEST_METHOD=GET", "PATH_INFO=/a b/c", "QUERY_STRING=x=1&y=%20", "CONTENT_TYPE=text/plain",
+		"CONTENT_LENGTH=5", "GATEWAY_INTERFACE=CGI/1.1", "SERVER_PROTOCOL=HTTP/1.1", "SERVER_SOFTWARE=latent-node",
+		"SERVER_NAME=node.example", "SERVER_PORT=8443", "SCRIPT_NAME=/v1/invoke/acme/web/home",
+		"X_MATCHED_ROUTE=/v1/invoke/acme/web/home", "X_FULL_URL=https://node.example:8443/v1/invoke/acme/web/home/a%20b/c?x=1&y=%20",
+		"HTTP_ACCEPT=text/html, */*", "HTTP_CONTENT_TYPE=text/plain", "HTTP_X_TRACE_ID=t1"}
+	if !slices.Equal(env, want) {
+		t.Fatalf("environ\n%q\nwant\n%q", env, want)
+	}
+
+	t.Run("default ports", func(t *testing.T) {
+		for _, tls := range []bool{false, true} {
+			env, err := CGIRequest{Host: "h", TLS: tls}.Environ()
+			port := map[bool]string{false: "SERVER_PORT=80", true: "SERVER_PORT=443"}[tls]
+			if err != nil || !slices.Contains(env, port) || !slices.Contains(env, "SERVER_NAME=h") {
+				t.Fatalf("tls %v: %q %v", tls, env, err)
+			}
+		}
+	})
+	t.Run("NUL", func(t *testing.T) {
+		if _, err := (CGIRequest{PathInfo: "/a\x00b"}).Environ(); !errors.Is(err, ErrEnvironNUL) {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("too large", func(t *testing.T) {
+		h := http.Header{}
+		for i := range 2000 {
+			h.Set("X-H"+strconv.Itoa(i), strings.Repeat("v", 50))
+		}
+		if _, err := (CGIRequest{Header: h}).Environ(); !errors.Is(err, ErrEnvironTooLarge) {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+// runWith runs service with in, like env.run.
+func (e *env) runWith(name string, in Input) Outcome {
+	e.t.Helper()
+	x := e.permit(name, admission.BudgetRequest{})
+	defer func() { _ = x.Release() }()
+	return e.r.RunWith(context.Background(), x, plainCell{}, in)
+}
+
+// TestRun_wagi: a WAGI revision's guest reads the CGI environment after
+// the two LATENT_ variables, and its stdout becomes the parsed answer; the
+// same guest as a stdio revision sees neither.
+func TestRun_wagi(t *testing.T) {
+	e := newEnv(t)
+	c := ceiling(1<<30, 1<<20, 10*time.Second)
+	e.deployRevision("cgienv", testwasm.Bytes(t, "cgienv"), catalog.ManifestRevision{Ceiling: &c, ABI: "wagi"})
+	e.deployRevision("cgienv-stdio", testwasm.Bytes(t, "cgienv"), catalog.ManifestRevision{Ceiling: &c})
+	e.deployRevision("echo", testwasm.Bytes(t, "echo"), catalog.ManifestRevision{Ceiling: &c, ABI: "wagi"})
+
+	req := CGIRequest{Method: "PUT", PathInfo: "/p", RawQuery: "q=1", ContentType: "text/plain", ContentLength: 4,
+		Protocol: "HTTP/1.1", Host: "localhost:8080", MatchedRoute: "/v1/invoke/acme/cgienv/run",
+		RequestURI: "/v1/invoke/acme/cgienv/run/p?q=1", Header: http.Header{"Accept": {"*/*"}, "Authorization": {"Bearer s"}}}
+	environ, err := req.Environ()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.runWith("cgienv", Input{Body: []byte("body"), Environ: environ})
+	if out.Kind != Success || out.Response == nil {
+		t.Fatalf("%s %v %q", out.Kind, out.Err, out.Stdout)
+	}
+	r := out.Response
+	if r.Status != 201 || r.ContentType != "text/plain" || !slices.Equal(r.Header, [][2]string{{"X-Guest", "cgienv"}}) {
+		t.Fatalf("response %+v", r)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(r.Body), "body"), "\n")
+	lines = lines[:len(lines)-1]
+	if len(lines) != 2+len(environ) || !strings.HasPrefix(lines[0], "LATENT_ACTIVATION_ID=") ||
+		!strings.HasPrefix(lines[1], "LATENT_REVISION=rev1-") || !slices.Equal(lines[2:], environ) {
+		t.Fatalf("guest environment %q, want the LATENT_ pair then %q", lines, environ)
+	}
+	for _, v := range []string{"REQUEST_METHOD=PUT", "PATH_INFO=/p", "QUERY_STRING=q=1", "CONTENT_TYPE=text/plain",
+		"CONTENT_LENGTH=4", "GATEWAY_INTERFACE=CGI/1.1", "SERVER_PROTOCOL=HTTP/1.1", "SERVER_NAME=localhost",
+		"SERVER_PORT=8080", "X_MATCHED_ROUTE=/v1/invoke/acme/cgienv/run",
+		"X_FULL_URL=http://localhost:8080/v1/invoke/acme/cgienv/run/p?q=1", "HTTP_ACCEPT=*/*"} {
+		if !slices.Contains(lines, v) {
+			t.Errorf("the guest did not see %s", v)
+		}
+	}
+	if slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "HTTP_AUTHORIZATION") }) {
+		t.Error("the guest saw the caller's credentials")
+	}
+	if !strings.HasSuffix(string(r.Body), "body") {
+		t.Errorf("stdin not echoed: %q", r.Body)
+	}
+
+	// The environment is charged by size: the same run with a larger
+	// environment costs more fuel.
+	big := append(slices.Clone(environ), "HTTP_X_PAD="+strings.Repeat("p", 4096))
+	if more := e.runWith("cgienv", Input{Body: []byte("body"), Environ: big}); more.Kind != Success ||
+		more.FuelUsed < out.FuelUsed+4096>>ioShift {
+		t.Errorf("fuel %d with 4 KiB more environment, %d without", more.FuelUsed, out.FuelUsed)
+	}
+
+	// A stdio revision neither sees the environment nor has its output parsed.
+	plain := e.runWith("cgienv-stdio", Input{Body: []byte("body"), Environ: environ})
+	if plain.Kind != Success || plain.Response != nil || bytes.Contains(plain.Stdout, []byte("REQUEST_METHOD")) {
+		t.Fatalf("stdio revision: %s %+v %q", plain.Kind, plain.Response, plain.Stdout)
+	}
+
+	// Malformed output is a guest outcome with a reason, never a fault.
+	for _, tt := range []struct{ in, bad string }{
+		{"just text", "no empty line"},
+		{"Status: 700\n\n", "Status is not"},
+	} {
+		out := e.runWith("echo", Input{Body: []byte(tt.in)})
+		if out.Kind != MalformedResponse || !strings.Contains(out.Malformed, tt.bad) || out.Quarantine || out.Response != nil {
+			t.Errorf("%q: %s %q", tt.in, out.Kind, out.Malformed)
+		}
+	}
+	if out := e.runWith("echo", Input{Body: []byte("Location: /x\n\n")}); out.Kind != Success || out.Response.Status != 302 {
+		t.Errorf("redirect: %s %+v", out.Kind, out.Response)
+	}
+}
