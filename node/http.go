@@ -280,7 +280,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
-	a := n.invoke(r.Context(), p, target, h, body, arrived)
+	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
+	a := n.invoke(ctx, p, target, h, body, arrived)
+	span.end(a, w.Header())
 	for k, v := range a.headers {
 		w.Header().Set(k, v)
 	}

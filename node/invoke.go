@@ -86,6 +86,8 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := n.prov.WithPolicySource(pin)
+	span := n.spanOf(ctx) // nil when tracing is off
+	span.admitting()
 	permit, err := ctrl.Admit(req)
 	var rej *admission.Rejection
 	if errors.As(err, &rej) && rej.Reason == "capacity-exhausted" && rej.Scope == admission.ScopeQueueClass {
@@ -95,6 +97,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 			permit, err = ctrl.Admit(req)
 		}
 	}
+	span.admitted(rev.Revision, err)
 	if err != nil {
 		if errors.As(err, &rej) {
 			return n.refuse(target.Tenant, rej)
@@ -112,6 +115,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
 	job, res, err := n.sched.Do(ctx, permit, &invocation{body: body}, arrived)
+	span.scheduled(res)
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
 	}

@@ -75,6 +75,7 @@ type Node struct {
 	dataPool, controlPool *ingressPool
 	uploads               tenantWrites // uploads in flight, per tenant
 	deploys               tenantWrites // deploys in flight, per tenant
+	tracer                *tracer      // nil when [tracing] is off
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -146,6 +147,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	n.metrics = newMetrics(n)
+	if n.tracer, err = newTracer(ctx, cfg.Tracing); err != nil {
+		return nil, err
+	}
 	return n, nil
 }
 
@@ -231,7 +235,8 @@ func (n *Node) WrapListener(ln net.Listener) net.Listener { return n.conns.Wrap(
 // ConnStats returns the counters of the node's connection bound.
 func (n *Node) ConnStats() ConnStats { return n.conns.Stats() }
 
-// Close releases the runtime and the pool. Call it after the actors stopped.
+// Close releases the runtime and the pool and flushes the spans not yet
+// exported (within tracing.timeout). Call it after the actors stopped.
 func (n *Node) Close(ctx context.Context) {
 	if n.yield != nil {
 		n.yield.close()
@@ -241,6 +246,9 @@ func (n *Node) Close(ctx context.Context) {
 	}
 	if n.run != nil {
 		_ = n.run.Close(ctx)
+	}
+	if err := n.tracer.close(ctx); err != nil {
+		n.log.Warn("could not export the last spans", "err", err)
 	}
 }
 

@@ -1,0 +1,230 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
+)
+
+// Tracing: one span per invocation, "activation <tenant>/<service>/<route>"
+// (kind server, a child of the caller's traceparent), with three children:
+// "admission" (around the admission decision), "queue" (submit to
+// dispatch) and "execution" (cell lease to release). The queue and
+// execution spans are recorded after the fact from the scheduler's result,
+// with its timestamps. Every timestamp comes from the node's clock.
+//
+// With [tracing] off the node has no tracer: n.tracer is nil, and every
+// method of a nil *tracer or *activationSpan returns at once, so an
+// invocation does no tracing work beyond a nil check.
+
+// Span attribute keys.
+const (
+	attrActivationID  = attribute.Key("latent.activation_id")
+	attrTenant        = attribute.Key("latent.tenant")
+	attrService       = attribute.Key("latent.service")
+	attrRoute         = attribute.Key("latent.route")
+	attrRevision      = attribute.Key("latent.revision")
+	attrCellClass     = attribute.Key("latent.cell_class")
+	attrOutcome       = attribute.Key("latent.outcome")
+	attrFuelUsed      = attribute.Key("latent.fuel_used")
+	attrRefusalReason = attribute.Key("latent.refusal.reason")
+	attrRefusalCode   = attribute.Key("latent.refusal.code")
+	attrStatusCode    = attribute.Key("http.response.status_code")
+)
+
+// tracerName is the instrumentation scope of the node's spans.
+const tracerName = "github.com/latent-node/latent-node/node"
+
+// tracer exports the node's spans over OTLP/HTTP. Its provider's batch
+// processor owns one goroutine, which close stops after a last flush.
+type tracer struct {
+	tp      *sdktrace.TracerProvider
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+	timeout time.Duration
+}
+
+// newTracer returns the tracer of cfg, or nil when tracing is off.
+func newTracer(ctx context.Context, cfg config.Tracing) (*tracer, error) {
+	if !cfg.Enabled {
+		return nil, nil
+	}
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(cfg.Endpoint), otlptracehttp.WithTimeout(cfg.Timeout))
+	if err != nil {
+		return nil, errors.Wrap(err, "node: tracing exporter")
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(cfg.BatchTimeout), sdktrace.WithExportTimeout(cfg.Timeout)),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))))
+	return &tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}, timeout: cfg.Timeout}, nil
+}
+
+// flush exports the finished spans (tests).
+func (t *tracer) flush(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	return errors.Wrap(t.tp.ForceFlush(ctx), "node: tracing flush")
+}
+
+// close exports what is left, within tracing.timeout even when ctx is
+// already cancelled, and stops the exporter.
+func (t *tracer) close(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	defer cancel()
+	return errors.Wrap(t.tp.Shutdown(ctx), "node: tracing shutdown")
+}
+
+// activationSpan is the span of one invocation.
+type activationSpan struct {
+	t       *tracer
+	clock   Clock
+	ctx     context.Context // carries span: the parent of the children
+	span    trace.Span
+	admitAt time.Time // when admission began
+}
+
+type spanKey struct{}
+
+// startActivation starts the span of the invocation r of target, a child of
+// r's traceparent, at arrived. The returned context carries the span for
+// invoke (spanOf). Off, it returns r's context and a nil span.
+func (n *Node) startActivation(r *http.Request, target catalog.Target, id string, arrived time.Time) (context.Context, *activationSpan) {
+	t := n.tracer
+	if t == nil {
+		return r.Context(), nil
+	}
+	parent := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := t.tracer.Start(parent, "activation "+string(target.Tenant)+"/"+string(target.Service)+"/"+string(target.Route),
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(arrived),
+		trace.WithAttributes(attrActivationID.String(id), attrTenant.String(string(target.Tenant)),
+			attrService.String(string(target.Service)), attrRoute.String(string(target.Route))))
+	sp := &activationSpan{t: t, clock: n.clock, ctx: ctx, span: span}
+	return context.WithValue(ctx, spanKey{}, sp), sp
+}
+
+// spanOf returns the invocation's span carried by ctx; nil when tracing is
+// off (without looking into ctx).
+func (n *Node) spanOf(ctx context.Context) *activationSpan {
+	if n.tracer == nil {
+		return nil
+	}
+	sp, _ := ctx.Value(spanKey{}).(*activationSpan)
+	return sp
+}
+
+// child starts a child span at start; the caller ends it.
+func (s *activationSpan) child(name string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
+	_, c := s.t.tracer.Start(s.ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	return c
+}
+
+// admitting marks the start of admission.
+func (s *activationSpan) admitting() {
+	if s != nil {
+		s.admitAt = s.clock.Now()
+	}
+}
+
+// admitted records the admission span of the revision rev, from admitting
+// until now; err is the admission's error (nil: admitted).
+func (s *activationSpan) admitted(rev catalog.RevisionID, err error) {
+	if s == nil {
+		return
+	}
+	end := s.clock.Now()
+	s.span.SetAttributes(attrRevision.String(string(rev)))
+	c := s.child("admission", s.admitAt)
+	var rej *admission.Rejection
+	switch {
+	case errors.As(err, &rej):
+		c.SetAttributes(attrRefusalReason.String(rej.Reason), attrRefusalCode.String(rej.Code))
+		c.SetStatus(codes.Error, rej.Reason)
+	case err != nil:
+		c.SetStatus(codes.Error, "platform-failure")
+	}
+	c.End(trace.WithTimestamp(end))
+}
+
+// scheduled records the queue and execution spans of the scheduler's
+// result (the execution span only when the job executed) and the
+// activation's cell class, outcome and fuel.
+func (s *activationSpan) scheduled(res scheduler.Result[runner.Outcome]) {
+	if s == nil || res.EnqueuedAt.IsZero() {
+		return
+	}
+	dispatched := res.EnqueuedAt.Add(res.QueueWait)
+	q := s.child("queue", res.EnqueuedAt)
+	if res.Err != nil {
+		q.SetStatus(codes.Error, refusalReason(res.Err))
+	}
+	q.End(trace.WithTimestamp(dispatched))
+	if res.Err != nil {
+		return
+	}
+	out := res.Completion.Outcome
+	cell := attrCellClass.String(res.Cell.String())
+	s.span.SetAttributes(cell, attrOutcome.String(string(out.Kind)), attrFuelUsed.Int64(int64(out.FuelUsed)))
+	e := s.child("execution", dispatched, cell, attrOutcome.String(string(out.Kind)))
+	if out.Kind != runner.Success {
+		e.SetStatus(codes.Error, string(out.Kind))
+	}
+	e.End(trace.WithTimestamp(dispatched.Add(res.Execution)))
+}
+
+// refusalReason is the reason of a scheduler error or admission refusal.
+func refusalReason(err error) string {
+	var rej *admission.Rejection
+	var se *scheduler.Error
+	switch {
+	case errors.As(err, &rej):
+		return rej.Reason
+	case errors.As(err, &se):
+		return se.Reason()
+	}
+	return "platform-failure"
+}
+
+// end ends the span with the answer a at the node's now, and writes the
+// span's traceparent into the response headers h. A problem answer (a
+// refusal, or an outcome other than success) ends it with an error status
+// naming the reason or outcome.
+func (s *activationSpan) end(a answer, h http.Header) {
+	if s == nil {
+		return
+	}
+	s.span.SetAttributes(attrStatusCode.Int(a.status))
+	if p := a.problem; p != nil {
+		desc := p.Reason
+		if p.Reason != "" {
+			s.span.SetAttributes(attrRefusalReason.String(p.Reason), attrRefusalCode.String(p.Code))
+		} else {
+			desc = p.Outcome
+		}
+		if p.Outcome != "" {
+			s.span.SetAttributes(attrOutcome.String(p.Outcome))
+		}
+		s.span.SetStatus(codes.Error, desc)
+	}
+	s.t.prop.Inject(s.ctx, propagation.HeaderCarrier(h))
+	s.span.End(trace.WithTimestamp(s.clock.Now()))
+}

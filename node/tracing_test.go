@@ -1,0 +1,241 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// otlpReceiver is an in-process OTLP/HTTP traces endpoint: it decodes every
+// protobuf export request posted to /v1/traces.
+type otlpReceiver struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	spans    []*tracepb.Span
+	service  string
+	requests int
+}
+
+func startReceiver(t *testing.T) *otlpReceiver {
+	t.Helper()
+	rcv := &otlpReceiver{}
+	rcv.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		data, err := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(data, &req)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rcv.mu.Lock()
+		rcv.requests++
+		for _, rs := range req.ResourceSpans {
+			for _, kv := range rs.GetResource().GetAttributes() {
+				if kv.Key == "service.name" {
+					rcv.service = kv.GetValue().GetStringValue()
+				}
+			}
+			for _, ss := range rs.ScopeSpans {
+				rcv.spans = append(rcv.spans, ss.Spans...)
+			}
+		}
+		rcv.mu.Unlock()
+		resp, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(resp)
+	}))
+	t.Cleanup(rcv.srv.Close)
+	return rcv
+}
+
+// taken returns the spans received so far, by name, and their number.
+func (r *otlpReceiver) taken() (map[string]*tracepb.Span, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]*tracepb.Span{}
+	for _, s := range r.spans {
+		m[s.Name] = s
+	}
+	return m, len(r.spans)
+}
+
+func attrOf(s *tracepb.Span, key string) *commonpb.AnyValue {
+	for _, kv := range s.Attributes {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return nil
+}
+
+func tracingOn(endpoint string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Tracing = config.Tracing{Enabled: true, Endpoint: endpoint, SampleRatio: 1, ServiceName: "node-under-test",
+			Timeout: 5 * time.Second, BatchTimeout: time.Hour} // exported by the flush only
+	}
+}
+
+const (
+	testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	testParent  = "00f067aa0ba902b7"
+)
+
+// TestTracing_activation: an invocation carrying a traceparent produces the
+// activation span (a child of the caller's span) with admission, queue and
+// execution children, all in the caller's trace, with the activation's
+// attributes; the answer carries the activation span's traceparent.
+func TestTracing_activation(t *testing.T) {
+	rcv := startReceiver(t)
+	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
+	resp, body := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("ada"), map[string]string{
+		"traceparent": "00-" + testTraceID + "-" + testParent + "-01", "tracestate": "vendor=x", "Latent-Activation-Id": "act-1"})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+	}
+	if err := tn.n.tracer.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, count := rcv.taken()
+	if count != 4 {
+		t.Fatalf("received %d spans, want 4: %v", count, spans)
+	}
+	act := spans["activation demo/hello/greet"]
+	if act == nil {
+		t.Fatalf("no activation span among %v", spans)
+	}
+	if got := hex.EncodeToString(act.ParentSpanId); got != testParent {
+		t.Errorf("activation parent %s, want the caller's %s", got, testParent)
+	}
+	if act.Kind != tracepb.Span_SPAN_KIND_SERVER || act.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("activation kind %v status %v", act.Kind, act.Status)
+	}
+	if act.TraceState != "vendor=x" {
+		t.Errorf("activation tracestate %q", act.TraceState)
+	}
+	for key, want := range map[string]string{"latent.activation_id": "act-1", "latent.outcome": "success",
+		"latent.tenant": "demo", "latent.service": "hello", "latent.route": "greet",
+		"latent.cell_class": resp.Header.Get("Latent-Cell-Class"), "latent.revision": resp.Header.Get("Latent-Revision")} {
+		if got := attrOf(act, key).GetStringValue(); got != want || want == "" {
+			t.Errorf("activation %s = %q, want %q", key, got, want)
+		}
+	}
+	if got := strconv.FormatInt(attrOf(act, "latent.fuel_used").GetIntValue(), 10); got != resp.Header.Get("Latent-Fuel-Used") || got == "0" {
+		t.Errorf("latent.fuel_used %s, header %s", got, resp.Header.Get("Latent-Fuel-Used"))
+	}
+	for _, name := range []string{"admission", "queue", "execution"} {
+		s := spans[name]
+		switch {
+		case s == nil:
+			t.Errorf("no %s span", name)
+		case hex.EncodeToString(s.TraceId) != testTraceID:
+			t.Errorf("%s trace %x, want %s", name, s.TraceId, testTraceID)
+		case string(s.ParentSpanId) != string(act.SpanId):
+			t.Errorf("%s parent %x, want the activation %x", name, s.ParentSpanId, act.SpanId)
+		case s.StartTimeUnixNano < act.StartTimeUnixNano || s.EndTimeUnixNano > act.EndTimeUnixNano || s.EndTimeUnixNano < s.StartTimeUnixNano:
+			t.Errorf("%s [%d, %d] outside the activation [%d, %d]", name, s.StartTimeUnixNano, s.EndTimeUnixNano,
+				act.StartTimeUnixNano, act.EndTimeUnixNano)
+		}
+	}
+	if q, e := spans["queue"], spans["execution"]; q != nil && e != nil && q.EndTimeUnixNano > e.StartTimeUnixNano {
+		t.Errorf("queue ends after execution starts")
+	}
+	if want := "00-" + testTraceID + "-" + hex.EncodeToString(act.SpanId) + "-01"; resp.Header.Get("traceparent") != want {
+		t.Errorf("answer traceparent %q, want %q", resp.Header.Get("traceparent"), want)
+	}
+	rcv.mu.Lock()
+	service := rcv.service
+	rcv.mu.Unlock()
+	if service != "node-under-test" {
+		t.Errorf("service.name %q", service)
+	}
+}
+
+// TestTracing_refusal: a refused invocation's span ends with an error
+// status naming the reason; without a traceparent the node starts a trace.
+func TestTracing_refusal(t *testing.T) {
+	rcv := startReceiver(t)
+	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
+	resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/nosuch", tn.key, []byte("ada"), nil)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("invoke: %d", resp.StatusCode)
+	}
+	if err := tn.n.tracer.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, count := rcv.taken()
+	act := spans["activation demo/hello/nosuch"]
+	if count != 1 || act == nil {
+		t.Fatalf("received %d spans %v, want the activation span only (refused before admission)", count, spans)
+	}
+	if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != "route-not-found" {
+		t.Errorf("status %v, want an error naming route-not-found", act.Status)
+	}
+	if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != "route-not-found" {
+		t.Errorf("latent.refusal.reason %q", got)
+	}
+	if len(act.ParentSpanId) != 0 || len(act.TraceId) != 16 {
+		t.Errorf("a new trace: parent %x trace %x", act.ParentSpanId, act.TraceId)
+	}
+}
+
+// TestTracing_off: with tracing off (the default) the node has no tracer,
+// exports nothing, even at Close, and answers without a traceparent.
+func TestTracing_off(t *testing.T) {
+	rcv := startReceiver(t)
+	t.Cleanup(func() { // runs after the node's Close (cleanups run last-in first-out)
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		if rcv.requests != 0 {
+			t.Errorf("%d export requests with tracing off", rcv.requests)
+		}
+	})
+	tn := startNodeWith(t, func(c *config.Config) {
+		tracingOn(rcv.srv.URL + "/v1/traces")(c)
+		c.Tracing.Enabled = false
+	})
+	if tn.n.tracer != nil {
+		t.Fatal("a tracer with tracing off")
+	}
+	resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("ada"), map[string]string{
+		"traceparent": "00-" + testTraceID + "-" + testParent + "-01"})
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("traceparent") != "" {
+		t.Errorf("invoke: %d, traceparent %q", resp.StatusCode, resp.Header.Get("traceparent"))
+	}
+}
+
+// TestTracing_closeFlushes: spans still batched are exported by Close.
+func TestTracing_closeFlushes(t *testing.T) {
+	rcv := startReceiver(t)
+	t.Cleanup(func() { // runs after the node's Close
+		if _, count := rcv.taken(); count != 4 {
+			t.Errorf("after Close: %d spans, want 4", count)
+		}
+	})
+	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
+	resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("ada"), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("invoke: %d", resp.StatusCode)
+	}
+	if _, count := rcv.taken(); count != 0 {
+		t.Fatalf("%d spans before the flush (batch timeout is an hour)", count)
+	}
+}
