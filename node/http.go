@@ -35,7 +35,11 @@ func (n *Node) Handler() http.Handler {
 	manifest := func() uint64 { return catalog.MaxManifestBytes }
 	none := func() uint64 { return 0 }
 	data, ctl := n.dataPool, n.controlPool
-	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", n.governed(data, payload, auth.Invoke, n.handleInvoke))
+	// Every method and a path suffix reach invoke: a WAGI revision takes
+	// them, a stdio revision refuses them once resolved (see wagi.go).
+	invoke := n.governed(data, payload, auth.Invoke, n.handleInvoke)
+	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
+	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
 	mux.HandleFunc("PUT /v1/artifacts/{digest}", n.governed(ctl, module, auth.Deploy, n.handleArtifact))
 	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", n.governed(ctl, manifest, auth.Deploy, n.handleDeploy))
 	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleGetDeployment))
@@ -54,7 +58,7 @@ func (n *Node) Handler() http.Handler {
 	}))
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
-	for _, path := range []string{"/v1/invoke/{tenant}/{service}/{route}", "/v1/artifacts/{digest}",
+	for _, path := range []string{"/v1/artifacts/{digest}",
 		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/ui", "/ui/data", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
@@ -280,6 +284,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
+	r = r.WithContext(withHTTPRequest(r.Context(), r, target)) // method, path suffix, CGI environment
 	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
 	a := n.invoke(ctx, p, target, h, body, arrived)
 	span.end(a, w.Header())
@@ -291,6 +296,10 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
+		return
+	}
+	if a.cgi != nil {
+		writeCGIAnswer(w, a)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -221,7 +221,7 @@ func TestHTTP_problemsForUnknownPathsAndMethods(t *testing.T) {
 		reason       string
 	}{
 		{"GET", "/nope", 404, "unknown-path"},
-		{"GET", "/v1/invoke/demo/hello/greet", 405, "method-not-allowed"},
+		{"DELETE", "/v1/artifacts/sha256:00", 405, "method-not-allowed"},
 		{"POST", "/metrics", 405, "method-not-allowed"},
 		{"GET", "/v1//admission", 404, "unknown-path"},
 		{"GET", "/v1/admission/../admission", 404, "unknown-path"},

@@ -20,7 +20,8 @@ import (
 
 // invocation is the input a queued job carries to the executor.
 type invocation struct {
-	body []byte
+	body    []byte
+	environ []string // a WAGI revision's CGI environment
 }
 
 // timing is where an executed activation's time went, measured from the
@@ -45,6 +46,8 @@ type answer struct {
 	body       []byte
 	headers    map[string]string
 	refused    bool // a refusal before execution (paced per principal)
+	// cgi is a WAGI guest's answer (status and body are its own).
+	cgi *runner.CGIResponse
 }
 
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
@@ -83,6 +86,14 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	}
 	rec := accessOf(ctx) // the access log's record of this request
 	rec.revision = string(rev.Revision)
+	pol, err := pin.Policy(rev)
+	if err != nil {
+		return n.refuse(target.Tenant, revisionNotAvailable)
+	}
+	input, refusal := invocationInput(ctx, pol.ABI, body)
+	if refusal != nil {
+		return *refusal
+	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := n.prov.WithPolicySource(pin)
@@ -114,7 +125,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	defer releaseModule()
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
-	job, res, err := n.sched.Do(ctx, permit, &invocation{body: body}, arrived)
+	job, res, err := n.sched.Do(ctx, permit, input, arrived)
 	span.scheduled(res)
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
@@ -231,6 +242,9 @@ func (n *Node) internal(err error) answer {
 
 // outcomeAnswer maps an executed activation to its HTTP answer (docs/api.md, "Outcomes of executed activations").
 func outcomeAnswer(out runner.Outcome) answer {
+	if out.Kind == runner.Success && out.Response != nil {
+		return answer{status: out.Response.Status, body: out.Response.Body, cgi: out.Response}
+	}
 	if out.Kind == runner.Success {
 		return answer{status: http.StatusOK, body: out.Stdout}
 	}
@@ -245,6 +259,10 @@ func outcomeAnswer(out runner.Outcome) answer {
 	case runner.Trap, runner.FuelExhausted, runner.MemoryExhausted, runner.OutputExceeded:
 		p.Status = http.StatusBadGateway
 		p.TrapKind = out.TrapKind
+		p.Stderr = string(out.StderrTail)
+	case runner.MalformedResponse:
+		p.Status = http.StatusBadGateway
+		p.Detail = out.Malformed
 		p.Stderr = string(out.StderrTail)
 	case runner.DeadlineExceeded:
 		p.Status = http.StatusGatewayTimeout

@@ -290,7 +290,7 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, r
 	}
 	// The guest runs on the caller's goroutine (scheduler.Do) and gives
 	// its processor to the front at fuel checks (runner OnSlice) and here.
-	out := e.n.run.Run(ctx, exec, lease, job.Input().body)
+	out := e.n.run.RunWith(ctx, exec, lease, runner.Input{Body: job.Input().body, Environ: job.Input().environ})
 	// Before the scheduler picks the next job, the front reads what
 	// arrived meanwhile, so the choice is between every queued tenant.
 	e.n.yield.maybe()
