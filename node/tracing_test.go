@@ -11,12 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP traces endpoint: it decodes every
@@ -170,30 +175,54 @@ func TestTracing_activation(t *testing.T) {
 }
 
 // TestTracing_refusal: a refused invocation's span ends with an error
-// status naming the reason; without a traceparent the node starts a trace.
+// status naming the reason (on the admission span too when admission
+// refused it); without a traceparent the node starts a trace.
 func TestTracing_refusal(t *testing.T) {
 	rcv := startReceiver(t)
 	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
-	resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/nosuch", tn.key, []byte("ada"), nil)
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("invoke: %d", resp.StatusCode)
-	}
-	if err := tn.n.tracer.flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	spans, count := rcv.taken()
-	act := spans["activation demo/hello/nosuch"]
-	if count != 1 || act == nil {
-		t.Fatalf("received %d spans %v, want the activation span only (refused before admission)", count, spans)
-	}
-	if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != "route-not-found" {
-		t.Errorf("status %v, want an error naming route-not-found", act.Status)
-	}
-	if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != "route-not-found" {
-		t.Errorf("latent.refusal.reason %q", got)
-	}
-	if len(act.ParentSpanId) != 0 || len(act.TraceId) != 16 {
-		t.Errorf("a new trace: parent %x trace %x", act.ParentSpanId, act.TraceId)
+	for _, tc := range []struct {
+		name, route, priority, reason string
+		status                        int
+		spans                         []string // besides the activation span
+	}{
+		{"unknown route", "nosuch", "", "route-not-found", http.StatusNotFound, nil},
+		{"refused by admission", "greet", "1000000", "priority-not-authorized", http.StatusForbidden, []string{"admission"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv.mu.Lock()
+			rcv.spans = nil
+			rcv.mu.Unlock()
+			headers := map[string]string{}
+			if tc.priority != "" {
+				headers["Latent-Priority"] = tc.priority
+			}
+			resp, body := tn.do(t, "POST", "/v1/invoke/demo/hello/"+tc.route, tn.key, []byte("ada"), headers)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+			}
+			if err := tn.n.tracer.flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			spans, count := rcv.taken()
+			act := spans["activation demo/hello/"+tc.route]
+			if count != 1+len(tc.spans) || act == nil {
+				t.Fatalf("received %d spans %v, want the activation span and %q", count, spans, tc.spans)
+			}
+			if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != tc.reason {
+				t.Errorf("status %v, want an error naming %s", act.Status, tc.reason)
+			}
+			if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != tc.reason {
+				t.Errorf("latent.refusal.reason %q", got)
+			}
+			if len(act.ParentSpanId) != 0 || len(act.TraceId) != 16 {
+				t.Errorf("a new trace: parent %x trace %x", act.ParentSpanId, act.TraceId)
+			}
+			for _, name := range tc.spans {
+				if s := spans[name]; s == nil || s.Status.GetMessage() != tc.reason || string(s.ParentSpanId) != string(act.SpanId) {
+					t.Errorf("%s span %v, want a child with status %s", name, s, tc.reason)
+				}
+			}
+		})
 	}
 }
 
@@ -237,5 +266,36 @@ func TestTracing_closeFlushes(t *testing.T) {
 	}
 	if _, count := rcv.taken(); count != 0 {
 		t.Fatalf("%d spans before the flush (batch timeout is an hour)", count)
+	}
+}
+
+// BenchmarkTracing is the tracing work of an invocation: with tracing off,
+// the calls handleInvoke and invoke make on a nil tracer; on, the SDK's
+// recording of the four spans (without export).
+func BenchmarkTracing(b *testing.B) {
+	tp := sdktrace.NewTracerProvider()
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	b.Run("off", func(b *testing.B) { benchmarkTracing(b, nil) })
+	b.Run("on", func(b *testing.B) {
+		benchmarkTracing(b, &tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}})
+	})
+}
+
+func benchmarkTracing(b *testing.B, tr *tracer) {
+	n := &Node{clock: wallClock{}, tracer: tr}
+	r := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
+	r.Header.Set("traceparent", "00-"+testTraceID+"-"+testParent+"-01")
+	h := http.Header{}
+	target := catalog.Target{Tenant: "demo", Service: "hello", Route: "greet"}
+	now := time.Now()
+	res := scheduler.Result[runner.Outcome]{EnqueuedAt: now, QueueWait: time.Millisecond, Execution: time.Millisecond}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx, span := n.startActivation(r, target, "act", now)
+		sp := n.spanOf(ctx)
+		sp.admitting()
+		sp.admitted("rev", nil)
+		sp.scheduled(res)
+		span.end(answer{status: 200}, h)
 	}
 }
