@@ -44,8 +44,8 @@ func withHTTPRequest(ctx context.Context, r *http.Request, target catalog.Target
 	return context.WithValue(ctx, httpRequestKey{}, hr)
 }
 
-// invocationInput is the job input of an activation of the revision pol,
-// or the answer refusing the request: a stdio revision's refusal of a
+// invocationInput is the job input of an activation of a revision with
+// guest ABI abi, or the answer refusing the request: a stdio revision's refusal of a
 // method or a suffix it does not take, or a WAGI revision's refusal of a
 // request its environment cannot carry.
 func invocationInput(ctx context.Context, abi catalog.ABI, body []byte) (*invocation, *answer) {
