@@ -191,6 +191,11 @@ func ParseCGIResponse(out []byte) (CGIResponse, error) {
 		if lines == MaxCGIHeaderLines {
 			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "more than %d header lines", MaxCGIHeaderLines)
 		}
+		if lines == 0 && bytes.HasPrefix(line, []byte("HTTP/")) {
+			// A non-parsed-header status line: some servers take it, CGI
+			// and WAGI do not.
+			return CGIResponse{}, errors.Wrap(ErrMalformedResponse, `the output starts with an HTTP status line; write "Status: NNN" instead`)
+		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 || !validHeaderName(line[:colon]) {
 			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header line %d is not \"Name: value\"", lines+1)

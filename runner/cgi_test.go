@@ -47,6 +47,7 @@ func TestParseCGIResponse(t *testing.T) {
 		{name: "empty output", out: "", bad: "no empty line ends the header block"},
 		{name: "no blank line", out: "Content-Type: text/plain\nhello", bad: "no empty line"},
 		{name: "no header block at all", out: "hello world\n", bad: "not \"Name: value\""},
+		{name: "status line", out: "HTTP/1.0 200 status\r\nContent-type: text/html\r\n\r\nhi", bad: "HTTP status line"},
 		{name: "oversize block", out: long, bad: "within 8192 bytes"},
 		{name: "too many lines", out: "Content-Type: a/b\n" + many + "\n", bad: "more than 32 header lines"},
 		{name: "no CGI field", out: "X-A: 1\n\n", bad: "none of Content-Type, Location and Status"},
