@@ -62,7 +62,8 @@
 // cell (whose pooled linear memory wazero uses through
 // experimental.WithMemoryAllocator), with stdin = the input, stdout capped
 // at MaxOutputBytes, the last 4 KiB of stderr kept, the environment
-// LATENT_ACTIVATION_ID and LATENT_REVISION only, the entrypoint's name as
+// LATENT_ACTIVATION_ID and LATENT_REVISION (then, for a WAGI revision, the
+// request's CGI environment from Input.Environ), the entrypoint's name as
 // the only argument, no preopened directories and no sockets; it sets the
 // stack budget, calls the module's start function if it has one, and calls
 // the entrypoint. The module configuration is not built per activation
@@ -124,7 +125,10 @@
 // out of a call that is not a trap (a host function's assertion or Go
 // runtime error) is a platform failure, as is a panic anywhere in Run, and
 // a platform failure asks the caller to quarantine the cell; Run itself
-// never panics. No guest input leads to a platform failure.
+// never panics. No guest input leads to a platform failure. A WAGI
+// revision's success is parsed as a CGI answer (ParseCGIResponse):
+// Outcome.Response, or malformed-response with the reason in
+// Outcome.Malformed.
 //
 // # Non-goals
 //
@@ -148,6 +152,8 @@
 //     activation at a time, whose stdio, sleep and random source forward
 //     to it.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
+//   - cgi.go: the WAGI ABI: the CGI environment of a request
+//     (CGIRequest.Environ) and the parser of a guest's header block.
 //   - internal/fuel: the module rewriter.
 //
 // # Usage
