@@ -266,6 +266,10 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	target := catalog.Target{Tenant: catalog.TenantID(r.PathValue("tenant")), Service: catalog.ServiceName(r.PathValue("service")),
 		Route: catalog.RouteName(r.PathValue("route"))}
 	h, err := api.ParseInvokeHeaders(r.Header, n.clock.Now())
+	if h.ActivationID == "" && len(r.Header.Values("Latent-Activation-Id")) == 0 {
+		// The access log already generated one and put it on the answer.
+		h.ActivationID = w.Header().Get("Latent-Activation-Id")
+	}
 	if h.ActivationID == "" {
 		h.ActivationID = newActivationID()
 	}

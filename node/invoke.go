@@ -67,10 +67,7 @@ func newActivationID() string {
 // is released) or the running guest (its permit is kept until the guest
 // stopped and the cell was released).
 func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Target, h api.InvokeHeaders, body []byte, arrived time.Time) answer {
-	id := h.ActivationID
-	if id == "" {
-		id = newActivationID()
-	}
+	id := h.ActivationID // handleInvoke filled it in
 	routingKey := h.RoutingKey
 	if routingKey == "" {
 		routingKey = id // spread key-less callers over the weighted targets
