@@ -17,10 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/latent-node/latent-node/catalog"
-	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
-	"github.com/latent-node/latent-node/node/auth"
-	"github.com/latent-node/latent-node/node/config"
 )
 
 // startLoggedNode is startNode with the node's log captured as JSON lines
@@ -28,49 +25,7 @@ import (
 func startLoggedNode(t *testing.T) (*testNode, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
-	key, hash, err := auth.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Demo(config.WithDataDir(t.TempDir()), config.WithDemoKey(hash))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Overload.SampleInterval = 10 * time.Millisecond
-	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{},
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.DeployDemo(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	tn := &testNode{n: n, key: key}
-	ctx, cancel := context.WithCancel(context.Background())
-	tn.cancel = cancel
-	tn.wg.Add(3)
-	go func() { defer tn.wg.Done(); _ = n.Scheduler().Run(ctx) }()
-	go func() { defer tn.wg.Done(); _ = n.FrontYield().Run(ctx) }()
-	go func() { defer tn.wg.Done(); _ = n.Sampler().Run(ctx) }()
-	tn.srv = httptest.NewServer(n.Handler())
-	tn.c, _ = client.New(tn.srv.URL, key, client.WithRetry(client.RetryPolicy{}))
-	for i := 0; i < 500; i++ {
-		resp, err := http.Get(tn.srv.URL + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		<-time.After(2 * time.Millisecond) // bounded poll of an external endpoint
-	}
-	t.Cleanup(func() {
-		tn.srv.Close()
-		cancel()
-		tn.wg.Wait()
-		n.Close(context.Background())
-	})
-	return tn, logs
+	return startNodeLogged(t, nil, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))), logs
 }
 
 // logLines returns the captured lines with message msg and field id.

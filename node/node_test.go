@@ -50,6 +50,13 @@ func startNode(t *testing.T) *testNode { return startNodeWith(t, nil) }
 // minimums).
 func startNodeWith(t *testing.T, mutate func(*config.Config)) *testNode {
 	t.Helper()
+	return startNodeLogged(t, mutate, nil)
+}
+
+// startNodeLogged is startNodeWith with the node's logger (nil: the
+// default).
+func startNodeLogged(t *testing.T, mutate func(*config.Config), logger *slog.Logger) *testNode {
+	t.Helper()
 	key, hash, err := auth.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +69,7 @@ func startNodeWith(t *testing.T, mutate func(*config.Config)) *testNode {
 	if mutate != nil {
 		mutate(cfg)
 	}
-	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}})
+	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
