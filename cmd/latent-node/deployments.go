@@ -72,18 +72,9 @@ func serviceArg(fs *flag.FlagSet, cmd string, stderr io.Writer) (tenant, service
 //	routes:
 //	  greet -> v1 weight 1
 func get(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("get", stderr, "get [flags] TENANT/SERVICE")
-	nodeURL, key := clientFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	c, tenant, service, code, ok := serviceCommand("get", args, stderr)
+	if !ok {
 		return code
-	}
-	tenant, service, ok := serviceArg(fs, "get", stderr)
-	if !ok {
-		return 2
-	}
-	c, ok := newClient("get", *nodeURL, *key, stderr)
-	if !ok {
-		return 2
 	}
 	d, err := c.GetDeployment(context.Background(), tenant, service)
 	if err != nil {
@@ -171,18 +162,9 @@ func list(args []string, stdout, stderr io.Writer) int {
 // del deletes a service's release and prints the catalog generation of the
 // deletion: "deleted demo/hello at generation 5".
 func del(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("delete", stderr, "delete [flags] TENANT/SERVICE")
-	nodeURL, key := clientFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	c, tenant, service, code, ok := serviceCommand("delete", args, stderr)
+	if !ok {
 		return code
-	}
-	tenant, service, ok := serviceArg(fs, "delete", stderr)
-	if !ok {
-		return 2
-	}
-	c, ok := newClient("delete", *nodeURL, *key, stderr)
-	if !ok {
-		return 2
 	}
 	gen, err := c.DeleteDeployment(context.Background(), tenant, service)
 	if err != nil {
@@ -240,4 +222,22 @@ func printVerbose(w io.Writer, status int, h http.Header, p *client.Problem) {
 			fmt.Fprintf(w, "| %s\n", line)
 		}
 	}
+}
+
+// serviceCommand parses the flags and the TENANT/SERVICE argument of a
+// command about one service and makes its client; !ok means the command
+// ends with code.
+func serviceCommand(name string, args []string, stderr io.Writer) (c *client.Client, tenant, service string, code int, ok bool) {
+	fs := newFlags(name, stderr, name+" [flags] TENANT/SERVICE")
+	nodeURL, key := clientFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return nil, "", "", code, false
+	}
+	if tenant, service, ok = serviceArg(fs, name, stderr); !ok {
+		return nil, "", "", 2, false
+	}
+	if c, ok = newClient(name, *nodeURL, *key, stderr); !ok {
+		return nil, "", "", 2, false
+	}
+	return c, tenant, service, 0, true
 }
