@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -243,7 +242,7 @@ func (n *Node) finishAccess(aw *accessWriter, r *http.Request, rec *access, invo
 		status = http.StatusOK // the handler wrote nothing: net/http answers 200
 	}
 	kind := routeKind(r.Pattern)
-	n.metrics.httpDuration.WithLabelValues(kind, strconv.Itoa(status)).Observe(took.Seconds())
+	n.metrics.request(kind, status, took)
 	var prob problemFields
 	if aw.problem {
 		prob = readProblem(aw.head.Bytes())

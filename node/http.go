@@ -273,7 +273,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if h.ActivationID == "" {
 		h.ActivationID = newActivationID()
 	}
-	w.Header().Set("Latent-Activation-Id", h.ActivationID)
+	if w.Header().Get("Latent-Activation-Id") != h.ActivationID {
+		w.Header().Set("Latent-Activation-Id", h.ActivationID)
+	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
 		api.WriteProblem(w, badRequest("invalid-header", header, err.Error()), 0)
@@ -288,8 +290,8 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
-	r = r.WithContext(withHTTPRequest(r.Context(), r, target)) // method, path suffix, CGI environment
 	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
+	ctx = withHTTPRequest(ctx, r) // method, path suffix, CGI environment
 	a := n.invoke(ctx, p, target, h, body, arrived)
 	span.end(a, w.Header())
 	for k, v := range a.headers {

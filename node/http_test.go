@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -336,3 +337,27 @@ type timeoutErr struct{}
 
 func (timeoutErr) Error() string { return "i/o timeout" }
 func (timeoutErr) Timeout() bool { return true }
+
+// BenchmarkHTTP_invoke is one invocation of the demo guest over a
+// keep-alive loopback connection: the whole per-request path of the front
+// (access log, governor, authentication, admission, scheduler, cell, the
+// answer) plus the client. Compare commits with benchstat.
+func BenchmarkHTTP_invoke(b *testing.B) {
+	sn := startServed(b)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	body := []byte("world")
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", sn.url+"/v1/invoke/demo/hello/greet", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+sn.admin)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}

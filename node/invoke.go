@@ -87,7 +87,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	if err != nil {
 		return n.refuse(target.Tenant, revisionNotAvailable)
 	}
-	input, refusal := invocationInput(ctx, pol.ABI, body)
+	input, refusal := invocationInput(ctx, target, pol.ABI, body)
 	if refusal != nil {
 		return *refusal
 	}

@@ -4,7 +4,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -40,18 +42,43 @@ type metrics struct {
 	logDropped   *prometheus.CounterVec
 	all          []prometheus.Collector // every registered collector
 
-	// revisions are the revisions with activation series, per service.
-	revMu     sync.Mutex
-	revisions map[serviceKey][]string
+	// The label-bound series of the per-request path, looked up once and
+	// then reused: resolving a vector's labels hashes every value, and an
+	// invocation observes eight series. Each map is bounded as the series
+	// are; series (and their entries) of replaced revisions and deleted
+	// services go in keepRevisions.
+	mu       sync.Mutex
+	series   map[seriesKey]*revisionSeries
+	classes  map[classKey]classSeries
+	requests map[requestKey]prometheus.Observer
 }
 
-type serviceKey struct{ tenant, service string }
+// seriesKey names a route's revision, the labels of its activation series.
+type seriesKey struct{ tenant, service, route, revision string }
+
+// revisionSeries are the activation series of one seriesKey.
+type revisionSeries struct {
+	fuel     prometheus.Counter
+	outcomes map[runner.Kind]prometheus.Counter
+}
+
+// classKey is a cell class and queue class.
+type classKey struct{ cell, queue string }
+
+type classSeries struct{ memoryPeak, queueWait, execution prometheus.Observer }
+
+// requestKey is an HTTP request's route kind and status code.
+type requestKey struct {
+	kind   string
+	status int
+}
 
 // Activation labels: tenant, service, route, revision (then the outcome).
 var activationLabels = []string{"tenant", "service", "route", "revision"}
 
 func newMetrics(n *Node) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, revisions: map[serviceKey][]string{}}
+	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, series: map[seriesKey]*revisionSeries{},
+		classes: map[classKey]classSeries{}, requests: map[requestKey]prometheus.Observer{}}
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
 		Help: "Executed activations by tenant, service, route, revision and outcome."}, append(activationLabels, "outcome"))
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_rejections_total",
@@ -112,50 +139,66 @@ func buildVersion() string {
 }
 
 func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
-	tenant, service, route, revision := string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)
-	m.noteRevision(tenant, service, revision)
-	m.activations.WithLabelValues(tenant, service, route, revision, string(out.Kind)).Inc()
-	m.fuel.WithLabelValues(tenant, service, route, revision).Add(float64(out.FuelUsed))
-	cell, queue := res.Cell.String(), ob.QueueClass
-	m.memoryPeak.WithLabelValues(cell).Observe(float64(out.MemoryPeakBytes))
-	m.queueWait.WithLabelValues(cell, queue).Observe((t.front + t.queue).Seconds())
+	k := seriesKey{string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)}
+	cell := res.Cell.String()
+	m.mu.Lock()
+	rs := m.series[k]
+	if rs == nil {
+		rs = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, k.service, k.route, k.revision),
+			outcomes: map[runner.Kind]prometheus.Counter{}}
+		m.series[k] = rs
+	}
+	activations := rs.outcomes[out.Kind]
+	if activations == nil {
+		activations = m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, string(out.Kind))
+		rs.outcomes[out.Kind] = activations
+	}
+	ck := classKey{cell, ob.QueueClass}
+	cs, ok := m.classes[ck]
+	if !ok {
+		cs = classSeries{memoryPeak: m.memoryPeak.WithLabelValues(cell), queueWait: m.queueWait.WithLabelValues(cell, ck.queue),
+			execution: m.execution.WithLabelValues(cell, ck.queue)}
+		m.classes[ck] = cs
+	}
+	m.mu.Unlock()
+	activations.Inc()
+	rs.fuel.Add(float64(out.FuelUsed))
+	cs.memoryPeak.Observe(float64(out.MemoryPeakBytes))
+	cs.queueWait.Observe((t.front + t.queue).Seconds())
 	m.front.Observe(t.front.Seconds())
 	m.back.Observe(t.back.Seconds())
-	m.execution.WithLabelValues(cell, queue).Observe(out.ExecutionTime.Seconds())
+	cs.execution.Observe(out.ExecutionTime.Seconds())
 }
 
-// noteRevision remembers that revision of the service has series.
-func (m *metrics) noteRevision(tenant, service, revision string) {
-	k := serviceKey{tenant, service}
-	m.revMu.Lock()
-	if !slices.Contains(m.revisions[k], revision) {
-		m.revisions[k] = append(m.revisions[k], revision)
+// request observes an HTTP request's duration.
+func (m *metrics) request(kind string, status int, took time.Duration) {
+	k := requestKey{kind, status}
+	m.mu.Lock()
+	o := m.requests[k]
+	if o == nil {
+		o = m.httpDuration.WithLabelValues(kind, strconv.Itoa(status))
+		m.requests[k] = o
 	}
-	m.revMu.Unlock()
+	m.mu.Unlock()
+	o.Observe(took.Seconds())
 }
 
 // keepRevisions drops the activation series of the service's revisions
 // not in keep (a new release replaced them); with keep empty, all of the
 // service's series (it was deleted).
 func (m *metrics) keepRevisions(tenant catalog.TenantID, service catalog.ServiceName, keep []catalog.RevisionRef) {
-	k := serviceKey{string(tenant), string(service)}
-	m.revMu.Lock()
-	defer m.revMu.Unlock()
-	var left []string
-	for _, r := range m.revisions[k] {
-		if slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == r }) {
-			left = append(left, r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.series {
+		if k.tenant != string(tenant) || k.service != string(service) ||
+			slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == k.revision }) {
 			continue
 		}
-		l := prometheus.Labels{"tenant": k.tenant, "service": k.service, "revision": r}
+		delete(m.series, k)
+		l := prometheus.Labels{"tenant": k.tenant, "service": k.service, "route": k.route, "revision": k.revision}
 		m.activations.DeletePartialMatch(l)
-		m.fuel.DeletePartialMatch(l)
+		m.fuel.Delete(l)
 	}
-	if len(left) == 0 {
-		delete(m.revisions, k)
-		return
-	}
-	m.revisions[k] = left
 }
 
 func (m *metrics) rejected(code, reason, scope, dimension string) {

@@ -110,6 +110,14 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 	if got := seriesCount(m.fuel); got != 1 {
 		t.Fatalf("%d fuel series after the delete, want 1", got)
 	}
+	if len(m.series) != 1 { // the cache of label-bound series shrinks with them
+		t.Fatalf("%d cached revision series, want 1", len(m.series))
+	}
+	// A new observation of a dropped revision counts from zero again.
+	m.observe(rev("b", "r1"), admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 7}, timing{})
+	if got := counterValue(m.fuel.WithLabelValues("demo", "b", "run", "r1")); got != 7 {
+		t.Fatalf("fuel of b/r1 after its delete and a new activation: %v, want 7", got)
+	}
 }
 
 var metricRE = regexp.MustCompile(`\blatent_[a-z0-9_]+`)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -21,51 +22,53 @@ import (
 // unknown-path) and any method but POST (405 method-not-allowed), the
 // answers those requests had before the route took them.
 
-// httpRequestKey carries an invocation's HTTP request description from
-// handleInvoke to invoke.
+// httpRequestKey carries an invocation's HTTP request from handleInvoke to
+// invoke, which reads its method and path suffix once the revision is
+// resolved (and only a WAGI revision's CGI request from the rest).
 type httpRequestKey struct{}
 
-// httpRequest is what invoke needs to know about the HTTP request beyond
-// its body: the WAGI guest's CGI request, and whether the path had a suffix.
-type httpRequest struct {
-	cgi    runner.CGIRequest
-	suffix bool
+// withHTTPRequest carries r, an invoke request, in ctx.
+func withHTTPRequest(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, httpRequestKey{}, r)
 }
 
-// withHTTPRequest describes r, an invoke request of target, in ctx.
-func withHTTPRequest(ctx context.Context, r *http.Request, target catalog.Target) context.Context {
-	hr := &httpRequest{suffix: strings.HasSuffix(r.Pattern, "{rest...}")}
-	hr.cgi = runner.CGIRequest{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
+// cgiRequest is the CGI request of r, an invoke request of target.
+func cgiRequest(r *http.Request, target catalog.Target) runner.CGIRequest {
+	cgi := runner.CGIRequest{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
 		Protocol: r.Proto, Host: r.Host, TLS: r.TLS != nil, RequestURI: r.RequestURI, Header: r.Header,
 		MatchedRoute: "/v1/invoke/" + string(target.Tenant) + "/" + string(target.Service) + "/" + string(target.Route)}
-	if hr.suffix {
-		hr.cgi.PathInfo = "/" + r.PathValue("rest")
+	if hasSuffix(r) {
+		cgi.PathInfo = "/" + r.PathValue("rest")
 	}
-	return context.WithValue(ctx, httpRequestKey{}, hr)
+	return cgi
 }
 
-// invocationInput is the job input of an activation of a revision with
-// guest ABI abi, or the answer refusing the request: a stdio revision's refusal of a
-// method or a suffix it does not take, or a WAGI revision's refusal of a
-// request its environment cannot carry.
-func invocationInput(ctx context.Context, abi catalog.ABI, body []byte) (*invocation, *answer) {
-	hr, _ := ctx.Value(httpRequestKey{}).(*httpRequest)
-	if hr == nil {
-		hr = &httpRequest{cgi: runner.CGIRequest{Method: http.MethodPost}}
+// hasSuffix reports whether r's path went on after the invoke route.
+func hasSuffix(r *http.Request) bool { return strings.HasSuffix(r.Pattern, "{rest...}") }
+
+// invocationInput is the job input of an activation of target's revision
+// with guest ABI abi, or the answer refusing the request: a stdio
+// revision's refusal of a method or a suffix it does not take, or a WAGI
+// revision's refusal of a request its environment cannot carry.
+func invocationInput(ctx context.Context, target catalog.Target, abi catalog.ABI, body []byte) (*invocation, *answer) {
+	r, _ := ctx.Value(httpRequestKey{}).(*http.Request)
+	if r == nil { // not over HTTP: a plain POST
+		r = &http.Request{Method: http.MethodPost, URL: &url.URL{}, Header: http.Header{}}
 	}
 	if abi != catalog.ABIWAGI {
 		switch {
-		case hr.suffix:
+		case hasSuffix(r):
 			return nil, &answer{status: http.StatusNotFound, problem: ptr(api.Refusal(http.StatusNotFound,
 				admission.CodeInvalidArgument, "unknown-path", admission.ScopeRequest, "path", false))}
-		case hr.cgi.Method != http.MethodPost:
+		case r.Method != http.MethodPost:
 			return nil, &answer{status: http.StatusMethodNotAllowed, problem: ptr(api.Refusal(http.StatusMethodNotAllowed,
 				admission.CodeInvalidArgument, "method-not-allowed", admission.ScopeRequest, "method", false))}
 		}
 		return &invocation{body: body}, nil
 	}
-	hr.cgi.ContentLength = len(body)
-	env, err := hr.cgi.Environ()
+	cgi := cgiRequest(r, target)
+	cgi.ContentLength = len(body)
+	env, err := cgi.Environ()
 	switch {
 	case errors.Is(err, runner.ErrEnvironTooLarge):
 		return nil, &answer{status: http.StatusRequestHeaderFieldsTooLarge, problem: ptr(api.Refusal(
