@@ -27,17 +27,20 @@ type exampleCase struct {
 	stderr   string // a substring of the problem's stderr
 }
 
-// example is one guest of examples/: how it is built and deployed (its
-// manifest deploys tenant demo's service on route "run") and what it answers.
+// example is one language of examples/: how it is built and deployed (its
+// manifest deploys tenant demo's service with the stdio function on route
+// "run" and the WAGI handler on route "web") and what they answer.
 type example struct {
 	lang    string // examples/<lang>, the argument of examples/build.sh
-	module  string // <module>.wasm, the manifest's module
+	module  string // <module>.wasm, the manifest's stdio module
+	wagi    string // <wagi>.wasm, the manifest's WAGI module
 	service string
 	cases   []exampleCase
+	web     []wagiCase // requests to the service (wagi_test.go)
 }
 
 var examples = []example{
-	{lang: "go", module: "greet", service: "greet-go", cases: []exampleCase{
+	{lang: "go", module: "greet", wagi: "router", service: "greet-go", web: goRouterCases, cases: []exampleCase{
 		{name: "greeting", input: `{"name":"Ada","language":"fr"}`, status: 200, outcome: "success", check: func(t *testing.T, r reply) {
 			var a struct{ Greeting, Activation string }
 			if err := json.Unmarshal(r.body, &a); err != nil || a.Greeting != "bonjour, Ada" {
@@ -54,22 +57,23 @@ var examples = []example{
 		// same request cannot succeed.
 		{name: "budget too small", input: `{"name":"Ada"}`, headers: map[string]string{"Latent-Budget": "fuel=100000"}, status: 502, outcome: "fuel-exhausted"},
 	}},
-	{lang: "rust", module: "wordfreq", service: "wordfreq-rust", cases: []exampleCase{
+	{lang: "rust", module: "wordfreq", wagi: "count", service: "wordfreq-rust", web: rustCountCases, cases: []exampleCase{
 		{name: "counts", input: "The cat and the hat; THE bat, and a cat.", status: 200, outcome: "success", body: "3 the\n2 and\n2 cat\n1 a\n1 bat\n1 hat\n"},
 		{name: "no words", input: " ,;. ", status: 502, outcome: "declared-error", exitCode: 2, stderr: "wordfreq: the body has no words"},
 		{name: "not UTF-8", input: "caf\xe9", status: 502, outcome: "declared-error", exitCode: 2, stderr: "not UTF-8"},
 	}},
-	{lang: "c", module: "upper", service: "upper-c", cases: []exampleCase{
+	{lang: "c", module: "upper", wagi: "case", service: "upper-c", web: cCaseCases, cases: []exampleCase{
 		{name: "shout", input: "hello, Ada 42\n", status: 200, outcome: "success", body: "HELLO, ADA 42\n"},
 		{name: "larger than the buffer", input: strings.Repeat("abc", 5000), status: 200, outcome: "success", body: strings.Repeat("ABC", 5000)},
 		{name: "empty", input: "", status: 502, outcome: "declared-error", exitCode: 2, stderr: "upper: the body is empty"},
 	}},
 }
 
-// TestExamples builds each guest of examples/ whose toolchain is on this
-// machine with examples/build.sh (the script `make examples` runs), deploys
-// it to a demo node with its own manifest through the CLI and checks its
-// answers. An example whose toolchain is missing is skipped, naming what to
+// TestExamples builds the guests of each language of examples/ whose
+// toolchain is on this machine with examples/build.sh (the script `make
+// examples` runs), deploys them to a demo node with their own manifest
+// through the CLI and checks the answers of the stdio function and of the
+// WAGI handler. An example whose toolchain is missing is skipped, naming what to
 // install.
 func TestExamples(t *testing.T) {
 	t.Parallel()
@@ -105,8 +109,10 @@ func TestExamples(t *testing.T) {
 			if err := os.WriteFile(release, manifest, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := os.Stat(filepath.Join(dir, ex.module+".wasm")); err != nil {
-				t.Fatalf("build.sh did not write the manifest's module: %v", err)
+			for _, m := range []string{ex.module, ex.wagi} {
+				if _, err := os.Stat(filepath.Join(dir, m+".wasm")); err != nil {
+					t.Fatalf("build.sh did not write the manifest's module: %v", err)
+				}
 			}
 			out, err := exec.Command(binary(t), "deploy", "--node", n.url, "--key", key, release).CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "release ") {
@@ -117,6 +123,11 @@ func TestExamples(t *testing.T) {
 				t.Run(c.name, func(t *testing.T) {
 					r := n.invoke(t, "demo", target, c.input, c.headers)
 					checkExample(t, r, c)
+				})
+			}
+			for _, c := range ex.web {
+				t.Run("wagi "+c.name, func(t *testing.T) {
+					checkWAGI(t, n, "demo/"+ex.service+"/", c)
 				})
 			}
 		})

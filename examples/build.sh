@@ -1,6 +1,7 @@
 #!/bin/sh
-# build.sh LANG OUTDIR builds the example of LANG (go, rust or c) into
-# OUTDIR/<name>.wasm with the toolchain found on this machine.
+# build.sh LANG OUTDIR builds the examples of LANG (go, rust or c), a stdio
+# function and a WAGI handler, into OUTDIR/<name>.wasm with the toolchain
+# found on this machine.
 # Exit status: 0 built; 3 the toolchain is missing (the message on stdout
 # says what to install); anything else a failed build.
 # Overrides: GO, RUSTC, WASI_CC, WASI_SYSROOT.
@@ -49,7 +50,8 @@ go)
 	command -v "$go" >/dev/null 2>&1 || missing "no Go toolchain ($go); install Go 1.24 or later (https://go.dev/dl)"
 	cd "$here/go"
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -trimpath -ldflags=-buildid= -o "$out/greet.wasm" .
-	echo "examples/go: built $out/greet.wasm"
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -trimpath -ldflags=-buildid= -o "$out/router.wasm" ./router
+	echo "examples/go: built $out/greet.wasm and $out/router.wasm"
 	;;
 rust)
 	# The first rustc that links a WASI program: $RUSTC, rustc on PATH
@@ -68,7 +70,8 @@ rust)
 	[ -n "$found" ] || missing "no rustc that builds for wasm32-wasip1 or wasm32-wasi; install one: apt-get install rustc libstd-rust-dev-wasm32 (Debian) or rustup target add wasm32-wasip1"
 	set -- $found
 	"$1" --edition 2021 -O -C strip=debuginfo --target "$2" -o "$out/wordfreq.wasm" "$here/rust/wordfreq.rs"
-	echo "examples/rust: built $out/wordfreq.wasm ($1 --target $2)"
+	"$1" --edition 2021 -O -C strip=debuginfo --target "$2" -o "$out/count.wasm" "$here/rust/count.rs"
+	echo "examples/rust: built $out/wordfreq.wasm and $out/count.wasm ($1 --target $2)"
 	;;
 c)
 	# clang with the wasm32 back end, wasm-ld, compiler-rt's wasm32 builtins
@@ -90,7 +93,8 @@ c)
 	done
 	[ -n "$found" ] || missing "no clang that links for wasm32-wasi; install one: apt-get install clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 (or set WASI_CC and WASI_SYSROOT)"
 	cc_wasi "$found" -O2 -Wall -Werror -o "$out/upper.wasm" "$here/c/upper.c"
-	echo "examples/c: built $out/upper.wasm ($found)"
+	cc_wasi "$found" -O2 -Wall -Werror -o "$out/case.wasm" "$here/c/case.c"
+	echo "examples/c: built $out/upper.wasm and $out/case.wasm ($found)"
 	;;
 *)
 	echo "build.sh: unknown example language $lang (want go, rust or c)" >&2
