@@ -261,6 +261,13 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// refuseEarly answers prob to an invocation refused while its headers or
+// body were checked, and ends its span with the refusal.
+func refuseEarly(w http.ResponseWriter, span *activationSpan, prob api.Problem) {
+	span.end(answer{status: prob.Status, problem: &prob}, w.Header())
+	api.WriteProblem(w, prob, 0)
+}
+
 func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	arrived := n.clock.Now() // the headers are read; the body is read below
 	target := catalog.Target{Tenant: catalog.TenantID(r.PathValue("tenant")), Service: catalog.ServiceName(r.PathValue("service")),
@@ -276,21 +283,23 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if w.Header().Get("Latent-Activation-Id") != h.ActivationID {
 		w.Header().Set("Latent-Activation-Id", h.ActivationID)
 	}
+	// The span starts before the headers and the body are checked, so their
+	// refusals are traced too.
+	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
-		api.WriteProblem(w, badRequest("invalid-header", header, err.Error()), 0)
+		refuseEarly(w, span, badRequest("invalid-header", header, err.Error()))
 		return
 	}
 	if err := target.Validate(); err != nil {
-		api.WriteProblem(w, badRequest("invalid-identifier", "target", ""), 0)
+		refuseEarly(w, span, badRequest("invalid-identifier", "target", ""))
 		return
 	}
 	body, prob := readBounded(w, r, int64(n.cfg.Node.Limits.MaxPayloadBytes), "payload-bytes")
 	if prob != nil {
-		api.WriteProblem(w, *prob, 0)
+		refuseEarly(w, span, *prob)
 		return
 	}
-	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
 	ctx = withHTTPRequest(ctx, r) // method, path suffix, CGI environment
 	a := n.invoke(ctx, p, target, h, body, arrived)
 	span.end(a, w.Header())

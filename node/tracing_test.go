@@ -1,12 +1,15 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +224,93 @@ func TestTracing_refusal(t *testing.T) {
 				if s := spans[name]; s == nil || s.Status.GetMessage() != tc.reason || string(s.ParentSpanId) != string(act.SpanId) {
 					t.Errorf("%s span %v, want a child with status %s", name, s, tc.reason)
 				}
+			}
+		})
+	}
+}
+
+// TestTracing_refusedBeforeInvoke: an invocation refused while its headers
+// or body are checked has a span, with an error status naming the reason
+// and the activation id of the answer and of its log line.
+func TestTracing_refusedBeforeInvoke(t *testing.T) {
+	rcv := startReceiver(t)
+	logs := &syncBuffer{}
+	tn := startNodeLogged(t, tracingOn(rcv.srv.URL+"/v1/traces"), slog.New(slog.NewJSONHandler(logs, nil)))
+	big := bytes.Repeat([]byte("x"), int(tn.n.cfg.Node.Limits.MaxPayloadBytes)+1)
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+		headers    map[string]string
+		status     int
+		reason     string
+	}{
+		{"invalid header", "/v1/invoke/demo/hello/greet", []byte("ada"), map[string]string{"Latent-Priority": "high"},
+			http.StatusBadRequest, "invalid-header"},
+		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, "payload-too-large"},
+		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier"},
+		// Negative control: a completed invocation's span has no error.
+		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv.mu.Lock()
+			rcv.spans = nil
+			rcv.mu.Unlock()
+			headers := map[string]string{"traceparent": "00-" + testTraceID + "-" + testParent + "-01"}
+			for k, v := range tc.headers {
+				headers[k] = v
+			}
+			resp, body := tn.do(t, "POST", tc.path, tn.key, tc.body, headers)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+			}
+			id := resp.Header.Get("Latent-Activation-Id")
+			if id == "" {
+				t.Fatal("no Latent-Activation-Id on the answer")
+			}
+			if err := tn.n.tracer.flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rcv.mu.Lock()
+			var act *tracepb.Span
+			for _, s := range rcv.spans {
+				if strings.HasPrefix(s.Name, "activation ") {
+					act = s
+				}
+			}
+			rcv.mu.Unlock()
+			if act == nil {
+				t.Fatal("no activation span")
+			}
+			if got := attrOf(act, "latent.activation_id").GetStringValue(); got != id {
+				t.Errorf("span activation id %q, answer's %q", got, id)
+			}
+			if hex.EncodeToString(act.TraceId) != testTraceID {
+				t.Errorf("trace %x, want the caller's %s", act.TraceId, testTraceID)
+			}
+			if got := attrOf(act, "http.response.status_code").GetIntValue(); got != int64(tc.status) {
+				t.Errorf("span status code %d", got)
+			}
+			if tc.reason == "" {
+				if act.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+					t.Errorf("completed invocation's span has status %v", act.Status)
+				}
+			} else {
+				if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != tc.reason {
+					t.Errorf("span status %v, want an error naming %s", act.Status, tc.reason)
+				}
+				if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != tc.reason {
+					t.Errorf("latent.refusal.reason %q", got)
+				}
+			}
+			lines := logLines(t, logs, "activation", id)
+			if len(lines) != 1 {
+				t.Fatalf("%d log lines with id %s", len(lines), id)
+			}
+			if got := lines[0]["status"]; got != float64(tc.status) {
+				t.Errorf("log status %v", got)
+			}
+			if tc.reason != "" && lines[0]["reason"] != tc.reason {
+				t.Errorf("log reason %v, want %s", lines[0]["reason"], tc.reason)
 			}
 		})
 	}
