@@ -137,6 +137,18 @@ type InvokeOptions struct {
 	MemoryBytes  uint64        // Latent-Budget memory=
 	WallTime     time.Duration // Latent-Budget wall-ms=
 	Metadata     map[string]string
+	// Method is the request's method; "" is POST. A revision with the WAGI
+	// ABI takes any method, a stdio revision POST only.
+	Method string
+	// PathSuffix is the path after the route ("items/7"), a WAGI revision's
+	// PATH_INFO; each of its segments is escaped.
+	PathSuffix string
+	// Query is the raw query string, without the "?".
+	Query string
+	// Header holds further request headers (Content-Type, Accept, a
+	// traceparent, ...). The fields above win over it, and Authorization
+	// is always the client's key.
+	Header http.Header
 }
 
 // Result is a successful invocation.
@@ -154,12 +166,23 @@ type Result struct {
 	CellClass    string
 }
 
-// Invoke runs tenant/service/route with input. A non-2xx answer is a *Problem.
+// Invoke runs tenant/service/route with input. A non-2xx answer is a
+// *Problem, except the answer a WAGI guest wrote itself (Latent-Outcome
+// success, whatever its status): that is a Result with the guest's status,
+// headers and body.
 func (c *Client) Invoke(ctx context.Context, tenant, service, route string, input []byte, o InvokeOptions) (*Result, error) {
-	p := "/v1/invoke/" + url.PathEscape(tenant) + "/" + url.PathEscape(service) + "/" + url.PathEscape(route)
-	resp, body, err := c.do(ctx, http.MethodPost, p, "application/octet-stream", input, func(h http.Header) {
+	p := invokePath(tenant, service, route, o)
+	method := o.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	resp, body, err := c.do(ctx, method, p, "application/octet-stream", input, func(h http.Header) {
 		setInvokeHeaders(h, o)
 	})
+	var prob *Problem
+	if errors.As(err, &prob) && resp != nil && guestAnswer(resp) {
+		err = nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +200,39 @@ func (c *Client) Invoke(ctx context.Context, tenant, service, route string, inpu
 	return r, nil
 }
 
+// invokePath is the request path (and query) of an invocation.
+func invokePath(tenant, service, route string, o InvokeOptions) string {
+	p := "/v1/invoke/" + url.PathEscape(tenant) + "/" + url.PathEscape(service) + "/" + url.PathEscape(route)
+	if o.PathSuffix != "" {
+		segs := strings.Split(o.PathSuffix, "/")
+		for i, s := range segs {
+			segs[i] = url.PathEscape(s)
+		}
+		p += "/" + strings.Join(segs, "/")
+	}
+	if o.Query != "" {
+		p += "?" + o.Query
+	}
+	return p
+}
+
+// guestAnswer reports a non-2xx answer a WAGI guest wrote itself: it
+// executed successfully and is not a problem document.
+func guestAnswer(resp *http.Response) bool {
+	return resp.Header.Get("Latent-Outcome") == "success" &&
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/problem+json")
+}
+
 func setInvokeHeaders(h http.Header, o InvokeOptions) {
+	for k, vs := range o.Header {
+		if http.CanonicalHeaderKey(k) == "Authorization" {
+			continue
+		}
+		h.Del(k)
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
 	if o.ActivationID != "" {
 		h.Set("Latent-Activation-Id", o.ActivationID)
 	}

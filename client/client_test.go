@@ -262,3 +262,55 @@ func TestNoKey(t *testing.T) {
 		}
 	}
 }
+
+// TestInvoke_http: an invocation of an HTTP function with its method, path
+// suffix, query and headers; the guest's own non-2xx answer is a Result, a
+// refusal with the same status a *Problem.
+func TestInvoke_http(t *testing.T) {
+	var seen *http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Clone(context.Background())
+		if strings.HasSuffix(r.URL.Path, "/refused") {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"status":404,"code":"admission-rejected","reason":"route-not-found"}`))
+			return
+		}
+		w.Header().Set("Latent-Outcome", "success")
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("X-Item", "none")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte("no such item\n"))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL, "lk_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Invoke(context.Background(), "acme", "shop", "items", nil, InvokeOptions{Method: http.MethodGet,
+		PathSuffix: "a b/7", Query: "color=red", Priority: new(int),
+		Header: http.Header{"Accept": {"text/plain"}, "Content-Type": {"application/json"}, "Latent-Priority": {"9"}, "Authorization": {"Bearer other"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != http.StatusNotFound || string(res.Output) != "no such item\n" || res.Header.Get("X-Item") != "none" {
+		t.Errorf("result %d %q %v", res.Status, res.Output, res.Header)
+	}
+	if seen.Method != http.MethodGet || seen.URL.EscapedPath() != "/v1/invoke/acme/shop/items/a%20b/7" || seen.URL.RawQuery != "color=red" {
+		t.Errorf("request %s %s ? %s", seen.Method, seen.URL.EscapedPath(), seen.URL.RawQuery)
+	}
+	for k, want := range map[string]string{"Accept": "text/plain", "Content-Type": "application/json", "Latent-Priority": "0", "Authorization": "Bearer lk_test"} {
+		if got := seen.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	// Negative control: a problem document with the same status is a refusal.
+	_, err = c.Invoke(context.Background(), "acme", "shop", "refused", nil, InvokeOptions{})
+	var p *Problem
+	if !errors.As(err, &p) || p.Status != http.StatusNotFound || p.Reason != "route-not-found" {
+		t.Errorf("refusal: %v", err)
+	}
+	if seen.Method != http.MethodPost || seen.Header.Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("default request %s %q", seen.Method, seen.Header.Get("Content-Type"))
+	}
+}

@@ -49,6 +49,9 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
 	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, n.handleUI))
 	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, n.handleUIData))
+	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, n.handleNodes))
+	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
+	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
 	// Metrics name tenants: only administrators read them.
@@ -428,7 +431,7 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	var d catalog.Deployment
 	if err == nil {
-		d, err = n.cat.Deploy(r.Context(), m)
+		d, err = n.deploy(r.Context(), w, m)
 	}
 	var ve *catalog.ValidationError
 	switch {
@@ -446,6 +449,10 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		}
 		api.WriteProblem(w, prob, 0)
 	default:
+		if cp, ok := clusterProblem(err); ok {
+			api.WriteProblem(w, cp, 0)
+			return
+		}
 		n.writeCatalogError(w, err)
 	}
 }
@@ -473,8 +480,11 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if !ok {
 		return
 	}
-	gen, err := n.cat.Delete(r.Context(), t, s)
+	gen, err := n.remove(r.Context(), w, t, s)
+	cp, isCluster := clusterProblem(err)
 	switch {
+	case isCluster:
+		api.WriteProblem(w, cp, 0)
 	case errors.Is(err, catalog.ErrServiceNotFound):
 		api.WriteProblem(w, api.FromRejection(revisionNotAvailable), 0)
 	case err != nil:
@@ -526,6 +536,12 @@ func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "load sample not fresh\n")
+		return
+	}
+	if why, ok := n.clusterReady(); !ok {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, why+"\n")
 		return
 	}
 	if n.pool.Degraded() {

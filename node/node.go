@@ -13,6 +13,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/cluster"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -73,9 +74,10 @@ type Node struct {
 	pacer      *refusalPacer
 	// dataPool and controlPool are the ingress governor's pools.
 	dataPool, controlPool *ingressPool
-	uploads               tenantWrites // uploads in flight, per tenant
-	deploys               tenantWrites // deploys in flight, per tenant
-	tracer                *tracer      // nil when [tracing] is off
+	uploads               tenantWrites     // uploads in flight, per tenant
+	deploys               tenantWrites     // deploys in flight, per tenant
+	tracer                *tracer          // nil when [tracing] is off
+	cluster               *cluster.Cluster // nil without [cluster]
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -120,6 +122,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	co := cfg.CatalogOptions()
 	co.Inspector = n.run
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
+		return nil, err
+	}
+	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion()); err != nil {
 		return nil, err
 	}
 	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
@@ -249,6 +254,9 @@ func (n *Node) Close(ctx context.Context) {
 	}
 	if err := n.tracer.close(ctx); err != nil {
 		n.log.Warn("could not export the last spans", "err", err)
+	}
+	if n.cluster != nil {
+		_ = n.cluster.Close()
 	}
 }
 

@@ -52,6 +52,7 @@ commands:
   get       print the active release of TENANT/SERVICE
   list      list the services of the key's tenant
   delete    delete TENANT/SERVICE
+  nodes     list the members of the node's cluster
   invoke    invoke TENANT/SERVICE/ROUTE with stdin as input (-v: answer headers on stderr)
   version   print the version
 
@@ -79,6 +80,8 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return list(rest, stdout, stderr)
 	case "delete":
 		return del(rest, stdout, stderr)
+	case "nodes":
+		return nodes(rest, stdout, stderr)
 	case "invoke":
 		return invoke(rest, stdin, stdout, stderr)
 	case "version":
@@ -270,6 +273,10 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	{ // the front yield: guests give their processors to the network front
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.FrontYield().Run(sctx) }, func(error) { cancel() })
+	}
+	if c := n.Cluster(); c != nil { // the cluster: membership, releases, freshness
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return c.Run(sctx) }, func(error) { cancel() })
 	}
 	{ // artifact garbage collection
 		sctx, cancel := context.WithCancel(ctx)

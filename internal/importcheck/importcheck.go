@@ -21,6 +21,7 @@ var Allowed = map[string][]string{
 	"cellpool":   {"catalog", "internal"},
 	"runner":     {"catalog", "admission", "cellpool", "internal"},
 	"scheduler":  {"catalog", "admission", "internal"},
+	"cluster":    {"catalog", "internal"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.

@@ -90,7 +90,52 @@ type Config struct {
 	Catalog      CatalogLimits // [catalog]
 	Ingress      Ingress       // [ingress]
 	Tracing      Tracing       // [tracing]
+	Cluster      Cluster       // [cluster]; without it the node is standalone
 }
+
+// Cluster is the [cluster] table: the node shares its catalog with other
+// nodes through etcd. Without the table (Enabled false) the node keeps its
+// catalog alone, as a standalone node.
+type Cluster struct {
+	// Enabled is true when the file has a [cluster] table.
+	Enabled bool
+	// Endpoints are the etcd client URLs ("http://10.0.0.1:2379").
+	Endpoints []string
+	// Prefix is the key prefix of this cluster's records in etcd.
+	Prefix string
+	// NodeID names this node among the cluster's members; unique.
+	NodeID string
+	// AdvertiseURL is the URL other nodes and balancers reach this node's
+	// API at ("http://10.0.0.5:8080").
+	AdvertiseURL string
+	// LeaseTTL is the lease of the node's membership record and artifact
+	// holdings: a node that stops renewing disappears after it.
+	LeaseTTL time.Duration
+	// Replication is the number of nodes that must hold a new artifact
+	// before a release naming it is published (fewer when fewer nodes
+	// are ready).
+	Replication int
+	// MaxStaleness is how long the node stays ready without confirming
+	// that its catalog is current; it keeps serving its last catalog
+	// after that, but /readyz answers 503.
+	MaxStaleness time.Duration
+	// TLS configures the etcd client's TLS ([cluster.tls]).
+	TLS ClusterTLS
+}
+
+// ClusterTLS is the [cluster.tls] table: the CA that signs etcd's
+// certificates and the node's client certificate, all PEM files.
+type ClusterTLS struct {
+	CAFile, CertFile, KeyFile string
+}
+
+// Defaults of the [cluster] table.
+const (
+	DefaultClusterPrefix       = "/latent/v1"
+	DefaultClusterLeaseTTL     = 5 * time.Second
+	DefaultClusterReplication  = 2
+	DefaultClusterMaxStaleness = 30 * time.Second
+)
 
 // Tracing is the [tracing] table: OpenTelemetry spans of activations,
 // exported over OTLP/HTTP. Off by default.

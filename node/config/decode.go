@@ -86,7 +86,8 @@ var schema = map[reflect.Type][]key{
 		{"CellClasses", "cell_classes", 0}, {"TrustClasses", "trust_classes", 0}, {"Tenants", "tenants", 0},
 		{"Principals", "principals", 0}, {"Overload", "overload", 0}, {"Deadline", "deadline", 0},
 		{"Metadata", "metadata", 0}, {"Scheduler", "scheduler", 0}, {"DeployLimits", "deploy_limits", 0},
-		{"Catalog", "catalog", 0}, {"Ingress", "ingress", 0}, {"Tracing", "tracing", 0}},
+		{"Catalog", "catalog", 0}, {"Ingress", "ingress", 0}, {"Tracing", "tracing", 0},
+		{"Cluster", "cluster", 0}},
 	reflect.TypeFor[Node](): {{"Listen", "listen", 0}, {"DataDir", "data_dir", 0},
 		{"Architecture", "architecture", 0}, {"Region", "region", 0}, {"Zone", "zone", 0},
 		{"MaxOutputBytes", "max_output_bytes", asSize}, {"ShutdownGrace", "shutdown_grace", 0},
@@ -137,6 +138,10 @@ var schema = map[reflect.Type][]key{
 	reflect.TypeFor[Tracing](): {{"Enabled", "enabled", 0}, {"Endpoint", "endpoint", 0},
 		{"SampleRatio", "sample_ratio", 0}, {"ServiceName", "service_name", 0}, {"Timeout", "timeout", 0},
 		{"BatchTimeout", "batch_timeout", 0}},
+	reflect.TypeFor[Cluster](): {{"Endpoints", "endpoints", required}, {"Prefix", "prefix", 0},
+		{"NodeID", "node_id", required}, {"AdvertiseURL", "advertise_url", required}, {"LeaseTTL", "lease_ttl", 0},
+		{"Replication", "replication", 0}, {"MaxStaleness", "max_staleness", 0}, {"TLS", "tls", 0}},
+	reflect.TypeFor[ClusterTLS](): {{"CAFile", "ca_file", 0}, {"CertFile", "cert_file", 0}, {"KeyFile", "key_file", 0}},
 	reflect.TypeFor[IngressPool](): {{"Slots", "slots", 0}, {"Bytes", "bytes", asSize},
 		{"PerTenant", "per_tenant", 0}, {"PerPrincipal", "per_principal", 0},
 		{"BytesPerTenant", "bytes_per_tenant", asSize}, {"BytesPerPrincipal", "bytes_per_principal", asSize}},
@@ -224,6 +229,8 @@ func (d *decoder) config(doc map[string]any) *Config {
 		Scheduler: Scheduler{MaxWait: DefaultMaxWait, LowerClassAfter: DefaultLowerClassAfter, Fairness: DefaultFairness},
 		Tracing: Tracing{SampleRatio: DefaultTracingSampleRatio, ServiceName: DefaultTracingServiceName,
 			Timeout: DefaultTracingTimeout, BatchTimeout: DefaultTracingBatchTimeout},
+		Cluster: Cluster{Prefix: DefaultClusterPrefix, LeaseTTL: DefaultClusterLeaseTTL,
+			Replication: DefaultClusterReplication, MaxStaleness: DefaultClusterMaxStaleness},
 	}
 	if list, ok := doc["queue_classes"].([]any); ok && len(list) > MaxQueueClasses {
 		d.add("queue_classes", "at most "+strconv.Itoa(MaxQueueClasses)+" queue classes (only the decoding of the first "+
@@ -526,6 +533,9 @@ func (c *CellClass) setDefaults(int) {
 	c.Threading = []catalog.Threading{catalog.ThreadingSingle}
 	c.Features = DefaultFeatures
 }
+
+// afterDecode marks the cluster mode on: the file has a [cluster] table.
+func (c *Cluster) afterDecode(map[string]any) { c.Enabled = true }
 
 // afterDecode lowers the defaults of the per-tenant and per-principal bytes
 // the table leaves out to the bound above them.

@@ -4,7 +4,9 @@ import (
 	"math"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/latent-node/latent-node/catalog"
@@ -268,5 +270,47 @@ func (c *Config) checkTracing(v *checker) {
 	}
 	if t.BatchTimeout <= 0 {
 		v.add("tracing.batch_timeout", "must be positive")
+	}
+}
+
+// nodeIDPattern is a cluster node id: it names etcd keys and appears in
+// URLs and logs, so it is a DNS label.
+var nodeIDPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkCluster checks [cluster] when the file has it.
+func (c *Config) checkCluster(v *checker) {
+	cl := c.Cluster
+	if !cl.Enabled {
+		return
+	}
+	if len(cl.Endpoints) == 0 {
+		v.add("cluster.endpoints", `must name at least one etcd client URL such as "http://127.0.0.1:2379"`)
+	}
+	for i, e := range cl.Endpoints {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("cluster.endpoints["+strconv.Itoa(i)+"]", `must be an http or https URL such as "http://127.0.0.1:2379"`)
+		}
+	}
+	if !strings.HasPrefix(cl.Prefix, "/") || strings.HasSuffix(cl.Prefix, "/") || strings.Contains(cl.Prefix, "//") {
+		v.add("cluster.prefix", `must start with "/" and not end with one, such as "/latent/v1"`)
+	}
+	if !nodeIDPattern.MatchString(cl.NodeID) {
+		v.add("cluster.node_id", "must be 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+	}
+	if u, err := url.Parse(cl.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+		v.add("cluster.advertise_url", `must be the http or https URL of this node's API, such as "http://10.0.0.5:8080"`)
+	}
+	if cl.LeaseTTL < 2*time.Second || cl.LeaseTTL > time.Hour {
+		v.add("cluster.lease_ttl", "must be between 2s and 1h")
+	}
+	if cl.Replication < 1 || cl.Replication > 64 {
+		v.add("cluster.replication", "must be between 1 and 64")
+	}
+	if cl.MaxStaleness < time.Second {
+		v.add("cluster.max_staleness", "must be at least 1s")
+	}
+	t := cl.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add("cluster.tls", "cert_file and key_file go together: set both or neither")
 	}
 }

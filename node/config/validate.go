@@ -88,6 +88,7 @@ func (c *Config) check() []Problem {
 	c.checkHardening(&v)
 	c.checkIngress(&v)
 	c.checkTracing(&v)
+	c.checkCluster(&v)
 
 	o := c.Overload
 	switch {

@@ -1,0 +1,273 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+
+	"github.com/cockroachdb/errors"
+)
+
+// A catalog normally issues its own generations (Deploy, Delete). In a
+// cluster the order of releases is decided elsewhere — a store every node
+// watches — and each node applies that history to its own catalog: Check
+// inspects a release before it is proposed, Apply publishes changes under
+// the generation the store gave them, Replace swaps in a whole listing. The
+// store is then the source of truth: Apply and Replace do not apply the
+// per-tenant quotas (the proposing node checked them against its view).
+
+// ErrGenerationNotNewer is returned by Apply and Replace for a generation
+// that is not above the catalog's: the served generation never goes down. A
+// Replace at the catalog's own generation with the same content is not an
+// error (nothing changes).
+var ErrGenerationNotNewer = errors.New("catalog: generation is not newer than the catalog's")
+
+// Change is one service's new state in an externally ordered history: its
+// manifest, or nil when the service was deleted.
+type Change struct {
+	Tenant   TenantID
+	Service  ServiceName
+	Manifest *Manifest
+}
+
+// Check validates m and inspects its modules exactly as Deploy would,
+// without publishing anything: the deployment Deploy would make, with
+// generation 0. Its problems are Deploy's.
+func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
+	s, err := validate(m)
+	if err != nil {
+		return Deployment{}, err
+	}
+	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
+		return Deployment{}, err
+	}
+	c.mu.Lock()
+	err = c.deployedRoomLocked(c.cur.Load(), s)
+	c.mu.Unlock()
+	if err != nil {
+		return Deployment{}, err
+	}
+	modules, refs, err := c.inspectAll(ctx, s, c.owns)
+	defer c.release(refs)
+	if err != nil {
+		return Deployment{}, err
+	}
+	svc, err := buildService(s, cloneManifest(m), modules, 0)
+	if err != nil {
+		return Deployment{}, err
+	}
+	return svc.deployment(), nil
+}
+
+// Apply publishes changes as one step under generation gen, which must be
+// above the catalog's (ErrGenerationNotNewer otherwise). Every manifest is
+// validated and inspected first (its artifacts must be stored for its
+// tenant); on any error nothing changes. The records are persisted before
+// the new view is published.
+func (c *Catalog) Apply(ctx context.Context, gen Generation, changes []Change) error {
+	built, refs, err := c.buildAll(ctx, changes)
+	if err != nil {
+		return err
+	}
+	replaced, err := c.publishAt(ctx, gen, func(services map[serviceKey]*service) {
+		for _, ch := range changes {
+			k := serviceKey{ch.Tenant, ch.Service}
+			if svc := built[k]; svc != nil {
+				services[k] = svc
+			} else {
+				delete(services, k)
+			}
+		}
+	})
+	if err != nil {
+		c.release(refs)
+		return err
+	}
+	c.release(replaced)
+	return nil
+}
+
+// Replace makes the catalog exactly manifests (one per service) under
+// generation gen: a full listing of the store at one revision, after a
+// history gap. gen must be above the catalog's generation, or equal to it
+// with the same services and releases (then nothing changes).
+func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manifest) error {
+	changes := make([]Change, len(manifests))
+	for i := range manifests {
+		changes[i] = Change{Tenant: manifests[i].Tenant, Service: manifests[i].Service, Manifest: &manifests[i]}
+	}
+	built, refs, err := c.buildAll(ctx, changes)
+	if err != nil {
+		return err
+	}
+	if cur := c.cur.Load(); cur.generation == gen {
+		c.release(refs)
+		if sameServices(cur.services, built) {
+			return nil
+		}
+		return errors.Wrapf(ErrGenerationNotNewer, "catalog: replace at generation %d with other services than the catalog's", gen)
+	}
+	replaced, err := c.publishAt(ctx, gen, func(services map[serviceKey]*service) {
+		clear(services)
+		maps.Copy(services, built)
+	})
+	if err != nil {
+		c.release(refs)
+		return err
+	}
+	c.release(replaced)
+	return nil
+}
+
+func sameServices(a, b map[serviceKey]*service) bool {
+	return maps.EqualFunc(a, b, func(x, y *service) bool { return x.release == y.release })
+}
+
+// buildAll validates and inspects the manifests of changes (generation 0;
+// publishAt sets it). On error it released the references it took.
+func (c *Catalog) buildAll(ctx context.Context, changes []Change) (_ map[serviceKey]*service, refs []Digest, err error) {
+	defer func() {
+		if err != nil {
+			c.release(refs)
+			refs = nil
+		}
+	}()
+	built := map[serviceKey]*service{}
+	for _, ch := range changes {
+		if ch.Manifest == nil {
+			built[serviceKey{ch.Tenant, ch.Service}] = nil
+			continue
+		}
+		m := cloneManifest(*ch.Manifest)
+		s, err := validate(m)
+		if err != nil {
+			return nil, refs, err
+		}
+		if s.tenant != ch.Tenant || s.service != ch.Service {
+			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.tenant, s.service)
+		}
+		modules, r, err := c.inspectAll(ctx, s, c.owns)
+		refs = append(refs, r...)
+		if err != nil {
+			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.tenant, s.service)
+		}
+		svc, err := buildService(s, m, modules, 0)
+		if err != nil {
+			return nil, refs, err
+		}
+		built[serviceKey{s.tenant, s.service}] = svc
+	}
+	for k, svc := range built {
+		if svc == nil {
+			delete(built, k)
+		}
+	}
+	// Deletions are the keys of changes without a service in built.
+	return built, refs, nil
+}
+
+// publishAt persists and publishes the services edit makes of the current
+// ones under generation gen (above the current one): records of changed
+// services are written, those of services edit removed are deleted. It
+// returns the module references of the services replaced or removed.
+func (c *Catalog) publishAt(ctx context.Context, gen Generation, edit func(map[serviceKey]*service)) ([]Digest, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Wrap(err, "catalog: apply")
+	}
+	old := c.cur.Load()
+	if gen <= c.mu.generation {
+		return nil, errors.Wrapf(ErrGenerationNotNewer, "catalog: generation %d, the catalog is at %d", gen, c.mu.generation)
+	}
+	next := maps.Clone(old.services)
+	edit(next)
+	// The changed services, rebuilt at gen (buildService sets it).
+	for k, svc := range next {
+		if prev, ok := old.services[k]; ok && prev == svc {
+			continue
+		}
+		s, err := validate(svc.manifest)
+		if err != nil {
+			return nil, err
+		}
+		at, err := buildService(s, svc.manifest, svc.modules, gen)
+		if err != nil {
+			return nil, err
+		}
+		at.manifest, at.modules = svc.manifest, svc.modules
+		next[k] = at
+	}
+	if err := c.commitGenerationLocked(gen); err != nil {
+		return nil, err
+	}
+	var replaced []Digest
+	for k, prev := range old.services {
+		if svc, ok := next[k]; !ok {
+			if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
+				return nil, err
+			}
+			replaced = append(replaced, prev.artifacts()...)
+		} else if svc != prev {
+			replaced = append(replaced, prev.artifacts()...)
+		}
+	}
+	for k, svc := range next {
+		if prev, ok := old.services[k]; ok && prev == svc {
+			continue
+		}
+		rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: gen, Release: svc.release,
+			Revisions: svc.deployment().Revisions, Modules: svc.modules, Manifest: svc.manifest}
+		payload, err := json.Marshal(rec)
+		if err != nil {
+			return nil, errors.Wrap(err, "catalog: encode record")
+		}
+		if err := c.store.writeAtomic(serviceRecordPath(k.tenant, k.service), encodeRecord("service", payload)); err != nil {
+			return nil, err
+		}
+	}
+	c.cur.Store(&snapshot{generation: gen, services: next})
+	return replaced, nil
+}
+
+// Hash identifies the services and releases of the view (not its
+// generation): two nodes with the same hash serve the same releases.
+func (p Pin) Hash() string {
+	if p.s == nil {
+		return newCanon("catalog v1").hex()
+	}
+	keys := slices.Collect(maps.Keys(p.s.services))
+	slices.SortFunc(keys, func(a, b serviceKey) int {
+		if a.tenant != b.tenant {
+			return compareStrings(string(a.tenant), string(b.tenant))
+		}
+		return compareStrings(string(a.service), string(b.service))
+	})
+	h := newCanon("catalog v1")
+	for _, k := range keys {
+		h.str(string(k.tenant))
+		h.str(string(k.service))
+		h.str(string(p.s.services[k].release))
+	}
+	return h.hex()
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Artifact returns the stored bytes of the artifact d (any tenant's), for a
+// peer that fetches it by digest: ErrArtifactNotFound when it is not stored.
+func (c *Catalog) Artifact(d Digest) ([]byte, error) {
+	return c.arts.get(d, c.opts.MaxArtifactBytes)
+}
+
+// HasArtifact reports whether tenant may use the stored artifact d.
+func (c *Catalog) HasArtifact(tenant TenantID, d Digest) bool { return c.owns(tenant, d) }

@@ -1,0 +1,261 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// applyLoop lists and watches until ctx ends, listing again after any
+// failure, a compaction or a kick.
+func (c *Cluster) applyLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		rev, err := c.relist(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.noteFailure(err)
+			if !wait(ctx, retryDelay) {
+				return
+			}
+			continue
+		}
+		err = c.watch(ctx, rev)
+		if err != nil && ctx.Err() == nil {
+			c.log.Info("cluster: listing again", "reason", err)
+			if !wait(ctx, retryDelay) {
+				return
+			}
+		}
+	}
+}
+
+// noteFailure records and logs an apply failure (once per distinct
+// message).
+func (c *Cluster) noteFailure(err error) {
+	c.mu.Lock()
+	prev := c.mu.applyErr
+	c.mu.Unlock()
+	if prev == nil || prev.Error() != err.Error() {
+		level := slog.LevelWarn
+		if errors.Is(err, ErrUnavailable) {
+			level = slog.LevelInfo
+		}
+		c.log.Log(context.Background(), level, "cluster: catalog not applied", "err", err)
+	}
+	c.noteApplied(err)
+}
+
+// relist reads every service record and the head at one revision, fetches
+// the artifacts the catalog lacks and replaces the catalog at the head's
+// revision. It returns the listing's revision, where the watch starts.
+func (c *Cluster) relist(ctx context.Context) (int64, error) {
+	lctx, cancel := context.WithTimeout(ctx, opTimeout)
+	resp, err := c.cli.Txn(lctx).Then(clientv3.OpGet(c.k.services(), clientv3.WithPrefix()), clientv3.OpGet(c.k.head())).Commit()
+	cancel()
+	if err != nil {
+		return 0, errors.Mark(errors.Wrap(err, "cluster: list"), ErrUnavailable)
+	}
+	var headRev int64
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		headRev = kvs[0].ModRevision
+	}
+	var manifests []catalog.Manifest
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		t, s, ok := c.k.serviceOf(string(kv.Key))
+		if !ok {
+			continue
+		}
+		rec, err := decodeRecord(kv.Value)
+		if err != nil || rec.Manifest.Tenant != t || rec.Manifest.Service != s {
+			return 0, errors.Newf("cluster: the record of %s/%s does not decode to its service", t, s)
+		}
+		manifests = append(manifests, rec.Manifest)
+	}
+	pin := c.cat.Pin()
+	switch gen := catalog.Generation(headRev); {
+	case gen < pin.Generation():
+		return 0, errors.Wrapf(ErrBehind, "cluster: etcd's head is generation %d, this node serves %d: was etcd restored from an older backup? the node keeps its catalog and refuses the history",
+			gen, pin.Generation())
+	}
+	for _, m := range manifests {
+		if err := c.ensureArtifacts(ctx, m); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.cat.Replace(ctx, catalog.Generation(headRev), manifests); err != nil {
+		return 0, errors.Wrap(err, "cluster: replace the catalog")
+	}
+	c.noteApplied(nil)
+	return resp.Header.Revision, nil
+}
+
+// watch applies the changes to the services from rev on, one revision at a
+// time, until the watch ends (compaction, an error, a kick) or ctx does.
+func (c *Cluster) watch(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ch := c.cli.Watch(wctx, c.k.services(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+			return errors.New("catalog behind the cluster's head")
+		case resp, ok := <-ch:
+			if !ok {
+				return errors.New("watch closed")
+			}
+			if resp.CompactRevision != 0 {
+				return errors.Newf("history compacted at %d", resp.CompactRevision)
+			}
+			if err := resp.Err(); err != nil {
+				if errors.Is(err, rpctypes.ErrCompacted) {
+					return errors.Wrap(err, "history compacted")
+				}
+				return errors.Wrap(err, "watch")
+			}
+			if err := c.applyEvents(ctx, resp.Events); err != nil {
+				c.noteFailure(err)
+				return err
+			}
+		}
+	}
+}
+
+// applyEvents applies events, grouped by revision (one deploy or delete
+// each), skipping those the catalog already has.
+func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) error {
+	for len(events) > 0 {
+		rev := events[0].Kv.ModRevision
+		n := 1
+		for n < len(events) && events[n].Kv.ModRevision == rev {
+			n++
+		}
+		group := events[:n]
+		events = events[n:]
+		if catalog.Generation(rev) <= c.cat.Pin().Generation() {
+			continue
+		}
+		var changes []catalog.Change
+		for _, ev := range group {
+			t, s, ok := c.k.serviceOf(string(ev.Kv.Key))
+			if !ok {
+				continue
+			}
+			ch := catalog.Change{Tenant: t, Service: s}
+			if ev.Type == mvccpb.PUT {
+				rec, err := decodeRecord(ev.Kv.Value)
+				if err != nil || rec.Manifest.Tenant != t || rec.Manifest.Service != s {
+					return errors.Newf("cluster: the record of %s/%s does not decode to its service", t, s)
+				}
+				if err := c.ensureArtifacts(ctx, rec.Manifest); err != nil {
+					return err
+				}
+				ch.Manifest = &rec.Manifest
+			}
+			changes = append(changes, ch)
+		}
+		if err := c.cat.Apply(ctx, catalog.Generation(rev), changes); err != nil {
+			return errors.Wrapf(err, "cluster: apply generation %d", rev)
+		}
+		c.noteApplied(nil)
+	}
+	return nil
+}
+
+// ensureArtifacts fetches every artifact of m the catalog lacks for its
+// tenant from a holder.
+func (c *Cluster) ensureArtifacts(ctx context.Context, m catalog.Manifest) error {
+	var done []catalog.Digest
+	for _, r := range m.Revisions {
+		if slices.Contains(done, r.Artifact) {
+			continue
+		}
+		done = append(done, r.Artifact)
+		if c.cat.HasArtifact(m.Tenant, r.Artifact) {
+			continue
+		}
+		if err := c.fetch(ctx, m.Tenant, r.Artifact); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fetch stores artifact d for tenant from one of its holders, trying them
+// in random order: the catalog verifies the digest, so a holder answering
+// other bytes is skipped. It then records this node as a holder too.
+func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.Digest) error {
+	if _, err := catalog.ParseDigest(string(d)); err != nil {
+		return errors.Wrap(err, "cluster: fetch")
+	}
+	hctx, cancel := context.WithTimeout(ctx, opTimeout)
+	resp, err := c.cli.Get(hctx, c.k.holders(d), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return errors.Mark(errors.Wrap(err, "cluster: artifact holders"), ErrUnavailable)
+	}
+	members, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	urls := map[string]string{}
+	for _, m := range members {
+		urls[m.ID] = m.AdvertiseURL
+	}
+	var holders []string
+	for _, kv := range resp.Kvs {
+		id := strings.TrimPrefix(string(kv.Key), c.k.holders(d))
+		if id != c.cfg.NodeID && urls[id] != "" {
+			holders = append(holders, id)
+		}
+	}
+	rand.Shuffle(len(holders), func(i, j int) { holders[i], holders[j] = holders[j], holders[i] })
+	var errs error
+	for _, id := range holders {
+		err := c.fetchFrom(ctx, urls[id], tenant, d)
+		if err == nil {
+			if herr := c.hold(ctx, d); herr != nil {
+				c.log.Info("cluster: artifact fetched but its holding not recorded", "digest", string(d), "err", herr)
+			}
+			return nil
+		}
+		c.log.Warn("cluster: artifact from a peer refused", "digest", string(d), "peer", id, "err", err)
+		errs = errors.CombineErrors(errs, errors.Wrapf(err, "from %s", id))
+	}
+	if errs == nil {
+		errs = errors.New("no member holds it")
+	}
+	return errors.Mark(errors.Wrapf(errs, "cluster: fetch artifact %s", d), ErrUnavailable)
+}
+
+// fetchFrom downloads d from the peer at base and stores it for tenant.
+func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.TenantID, d catalog.Digest) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/cluster/artifacts/"+string(d), nil)
+	if err != nil {
+		return errors.Wrap(err, "request")
+	}
+	req.Header.Set(PeerTokenHeader, c.peerToken())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return errors.Wrap(err, "request")
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return errors.Newf("answered %d", resp.StatusCode)
+	}
+	// The catalog bounds the size and verifies the digest while storing.
+	return c.cat.PutArtifact(ctx, tenant, d, resp.Body)
+}

@@ -1,0 +1,470 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// Errors of the cluster's operations. Deploy and Delete return the
+// catalog's own errors for a release the catalog refuses.
+var (
+	// ErrUnavailable: etcd cannot be reached, the node's catalog is not
+	// current, or an artifact could not be replicated; retry later.
+	ErrUnavailable = errors.New("cluster: unavailable")
+	// ErrCommitUnknown: the deploy's transaction was sent but its outcome
+	// could not be read back; deploying the same release again is safe.
+	ErrCommitUnknown = errors.New("cluster: commit outcome unknown")
+	// ErrConflict: the service changed concurrently on every attempt.
+	ErrConflict = errors.New("cluster: concurrent change")
+	// ErrBehind: etcd's history is older than this node's catalog (a store
+	// restored from an older backup); the node keeps its catalog.
+	ErrBehind = errors.New("cluster: etcd is behind this node's catalog")
+)
+
+// Timing of the freshness check and the apply loop.
+const (
+	// checkInterval is the period of the quorum read of the head.
+	checkInterval = time.Second
+	// staleAfter is how long a node stays fresh after its last successful
+	// check that found its catalog current.
+	staleAfter = 3 * time.Second
+	// opTimeout bounds one etcd operation.
+	opTimeout = 3 * time.Second
+	// retryDelay is the pause before listing again after a failure.
+	retryDelay = 250 * time.Millisecond
+	// applyWait bounds how long Deploy waits for this node, then for the
+	// other ready members, to apply its generation.
+	applyWait = 5 * time.Second
+	// PeerTokenHeader carries the peer token on requests between nodes.
+	PeerTokenHeader = "Latent-Peer-Token"
+)
+
+// Config configures a node's membership in a cluster.
+type Config struct {
+	// Endpoints are etcd's client URLs (ignored when Client is set).
+	Endpoints []string
+	// TLS configures the etcd connection (nil: plain).
+	TLS *tls.Config
+	// Client is an etcd client to use instead of dialing Endpoints; the
+	// caller closes it.
+	Client *clientv3.Client
+	// Prefix is the key prefix (no trailing slash).
+	Prefix string
+	// NodeID, AdvertiseURL and Version describe this node to the others.
+	NodeID, AdvertiseURL, Version string
+	// LeaseTTL is the lease of the member record and holdings.
+	LeaseTTL time.Duration
+	// Replication is the number of holders an artifact needs before a
+	// release naming it is published.
+	Replication int
+	// MaxStaleness is how long the node stays ready without being fresh.
+	MaxStaleness time.Duration
+	// Log receives the cluster's events (nil: discarded).
+	Log *slog.Logger
+	// HTTP sends the requests to peers (nil: a client with a 30 s timeout).
+	HTTP *http.Client
+	// OthersWait bounds how long Deploy waits for the other ready members
+	// (0: applyWait).
+	OthersWait time.Duration
+}
+
+// Cluster is a node's view of, and membership in, the cluster. New makes
+// it; Run drives it (membership, applying the history, freshness) until
+// its context ends. The methods are safe for concurrent use.
+type Cluster struct {
+	cfg     Config
+	k       keys
+	cli     *clientv3.Client
+	ownsCli bool
+	cat     *catalog.Catalog
+	log     *slog.Logger
+	http    *http.Client
+	started time.Time
+
+	// kick asks the apply loop to list again (buffered, one pending).
+	kick chan struct{}
+	// changed tells the membership loop to write the member record.
+	changed chan struct{}
+	// noRevoke leaves the lease to expire when Run ends, as a crashed
+	// node's does (tests).
+	noRevoke bool
+
+	mu struct {
+		sync.Mutex
+		lease       clientv3.LeaseID // 0 while the node has no lease
+		token       string           // the peer token ("" until read)
+		lastFresh   time.Time        // last check that found the catalog current
+		lastContact time.Time        // last successful check
+		remoteHead  int64            // the head's revision at the last check
+		behindSince time.Time        // first check that found the catalog behind
+		applyErr    error            // the last failure to apply
+		applied     chan struct{}    // closed when the catalog moves on
+		published   Member           // the member record last written
+	}
+}
+
+// New connects to etcd (without waiting for it) and returns the cluster of
+// cat. It starts no goroutines: call Run.
+func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.OthersWait <= 0 {
+		cfg.OthersWait = applyWait
+	}
+	c := &Cluster{cfg: cfg, k: keys{cfg.Prefix}, cat: cat, log: cfg.Log, http: cfg.HTTP, started: time.Now(),
+		kick: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+	c.mu.applied = make(chan struct{})
+	if cfg.Client != nil {
+		c.cli = cfg.Client
+		return c, nil
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: opTimeout,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		Logger: zap.NewNop()})
+	if err != nil {
+		return nil, errors.Wrap(err, "cluster: etcd client")
+	}
+	c.cli, c.ownsCli = cli, true
+	return c, nil
+}
+
+// Close closes the etcd client New dialed. Call it after Run returned.
+func (c *Cluster) Close() error {
+	if !c.ownsCli {
+		return nil
+	}
+	return errors.Wrap(c.cli.Close(), "cluster: close etcd client")
+}
+
+// Run is the cluster's driver: it keeps the member record and holdings
+// leased, applies etcd's history to the catalog and checks freshness,
+// until ctx ends. It returns nil then; etcd being unreachable is no error
+// (the node keeps serving, stale).
+func (c *Cluster) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); c.membership(ctx) }()
+	go func() { defer wg.Done(); c.applyLoop(ctx) }()
+	go func() { defer wg.Done(); c.freshness(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+// Status is the node's cluster state.
+type Status struct {
+	Generation  catalog.Generation
+	CatalogHash string
+	// Fresh: the last check within staleAfter reached etcd and found the
+	// catalog at the cluster's head.
+	Fresh bool
+	// Ready: fresh within MaxStaleness (or since start).
+	Ready bool
+	// RemoteHead is the cluster's generation at the last check.
+	RemoteHead  catalog.Generation
+	LastContact time.Time
+	// Err is the last failure to apply etcd's history (nil when none).
+	Err error
+}
+
+// Status returns the node's cluster state now.
+func (c *Cluster) Status() Status {
+	now := time.Now()
+	pin := c.cat.Pin()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	since := c.mu.lastFresh
+	if since.IsZero() {
+		since = c.started
+	}
+	return Status{Generation: pin.Generation(), CatalogHash: pin.Hash(),
+		Fresh: !c.mu.lastFresh.IsZero() && now.Sub(c.mu.lastFresh) < staleAfter,
+		Ready: now.Sub(since) < c.cfg.MaxStaleness, RemoteHead: catalog.Generation(c.mu.remoteHead),
+		LastContact: c.mu.lastContact, Err: c.mu.applyErr}
+}
+
+// PeerAuthorized reports whether token is the cluster's peer token.
+func (c *Cluster) PeerAuthorized(token string) bool {
+	c.mu.Lock()
+	want := c.mu.token
+	c.mu.Unlock()
+	return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
+}
+
+func (c *Cluster) peerToken() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.token
+}
+
+// signal sends on a one-slot channel without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits d or until ctx ends; false when ctx ended.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ensureToken reads the peer token, making it first if the cluster has
+// none.
+func (c *Cluster) ensureToken(ctx context.Context) error {
+	if c.peerToken() != "" {
+		return nil
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	key := c.k.secret()
+	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, hex.EncodeToString(b[:]))).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return errors.Wrap(err, "cluster: peer token")
+	}
+	token := hex.EncodeToString(b[:])
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 {
+			return errors.New("cluster: peer token vanished")
+		}
+		token = string(kvs[0].Value)
+	}
+	c.mu.Lock()
+	c.mu.token = token
+	c.mu.Unlock()
+	return nil
+}
+
+// membership keeps a lease, the member record and the holder keys of the
+// catalog's artifacts under it; on a lost lease it starts over.
+func (c *Cluster) membership(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := c.ensureToken(ctx); err != nil {
+			c.log.Debug("cluster: no peer token yet", "err", err)
+			if !wait(ctx, retryDelay) {
+				return
+			}
+			continue
+		}
+		if err := c.leased(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("cluster: membership lease lost; starting over", "err", err)
+		}
+		c.mu.Lock()
+		c.mu.lease, c.mu.published = 0, Member{}
+		c.mu.Unlock()
+		if !wait(ctx, retryDelay) {
+			return
+		}
+	}
+}
+
+// leased runs one lease: grant, record, holdings, keep-alive, and the
+// record again on every change.
+func (c *Cluster) leased(ctx context.Context) error {
+	gctx, cancel := context.WithTimeout(ctx, opTimeout)
+	lease, err := c.cli.Grant(gctx, int64(max(c.cfg.LeaseTTL/time.Second, 1)))
+	cancel()
+	if err != nil {
+		return errors.Wrap(err, "grant")
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	alive, err := c.cli.KeepAlive(lctx, lease.ID)
+	if err != nil {
+		return errors.Wrap(err, "keep-alive")
+	}
+	c.mu.Lock()
+	c.mu.lease = lease.ID
+	c.mu.Unlock()
+	if err := c.publish(ctx); err != nil {
+		return err
+	}
+	for _, d := range c.cat.Pin().Artifacts() {
+		if err := c.hold(ctx, d); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if !c.noRevoke {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_, _ = c.cli.Revoke(rctx, lease.ID) // leave at once instead of after the TTL
+				cancel()
+			}
+			return nil
+		case _, ok := <-alive:
+			if !ok {
+				return errors.New("keep-alive ended")
+			}
+		case <-c.changed:
+			if err := c.publish(ctx); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := c.publish(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// publish writes the member record when it changed.
+func (c *Cluster) publish(ctx context.Context) error {
+	st := c.Status()
+	m := Member{ID: c.cfg.NodeID, AdvertiseURL: c.cfg.AdvertiseURL, Version: c.cfg.Version,
+		Generation: st.Generation, CatalogHash: st.CatalogHash, Fresh: st.Fresh, Ready: st.Ready}
+	c.mu.Lock()
+	lease, same := c.mu.lease, c.mu.published == m
+	c.mu.Unlock()
+	if same || lease == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(m)
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := c.cli.Put(pctx, c.k.node(c.cfg.NodeID), string(data), clientv3.WithLease(lease)); err != nil {
+		return errors.Wrap(err, "member record")
+	}
+	c.mu.Lock()
+	c.mu.published = m
+	c.mu.Unlock()
+	return nil
+}
+
+// hold records under the lease that this node holds artifact d.
+func (c *Cluster) hold(ctx context.Context, d catalog.Digest) error {
+	c.mu.Lock()
+	lease := c.mu.lease
+	c.mu.Unlock()
+	if lease == 0 {
+		return errors.Wrap(ErrUnavailable, "cluster: no membership lease")
+	}
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	_, err := c.cli.Put(pctx, c.k.holder(d, c.cfg.NodeID), "", clientv3.WithLease(lease))
+	return errors.Wrap(err, "cluster: record holding")
+}
+
+// Members lists the cluster's members (their leased records), by id.
+func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	resp, err := c.cli.Get(ctx, c.k.nodes(), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, errors.Mark(errors.Wrap(err, "cluster: list members"), ErrUnavailable)
+	}
+	out := make([]Member, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var m Member
+		if json.Unmarshal(kv.Value, &m) == nil && m.ID != "" {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// freshness checks every checkInterval that etcd answers a quorum read of
+// the head and that the catalog is at it; a catalog behind the head for two
+// checks in a row (a silent watch) makes the apply loop list again.
+func (c *Cluster) freshness(ctx context.Context) {
+	for {
+		c.check(ctx)
+		signal(c.changed)
+		// A stale node checks four times as often, to be fresh again soon
+		// after etcd is back.
+		next := checkInterval
+		if !c.Status().Fresh {
+			next = checkInterval / 4
+		}
+		if !wait(ctx, next) {
+			return
+		}
+	}
+}
+
+func (c *Cluster) check(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, checkInterval)
+	resp, err := c.cli.Get(cctx, c.k.head())
+	cancel()
+	if err != nil {
+		return
+	}
+	var headRev int64
+	if len(resp.Kvs) == 1 {
+		headRev = resp.Kvs[0].ModRevision
+	}
+	now := time.Now()
+	gen := int64(c.cat.Pin().Generation())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.lastContact, c.mu.remoteHead = now, headRev
+	if gen >= headRev && c.mu.applyErr == nil {
+		c.mu.lastFresh, c.mu.behindSince = now, time.Time{}
+		return
+	}
+	if c.mu.behindSince.IsZero() {
+		c.mu.behindSince = now
+		return
+	}
+	signal(c.kick) // behind on two checks: list again
+}
+
+// noteApplied records that the catalog moved on (or an apply error) and
+// wakes whoever waits for a generation.
+func (c *Cluster) noteApplied(err error) {
+	c.mu.Lock()
+	c.mu.applyErr = err
+	close(c.mu.applied)
+	c.mu.applied = make(chan struct{})
+	c.mu.Unlock()
+	signal(c.changed)
+}
+
+// waitApplied waits until the local catalog reached gen, or ctx ends.
+func (c *Cluster) waitApplied(ctx context.Context, gen catalog.Generation) bool {
+	for {
+		c.mu.Lock()
+		ch := c.mu.applied
+		c.mu.Unlock()
+		if c.cat.Pin().Generation() >= gen {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}

@@ -1,0 +1,373 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
+)
+
+// testEtcd is an embedded single-member etcd in a temporary directory.
+type testEtcd struct {
+	cfg *embed.Config
+	e   *embed.Etcd
+	url string
+}
+
+// startEtcd starts one; Cleanup stops it.
+func startEtcd(t testing.TB) *testEtcd {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	ports := freePorts(t, 2)
+	client, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[0]))
+	peer, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[1]))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	te := &testEtcd{cfg: cfg, url: client.String()}
+	te.start(t)
+	t.Cleanup(te.stop)
+	return te
+}
+
+func (te *testEtcd) start(t testing.TB) {
+	t.Helper()
+	e, err := embed.StartEtcd(te.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(20 * time.Second):
+		e.Close()
+		t.Fatal("etcd did not start")
+	}
+	te.e = e
+}
+
+func (te *testEtcd) stop() {
+	if te.e != nil {
+		te.e.Close()
+		te.e = nil
+	}
+}
+
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var out []int
+	var lns []net.Listener
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return out
+}
+
+// member is one node of a test cluster: a catalog, its Cluster, and an
+// HTTP server for the peer endpoints.
+type member struct {
+	id   string
+	cat  *catalog.Catalog
+	c    *Cluster
+	srv  *httptest.Server
+	stop func()
+	// forge, when set, makes the artifact endpoint answer other bytes.
+	forge bool
+}
+
+// startMember starts node id of the cluster at endpoint.
+func startMember(t *testing.T, endpoint, id string) *member {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &member{id: id, cat: cat}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", func(w http.ResponseWriter, r *http.Request) {
+		if !m.c.PeerAuthorized(r.Header.Get(PeerTokenHeader)) {
+			http.NotFound(w, r)
+			return
+		}
+		data, err := cat.Artifact(catalog.Digest(r.PathValue("digest")))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if m.forge {
+			data = append([]byte("forged"), data...)
+		}
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", func(w http.ResponseWriter, r *http.Request) {
+		if !m.c.PeerAuthorized(r.Header.Get(PeerTokenHeader)) {
+			http.NotFound(w, r)
+			return
+		}
+		if err := m.c.Replicate(r.Context(), catalog.TenantID(r.PathValue("tenant")), catalog.Digest(r.PathValue("digest"))); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	m.srv = httptest.NewServer(mux)
+	m.c, err = New(Config{Endpoints: []string{endpoint}, Prefix: "/test", NodeID: id, AdvertiseURL: m.srv.URL,
+		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second}, cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = m.c.Run(ctx) }()
+	var once sync.Once
+	m.stop = func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			m.srv.Close()
+			_ = m.c.Close()
+		})
+	}
+	t.Cleanup(m.stop)
+	return m
+}
+
+// waitFor polls cond (bounded) until it holds.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		<-time.After(10 * time.Millisecond) // a bounded poll of the members' state
+	}
+}
+
+func manifest(tenant, service string, d catalog.Digest, weight int64) catalog.Manifest {
+	return catalog.Manifest{Tenant: catalog.TenantID(tenant), Service: catalog.ServiceName(service),
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
+			Ceiling: &catalog.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: catalog.Duration(2e9)}}},
+		Routes: []catalog.ManifestRoute{{Name: "run", Function: "_start",
+			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: weight}}}}}
+}
+
+func upload(t *testing.T, m *member, tenant string, module []byte) catalog.Digest {
+	t.Helper()
+	d := catalog.DigestOf(sha256.Sum256(module))
+	if err := m.cat.PutArtifact(context.Background(), catalog.TenantID(tenant), d, bytes.NewReader(module)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestCluster_deployReachesEveryMember: a deploy through one member is
+// applied by all, artifacts included, at the same generation and catalog
+// hash; a retried deploy of the same content makes no new generation; a
+// delete reaches everyone too.
+func TestCluster_deployReachesEveryMember(t *testing.T) {
+	endpoint := startEtcd(t).url
+	ms := []*member{startMember(t, endpoint, "a"), startMember(t, endpoint, "b"), startMember(t, endpoint, "c")}
+	ctx := context.Background()
+	waitFor(t, "members fresh", 10*time.Second, func() bool {
+		for _, m := range ms {
+			if !m.c.Status().Fresh {
+				return false
+			}
+		}
+		members, err := ms[0].c.Members(ctx)
+		return err == nil && len(members) == 3
+	})
+	d := upload(t, ms[0], "acme", []byte("module one"))
+	res, err := ms[0].c.Deploy(ctx, manifest("acme", "svc", d, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Members != 3 || res.Applied != 3 {
+		t.Fatalf("applied on %d of %d", res.Applied, res.Members)
+	}
+	for _, m := range ms {
+		pin := m.cat.Pin()
+		if pin.Generation() != res.Generation || pin.Hash() != ms[0].cat.Pin().Hash() {
+			t.Fatalf("%s at generation %d (want %d)", m.id, pin.Generation(), res.Generation)
+		}
+		if _, ok := pin.Deployment("acme", "svc"); !ok || !m.cat.HasArtifact("acme", d) {
+			t.Fatalf("%s lacks the release or its artifact", m.id)
+		}
+	}
+	again, err := ms[1].c.Deploy(ctx, manifest("acme", "svc", d, 1)) // through another member, same content
+	if err != nil || again.Generation != res.Generation {
+		t.Fatalf("retried deploy: generation %d (want %d), %v", again.Generation, res.Generation, err)
+	}
+	// New weights: a metadata-only change.
+	next, err := ms[2].c.Deploy(ctx, manifest("acme", "svc", d, 2))
+	if err != nil || next.Generation <= res.Generation || next.Applied != 3 {
+		t.Fatalf("second deploy: %+v, %v", next, err)
+	}
+	del, err := ms[1].c.Delete(ctx, "acme", "svc")
+	if err != nil || del.Applied != 3 {
+		t.Fatalf("delete: %+v, %v", del, err)
+	}
+	for _, m := range ms {
+		if _, ok := m.cat.Pin().Deployment("acme", "svc"); ok {
+			t.Fatalf("%s still serves the deleted service", m.id)
+		}
+	}
+	if _, err := ms[0].c.Delete(ctx, "acme", "svc"); !errors.Is(err, catalog.ErrServiceNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+// TestCluster_forgedArtifactSkipped: a holder answering other bytes is
+// refused (the digest does not match) and the artifact is fetched from
+// another holder.
+func TestCluster_forgedArtifactSkipped(t *testing.T) {
+	endpoint := startEtcd(t).url
+	a, b := startMember(t, endpoint, "a"), startMember(t, endpoint, "b")
+	ctx := context.Background()
+	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("module two"))
+	if _, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Both hold it now; a starts forging. A new member must still get it.
+	a.forge = true
+	c := startMember(t, endpoint, "c")
+	waitFor(t, "c applied", 10*time.Second, func() bool {
+		_, ok := c.cat.Pin().Deployment("acme", "svc")
+		return ok
+	})
+	got, err := c.cat.Artifact(d)
+	if err != nil || string(got) != "module two" {
+		t.Fatalf("c's artifact %q, %v", got, err)
+	}
+	// Negative control: with every holder forging, a fresh member cannot
+	// apply the release.
+	b.forge = true
+	e := startMember(t, endpoint, "e")
+	c.forge = true
+	<-time.After(2 * time.Second)
+	if _, ok := e.cat.Pin().Deployment("acme", "svc"); ok {
+		t.Fatal("a member applied a release with only forged artifacts available")
+	}
+	if st := e.c.Status(); st.Fresh || st.Err == nil {
+		t.Fatalf("member with a forged artifact reports fresh=%v err=%v", st.Fresh, st.Err)
+	}
+}
+
+// TestCluster_etcdDownFailsStatic: with etcd cut off (a partition: the
+// proxy in front of it holds every byte) members keep their catalog, turn
+// stale within staleAfter and refuse deploys; once etcd is reachable again
+// they are fresh within a second and apply the next deploy.
+func TestCluster_etcdDownFailsStatic(t *testing.T) {
+	te := startEtcd(t)
+	proxy := startProxy(t, strings.TrimPrefix(te.url, "http://"))
+	a, b := startMember(t, proxy.url(), "a"), startMember(t, proxy.url(), "b")
+	ctx := context.Background()
+	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("module three"))
+	res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	proxy.pause()
+	waitFor(t, "members stale", staleAfter+checkInterval, func() bool { return !a.c.Status().Fresh && !b.c.Status().Fresh })
+	t.Logf("stale %v after etcd was cut off", time.Since(down).Round(10*time.Millisecond))
+	for _, m := range []*member{a, b} {
+		if pin := m.cat.Pin(); pin.Generation() != res.Generation {
+			t.Fatalf("%s went from generation %d to %d while etcd was cut off", m.id, res.Generation, pin.Generation())
+		}
+		if _, ok := m.cat.Pin().Deployment("acme", "svc"); !ok {
+			t.Fatalf("%s stopped serving while etcd was cut off", m.id)
+		}
+	}
+	if _, err := b.c.Deploy(ctx, manifest("acme", "svc", d, 3)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("deploy while etcd is cut off: %v, want ErrUnavailable", err)
+	}
+	back := time.Now()
+	proxy.unpause()
+	waitFor(t, "members fresh again", 5*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	t.Logf("fresh %v after etcd was reachable again", time.Since(back).Round(10*time.Millisecond))
+	next, err := b.c.Deploy(ctx, manifest("acme", "svc", d, 3))
+	if err != nil || next.Generation <= res.Generation {
+		t.Fatalf("deploy after etcd returned: %+v, %v", next, err)
+	}
+	waitFor(t, "a applied", 5*time.Second, func() bool { return a.cat.Pin().Generation() == next.Generation })
+}
+
+// TestCluster_etcdRestarted: members survive etcd stopping and starting
+// again on the same data (their watches and leases are re-established).
+func TestCluster_etcdRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stopping embedded etcd takes about 7 s")
+	}
+	te := startEtcd(t)
+	a, b := startMember(t, te.url, "a"), startMember(t, te.url, "b")
+	ctx := context.Background()
+	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("module four"))
+	res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	te.stop()
+	te.start(t)
+	waitFor(t, "members fresh again", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	next, err := b.c.Deploy(ctx, manifest("acme", "svc", d, 3))
+	if err != nil || next.Generation <= res.Generation {
+		t.Fatalf("deploy after the restart: %+v, %v", next, err)
+	}
+	waitFor(t, "a applied", 5*time.Second, func() bool { return a.cat.Pin().Generation() == next.Generation })
+}
+
+// TestCluster_deadMemberLeaves: a member that stops renewing its lease
+// disappears from membership within the lease TTL plus a second; one that
+// stops cleanly leaves at once.
+func TestCluster_deadMemberLeaves(t *testing.T) {
+	te := startEtcd(t)
+	a, b := startMember(t, te.url, "a"), startMember(t, te.url, "b")
+	ctx := context.Background()
+	count := func() int {
+		ms, err := a.c.Members(ctx)
+		if err != nil {
+			return -1
+		}
+		return len(ms)
+	}
+	waitFor(t, "two members", 10*time.Second, func() bool { return count() == 2 })
+	b.stop() // revokes its lease
+	waitFor(t, "b gone", time.Second, func() bool { return count() == 1 })
+	c := startMember(t, te.url, "c")
+	waitFor(t, "c joined", 10*time.Second, func() bool { return count() == 2 })
+	c.c.noRevoke = true // as if it crashed: the lease runs out
+	stopped := time.Now()
+	c.stop()
+	waitFor(t, "c gone", 2*time.Second+time.Second, func() bool { return count() == 1 })
+	t.Logf("a crashed member left after %v (lease TTL 2s)", time.Since(stopped).Round(10*time.Millisecond))
+}

@@ -1,0 +1,290 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// maxAttempts bounds Deploy's and Delete's compare-and-swap retries.
+const maxAttempts = 5
+
+// Result is a deploy or delete through the cluster.
+type Result struct {
+	// Deployment is the release as published (zero for a delete).
+	Deployment catalog.Deployment
+	// Generation is the etcd revision of the change.
+	Generation catalog.Generation
+	// Applied counts the ready members (this node included) whose catalog
+	// reached Generation before the answer; Members counts the ready
+	// members.
+	Applied, Members int
+}
+
+// Deploy publishes m through the cluster: checked and inspected against
+// this node's catalog, its artifacts replicated, committed in one
+// transaction, applied here, and waited for on the other ready members
+// (OthersWait). The catalog's errors come back as they are (field
+// problems, quotas); ErrUnavailable when etcd or a stale catalog stops it,
+// ErrCommitUnknown when the outcome could not be read back.
+func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error) {
+	if !c.Status().Fresh {
+		return Result{}, errors.WithHint(errors.Wrap(ErrUnavailable, "cluster: this node's catalog is not known to be current"),
+			"deploys resume once the node reaches etcd again")
+	}
+	dep, err := c.cat.Check(ctx, m)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.replicate(ctx, m); err != nil {
+		return Result{}, err
+	}
+	data, err := json.Marshal(record{Release: dep.Release, Manifest: m})
+	if err != nil {
+		return Result{}, errors.Wrap(err, "cluster: encode record")
+	}
+	hd, _ := json.Marshal(head{Tenant: m.Tenant, Service: m.Service, Release: dep.Release})
+	gen, err := c.commit(ctx, c.k.service(m.Tenant, m.Service), dep.Release, clientv3.OpPut(c.k.service(m.Tenant, m.Service), string(data)),
+		clientv3.OpPut(c.k.head(), string(hd)))
+	if err != nil {
+		return Result{}, err
+	}
+	dep.Generation = gen
+	res := c.settle(ctx, gen)
+	res.Deployment = dep
+	return res, nil
+}
+
+// Delete removes the service through the cluster; catalog.ErrServiceNotFound
+// when etcd has no such service.
+func (c *Cluster) Delete(ctx context.Context, tenant catalog.TenantID, service catalog.ServiceName) (Result, error) {
+	if !c.Status().Fresh {
+		return Result{}, errors.WithHint(errors.Wrap(ErrUnavailable, "cluster: this node's catalog is not known to be current"),
+			"deletes resume once the node reaches etcd again")
+	}
+	key := c.k.service(tenant, service)
+	hd, _ := json.Marshal(head{Tenant: tenant, Service: service})
+	gen, err := c.commit(ctx, key, "", clientv3.OpDelete(key), clientv3.OpPut(c.k.head(), string(hd)))
+	if err != nil {
+		return Result{}, err
+	}
+	return c.settle(ctx, gen), nil
+}
+
+// commit runs ops in a transaction that compares key's modification
+// revision with the one read just before, retrying on a concurrent
+// change. release is what key must hold after the commit ("" for a
+// delete): a key already in that state is not written again (a retried
+// deploy makes no second generation), and an ambiguous commit is resolved
+// by reading key.
+func (c *Cluster) commit(ctx context.Context, key string, release catalog.ReleaseID, ops ...clientv3.Op) (catalog.Generation, error) {
+	for range maxAttempts {
+		rev, landed, err := c.state(ctx, key, release)
+		if err != nil {
+			return 0, err
+		}
+		if landed {
+			if release == "" {
+				return 0, catalog.ErrServiceNotFound
+			}
+			return catalog.Generation(rev), nil
+		}
+		tctx, cancel := context.WithTimeout(ctx, opTimeout)
+		resp, err := c.cli.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return c.resolve(ctx, key, release, err)
+		}
+		if resp.Succeeded {
+			return catalog.Generation(resp.Header.Revision), nil
+		}
+	}
+	return 0, errors.Wrapf(ErrConflict, "cluster: %s changed on each of %d attempts", key, maxAttempts)
+}
+
+// state reads key: its modification revision (0 when absent) and whether
+// it already is in the state release describes (absent for "").
+func (c *Cluster) state(ctx context.Context, key string, release catalog.ReleaseID) (int64, bool, error) {
+	gctx, cancel := context.WithTimeout(ctx, opTimeout)
+	resp, err := c.cli.Get(gctx, key)
+	cancel()
+	if err != nil {
+		return 0, false, errors.Mark(errors.Wrap(err, "cluster: read the service"), ErrUnavailable)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, release == "", nil
+	}
+	kv := resp.Kvs[0]
+	rec, err := decodeRecord(kv.Value)
+	if err != nil {
+		return 0, false, err
+	}
+	return kv.ModRevision, release != "" && rec.Release == release, nil
+}
+
+// resolve reads key again after a commit whose answer was lost: the
+// release id says whether it landed.
+func (c *Cluster) resolve(ctx context.Context, key string, release catalog.ReleaseID, cause error) (catalog.Generation, error) {
+	deadline := time.Now().Add(opTimeout)
+	for time.Now().Before(deadline) {
+		rev, landed, err := c.state(ctx, key, release)
+		if err == nil {
+			if landed && release != "" {
+				return catalog.Generation(rev), nil
+			}
+			if !landed {
+				return 0, errors.Mark(errors.Wrap(cause, "cluster: commit"), ErrUnavailable)
+			}
+			// A delete that landed: the generation is the head's revision.
+			if hrev, herr := c.headRevision(ctx); herr == nil {
+				return catalog.Generation(hrev), nil
+			}
+		}
+		if !wait(ctx, retryDelay) {
+			break
+		}
+	}
+	return 0, errors.WithHint(errors.Wrap(errors.Mark(cause, ErrCommitUnknown), "cluster: commit"),
+		"deploying or deleting again is safe: a change that landed is not made twice")
+}
+
+func (c *Cluster) headRevision(ctx context.Context) (int64, error) {
+	gctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	resp, err := c.cli.Get(gctx, c.k.head())
+	if err != nil || len(resp.Kvs) != 1 {
+		return 0, errors.New("cluster: no head")
+	}
+	return resp.Kvs[0].ModRevision, nil
+}
+
+// settle waits until this node applied gen (applyWait), then until the
+// other ready members did (OthersWait), and counts them.
+func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) Result {
+	wctx, cancel := context.WithTimeout(ctx, applyWait)
+	c.waitApplied(wctx, gen)
+	cancel()
+	res := Result{Generation: gen}
+	deadline := time.Now().Add(c.cfg.OthersWait)
+	for {
+		members, err := c.Members(ctx)
+		if err != nil {
+			return res
+		}
+		res.Applied, res.Members = 0, 0
+		for _, m := range members {
+			if !m.Ready {
+				continue
+			}
+			res.Members++
+			if m.Generation >= gen || m.ID == c.cfg.NodeID && c.cat.Pin().Generation() >= gen {
+				res.Applied++
+			}
+		}
+		if res.Applied >= res.Members || !time.Now().Before(deadline) || !wait(ctx, 20*time.Millisecond) {
+			return res
+		}
+	}
+}
+
+// replicate makes sure each artifact of m is held by min(Replication,
+// ready members) nodes, this one first, by asking ready members that do
+// not hold it to fetch it.
+func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest) error {
+	members, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var ready []Member
+	for _, mem := range members {
+		if mem.Ready && mem.ID != c.cfg.NodeID {
+			ready = append(ready, mem)
+		}
+	}
+	need := min(c.cfg.Replication, len(ready)+1)
+	var done []catalog.Digest
+	for _, r := range m.Revisions {
+		d := r.Artifact
+		if slices.Contains(done, d) {
+			continue
+		}
+		done = append(done, d)
+		if err := c.hold(ctx, d); err != nil {
+			return err
+		}
+		hctx, cancel := context.WithTimeout(ctx, opTimeout)
+		resp, err := c.cli.Get(hctx, c.k.holders(d), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		cancel()
+		if err != nil {
+			return errors.Mark(errors.Wrap(err, "cluster: artifact holders"), ErrUnavailable)
+		}
+		held := map[string]bool{c.cfg.NodeID: true}
+		for _, kv := range resp.Kvs {
+			held[strings.TrimPrefix(string(kv.Key), c.k.holders(d))] = true
+		}
+		count := 0
+		for _, mem := range ready {
+			if held[mem.ID] {
+				count++
+			}
+		}
+		count++ // this node
+		var errs error
+		for _, mem := range ready {
+			if count >= need {
+				break
+			}
+			if held[mem.ID] {
+				continue
+			}
+			if err := c.askReplicate(ctx, mem, m.Tenant, d); err != nil {
+				errs = errors.CombineErrors(errs, errors.Wrapf(err, "%s", mem.ID))
+				continue
+			}
+			count++
+		}
+		if count < need {
+			return errors.Mark(errors.Wrapf(errs, "cluster: artifact %s is held by %d of the %d nodes required", d, count, need),
+				ErrUnavailable)
+		}
+	}
+	return nil
+}
+
+// askReplicate asks member to fetch artifact d for tenant.
+func (c *Cluster) askReplicate(ctx context.Context, member Member, tenant catalog.TenantID, d catalog.Digest) error {
+	u := strings.TrimSuffix(member.AdvertiseURL, "/") + "/v1/cluster/replicate/" + url.PathEscape(string(tenant)) + "/" + string(d)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	if err != nil {
+		return errors.Wrap(err, "request")
+	}
+	req.Header.Set(PeerTokenHeader, c.peerToken())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return errors.Wrap(err, "request")
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return errors.Newf("answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Replicate stores artifact d for tenant, fetched from a holder unless the
+// catalog has it, and records this node as a holder: a peer's request
+// before it publishes a release naming d.
+func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d catalog.Digest) error {
+	if c.cat.HasArtifact(tenant, d) {
+		return c.hold(ctx, d)
+	}
+	return c.fetch(ctx, tenant, d)
+}

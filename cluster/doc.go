@@ -1,0 +1,52 @@
+// Package cluster shares one catalog among many nodes through etcd.
+//
+// etcd is the source of truth for releases and their order; each node keeps
+// serving from its own verified, persisted catalog (package catalog) and
+// applies the history it watches. Admission stays node-local.
+//
+// # Keys
+//
+// Under the configured prefix P:
+//
+//	P/services/<tenant>/<service>   the service's release record (its manifest and release id)
+//	P/head                           the last deploy or delete (written in the same transaction)
+//	P/nodes/<node id>                a member's record, leased: URL, version, applied generation, freshness
+//	P/artifacts/<digest>/<node id>   the member holds the artifact's bytes, leased
+//	P/secret                         the peer token nodes present to each other, made once
+//
+// A catalog generation is the etcd revision of the deploy or delete that
+// made it: monotonic and never reused. A node whose catalog is at
+// generation G serves exactly the services etcd had at revision G. The head
+// key's modification revision is the cluster's latest generation, which a
+// node compares with its own to know it is current.
+//
+// # Deploy through any node
+//
+// Deploy checks and inspects the release against the local catalog, makes
+// sure every artifact it names is held by min(replication, ready members)
+// nodes (asking ready members to fetch it from a holder), and then writes
+// the record and the head in one transaction that compares the service
+// key's modification revision with the one read before. An ambiguous
+// commit is resolved by reading the key again: the release id is derived
+// from the content, so the record says whether this release landed; a
+// retried deploy of the same content never makes a second generation.
+//
+// # Apply on every node
+//
+// Run lists the services at one revision, fetches missing artifacts from
+// holders (verifying their digests and trying the next holder after a bad
+// one), replaces the catalog at the head's revision, then watches from the
+// listing revision and applies each change at its revision. A compacted
+// history, a broken watch or a catalog that does not keep up with the head
+// leads to a new listing. A listing whose head is older than the local
+// catalog (a store restored from an older backup) is refused and reported:
+// the node keeps serving what it has.
+//
+// # Failure
+//
+// The node checks every second, with a quorum read of the head, that it
+// can reach etcd and that its catalog is current. Without that for
+// staleAfter (3 s) it reports itself stale; after the configured
+// max_staleness it is not ready. It keeps serving its last catalog
+// throughout; deploys are refused while it is stale.
+package cluster

@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// keys builds the cluster's etcd keys under one prefix.
+type keys struct{ prefix string }
+
+func (k keys) services() string { return k.prefix + "/services/" }
+func (k keys) service(t catalog.TenantID, s catalog.ServiceName) string {
+	return k.services() + string(t) + "/" + string(s)
+}
+func (k keys) head() string                    { return k.prefix + "/head" }
+func (k keys) secret() string                  { return k.prefix + "/secret" }
+func (k keys) nodes() string                   { return k.prefix + "/nodes/" }
+func (k keys) node(id string) string           { return k.nodes() + id }
+func (k keys) holders(d catalog.Digest) string { return k.prefix + "/artifacts/" + string(d) + "/" }
+func (k keys) holder(d catalog.Digest, id string) string {
+	return k.holders(d) + id
+}
+
+// serviceOf parses a service key.
+func (k keys) serviceOf(key string) (catalog.TenantID, catalog.ServiceName, bool) {
+	rest, ok := strings.CutPrefix(key, k.services())
+	if !ok {
+		return "", "", false
+	}
+	t, s, ok := strings.Cut(rest, "/")
+	if !ok || t == "" || s == "" || strings.Contains(s, "/") {
+		return "", "", false
+	}
+	return catalog.TenantID(t), catalog.ServiceName(s), true
+}
+
+// record is a service's value in etcd: the release's manifest and its id
+// (derived from the content, so a re-read says whether a release landed).
+type record struct {
+	Release  catalog.ReleaseID `json:"release"`
+	Manifest catalog.Manifest  `json:"manifest"`
+}
+
+// maxRecordBytes bounds a record read from etcd (etcd itself refuses
+// values over about 1.5 MiB; manifests are far smaller).
+const maxRecordBytes = 1 << 20
+
+func decodeRecord(data []byte) (record, error) {
+	if len(data) > maxRecordBytes {
+		return record{}, errors.Newf("cluster: record of %d bytes", len(data))
+	}
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return record{}, errors.Wrap(err, "cluster: decode record")
+	}
+	return r, nil
+}
+
+// head is the head key's value: the last change.
+type head struct {
+	Tenant  catalog.TenantID    `json:"tenant"`
+	Service catalog.ServiceName `json:"service"`
+	Release catalog.ReleaseID   `json:"release,omitempty"` // empty for a delete
+}
+
+// Member is one node's record in etcd.
+type Member struct {
+	ID           string             `json:"id"`
+	AdvertiseURL string             `json:"advertise_url"`
+	Version      string             `json:"version"`
+	Generation   catalog.Generation `json:"generation"`
+	CatalogHash  string             `json:"catalog_hash"`
+	Fresh        bool               `json:"fresh"`
+	Ready        bool               `json:"ready"`
+}

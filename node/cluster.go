@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"strconv"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cluster"
+	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// A node with a [cluster] table shares its catalog through etcd (package
+// cluster): deploys and deletes go through the cluster, every node applies
+// them to its own catalog, and peers fetch artifacts from each other by
+// digest over the endpoints below, authenticated by the cluster's peer
+// token. Invocations never touch etcd.
+
+// newCluster makes the node's cluster membership, or nil without [cluster].
+func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version string) (*cluster.Cluster, error) {
+	cc := cfg.Cluster
+	if !cc.Enabled {
+		return nil, nil
+	}
+	tlsCfg, err := clusterTLS(cc.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.New(cluster.Config{Endpoints: cc.Endpoints, TLS: tlsCfg, Prefix: cc.Prefix, NodeID: cc.NodeID,
+		AdvertiseURL: cc.AdvertiseURL, Version: version, LeaseTTL: cc.LeaseTTL, Replication: cc.Replication,
+		MaxStaleness: cc.MaxStaleness, Log: opts.Logger}, cat)
+}
+
+// clusterTLS builds the etcd client's TLS configuration from [cluster.tls]
+// (nil when the table sets nothing).
+func clusterTLS(t config.ClusterTLS) (*tls.Config, error) {
+	if t == (config.ClusterTLS{}) {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, errors.Wrap(err, "cluster.tls.ca_file")
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, errors.Newf("cluster.tls.ca_file %s: no PEM certificate", t.CAFile)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, errors.Wrap(err, "cluster.tls.cert_file/key_file")
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+// Cluster is the actor that keeps the node in its cluster (membership,
+// applying releases, freshness); nil for a standalone node.
+func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
+
+// deploy publishes m: through the cluster when the node has one (adding
+// the Latent-Cluster-Applied header), else in the local catalog.
+func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Manifest) (catalog.Deployment, error) {
+	if n.cluster == nil {
+		return n.cat.Deploy(ctx, m)
+	}
+	res, err := n.cluster.Deploy(ctx, m)
+	if err != nil {
+		return catalog.Deployment{}, err
+	}
+	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
+	return res.Deployment, nil
+}
+
+// remove deletes a service, through the cluster when the node has one.
+func (n *Node) remove(ctx context.Context, w http.ResponseWriter, t catalog.TenantID, s catalog.ServiceName) (catalog.Generation, error) {
+	if n.cluster == nil {
+		return n.cat.Delete(ctx, t, s)
+	}
+	res, err := n.cluster.Delete(ctx, t, s)
+	if err != nil {
+		return 0, err
+	}
+	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
+	return res.Generation, nil
+}
+
+// clusterProblem is the answer to a cluster error of a write, or false.
+func clusterProblem(err error) (api.Problem, bool) {
+	switch {
+	case errors.Is(err, cluster.ErrCommitUnknown):
+		return api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "commit-unknown", admission.ScopeNode,
+			"cluster", true), true
+	case errors.Is(err, cluster.ErrUnavailable):
+		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "cluster-unavailable", admission.ScopeNode,
+			"cluster", true)
+		p.Detail = "the cluster's store cannot take the change now; invocations are not affected"
+		return p, true
+	case errors.Is(err, cluster.ErrConflict):
+		return api.Refusal(http.StatusConflict, admission.CodeUnavailable, "concurrent-change", admission.ScopeNode,
+			"cluster", true), true
+	}
+	return api.Problem{}, false
+}
+
+// peerOnly serves h to peers presenting the cluster's peer token.
+func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if n.cluster == nil || !n.cluster.PeerAuthorized(r.Header.Get(cluster.PeerTokenHeader)) {
+			handleNotFound(w, r) // no hint that the endpoint exists
+			return
+		}
+		h(w, r)
+	}
+}
+
+// handlePeerArtifact serves an artifact's bytes to a peer.
+func (n *Node) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
+	d, err := catalog.ParseDigest(r.PathValue("digest"))
+	if err != nil {
+		api.WriteProblem(w, badRequest("invalid-digest", "digest", ""), 0)
+		return
+	}
+	data, err := n.cat.Artifact(d)
+	if err != nil {
+		handleNotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/wasm")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	_, _ = w.Write(data)
+}
+
+// handlePeerReplicate fetches an artifact for a tenant from its holders, at
+// a peer's request before it publishes a release naming it.
+func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
+	d, err := catalog.ParseDigest(r.PathValue("digest"))
+	tenant := catalog.TenantID(r.PathValue("tenant"))
+	if _, known := n.cfg.Tenants[tenant]; err != nil || !known {
+		api.WriteProblem(w, badRequest("invalid-target", "path", ""), 0)
+		return
+	}
+	if err := n.cluster.Replicate(r.Context(), tenant, d); err != nil {
+		n.log.Warn("cluster: replication refused", "tenant", string(tenant), "digest", string(d), "err", err)
+		p, _ := clusterProblem(errors.Mark(err, cluster.ErrUnavailable))
+		api.WriteProblem(w, p, 0)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleNodes lists the cluster's members (admin).
+func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
+	if n.cluster == nil {
+		api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "not-clustered",
+			admission.ScopeNode, "cluster", false), 0)
+		return
+	}
+	members, err := n.cluster.Members(r.Context())
+	if err != nil {
+		p, _ := clusterProblem(err)
+		api.WriteProblem(w, p, 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Nodes []cluster.Member `json:"nodes"`
+	}{members})
+}
+
+// clusterReady is the /readyz verdict of the cluster membership: ok, or
+// the reason the node is not ready.
+func (n *Node) clusterReady() (string, bool) {
+	if n.cluster == nil {
+		return "", true
+	}
+	st := n.cluster.Status()
+	if !st.Ready {
+		return "catalog stale: etcd not reached or catalog behind for longer than cluster.max_staleness", false
+	}
+	return "", true
+}
