@@ -232,7 +232,7 @@ func formatSnapshot(s QuotaSnapshot) string {
 	}
 	for _, c := range s.CellClasses {
 		if c.Live != 0 {
-			fmt.Fprintf(&b, "cell %s: live=%d\n", c.Class, c.Live)
+			fmt.Fprintf(&b, "cell %s: live=%d\n", c.Name, c.Live)
 		}
 	}
 	if b.Len() == 0 {

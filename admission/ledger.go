@@ -286,7 +286,7 @@ type QueueSnapshot struct {
 
 // CellSnapshot is one cell class's live reservations.
 type CellSnapshot struct {
-	Class       string `json:"class"`
+	Name        string `json:"name"` // the cell class
 	Parallelism uint64 `json:"parallelism"`
 	Live        uint64 `json:"live"`
 }
@@ -322,21 +322,54 @@ func (p *LocalQuotaProvider) Snapshot() QuotaSnapshot {
 	}
 	for _, c := range catalog.CellClasses {
 		if p.cells[c].configured {
-			s.CellClasses = append(s.CellClasses, CellSnapshot{Class: c.String(), Parallelism: p.cells[c].parallelism, Live: p.mu.cells[c]})
+			s.CellClasses = append(s.CellClasses, CellSnapshot{Name: c.String(), Parallelism: p.cells[c].parallelism, Live: p.mu.cells[c]})
 		}
 	}
 	return s
 }
 
-// TenantSnapshot returns one tenant's limits and usage.
-func (p *LocalQuotaProvider) TenantSnapshot(t catalog.TenantID) (ScopeSnapshot, bool) {
+// TenantView is what one tenant may learn of the ledger: its own scope's
+// concurrent-reservation limits and usage, and the per-request ceilings that
+// bind its requests.
+type TenantView struct {
+	Name   string           `json:"name"`
+	Limits TenantViewLimits `json:"limits"`
+	Usage  Usage            `json:"usage"`
+}
+
+// TenantViewLimits are a tenant's own reservation limits and the ceilings
+// of each of its requests: the payload and priority ceilings are the
+// smaller of the tenant's and the node's, the budget ceiling is the node's.
+type TenantViewLimits struct {
+	Limits
+	MaxPayloadBytes uint64        `json:"max_payload_bytes"`
+	MaxPriority     uint32        `json:"max_priority"`
+	BudgetCeiling   BudgetCeiling `json:"budget_ceiling"`
+}
+
+// BudgetCeiling is the per-activation budget ceiling on the wire; a
+// request's Latent-Budget is lowered to it.
+type BudgetCeiling struct {
+	CPUFuel     uint64 `json:"cpu_fuel"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	WallTimeMs  int64  `json:"wall_time_ms"`
+}
+
+// TenantSnapshot returns one tenant's limits, ceilings and usage.
+func (p *LocalQuotaProvider) TenantSnapshot(t catalog.TenantID) (TenantView, bool) {
 	ts, ok := p.tenants[t]
 	if !ok {
-		return ScopeSnapshot{}, false
+		return TenantView{}, false
 	}
+	node, bc := p.policy.Limits, p.policy.BudgetCeiling
+	lim := TenantViewLimits{Limits: ts.limits.Limits,
+		MaxPayloadBytes: min(ts.limits.MaxPayloadBytes, node.MaxPayloadBytes),
+		MaxPriority:     min(ts.limits.MaxPriority, node.MaxPriority),
+		BudgetCeiling: BudgetCeiling{CPUFuel: bc.CPUFuel, MemoryBytes: bc.MemoryBytes,
+			WallTimeMs: bc.WallTime.Milliseconds()}}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return ScopeSnapshot{Name: ts.snapshotN, Limits: ts.limits.Limits, Usage: usage(p.mu.tenants[ts.index])}, true
+	return TenantView{Name: ts.snapshotN, Limits: lim, Usage: usage(p.mu.tenants[ts.index])}, true
 }
 
 // queueWait is floor(n/p)·est, or false when it overflows.

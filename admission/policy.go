@@ -45,18 +45,18 @@ type Policy struct {
 
 // Limits are the four concurrent-reservation limits of a scope.
 type Limits struct {
-	MaxLiveActivations uint64 // queued + executing
-	MaxQueued          uint64
-	MaxReservedFuel    uint64
-	MaxReservedMemory  uint64 // bytes
+	MaxLiveActivations uint64 `json:"max_live_activations"` // queued + executing
+	MaxQueued          uint64 `json:"max_queued"`
+	MaxReservedFuel    uint64 `json:"max_reserved_fuel"`
+	MaxReservedMemory  uint64 `json:"max_reserved_memory_bytes"` // bytes
 }
 
 // TenantLimits are Limits plus the payload and priority ceilings that exist
 // at node and tenant scope.
 type TenantLimits struct {
 	Limits
-	MaxPayloadBytes uint64 // equality is accepted
-	MaxPriority     uint32
+	MaxPayloadBytes uint64 `json:"max_payload_bytes"` // equality is accepted
+	MaxPriority     uint32 `json:"max_priority"`
 }
 
 // QueueClassPolicy is one queue class.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,11 +60,62 @@ type ManifestRevision struct {
 }
 
 // ManifestCeiling is a revision's deployment ceiling; every field is required
-// and positive.
+// and positive. Its JSON input takes the wall time either as a Go duration
+// string under "wall_time" ("2s") or as milliseconds under "wall_time_ms"
+// (an integer or a decimal), exactly one of them. It is encoded with
+// "wall_time" (the catalog's records keep that form); the API answers it
+// with "wall_time_ms" (package node).
 type ManifestCeiling struct {
 	CPUFuel     uint64   `json:"cpu_fuel"`
 	MemoryBytes ByteSize `json:"memory_bytes"`
 	WallTime    Duration `json:"wall_time"`
+	// bothWallTimes records an input that set wall_time and wall_time_ms
+	// (DecodeManifest refuses it as a field problem).
+	bothWallTimes bool
+}
+
+// manifestCeilingJSON is the input form of a ManifestCeiling.
+type manifestCeilingJSON struct {
+	CPUFuel     uint64    `json:"cpu_fuel"`
+	MemoryBytes ByteSize  `json:"memory_bytes"`
+	WallTime    *Duration `json:"wall_time"`
+	WallTimeMs  *float64  `json:"wall_time_ms"`
+}
+
+// maxWallTimeMs bounds wall_time_ms before it is converted (validation
+// applies MaxCeilingWallTime afterwards).
+const maxWallTimeMs = 1e12
+
+// WallTimeMs is d in milliseconds as a JSON number: an integer when d is
+// whole milliseconds, a decimal otherwise.
+func WallTimeMs(d Duration) json.Number {
+	return json.Number(strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64))
+}
+
+// UnmarshalJSON reads either "wall_time" (a Go duration string) or
+// "wall_time_ms" (milliseconds), refusing unknown fields.
+func (c *ManifestCeiling) UnmarshalJSON(data []byte) error {
+	var w manifestCeilingJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	*c = ManifestCeiling{CPUFuel: w.CPUFuel, MemoryBytes: w.MemoryBytes}
+	if w.WallTime != nil {
+		c.WallTime = *w.WallTime
+	}
+	if w.WallTimeMs != nil {
+		ms := *w.WallTimeMs
+		if ms < 0 || ms > maxWallTimeMs {
+			return errors.New("wall_time_ms: want a non-negative number of milliseconds")
+		}
+		c.bothWallTimes = w.WallTime != nil
+		if w.WallTime == nil {
+			c.WallTime = Duration(math.Round(ms * float64(time.Millisecond)))
+		}
+	}
+	return nil
 }
 
 // ManifestPlacement restricts where a revision may run; empty lists allow any.
@@ -132,6 +184,15 @@ func DecodeManifest(r io.Reader) (Manifest, error) {
 	var m Manifest
 	if err := decodeStrict(data, &m); err != nil {
 		return Manifest{}, &ValidationError{Problems: []FieldError{jsonFieldError(err)}}
+	}
+	var p problems
+	for i, r := range m.Revisions {
+		if r.Ceiling != nil && r.Ceiling.bothWallTimes {
+			p.add("revisions["+strconv.Itoa(i)+"].ceiling.wall_time_ms", "set wall_time or wall_time_ms, not both")
+		}
+	}
+	if err := p.err(); err != nil {
+		return Manifest{}, err
 	}
 	return m, nil
 }

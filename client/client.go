@@ -96,10 +96,12 @@ type Problem struct {
 	Scope     string `json:"scope,omitempty"`
 	Dimension string `json:"dimension,omitempty"`
 	Retryable bool   `json:"retryable"`
-	Outcome   string `json:"outcome,omitempty"`
-	ExitCode  *int   `json:"exit_code,omitempty"`
-	TrapKind  string `json:"trap_kind,omitempty"`
-	Stderr    string `json:"stderr,omitempty"`
+	// InvalidFields are the field problems of a refused manifest or module.
+	InvalidFields []FieldProblem `json:"invalid_fields,omitempty"`
+	Outcome       string         `json:"outcome,omitempty"`
+	ExitCode      *int           `json:"exit_code,omitempty"`
+	TrapKind      string         `json:"trap_kind,omitempty"`
+	Stderr        string         `json:"stderr,omitempty"`
 	// RetryAfter is the node's Retry-After, when it sent one.
 	RetryAfter time.Duration `json:"-"`
 	// Header is the answer's header (for an executed activation it holds
@@ -108,11 +110,21 @@ type Problem struct {
 	Header http.Header `json:"-"`
 }
 
+// FieldProblem is one problem of a refused manifest or module.
+type FieldProblem struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
 func (p *Problem) Error() string {
 	var b strings.Builder
 	b.WriteString("latent-node: ")
 	b.WriteString(strconv.Itoa(p.Status))
-	for _, s := range []string{p.Code, p.Reason, p.Outcome, p.TrapKind} {
+	outcome := p.Outcome
+	if outcome == p.Reason {
+		outcome = "" // an executed activation's problem: the reason is the outcome
+	}
+	for _, s := range []string{p.Code, p.Reason, outcome, p.TrapKind} {
 		if s != "" {
 			b.WriteString(" " + s)
 		}
@@ -322,8 +334,17 @@ type RouteTarget struct {
 type ServiceList struct {
 	Tenant string `json:"tenant"`
 	// Generation is the catalog generation the list was read at.
-	Generation uint64       `json:"generation"`
-	Services   []Deployment `json:"services"`
+	Generation uint64          `json:"generation"`
+	Services   []ListedService `json:"services"`
+}
+
+// ListedService is one service of a ServiceList: its name and active
+// release.
+type ListedService struct {
+	Name       string        `json:"name"`
+	Release    string        `json:"release"`
+	Generation uint64        `json:"generation"`
+	Revisions  []RevisionRef `json:"revisions"`
 }
 
 func deploymentPath(tenant, service string) string {

@@ -102,14 +102,14 @@ func TestProblems(t *testing.T) {
 			}
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusBadGateway)
-			_, _ = w.Write([]byte(`{"status":502,"outcome":"declared-error","exit_code":3,"retryable":false}`))
+			_, _ = w.Write([]byte(`{"status":502,"code":"execution-failed","reason":"declared-error","scope":"activation","outcome":"declared-error","exit_code":3,"retryable":false}`))
 		}
 	}))
 	defer srv.Close()
 	c, _ := New(srv.URL+"/", "k")
 	_, err := c.Invoke(context.Background(), "t", "s", "r", nil, InvokeOptions{})
 	var p *Problem
-	if !errors.As(err, &p) || p.Status != 502 || *p.ExitCode != 3 || !strings.Contains(p.Error(), "exit=3") {
+	if !errors.As(err, &p) || p.Status != 502 || *p.ExitCode != 3 || p.Error() != "latent-node: 502 execution-failed declared-error exit=3" {
 		t.Fatalf("problem: %v", err)
 	}
 	if raw, err := c.Admission(context.Background()); err != nil || string(raw) != `{"name":"acme"}` {
@@ -184,7 +184,7 @@ func TestDeployments(t *testing.T) {
 				"manifest":{"tenant":"acme","service":"images","revisions":[],
 				"routes":[{"name":"thumb","function":"thumb","targets":[{"revision":"v1","weight":9},{"revision":"v2","weight":1}]}]}}`))
 		case "GET /v1/deployments/acme":
-			_, _ = w.Write([]byte(`{"tenant":"acme","generation":4,"services":[{"tenant":"acme","service":"images",
+			_, _ = w.Write([]byte(`{"tenant":"acme","generation":4,"services":[{"name":"images",
 				"release":"rel1-x","generation":3,"revisions":[{"name":"v1","id":"rev1-a"}]}]}`))
 		case "DELETE /v1/deployments/acme/images":
 			_, _ = w.Write([]byte(`{"generation":5}`))
@@ -209,7 +209,8 @@ func TestDeployments(t *testing.T) {
 	})
 	t.Run("list", func(t *testing.T) {
 		l, err := c.ListDeployments(ctx, "acme")
-		if err != nil || l.Tenant != "acme" || l.Generation != 4 || len(l.Services) != 1 || l.Services[0].Release != "rel1-x" {
+		if err != nil || l.Tenant != "acme" || l.Generation != 4 || len(l.Services) != 1 || l.Services[0].Name != "images" ||
+			l.Services[0].Release != "rel1-x" {
 			t.Fatalf("list: %+v %v", l, err)
 		}
 	})

@@ -469,10 +469,7 @@ func (n *Node) handleGetDeployment(w http.ResponseWriter, r *http.Request, p *au
 		return
 	}
 	m, _ := pin.Manifest(t, s)
-	writeJSON(w, http.StatusOK, struct {
-		catalog.Deployment
-		Manifest catalog.Manifest `json:"manifest"`
-	}{d, m})
+	writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: d, Manifest: manifestWire(m)})
 }
 
 func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
@@ -502,7 +499,7 @@ func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.P
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
-		admission.ScopeSnapshot
+		admission.TenantView
 		Ingress map[string]IngressUsage `json:"ingress"`
 	}{s, n.ingressUsage(p.Tenant, false)})
 }
@@ -574,14 +571,14 @@ func (n *Node) writeAnswer(w http.ResponseWriter, a answer) {
 // internalProblem is the answer to the node's own failure; the cause is
 // logged, never answered.
 func internalProblem() api.Problem {
-	return api.Problem{Type: "https://latent-node.dev/problems/internal", Title: "internal error",
-		Status: http.StatusInternalServerError, Code: "internal", Reason: "platform-failure"}
+	return api.Refusal(http.StatusInternalServerError, "internal", "platform-failure", admission.ScopeNode, "", false)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		status, data = http.StatusInternalServerError, []byte(`{"error":"encoding"}`)
+		api.WriteProblem(w, internalProblem(), 0)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -233,9 +233,15 @@ func (n *Node) drainEstimate() time.Duration {
 
 func (n *Node) internal(err error) answer {
 	n.log.Error("internal error", "err", err)
-	return problemAnswer(api.Problem{Type: "https://latent-node.dev/problems/internal", Title: "internal error",
-		Status: http.StatusInternalServerError, Code: "internal", Reason: "platform-failure"}, 0)
+	return problemAnswer(internalProblem(), 0)
 }
+
+// The code and scope of the problem of an executed activation that did not
+// succeed.
+const (
+	codeExecutionFailed = "execution-failed"
+	scopeActivation     = "activation"
+)
 
 // outcomeAnswer maps an executed activation to its HTTP answer (docs/api.md, "Outcomes of executed activations").
 func outcomeAnswer(out runner.Outcome) answer {
@@ -245,8 +251,10 @@ func outcomeAnswer(out runner.Outcome) answer {
 	if out.Kind == runner.Success {
 		return answer{status: http.StatusOK, body: out.Stdout}
 	}
-	p := api.Problem{Type: "https://latent-node.dev/problems/" + string(out.Kind), Title: string(out.Kind),
-		Outcome: string(out.Kind)}
+	// The activation ran and failed: code execution-failed, the outcome as
+	// the reason, scope activation.
+	p := api.Problem{Type: "https://latent-node.dev/problems/" + string(out.Kind), Title: codeExecutionFailed + "/" + string(out.Kind),
+		Code: codeExecutionFailed, Reason: string(out.Kind), Scope: scopeActivation, Outcome: string(out.Kind)}
 	switch out.Kind {
 	case runner.DeclaredError:
 		p.Status = http.StatusBadGateway
@@ -266,7 +274,7 @@ func outcomeAnswer(out runner.Outcome) answer {
 	case runner.Cancelled:
 		p.Status = 499
 	default:
-		p.Status = http.StatusInternalServerError
+		p = internalProblem()
 		p.Outcome = string(runner.PlatformFailure)
 	}
 	return answer{status: p.Status, problem: &p}

@@ -9,11 +9,11 @@ import (
 
 // serviceList is the answer to GET /v1/deployments/{tenant}: the pinned
 // catalog generation the list was read from and the tenant's deployed
-// services, ordered by name.
+// services, ordered by name, each named by `name`.
 type serviceList struct {
-	Tenant     catalog.TenantID     `json:"tenant"`
-	Generation catalog.Generation   `json:"generation"`
-	Services   []catalog.Deployment `json:"services"`
+	Tenant     catalog.TenantID   `json:"tenant"`
+	Generation catalog.Generation `json:"generation"`
+	Services   []listedService    `json:"services"`
 }
 
 // handleListDeployments answers the caller's own tenant's deployments from
@@ -26,9 +26,10 @@ func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *
 		return
 	}
 	pin := n.cat.Pin()
-	services := pin.Services(t)
-	if services == nil {
-		services = []catalog.Deployment{} // an empty list, not null
+	services := []listedService{} // an empty list, not null
+	for _, d := range pin.Services(t) {
+		services = append(services, listedService{Name: d.Service, Release: d.Release, Generation: d.Generation,
+			Revisions: d.Revisions})
 	}
 	writeJSON(w, http.StatusOK, serviceList{Tenant: t, Generation: pin.Generation(), Services: services})
 }

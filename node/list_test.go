@@ -21,7 +21,7 @@ func TestHTTP_listDeployments(t *testing.T) {
 	}
 	t.Run("own tenant", func(t *testing.T) {
 		l := list(t)
-		if l.Tenant != "demo" || l.Generation == 0 || len(l.Services) != 1 || l.Services[0].Service != "hello" ||
+		if l.Tenant != "demo" || l.Generation == 0 || len(l.Services) != 1 || l.Services[0].Name != "hello" ||
 			l.Services[0].Generation == 0 || len(l.Services[0].Revisions) != 1 || l.Services[0].Revisions[0].Name != "v1" {
 			t.Fatalf("list: %+v", l)
 		}

@@ -45,7 +45,7 @@ type adminAdmission struct {
 // uiTable is one table of the page: its header and its rows, already
 // formatted.
 type uiTable struct {
-	ID    string     `json:"id"`
+	Name  string     `json:"name"` // the table element's id on the page
 	Title string     `json:"title"`
 	Head  []string   `json:"head"`
 	Rows  [][]string `json:"rows"`
@@ -67,9 +67,9 @@ func (n *Node) uiSnapshot() uiData {
 	sched := n.sched.Stats()
 	live := map[string]uint64{}
 	for _, c := range adm.CellClasses {
-		live[c.Class] = c.Live
+		live[c.Name] = c.Live
 	}
-	cells := uiTable{ID: "cells", Title: "Cells by class",
+	cells := uiTable{Name: "cells", Title: "Cells by class",
 		Head: []string{"class", "cells", "busy", "idle", "quarantined", "window", "running", "waiting", "admitted live"}}
 	for _, cs := range sched.Cells {
 		ps := pool[cs.Class]
@@ -78,7 +78,7 @@ func (n *Node) uiSnapshot() uiData {
 			i(ps.Quarantined), i(cs.Window), i(cs.Running), i(cs.Waiting), u(live[name])})
 	}
 
-	queues := uiTable{ID: "queues", Title: "Queues by class", Head: []string{"queue class", "queued", "max queued"}}
+	queues := uiTable{Name: "queues", Title: "Queues by class", Head: []string{"queue class", "queued", "max queued"}}
 	for _, q := range adm.QueueClasses {
 		queues.Rows = append(queues.Rows, []string{q.Name, u(q.Queued), u(q.MaxQueued)})
 	}
@@ -86,7 +86,7 @@ func (n *Node) uiSnapshot() uiData {
 	// Tenants: admission use and limits, ingress requests held, services.
 	pin := n.cat.Pin()
 	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
-	tenants := uiTable{ID: "tenants", Title: "Tenants",
+	tenants := uiTable{Name: "tenants", Title: "Tenants",
 		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services"}}
 	for _, t := range adm.Tenants {
 		id := catalog.TenantID(t.Name)
@@ -95,11 +95,11 @@ func (n *Node) uiSnapshot() uiData {
 			i(len(pin.Services(id)))})
 	}
 	nd := adm.Node
-	node := uiTable{ID: "node", Title: "Node", Head: []string{"scope", "live", "queued", "max live", "max queued"},
+	node := uiTable{Name: "node", Title: "Node", Head: []string{"scope", "live", "queued", "max live", "max queued"},
 		Rows: [][]string{{nd.Name, u(nd.Usage.LiveActivations), u(nd.Usage.Queued), u(nd.Limits.MaxLiveActivations),
 			u(nd.Limits.MaxQueued)}}}
 
-	ingress := uiTable{ID: "ingress", Title: "Ingress pools",
+	ingress := uiTable{Name: "ingress", Title: "Ingress pools",
 		Head: []string{"pool", "requests", "max requests", "bytes", "max bytes"}}
 	for _, name := range []string{PoolData, PoolControl} {
 		p := adm.Ingress[name]
@@ -111,9 +111,9 @@ func (n *Node) uiSnapshot() uiData {
 	if ls.Reason != "" {
 		state = ls.Reason
 	}
-	pressure := uiTable{ID: "pressure", Title: "Pressure", Head: []string{"source", "cpu", "memory", "sample age", "state"},
+	pressure := uiTable{Name: "pressure", Title: "Pressure", Head: []string{"source", "cpu", "memory", "sample age ms", "state"},
 		Rows: [][]string{{n.loadKind, strconv.FormatFloat(ls.Last.CPU, 'f', 3, 64),
-			strconv.FormatFloat(ls.Last.Memory, 'f', 3, 64), ls.Age.Round(1e6).String(), state}}}
+			strconv.FormatFloat(ls.Last.Memory, 'f', 3, 64), strconv.FormatInt(ls.Age.Milliseconds(), 10), state}}}
 
 	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, n.uiRefusals()}
 	return d
@@ -122,7 +122,7 @@ func (n *Node) uiSnapshot() uiData {
 // uiRefusals sums the refusal counter by code and reason since the node
 // started.
 func (n *Node) uiRefusals() uiTable {
-	t := uiTable{ID: "refusals", Title: "Refusals since start", Head: []string{"code", "reason", "count"}}
+	t := uiTable{Name: "refusals", Title: "Refusals since start", Head: []string{"code", "reason", "count"}}
 	fams, err := n.metrics.registry.Gather()
 	if err != nil {
 		// A collector failed; the refusal counter is still read when present.
@@ -218,7 +218,7 @@ td + td { text-align: right; }
 <p id="status" data-refreshes="0">as rendered; refreshes every 2 s</p>
 {{range .Tables}}<section>
 <h2>{{.Title}}</h2>
-<table id="{{.ID}}">
+<table id="{{.Name}}">
 <thead><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>{{range .Rows}}
 <tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}
@@ -231,7 +231,7 @@ td + td { text-align: right; }
   var status = document.getElementById("status");
   var refreshes = 0;
   function fill(t) {
-    var table = document.getElementById(t.id);
+    var table = document.getElementById(t.name);
     if (!table) { return; }
     var body = document.createElement("tbody");
     (t.rows || []).forEach(function (row) {

@@ -131,7 +131,7 @@ func TestUI_refusals(t *testing.T) {
 
 func tableRows(ts []uiTable, id string) [][]string {
 	for _, t := range ts {
-		if t.ID == id {
+		if t.Name == id {
 			return t.Rows
 		}
 	}
@@ -301,8 +301,8 @@ func compareUI(tables map[string][][]string, a adminAdmission) string {
 		add("queues", q.Name, 2, u(q.MaxQueued))
 	}
 	for _, c := range a.CellClasses {
-		add("cells", c.Class, 1, u(c.Parallelism))
-		add("cells", c.Class, 8, u(c.Live))
+		add("cells", c.Name, 1, u(c.Parallelism))
+		add("cells", c.Name, 8, u(c.Live))
 	}
 	for _, p := range []string{PoolData, PoolControl} {
 		add("ingress", p, 1, strconv.Itoa(a.Ingress[p].Slots))

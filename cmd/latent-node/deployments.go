@@ -153,7 +153,7 @@ func list(args []string, stdout, stderr io.Writer) int {
 		for i, r := range d.Revisions {
 			revs[i] = r.Name + "=" + r.ID
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", d.Service, d.Generation, strings.Join(revs, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", d.Name, d.Generation, strings.Join(revs, " "))
 	}
 	_ = tw.Flush()
 	return 0
