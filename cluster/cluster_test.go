@@ -4,88 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
+	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
 )
-
-// testEtcd is an embedded single-member etcd in a temporary directory.
-type testEtcd struct {
-	cfg *embed.Config
-	e   *embed.Etcd
-	url string
-}
-
-// startEtcd starts one; Cleanup stops it.
-func startEtcd(t testing.TB) *testEtcd {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	ports := freePorts(t, 2)
-	client, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[0]))
-	peer, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(ports[1]))
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	te := &testEtcd{cfg: cfg, url: client.String()}
-	te.start(t)
-	t.Cleanup(te.stop)
-	return te
-}
-
-func (te *testEtcd) start(t testing.TB) {
-	t.Helper()
-	e, err := embed.StartEtcd(te.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		e.Close()
-		t.Fatal("etcd did not start")
-	}
-	te.e = e
-}
-
-func (te *testEtcd) stop() {
-	if te.e != nil {
-		te.e.Close()
-		te.e = nil
-	}
-}
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var out []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	return out
-}
 
 // member is one node of a test cluster: a catalog, its Cluster, and an
 // HTTP server for the peer endpoints.
@@ -191,7 +122,7 @@ func upload(t *testing.T, m *member, tenant string, module []byte) catalog.Diges
 // hash; a retried deploy of the same content makes no new generation; a
 // delete reaches everyone too.
 func TestCluster_deployReachesEveryMember(t *testing.T) {
-	endpoint := startEtcd(t).url
+	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
 	ms := []*member{startMember(t, endpoint, "a"), startMember(t, endpoint, "b"), startMember(t, endpoint, "c")}
 	ctx := context.Background()
 	waitFor(t, "members fresh", 10*time.Second, func() bool {
@@ -247,7 +178,7 @@ func TestCluster_deployReachesEveryMember(t *testing.T) {
 // refused (the digest does not match) and the artifact is fetched from
 // another holder.
 func TestCluster_forgedArtifactSkipped(t *testing.T) {
-	endpoint := startEtcd(t).url
+	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
 	a, b := startMember(t, endpoint, "a"), startMember(t, endpoint, "b")
 	ctx := context.Background()
 	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
@@ -285,9 +216,10 @@ func TestCluster_forgedArtifactSkipped(t *testing.T) {
 // stale within staleAfter and refuse deploys; once etcd is reachable again
 // they are fresh within a second and apply the next deploy.
 func TestCluster_etcdDownFailsStatic(t *testing.T) {
-	te := startEtcd(t)
-	proxy := startProxy(t, strings.TrimPrefix(te.url, "http://"))
-	a, b := startMember(t, proxy.url(), "a"), startMember(t, proxy.url(), "b")
+	ec := etcdtest.Start(t, 1)
+	te := ec.Members[0]
+	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(te.ClientURL, "http://"))
+	a, b := startMember(t, proxy.URL(), "a"), startMember(t, proxy.URL(), "b")
 	ctx := context.Background()
 	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
 	d := upload(t, a, "acme", []byte("module three"))
@@ -296,7 +228,7 @@ func TestCluster_etcdDownFailsStatic(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := time.Now()
-	proxy.pause()
+	proxy.Pause()
 	waitFor(t, "members stale", staleAfter+checkInterval, func() bool { return !a.c.Status().Fresh && !b.c.Status().Fresh })
 	t.Logf("stale %v after etcd was cut off", time.Since(down).Round(10*time.Millisecond))
 	for _, m := range []*member{a, b} {
@@ -311,7 +243,7 @@ func TestCluster_etcdDownFailsStatic(t *testing.T) {
 		t.Fatalf("deploy while etcd is cut off: %v, want ErrUnavailable", err)
 	}
 	back := time.Now()
-	proxy.unpause()
+	proxy.Resume()
 	waitFor(t, "members fresh again", 5*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
 	t.Logf("fresh %v after etcd was reachable again", time.Since(back).Round(10*time.Millisecond))
 	next, err := b.c.Deploy(ctx, manifest("acme", "svc", d, 3))
@@ -327,8 +259,9 @@ func TestCluster_etcdRestarted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stopping embedded etcd takes about 7 s")
 	}
-	te := startEtcd(t)
-	a, b := startMember(t, te.url, "a"), startMember(t, te.url, "b")
+	ec := etcdtest.Start(t, 1)
+	te := ec.Members[0]
+	a, b := startMember(t, te.ClientURL, "a"), startMember(t, te.ClientURL, "b")
 	ctx := context.Background()
 	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
 	d := upload(t, a, "acme", []byte("module four"))
@@ -336,8 +269,8 @@ func TestCluster_etcdRestarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	te.stop()
-	te.start(t)
+	te.Stop()
+	te.Restart(t)
 	waitFor(t, "members fresh again", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
 	next, err := b.c.Deploy(ctx, manifest("acme", "svc", d, 3))
 	if err != nil || next.Generation <= res.Generation {
@@ -350,8 +283,9 @@ func TestCluster_etcdRestarted(t *testing.T) {
 // disappears from membership within the lease TTL plus a second; one that
 // stops cleanly leaves at once.
 func TestCluster_deadMemberLeaves(t *testing.T) {
-	te := startEtcd(t)
-	a, b := startMember(t, te.url, "a"), startMember(t, te.url, "b")
+	ec := etcdtest.Start(t, 1)
+	te := ec.Members[0]
+	a, b := startMember(t, te.ClientURL, "a"), startMember(t, te.ClientURL, "b")
 	ctx := context.Background()
 	count := func() int {
 		ms, err := a.c.Members(ctx)
@@ -363,7 +297,7 @@ func TestCluster_deadMemberLeaves(t *testing.T) {
 	waitFor(t, "two members", 10*time.Second, func() bool { return count() == 2 })
 	b.stop() // revokes its lease
 	waitFor(t, "b gone", time.Second, func() bool { return count() == 1 })
-	c := startMember(t, te.url, "c")
+	c := startMember(t, te.ClientURL, "c")
 	waitFor(t, "c joined", 10*time.Second, func() bool { return count() == 2 })
 	c.c.noRevoke = true // as if it crashed: the lease runs out
 	stopped := time.Now()

@@ -1,17 +1,16 @@
-package cluster
+package etcdtest
 
 import (
-	"io"
 	"net"
 	"sync"
 	"testing"
 )
 
-// pauseProxy forwards TCP connections to a backend and can pause them: a
+// Proxy forwards TCP connections to a backend and can pause them: a
 // paused proxy holds every byte in both directions (connections stay open,
 // nothing arrives), which is how a network partition looks to both ends,
 // and delivers them in order once resumed.
-type pauseProxy struct {
+type Proxy struct {
 	ln      net.Listener
 	backend string
 
@@ -22,13 +21,14 @@ type pauseProxy struct {
 	wg     sync.WaitGroup
 }
 
-func startProxy(t testing.TB, backend string) *pauseProxy {
+// StartProxy proxies to backend (host:port) until the test ends.
+func StartProxy(t testing.TB, backend string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pauseProxy{ln: ln, backend: backend}
+	p := &Proxy{ln: ln, backend: backend}
 	p.resume = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -36,9 +36,10 @@ func startProxy(t testing.TB, backend string) *pauseProxy {
 	return p
 }
 
-func (p *pauseProxy) url() string { return "http://" + p.ln.Addr().String() }
+// URL is the proxy's http URL.
+func (p *Proxy) URL() string { return "http://" + p.ln.Addr().String() }
 
-func (p *pauseProxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -60,7 +61,7 @@ func (p *pauseProxy) accept() {
 }
 
 // pipe copies from src to dst, holding each chunk while paused.
-func (p *pauseProxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
@@ -77,30 +78,29 @@ func (p *pauseProxy) pipe(dst, src net.Conn) {
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}
 }
 
-func (p *pauseProxy) pause() {
+// Pause holds every byte from now on.
+func (p *Proxy) Pause() {
 	p.mu.Lock()
 	p.paused = true
 	p.mu.Unlock()
 }
 
-func (p *pauseProxy) unpause() {
+// Resume delivers what was held and forwards again.
+func (p *Proxy) Resume() {
 	p.mu.Lock()
 	p.paused = false
 	p.resume.Broadcast()
 	p.mu.Unlock()
 }
 
-func (p *pauseProxy) close() {
+func (p *Proxy) close() {
 	_ = p.ln.Close()
-	p.unpause()
+	p.Resume()
 	p.mu.Lock()
 	for _, c := range p.conns {
 		_ = c.Close()
