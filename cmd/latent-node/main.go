@@ -53,7 +53,8 @@ commands:
   list      list the services of the key's tenant
   delete    delete TENANT/SERVICE
   nodes     list the members of the node's cluster
-  invoke    invoke TENANT/SERVICE/ROUTE with stdin as input (-v: answer headers on stderr)
+  invoke    invoke TENANT/SERVICE/ROUTE[/PATH][?QUERY] with -d or stdin as the body
+            (-X METHOD, -H 'Name: value'; -v: answer status and headers on stderr)
   version   print the version
 
 Run 'latent-node <command> --help' for a command's flags.
@@ -329,60 +330,6 @@ func loadSourceFromEnv() (loadsource.Source, error) {
 		return nil, errors.Newf("%s: pressures must be numbers in [0,1]", loadSourceEnv)
 	}
 	return loadsource.FixedSource{CPU: cpu, Memory: mem}, nil
-}
-
-func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("invoke", stderr, "invoke [flags] TENANT/SERVICE/ROUTE < input")
-	nodeURL, key := clientFlags(fs)
-	timeout := fs.Duration("timeout", 0, "relative deadline (Latent-Timeout-Ms)")
-	priority := fs.Int("priority", -1, "priority (default: the node's 0)")
-	routingKey := fs.String("routing-key", "", "routing key for weighted routes")
-	fuel := fs.Uint64("fuel", 0, "requested fuel (0: no request)")
-	memory := fs.String("memory", "", "requested memory, e.g. 32MiB")
-	verbose := fs.Bool("v", false, "print the answer's status and headers (and a problem's fields) on stderr")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	parts := strings.Split(fs.Arg(0), "/")
-	if fs.NArg() != 1 || len(parts) != 3 {
-		fmt.Fprintln(stderr, "latent-node invoke: want exactly one TENANT/SERVICE/ROUTE")
-		return 2
-	}
-	opts := client.InvokeOptions{RoutingKey: *routingKey, Timeout: *timeout, Fuel: *fuel}
-	if *priority >= 0 {
-		opts.Priority = priority
-	}
-	if *memory != "" {
-		m, err := catalog.ParseByteSize(*memory)
-		if err != nil {
-			fmt.Fprintln(stderr, "latent-node invoke: --memory:", err)
-			return 2
-		}
-		opts.MemoryBytes = uint64(m)
-	}
-	c, ok := newClient("invoke", *nodeURL, *key, stderr)
-	if !ok {
-		return 2
-	}
-	input, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
-	if err != nil {
-		fmt.Fprintln(stderr, "latent-node invoke: read stdin:", err)
-		return 1
-	}
-	res, err := c.Invoke(context.Background(), parts[0], parts[1], parts[2], input, opts)
-	if err != nil {
-		var p *client.Problem
-		if *verbose && errors.As(err, &p) {
-			printVerbose(stderr, p.Status, p.Header, p)
-		}
-		printError(stderr, err)
-		return 1
-	}
-	if *verbose {
-		printVerbose(stderr, res.Status, res.Header, nil)
-	}
-	_, _ = stdout.Write(res.Output)
-	return 0
 }
 
 // deploy reads a TOML release manifest whose revisions name their modules by
