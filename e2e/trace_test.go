@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,4 +309,29 @@ func TestTrace_followActivation(t *testing.T) {
 			}
 		})
 	}
+
+	// The CLI: invoke -v prints the activation id, which leads to the log
+	// line and to the span in the trace of the -H traceparent.
+	t.Run("cli invoke -v", func(t *testing.T) {
+		const traceID = "44444444444444444444444444444444"
+		cmd := exec.Command(binary(t), "invoke", "-v", "--node", n.url, "--key", n.keys["alice"], "-d", "grace",
+			"-H", "traceparent: 00-"+traceID+"-00f067aa0ba902b7-01", "acme/echo/run")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || stdout.String() != "grace" {
+			t.Fatalf("invoke: %v, stdout %q, stderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		m := regexp.MustCompile(`(?m)^< Latent-Activation-Id: ([0-9a-f]{32})$`).FindStringSubmatch(stderr.String())
+		if m == nil || !strings.Contains(stderr.String(), "\n< Traceparent: 00-"+traceID+"-") {
+			t.Fatalf("invoke -v printed:\n%s", stderr.String())
+		}
+		n.stderr.wait(t, 10*time.Second, func(s string) bool {
+			return strings.Contains(s, `"msg":"activation"`) && strings.Contains(s, `"id":"`+m[1]+`"`) &&
+				strings.Contains(s, `"outcome":"success"`)
+		})
+		act := col.trace(t, traceID, 10*time.Second, "activation acme/echo/run")["activation acme/echo/run"]
+		if got := spanAttr(act, "latent.activation_id"); got != m[1] {
+			t.Errorf("span activation id %q, invoke -v printed %q", got, m[1])
+		}
+	})
 }
