@@ -230,13 +230,15 @@ func TestTracing_refusal(t *testing.T) {
 }
 
 // TestTracing_refusedBeforeInvoke: an invocation refused while its headers
-// or body are checked has a span, with an error status naming the reason
-// and the activation id of the answer and of its log line.
+// or body are checked (or, for a WAGI revision, its CGI environment is
+// built) has a span, with an error status naming the reason and the
+// activation id of the answer and of its log line.
 func TestTracing_refusedBeforeInvoke(t *testing.T) {
 	rcv := startReceiver(t)
 	logs := &syncBuffer{}
 	tn := startNodeLogged(t, tracingOn(rcv.srv.URL+"/v1/traces"), slog.New(slog.NewJSONHandler(logs, nil)))
 	big := bytes.Repeat([]byte("x"), int(tn.n.cfg.Node.Limits.MaxPayloadBytes)+1)
+	tn.deployGuest(t, "cgi", "cgienv", "wagi")
 	for _, tc := range []struct {
 		name, path string
 		body       []byte
@@ -248,6 +250,12 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 			http.StatusBadRequest, "invalid-header"},
 		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, "payload-too-large"},
 		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier"},
+		// Refused once resolved, before admission: a WAGI revision's CGI
+		// environment over its bound (the test server reads headers of up
+		// to 1 MiB).
+		{"environment too large", "/v1/invoke/demo/cgi/run", []byte("ada"),
+			map[string]string{"X-Big": strings.Repeat("b", runner.MaxCGIEnvironBytes)},
+			http.StatusRequestHeaderFieldsTooLarge, "environment-too-large"},
 		// Negative control: a completed invocation's span has no error.
 		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, ""},
 	} {
