@@ -28,6 +28,12 @@ import (
 // execution spans are recorded after the fact from the scheduler's result,
 // with its timestamps. Every timestamp comes from the node's clock.
 //
+// handleInvoke starts the span once the request is authenticated and its
+// activation id known, before the headers and the body are checked, so
+// their refusals (invalid-header, invalid-identifier, payload-too-large)
+// end it with an error status too; a refusal before authentication has no
+// span.
+//
 // With [tracing] off the node has no tracer: n.tracer is nil, and every
 // method of a nil *tracer or *activationSpan returns at once, so an
 // invocation does no tracing work beyond a nil check.
