@@ -9,7 +9,7 @@ import (
 
 // Node is one member of a node's cluster (GET /v1/cluster/nodes).
 type Node struct {
-	ID           string `json:"id"`
+	ID           string `json:"name"` // the node id
 	AdvertiseURL string `json:"advertise_url"`
 	Version      string `json:"version"`
 	Generation   uint64 `json:"generation"`

@@ -363,17 +363,33 @@ func (c *Cluster) publish(ctx context.Context) error {
 	return nil
 }
 
+// currentLease returns the membership lease, waiting up to opTimeout for
+// one (after etcd was unreachable for longer than the TTL, the membership
+// loop takes a moment to get a new lease).
+func (c *Cluster) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
+	deadline := time.Now().Add(opTimeout)
+	for {
+		c.mu.Lock()
+		lease := c.mu.lease
+		c.mu.Unlock()
+		if lease != 0 {
+			return lease, nil
+		}
+		if !time.Now().Before(deadline) || !wait(ctx, 20*time.Millisecond) {
+			return 0, errors.Wrap(ErrUnavailable, "cluster: no membership lease")
+		}
+	}
+}
+
 // hold records under the lease that this node holds artifact d.
 func (c *Cluster) hold(ctx context.Context, d catalog.Digest) error {
-	c.mu.Lock()
-	lease := c.mu.lease
-	c.mu.Unlock()
-	if lease == 0 {
-		return errors.Wrap(ErrUnavailable, "cluster: no membership lease")
+	lease, err := c.currentLease(ctx)
+	if err != nil {
+		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	_, err := c.cli.Put(pctx, c.k.holder(d, c.cfg.NodeID), "", clientv3.WithLease(lease))
+	_, err = c.cli.Put(pctx, c.k.holder(d, c.cfg.NodeID), "", clientv3.WithLease(lease))
 	return errors.Wrap(err, "cluster: record holding")
 }
 

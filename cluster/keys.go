@@ -69,7 +69,7 @@ type head struct {
 
 // Member is one node's record in etcd.
 type Member struct {
-	ID           string             `json:"id"`
+	ID           string             `json:"name"` // the node id
 	AdvertiseURL string             `json:"advertise_url"`
 	Version      string             `json:"version"`
 	Generation   catalog.Generation `json:"generation"`

@@ -179,6 +179,37 @@ func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Princ
 	}{members})
 }
 
+// handleClusterStatus answers this node's own view of the cluster (admin):
+// the generation it serves, its catalog hash, whether it is fresh and
+// ready, the cluster's head at its last check. It needs no etcd.
+func (n *Node) handleClusterStatus(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	if n.cluster == nil {
+		api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "not-clustered",
+			admission.ScopeNode, "cluster", false), 0)
+		return
+	}
+	st := n.cluster.Status()
+	var lastContactMS *int64
+	if !st.LastContact.IsZero() {
+		v := n.clock.Now().Sub(st.LastContact).Milliseconds()
+		lastContactMS = &v
+	}
+	errText := ""
+	if st.Err != nil {
+		errText = st.Err.Error()
+	}
+	writeJSON(w, http.StatusOK, struct {
+		NodeID        string `json:"node_id"`
+		Generation    uint64 `json:"generation"`
+		CatalogHash   string `json:"catalog_hash"`
+		Fresh         bool   `json:"fresh"`
+		Ready         bool   `json:"ready"`
+		RemoteHead    uint64 `json:"remote_head"`
+		LastContactMS *int64 `json:"last_contact_age_ms,omitempty"`
+		Error         string `json:"error,omitempty"`
+	}{n.cfg.Cluster.NodeID, uint64(st.Generation), st.CatalogHash, st.Fresh, st.Ready, uint64(st.RemoteHead), lastContactMS, errText})
+}
+
 // clusterReady is the /readyz verdict of the cluster membership: ok, or
 // the reason the node is not ready.
 func (n *Node) clusterReady() (string, bool) {

@@ -50,6 +50,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, n.handleUI))
 	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, n.handleUIData))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, n.handleNodes))
+	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, n.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
 	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
