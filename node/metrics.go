@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,8 +108,10 @@ func newMetrics(n *Node) *metrics {
 		Help: "Access-log lines dropped by the per-tenant rate limit (" + sharedLogTenant + ": requests without a configured tenant)."},
 		[]string{"tenant"})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "latent_build_info",
-		Help: "Always 1; the labels name the node's version and the Go release that built it."}, []string{"version", "go_version"})
-	build.WithLabelValues(buildVersion(), runtime.Version()).Set(1)
+		Help: "Always 1; the labels name the node's version, commit and commit date and the Go release that built it."},
+		[]string{"version", "commit", "date", "go_version"})
+	bi := CurrentBuildInfo()
+	build.WithLabelValues(bi.Version, bi.Commit, bi.Date, runtime.Version()).Set(1)
 	var tenants []string
 	if n.cfg != nil {
 		for t := range n.cfg.Tenants {
@@ -130,12 +133,67 @@ func newMetrics(n *Node) *metrics {
 	return m
 }
 
-// buildVersion is the main module's version as the Go toolchain recorded it.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// BuildInfo names the build a node runs: the labels of latent_build_info.
+// Release binaries get it from the linker (cmd/latent-node's version vars,
+// set by `make dist` and the Dockerfile); any other build from what the Go
+// toolchain recorded.
+type BuildInfo struct {
+	Version string // a release tag, else the module version, else "(devel)"
+	Commit  string // the git commit, "" when unknown
+	Date    string // the commit's date (RFC 3339), "" when unknown
+}
+
+var buildInfo atomic.Pointer[BuildInfo]
+
+// SetBuildInfo sets what nodes created afterwards report in
+// latent_build_info; an empty field keeps the toolchain's value.
+func SetBuildInfo(bi BuildInfo) {
+	def := toolchainBuildInfo()
+	if bi.Version == "" {
+		bi.Version = def.Version
 	}
-	return "(devel)"
+	if bi.Commit == "" {
+		bi.Commit = def.Commit
+	}
+	if bi.Date == "" {
+		bi.Date = def.Date
+	}
+	buildInfo.Store(&bi)
+}
+
+// CurrentBuildInfo returns the build information SetBuildInfo set, or else
+// what the Go toolchain recorded in the binary.
+func CurrentBuildInfo() BuildInfo {
+	if bi := buildInfo.Load(); bi != nil {
+		return *bi
+	}
+	return toolchainBuildInfo()
+}
+
+// buildVersion is the node's version (CurrentBuildInfo's).
+func buildVersion() string { return CurrentBuildInfo().Version }
+
+// toolchainBuildInfo is the main module's version and the VCS revision and
+// time the Go toolchain recorded (absent with -buildvcs=false, in tests and
+// outside a git checkout).
+func toolchainBuildInfo() BuildInfo {
+	out := BuildInfo{Version: "(devel)"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return out
+	}
+	if bi.Main.Version != "" {
+		out.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			out.Commit = s.Value
+		case "vcs.time":
+			out.Date = s.Value
+		}
+	}
+	return out
 }
 
 func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {

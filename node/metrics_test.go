@@ -50,7 +50,7 @@ func TestMetrics_namesAndLabels(t *testing.T) {
 		"latent_http_request_duration_seconds":  "code,route_kind",
 		"latent_activation_memory_peak_bytes":   "cell_class",
 		"latent_log_lines_dropped_total":        "tenant",
-		"latent_build_info":                     "go_version,version",
+		"latent_build_info":                     "commit,date,go_version,version",
 		"latent_load_pressure_ratio":            "resource",
 		"latent_queue_wait_seconds":             "cell_class,queue_class",
 		"latent_execution_seconds":              "cell_class,queue_class",

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,9 +33,6 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 )
-
-// version is set by the linker (-X main.version=…) for releases.
-var version = ""
 
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -96,14 +92,22 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// versionString is the version, then the commit and its date when known:
+// "v1.2.3 (commit 59097f5…, 2026-11-30T15:00:00Z)".
 func versionString() string {
-	if version != "" {
-		return version
+	bi := node.CurrentBuildInfo()
+	s := bi.Version
+	var extra []string
+	if bi.Commit != "" {
+		extra = append(extra, "commit "+bi.Commit)
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if bi.Date != "" {
+		extra = append(extra, bi.Date)
 	}
-	return "(devel)"
+	if len(extra) > 0 {
+		s += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return s
 }
 
 func newFlags(name string, stderr io.Writer, usage string) *flag.FlagSet {
