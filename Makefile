@@ -51,6 +51,14 @@ fuzz:
 
 stress:
 	$(GO) test -race -tags stress -timeout 60m ./stress/... ./e2e/...
+	$(GO) test -tags stress -timeout 30m -run '^TestCluster' ./cluster/ ./e2e/
+
+# Three nodes sharing one catalog through an embedded etcd, behind HAProxy
+# when it is installed (deploy/haproxy/haproxy.cfg); see the README's
+# cluster section. Runs until interrupted.
+.PHONY: cluster-demo
+cluster-demo: build
+	$(GO) run ./internal/clusterdemo -bin bin/latent-node
 
 run:
 	$(GO) run ./cmd/latent-node serve --demo

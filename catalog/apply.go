@@ -263,6 +263,25 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
+// AllServices returns the deployments of every service in the view,
+// ordered by tenant and service.
+func (p Pin) AllServices() []Deployment {
+	if p.s == nil {
+		return nil
+	}
+	out := make([]Deployment, 0, len(p.s.services))
+	for _, svc := range p.s.services {
+		out = append(out, svc.deployment())
+	}
+	slices.SortFunc(out, func(a, b Deployment) int {
+		if a.Tenant != b.Tenant {
+			return compareStrings(string(a.Tenant), string(b.Tenant))
+		}
+		return compareStrings(string(a.Service), string(b.Service))
+	})
+	return out
+}
+
 // Artifact returns the stored bytes of the artifact d (any tenant's), for a
 // peer that fetches it by digest: ErrArtifactNotFound when it is not stored.
 func (c *Catalog) Artifact(d Digest) ([]byte, error) {

@@ -94,9 +94,21 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
+	before := c.cat.Pin()
 	if err := c.cat.Replace(ctx, catalog.Generation(headRev), manifests); err != nil {
 		return 0, errors.Wrap(err, "cluster: replace the catalog")
 	}
+	if c.cfg.OnApply != nil {
+		for _, svc := range before.AllServices() {
+			c.cfg.OnApply(svc.Tenant, svc.Service)
+		}
+		for _, m := range manifests {
+			c.cfg.OnApply(m.Tenant, m.Service)
+		}
+	}
+	c.mu.Lock()
+	c.mu.synced = true
+	c.mu.Unlock()
 	c.noteApplied(nil)
 	return resp.Header.Revision, nil
 }
@@ -169,6 +181,11 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 		}
 		if err := c.cat.Apply(ctx, catalog.Generation(rev), changes); err != nil {
 			return errors.Wrapf(err, "cluster: apply generation %d", rev)
+		}
+		if c.cfg.OnApply != nil {
+			for _, ch := range changes {
+				c.cfg.OnApply(ch.Tenant, ch.Service)
+			}
 		}
 		c.noteApplied(nil)
 	}

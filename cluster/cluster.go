@@ -41,7 +41,7 @@ const (
 	checkInterval = time.Second
 	// staleAfter is how long a node stays fresh after its last successful
 	// check that found its catalog current.
-	staleAfter = 3 * time.Second
+	staleAfter = 2500 * time.Millisecond
 	// opTimeout bounds one etcd operation.
 	opTimeout = 3 * time.Second
 	// retryDelay is the pause before listing again after a failure.
@@ -80,6 +80,10 @@ type Config struct {
 	// OthersWait bounds how long Deploy waits for the other ready members
 	// (0: applyWait).
 	OthersWait time.Duration
+	// OnApply, when set, is called after the catalog applied changes from
+	// etcd with the services they touched (a listing: every service before
+	// and after it), from the apply loop.
+	OnApply func(tenant catalog.TenantID, service catalog.ServiceName)
 }
 
 // Cluster is a node's view of, and membership in, the cluster. New makes
@@ -112,6 +116,7 @@ type Cluster struct {
 		remoteHead  int64            // the head's revision at the last check
 		behindSince time.Time        // first check that found the catalog behind
 		applyErr    error            // the last failure to apply
+		synced      bool             // a listing was applied (since the last failure)
 		applied     chan struct{}    // closed when the catalog moves on
 		published   Member           // the member record last written
 	}
@@ -446,7 +451,11 @@ func (c *Cluster) check(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.mu.lastContact, c.mu.remoteHead = now, headRev
-	if gen >= headRev && c.mu.applyErr == nil {
+	// Fresh: the history was listed and applied without error since the
+	// last failure, and the catalog is at the head. A catalog above the
+	// head means etcd lost history (restored from an older backup): the
+	// apply loop lists again and reports it.
+	if c.mu.synced && gen == headRev && c.mu.applyErr == nil {
 		c.mu.lastFresh, c.mu.behindSince = now, time.Time{}
 		return
 	}
@@ -462,6 +471,10 @@ func (c *Cluster) check(ctx context.Context) {
 func (c *Cluster) noteApplied(err error) {
 	c.mu.Lock()
 	c.mu.applyErr = err
+	if err != nil {
+		c.mu.synced = false
+		c.mu.lastFresh = time.Time{}
+	}
 	close(c.mu.applied)
 	c.mu.applied = make(chan struct{})
 	c.mu.Unlock()

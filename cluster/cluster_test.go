@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,14 @@ type member struct {
 // startMember starts node id of the cluster at endpoint.
 func startMember(t *testing.T, endpoint, id string) *member {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
+	return startMemberAt(t, []string{endpoint}, id, t.TempDir())
+}
+
+// startMemberAt starts node id on the catalog in dir (a restart when the
+// directory holds one) with etcd at endpoints.
+func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
+	t.Helper()
+	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: dir, Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +74,7 @@ func startMember(t *testing.T, endpoint, id string) *member {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	m.srv = httptest.NewServer(mux)
-	m.c, err = New(Config{Endpoints: []string{endpoint}, Prefix: "/test", NodeID: id, AdvertiseURL: m.srv.URL,
+	m.c, err = New(Config{Endpoints: endpoints, Prefix: "/test", NodeID: id, AdvertiseURL: m.srv.URL,
 		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second}, cat)
 	if err != nil {
 		t.Fatal(err)
@@ -304,4 +312,92 @@ func TestCluster_deadMemberLeaves(t *testing.T) {
 	c.stop()
 	waitFor(t, "c gone", 2*time.Second+time.Second, func() bool { return count() == 1 })
 	t.Logf("a crashed member left after %v (lease TTL 2s)", time.Since(stopped).Round(10*time.Millisecond))
+}
+
+// TestCluster_compactedHistory: a member cut off while the history it
+// missed is compacted lists again when it is back (its watch answers
+// ErrCompacted) and swaps in the whole catalog.
+func TestCluster_compactedHistory(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	url := ec.ClientURLs()[0]
+	proxy := etcdtest.StartProxy(t, strings.TrimPrefix(url, "http://"))
+	a := startMember(t, url, "a")
+	b := startMemberAt(t, []string{proxy.URL()}, "b", t.TempDir())
+	ctx := context.Background()
+	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("module five"))
+	if _, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b applied", 5*time.Second, func() bool { _, ok := b.cat.Pin().Deployment("acme", "svc"); return ok })
+	proxy.Pause()
+	waitFor(t, "b stale", 5*time.Second, func() bool { return !b.c.Status().Fresh })
+	// While b is away: more deploys, a delete, then the history is compacted.
+	var last Result
+	for w := int64(2); w <= 5; w++ {
+		res, err := a.c.Deploy(ctx, manifest("acme", "svc"+strconv.FormatInt(w, 10), d, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res
+	}
+	if _, err := a.c.Delete(ctx, "acme", "svc"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.c.cli.Get(ctx, "compact-probe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.c.cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Resume()
+	waitFor(t, "b converged", 10*time.Second, func() bool {
+		st := b.c.Status()
+		return st.Fresh && st.CatalogHash == a.cat.Pin().Hash() && st.Generation == a.cat.Pin().Generation()
+	})
+	if _, ok := b.cat.Pin().Deployment("acme", "svc"); ok {
+		t.Fatal("b still serves the service deleted while it was away")
+	}
+	if b.cat.Pin().Generation() <= last.Generation {
+		t.Fatalf("b at %d, the last deploy was %d", b.cat.Pin().Generation(), last.Generation)
+	}
+}
+
+// TestCluster_olderStoreRefused: a node whose catalog is newer than etcd's
+// history (etcd restored from an older backup, here a new, emptier etcd)
+// keeps its catalog, reports ErrBehind and stays stale.
+func TestCluster_olderStoreRefused(t *testing.T) {
+	first := etcdtest.Start(t, 1)
+	dir := t.TempDir()
+	a := startMemberAt(t, first.ClientURLs(), "a", dir)
+	ctx := context.Background()
+	waitFor(t, "a fresh", 10*time.Second, func() bool { return a.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("module six"))
+	var gen catalog.Generation
+	for w := int64(1); w <= 5; w++ { // enough revisions to be ahead of a new store
+		res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen = res.Generation
+	}
+	hash := a.cat.Pin().Hash()
+	a.stop()
+	second := etcdtest.Start(t, 1)
+	b := startMember(t, second.ClientURLs()[0], "b")
+	waitFor(t, "b fresh", 10*time.Second, func() bool { return b.c.Status().Fresh })
+	db := upload(t, b, "acme", []byte("module seven"))
+	if _, err := b.c.Deploy(ctx, manifest("acme", "other", db, 1)); err != nil {
+		t.Fatal(err)
+	}
+	a2 := startMemberAt(t, second.ClientURLs(), "a", dir)
+	waitFor(t, "a reports the older store", 10*time.Second, func() bool { return errors.Is(a2.c.Status().Err, ErrBehind) })
+	st := a2.c.Status()
+	if st.Fresh || st.Generation != gen || st.CatalogHash != hash {
+		t.Fatalf("a after meeting an older store: fresh %v, generation %d (had %d), hash changed %v", st.Fresh, st.Generation, gen, st.CatalogHash != hash)
+	}
+	if _, err := a2.c.Deploy(ctx, manifest("acme", "svc", d, 9)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("deploy through a node behind an older store: %v", err)
+	}
 }

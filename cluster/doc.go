@@ -46,7 +46,7 @@
 //
 // The node checks every second, with a quorum read of the head, that it
 // can reach etcd and that its catalog is current. Without that for
-// staleAfter (3 s) it reports itself stale; after the configured
+// staleAfter (2.5 s) it reports itself stale; after the configured
 // max_staleness it is not ready. It keeps serving its last catalog
 // throughout; deploys are refused while it is stale.
 package cluster

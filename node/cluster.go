@@ -25,7 +25,9 @@ import (
 // token. Invocations never touch etcd.
 
 // newCluster makes the node's cluster membership, or nil without [cluster].
-func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version string) (*cluster.Cluster, error) {
+// onApply is told of every service a change from etcd touched.
+func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version string,
+	onApply func(catalog.TenantID, catalog.ServiceName)) (*cluster.Cluster, error) {
 	cc := cfg.Cluster
 	if !cc.Enabled {
 		return nil, nil
@@ -36,7 +38,7 @@ func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version 
 	}
 	return cluster.New(cluster.Config{Endpoints: cc.Endpoints, TLS: tlsCfg, Prefix: cc.Prefix, NodeID: cc.NodeID,
 		AdvertiseURL: cc.AdvertiseURL, Version: version, LeaseTTL: cc.LeaseTTL, Replication: cc.Replication,
-		MaxStaleness: cc.MaxStaleness, Log: opts.Logger}, cat)
+		MaxStaleness: cc.MaxStaleness, Log: opts.Logger, OnApply: onApply}, cat)
 }
 
 // clusterTLS builds the etcd client's TLS configuration from [cluster.tls]
@@ -64,6 +66,20 @@ func clusterTLS(t config.ClusterTLS) (*tls.Config, error) {
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// appliedFromCluster keeps the activation metrics of a service that a
+// change from etcd replaced or deleted in step with the catalog, as a local
+// deploy or delete does.
+func (n *Node) appliedFromCluster(t catalog.TenantID, s catalog.ServiceName) {
+	if n.metrics == nil {
+		return
+	}
+	var keep []catalog.RevisionRef
+	if d, ok := n.cat.Pin().Deployment(t, s); ok {
+		keep = d.Revisions
+	}
+	n.metrics.keepRevisions(t, s, keep)
 }
 
 // Cluster is the actor that keeps the node in its cluster (membership,

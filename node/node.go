@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err
 	}
-	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion()); err != nil {
+	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.appliedFromCluster); err != nil {
 		return nil, err
 	}
 	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
