@@ -51,6 +51,7 @@ type module struct {
 	minMemoryBytes    uint64
 	tableBytes        uint64 // fuel.Info.TableBytes: the tables' Go heap, charged to the grant
 	instantiationFuel uint64
+	cacheID           [32]byte // wazero's module id of the instrumented module (see cachegc.go)
 }
 
 // ref takes a reference unless the module is not compiled yet or dead.
@@ -180,7 +181,7 @@ func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.R
 				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
-			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info)}
+			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info), cacheID: moduleCacheID(res.Module)}
 		m.info.Exports = slices.Clone(info.Exports) // the caller may keep and change its own
 		r.modules[digest] = m
 		r.compiledBytes += est
