@@ -315,3 +315,20 @@ func TestInvoke_http(t *testing.T) {
 		t.Errorf("default request %s %q", seen.Method, seen.Header.Get("Content-Type"))
 	}
 }
+
+// TestReadyNode: the ready, fresh member with the highest generation is
+// picked; none when no member is both.
+func TestReadyNode(t *testing.T) {
+	nodes := []Node{
+		{ID: "a", AdvertiseURL: "http://a", Generation: 9, Fresh: false, Ready: true},
+		{ID: "b", AdvertiseURL: "http://b", Generation: 7, Fresh: true, Ready: true},
+		{ID: "c", AdvertiseURL: "http://c", Generation: 8, Fresh: true, Ready: true},
+		{ID: "d", AdvertiseURL: "http://d", Generation: 10, Fresh: true, Ready: false},
+	}
+	if got := ReadyNode(nodes); got != "http://c" {
+		t.Fatalf("picked %q, want http://c", got)
+	}
+	if got := ReadyNode(nodes[:1]); got != "" {
+		t.Fatalf("picked %q from a stale member only", got)
+	}
+}
