@@ -235,9 +235,26 @@ type GCStats struct {
 // the node calls it periodically. On error (ctx done, a file that cannot be
 // removed) it returns what it did so far.
 func (c *Catalog) CollectGarbage(ctx context.Context, now time.Time) (GCStats, error) {
-	var st GCStats
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.collectGarbageLocked(ctx, now, true)
+}
+
+// PlanGarbage returns what CollectGarbage(ctx, now) would do now, changing
+// nothing (a dry run).
+func (c *Catalog) PlanGarbage(now time.Time) GCStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, _ := c.collectGarbageLocked(context.Background(), now, false)
+	return st
+}
+
+// collectGarbageLocked is CollectGarbage; with apply false it only counts.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply bool) (GCStats, error) {
+	var st GCStats
+	dropped := map[Digest]int{} // ownerships a dry run would drop, per artifact
 	used := map[TenantID]map[Digest]bool{}
 	for k, svc := range c.cur.Load().services {
 		if used[k.tenant] == nil {
@@ -253,6 +270,14 @@ func (c *Catalog) CollectGarbage(ctx context.Context, now time.Time) (GCStats, e
 		for _, d := range digests {
 			o := c.mu.owners[t].owned[d]
 			if used[t][d] || now.Sub(o.uploaded) <= c.opts.ArtifactGrace {
+				continue
+			}
+			if !apply {
+				st.Released++
+				if dropped[d]++; dropped[d] == c.mu.blobOwners[d] {
+					st.Deleted++
+					st.DeletedBytes += o.size
+				}
 				continue
 			}
 			if err := ctx.Err(); err != nil {

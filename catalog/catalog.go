@@ -127,7 +127,8 @@ type Catalog struct {
 // validated again, its artifacts verified against their digests and inspected
 // again, and the recomputed ids, generation and module facts must equal the
 // recorded ones. Any difference is an error naming the file; nothing is
-// skipped and no partial catalog is returned.
+// skipped and no partial catalog is returned. Open first takes the data
+// directory's lock (LockDir): another process holding it gives ErrDirInUse.
 func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("catalog: Options.Dir is required")
@@ -136,6 +137,9 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 		return nil, errors.New("catalog: Options.Inspector is required")
 	}
 	opts.setDefaults()
+	if err := LockDir(opts.Dir); err != nil {
+		return nil, err
+	}
 	c := &Catalog{opts: opts, store: diskStore{root: opts.Dir}}
 	c.arts = c.store
 	c.releaser, _ = opts.Inspector.(ModuleReleaser)

@@ -105,6 +105,22 @@
 // and gives a loaded service's tenant the ownership of its artifacts if the
 // record is missing (a data directory from before ownership).
 //
+// Open takes the data directory's lock (LockDir: an flock on catalog/lock,
+// held until the process exits; shared by every catalog of the process), so
+// a second process, such as an offline gc while the node runs, is refused
+// with ErrDirInUse.
+//
+// # Backup and restore
+//
+// Backup copies the catalog at one generation (the state, service and
+// ownership records and the owned artifacts, then a manifest of every
+// entry's sha256) to a tar stream or a directory; it only reads, so it
+// works while a node serves. Restore writes a backup into an empty data
+// directory through a temporary sibling: every entry is checked against the
+// manifest, every artifact against its digest and every record against its
+// checksum, a caller's Verify opens the catalog there, and only then is it
+// renamed into place. PlanGarbage is CollectGarbage's dry run.
+//
 // A write that fails because the disk is full or the quota of the data
 // directory is exhausted (ENOSPC, EDQUOT) returns an error marked
 // ErrStorageFull whose message names no host path; nothing changes.
@@ -130,6 +146,8 @@
 //   - store.go: the on-disk layout, atomic writes, record encoding, the
 //     storage-full classification.
 //   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo.
+//   - dirlock*.go: LockDir, the data directory's flock.
+//   - backup.go: Backup, Restore, their tar and directory forms.
 //
 // # Usage
 //

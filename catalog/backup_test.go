@@ -1,0 +1,326 @@
+package catalog
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+)
+
+// backupFixture is a catalog with acme/images (two artifacts), beta/tools
+// (an artifact acme owns too) and one artifact acme uploaded and never used.
+func backupFixture(t *testing.T) *fixture {
+	t.Helper()
+	fx := newFixture(t)
+	a, b := fx.module("module a"), fx.module("module b")
+	fx.module("unused")
+	fx.deploy(twoRevisions(a, b))
+	shared := fx.moduleFor("beta", "module a")
+	m := Manifest{Tenant: "beta", Service: "tools", Revisions: []ManifestRevision{revision("v1", shared)},
+		Routes: []ManifestRoute{mroute("run", target("v1", 1))}}
+	fx.deploy(m)
+	return fx
+}
+
+type tarEntry struct {
+	name string
+	data []byte
+}
+
+func backupTar(t *testing.T, dir string) ([]byte, BackupStats) {
+	t.Helper()
+	var buf bytes.Buffer
+	sink := NewTarSink(&buf)
+	st, err := Backup(context.Background(), dir, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), st
+}
+
+func readTar(t *testing.T, data []byte) []tarEntry {
+	t.Helper()
+	var out []tarEntry
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tarEntry{hdr.Name, b})
+	}
+}
+
+func writeTar(t *testing.T, entries []tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Size: int64(len(e.data)), Mode: 0o600}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// relist rewrites the manifest's line of name with data's sha256 and size
+// (a tamperer who also edits the manifest), or drops it if data is nil.
+func relist(entries []tarEntry, name string, data []byte) []tarEntry {
+	for i, e := range entries {
+		if e.name != BackupManifestName {
+			continue
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimSuffix(string(e.data), "\n"), "\n") {
+			if strings.HasSuffix(l, " "+name) {
+				if data == nil {
+					continue
+				}
+				sum := sha256.Sum256(data)
+				l = "sha256:" + hex.EncodeToString(sum[:]) + " " + strconv.Itoa(len(data)) + " " + name
+			}
+			out = append(out, l)
+		}
+		entries[i].data = []byte(strings.Join(out, "\n") + "\n")
+	}
+	return entries
+}
+
+func firstOf(entries []tarEntry, prefix string) int {
+	for i, e := range entries {
+		if strings.HasPrefix(e.name, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// openVerify opens the catalog in the staged directory, as the CLI does.
+func openVerify(insp ModuleInspector) func(context.Context, string) error {
+	return func(ctx context.Context, dir string) error {
+		_, err := Open(ctx, Options{Dir: dir, Inspector: insp})
+		return err
+	}
+}
+
+func TestBackup_restoreRoundTrip(t *testing.T) {
+	fx := backupFixture(t)
+	ctx := context.Background()
+	for _, form := range []string{"tar", "dir"} {
+		t.Run(form, func(t *testing.T) {
+			target := filepath.Join(t.TempDir(), "restored")
+			var src BackupSource
+			var st BackupStats
+			switch form {
+			case "tar":
+				var data []byte
+				data, st = backupTar(t, fx.dir)
+				src = NewTarSource(bytes.NewReader(data))
+			case "dir":
+				out := filepath.Join(t.TempDir(), "backup")
+				sink, err := NewDirSink(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st, err = Backup(ctx, fx.dir, sink); err != nil {
+					t.Fatal(err)
+				}
+				if err := sink.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				ds, err := NewDirSource(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = ds.Close() }()
+				src = ds
+			}
+			if st.Generation != 2 || st.Services != 2 || st.Owners != 4 || st.Artifacts != 3 {
+				t.Fatalf("backup stats %+v", st)
+			}
+			rst, err := Restore(ctx, src, target, RestoreOptions{Verify: openVerify(newFakeInspector())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rst.Generation != 2 || rst.Services != 2 || rst.Owners != 4 || rst.Artifacts != 3 || rst.Bytes != st.Bytes {
+				t.Fatalf("restore stats %+v, backup %+v", rst, st)
+			}
+			c, err := Open(ctx, Options{Dir: target, Inspector: newFakeInspector(), Clock: fx.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []serviceKey{{"acme", "images"}, {"beta", "tools"}} {
+				want, _ := fx.cat.Pin().Deployment(k.tenant, k.service)
+				got, ok := c.Pin().Deployment(k.tenant, k.service)
+				if !ok || got.Release != want.Release || got.Generation != want.Generation {
+					t.Fatalf("%v: restored %+v (%v), want %+v", k, got, ok, want)
+				}
+			}
+			// Ownership and upload times came along: the unused artifact
+			// expires at the same time in both.
+			later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
+			if got, want := c.PlanGarbage(later), fx.cat.PlanGarbage(later); got != want || want.Deleted != 1 {
+				t.Fatalf("restored garbage %+v, original %+v", got, want)
+			}
+			if got := c.PlanGarbage(fx.clock.Now()); got.Released != 0 {
+				t.Fatalf("restored catalog would collect %+v before the grace", got)
+			}
+		})
+	}
+}
+
+func TestRestore_refuses(t *testing.T) {
+	fx := backupFixture(t)
+	data, _ := backupTar(t, fx.dir)
+	tests := []struct {
+		name   string
+		tamper func([]tarEntry) []tarEntry
+		target func(t *testing.T, dir string) // prepares the target
+		verify func(context.Context, string) error
+		want   error // nil: the restore succeeds (the control)
+		says   string
+	}{
+		{name: "untouched", tamper: func(e []tarEntry) []tarEntry { return e }},
+		{name: "corrupted artifact entry", want: ErrBackupInvalid, says: "does not match its sha256",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, artifactsDir)
+				e[i].data = append([]byte(nil), e[i].data...)
+				e[i].data[0] ^= 1
+				return e
+			}},
+		{name: "corrupted record entry", want: ErrBackupInvalid, says: "does not match its sha256",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, servicesDir)
+				e[i].data = bytes.Replace(e[i].data, []byte("images"), []byte("imagez"), 1)
+				return e
+			}},
+		{name: "record and manifest rewritten", want: ErrBackupInvalid, says: "checksum",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, servicesDir)
+				e[i].data = bytes.Replace(e[i].data, []byte("images"), []byte("imagez"), 1)
+				return relist(e, e[i].name, e[i].data)
+			}},
+		{name: "wrong digest", want: ErrBackupInvalid, says: "does not match its digest",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, artifactsDir)
+				e[i].data = []byte("other bytes of the same size?")[:len(e[i].data)]
+				return relist(e, e[i].name, e[i].data)
+			}},
+		{name: "missing artifact", want: ErrBackupInvalid, says: "listed in the manifest but missing",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, artifactsDir)
+				return append(e[:i:i], e[i+1:]...)
+			}},
+		{name: "missing artifact and its manifest line", want: ErrBackupInvalid, says: "missing",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, artifactsDir)
+				name := e[i].name
+				return relist(append(e[:i:i], e[i+1:]...), name, nil)
+			}},
+		{name: "entry outside the layout", want: ErrBackupInvalid, says: "unexpected entry",
+			tamper: func(e []tarEntry) []tarEntry {
+				return append([]tarEntry{{"../escape", []byte("x")}}, e...)
+			}},
+		{name: "manifest missing", want: ErrBackupInvalid, says: BackupManifestName,
+			tamper: func(e []tarEntry) []tarEntry { return e[:len(e)-1] }},
+		{name: "non-empty target", want: ErrRestoreTarget, tamper: func(e []tarEntry) []tarEntry { return e },
+			target: func(t *testing.T, dir string) {
+				if err := os.MkdirAll(dir, 0o750); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "does not open", want: ErrCorruptRecord, tamper: func(e []tarEntry) []tarEntry { return e },
+			verify: func(context.Context, string) error { return ErrCorruptRecord }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			target := filepath.Join(parent, "data")
+			if tt.target != nil {
+				tt.target(t, target)
+			}
+			src := NewTarSource(bytes.NewReader(writeTar(t, tt.tamper(readTar(t, data)))))
+			verify := tt.verify
+			if verify == nil {
+				verify = openVerify(newFakeInspector())
+			}
+			_, err := Restore(context.Background(), src, target, RestoreOptions{Verify: verify})
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("control: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got %v, want %v saying %q", err, tt.want, tt.says)
+			}
+			left, _ := os.ReadDir(parent)
+			if tt.target == nil && len(left) != 0 {
+				t.Fatalf("a refused restore left %v", left)
+			}
+			if tt.target != nil && len(left) != 1 {
+				t.Fatalf("a refused restore left %v next to the target", left)
+			}
+		})
+	}
+}
+
+func TestBackup_corruptArtifactRefused(t *testing.T) {
+	fx := backupFixture(t)
+	name := filepath.Join(fx.dir, filepath.FromSlash(artifactsDir), digestOf("unused").Hex())
+	if err := os.WriteFile(name, []byte("unusex"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Backup(context.Background(), fx.dir, NewTarSink(io.Discard))
+	if !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("backup of a corrupt artifact: %v", err)
+	}
+}
+
+func TestCatalog_PlanGarbage(t *testing.T) {
+	fx := backupFixture(t)
+	later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
+	plan := fx.cat.PlanGarbage(later)
+	// Only acme's "unused" expires; "module a" is used by both owners.
+	if plan != (GCStats{Released: 1, Deleted: 1, DeletedBytes: uint64(len("unused"))}) {
+		t.Fatalf("plan %+v", plan)
+	}
+	got, err := fx.cat.CollectGarbage(context.Background(), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != plan {
+		t.Fatalf("collected %+v, planned %+v", got, plan)
+	}
+	if again := fx.cat.PlanGarbage(later); again != (GCStats{}) {
+		t.Fatalf("after collecting, the plan is %+v", again)
+	}
+}
