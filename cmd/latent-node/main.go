@@ -51,6 +51,9 @@ commands:
   nodes     list the members of the node's cluster
   invoke    invoke TENANT/SERVICE/ROUTE[/PATH][?QUERY] with -d or stdin as the body
             (-X METHOD, -H 'Name: value'; -v: answer status and headers on stderr)
+  gc        remove unused artifacts and compile-cache entries of a stopped node (--config FILE [--dry-run])
+  backup    copy the catalog and its artifacts (--config FILE --out DIR|-), also while the node runs
+  restore   restore a backup into an empty data directory (--config FILE --in DIR|-)
   version   print the version
 
 Run 'latent-node <command> --help' for a command's flags.
@@ -81,6 +84,12 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return nodes(rest, stdout, stderr)
 	case "invoke":
 		return invoke(rest, stdin, stdout, stderr)
+	case "gc":
+		return gc(rest, stdout, stderr)
+	case "backup":
+		return backup(rest, stdout, stderr)
+	case "restore":
+		return restore(rest, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "latent-node", versionString())
 		return 0
