@@ -596,7 +596,8 @@ func writeStaged(root, name string, size int64, r io.Reader) ([32]byte, error) {
 }
 
 // commitStage fsyncs the staged tree's directories and renames stage to
-// target (replacing target if it is an empty directory).
+// target (replacing target if it is an empty directory; the result has the
+// staged directory's mode, 0700).
 func commitStage(stage, target string) error {
 	err := filepath.WalkDir(stage, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
@@ -606,6 +607,11 @@ func commitStage(stage, target string) error {
 	})
 	if err != nil {
 		return err
+	}
+	// os.Rename refuses to replace a directory, even an empty one: remove
+	// it first (os.Remove fails on a directory that is not empty).
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return errors.Mark(errors.Wrapf(err, "catalog: replace %s", target), ErrRestoreTarget)
 	}
 	if err := os.Rename(stage, target); err != nil {
 		return errors.Mark(errors.Wrapf(err, "catalog: rename %s to %s", stage, target), ErrRestoreTarget)

@@ -206,6 +206,12 @@ func TestRestore_refuses(t *testing.T) {
 		says   string
 	}{
 		{name: "untouched", tamper: func(e []tarEntry) []tarEntry { return e }},
+		{name: "into an existing empty directory", tamper: func(e []tarEntry) []tarEntry { return e },
+			target: func(t *testing.T, dir string) {
+				if err := os.MkdirAll(dir, 0o750); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "corrupted artifact entry", want: ErrBackupInvalid, says: "does not match its sha256",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, artifactsDir)
@@ -323,4 +329,75 @@ func TestCatalog_PlanGarbage(t *testing.T) {
 	if again := fx.cat.PlanGarbage(later); again != (GCStats{}) {
 		t.Fatalf("after collecting, the plan is %+v", again)
 	}
+}
+
+// TestBackup_whileDeploying takes backups while another goroutine deploys,
+// deletes and collects garbage: every backup restores and opens.
+func TestBackup_whileDeploying(t *testing.T) {
+	fx := backupFixture(t)
+	ctx := context.Background()
+	a, b := digestOf("module a"), digestOf("module b")
+	done := make(chan error, 1)
+	stopc := make(chan struct{})
+	go func() {
+		var err error
+		defer func() { done <- err }()
+		for i := 0; ; i++ {
+			select {
+			case <-stopc:
+				return
+			default:
+			}
+			m := twoRevisions(a, b)
+			if i%2 == 1 {
+				m = twoRevisions(b, a)
+			}
+			if _, err = fx.cat.Deploy(ctx, m); err != nil {
+				return
+			}
+			extra := Manifest{Tenant: "acme", Service: "extra", Revisions: []ManifestRevision{revision("v1", a)},
+				Routes: []ManifestRoute{mroute("run", target("v1", 1))}}
+			if _, err = fx.cat.Deploy(ctx, extra); err != nil {
+				return
+			}
+			if _, err = fx.cat.Delete(ctx, "acme", "extra"); err != nil {
+				return
+			}
+			if _, err = fx.cat.CollectGarbage(ctx, fx.clock.Now()); err != nil {
+				return
+			}
+		}
+	}()
+	var gens []Generation
+	for i := 0; i < 10; i++ {
+		var buf bytes.Buffer
+		sink := NewTarSink(&buf)
+		st, err := Backup(ctx, fx.dir, sink)
+		if errors.Is(err, ErrBackupRace) {
+			continue // the deploys outran every attempt: allowed, not silent
+		}
+		if err != nil {
+			close(stopc)
+			<-done
+			t.Fatal(err)
+		}
+		if err := sink.Close(); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(t.TempDir(), "data")
+		if _, err := Restore(ctx, NewTarSource(&buf), target, RestoreOptions{Verify: openVerify(newFakeInspector())}); err != nil {
+			close(stopc)
+			<-done
+			t.Fatalf("backup at generation %d does not restore: %v", st.Generation, err)
+		}
+		gens = append(gens, st.Generation)
+	}
+	close(stopc)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) == 0 {
+		t.Fatal("no backup succeeded while deploying")
+	}
+	t.Logf("restored backups at generations %v", gens)
 }
