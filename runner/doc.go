@@ -23,7 +23,8 @@
 // compiles with one worker, using the compiler engine and wazero's
 // compilation cache (on disk under the node's data directory, so a
 // restart loads instead of recompiling). Nothing is compiled at admission
-// or execution.
+// or execution. CollectCompileCache removes the disk entries of modules the
+// runner no longer holds (latent-node gc runs it on a stopped node).
 //
 // A compile failure is the host's (the instrumenter validated the module):
 // a full disk or quota returns ErrStorageFull (wrapping the errno); an
@@ -143,6 +144,9 @@
 //     ReleaseModule, Prepared), the compiled-bytes bound.
 //   - compile.go: the compile worker and compile failures;
 //     cachefile.go: checking and discarding disk cache entries;
+//     cachegc.go: CollectCompileCache, removing the disk cache entries of
+//     modules no longer held (their names derived from each module's
+//     instrumented bytes, the naming learned once from a probe compile);
 //     prio_*.go: the worker thread's priority.
 //   - host.go: the activation state, the fuel host module (tick, grow,
 //     depth_exceeded), the capped and tail writers, stdin.
