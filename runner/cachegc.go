@@ -34,11 +34,12 @@ var ErrCacheLayoutUnknown = errors.New("runner: unknown compilation cache layout
 // cacheCPUSearch bounds the CPU feature values tried (wazero uses 3 bits).
 const cacheCPUSearch = 1 << 16
 
-var cacheLayoutOnce struct {
-	sync.Once
+// cacheLayoutLearned is what the first successful probe learned.
+var cacheLayoutLearned struct {
+	sync.Mutex
+	known  bool
 	subdir string
 	cpu    uint64
-	err    error
 }
 
 // moduleCacheID is wazero's module id of wasm as the runner compiles it.
@@ -63,14 +64,27 @@ func cacheEntryName(id [32]byte, cpu uint64) string {
 
 // cacheLayout returns the name of wazero's cache subdirectory and the CPU
 // feature value in its entry names.
-func cacheLayout(ctx context.Context) (string, uint64, error) {
-	l := &cacheLayoutOnce
-	l.Do(func() { l.subdir, l.cpu, l.err = learnCacheLayout(ctx) })
-	return l.subdir, l.cpu, l.err
+// The probe compiles into a temporary directory under dir (the cache
+// directory, which the runner can write to).
+func cacheLayout(ctx context.Context, dir string) (string, uint64, error) {
+	l := &cacheLayoutLearned
+	l.Lock()
+	defer l.Unlock()
+	if !l.known {
+		subdir, cpu, err := learnCacheLayout(ctx, dir)
+		if err != nil {
+			return "", 0, err
+		}
+		l.known, l.subdir, l.cpu = true, subdir, cpu
+	}
+	return l.subdir, l.cpu, nil
 }
 
-func learnCacheLayout(ctx context.Context) (string, uint64, error) {
-	dir, err := os.MkdirTemp("", "latent-node-cache-layout-")
+func learnCacheLayout(ctx context.Context, parent string) (string, uint64, error) {
+	if err := os.MkdirAll(parent, 0o750); err != nil {
+		return "", 0, errors.Wrap(err, "runner: learn the compilation cache layout")
+	}
+	dir, err := os.MkdirTemp(parent, ".layout-probe-")
 	if err != nil {
 		return "", 0, errors.Wrap(err, "runner: learn the compilation cache layout")
 	}
@@ -134,7 +148,7 @@ func (r *Runner) CollectCompileCache(ctx context.Context, dryRun bool) (CacheGCS
 	if r.cfg.CacheDir == "" {
 		return st, nil
 	}
-	subdir, cpu, err := cacheLayout(ctx)
+	subdir, cpu, err := cacheLayout(ctx, r.cfg.CacheDir)
 	if err != nil {
 		return st, err
 	}

@@ -29,7 +29,7 @@ func cacheEntrySet(t *testing.T, dir string) map[string]bool {
 
 func TestRunner_CollectCompileCache(t *testing.T) {
 	ctx := context.Background()
-	subdir, cpu, err := cacheLayout(ctx)
+	subdir, cpu, err := cacheLayout(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
