@@ -114,7 +114,7 @@ type Cluster struct {
 		lastFresh   time.Time        // last check that found the catalog current
 		lastContact time.Time        // last successful check
 		remoteHead  int64            // the head's revision at the last check
-		behindSince time.Time        // first check that found the catalog behind
+		prevHead    int64            // the head at the check before
 		applyErr    error            // the last failure to apply
 		synced      bool             // a listing was applied (since the last failure)
 		applied     chan struct{}    // closed when the catalog moves on
@@ -450,20 +450,26 @@ func (c *Cluster) check(ctx context.Context) {
 	gen := int64(c.cat.Pin().Generation())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.mu.lastContact, c.mu.remoteHead = now, headRev
-	// Fresh: the history was listed and applied without error since the
-	// last failure, and the catalog is at the head. A catalog above the
-	// head means etcd lost history (restored from an older backup): the
-	// apply loop lists again and reports it.
-	if c.mu.synced && gen == headRev && c.mu.applyErr == nil {
-		c.mu.lastFresh, c.mu.behindSince = now, time.Time{}
+	prev := c.mu.prevHead
+	c.mu.lastContact, c.mu.remoteHead, c.mu.prevHead = now, headRev, headRev
+	if gen > headRev {
+		// Above etcd's head: etcd lost history (restored from an older
+		// backup). The apply loop lists again and reports it.
+		signal(c.kick)
 		return
 	}
-	if c.mu.behindSince.IsZero() {
-		c.mu.behindSince = now
+	if !c.mu.synced || c.mu.applyErr != nil {
 		return
 	}
-	signal(c.kick) // behind on two checks: list again
+	// Fresh: the catalog is at the head now, or at least at the head the
+	// previous check saw. A deploy in flight leaves the catalog a moment
+	// behind the head; one whole interval behind means the watch missed
+	// something (a silent watch): list again.
+	if gen >= prev || gen == headRev {
+		c.mu.lastFresh = now
+		return
+	}
+	signal(c.kick)
 }
 
 // noteApplied records that the catalog moved on (or an apply error) and

@@ -73,6 +73,20 @@ func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /v1/cluster/applied/{generation}", func(w http.ResponseWriter, r *http.Request) {
+		gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 64)
+		if err != nil || !m.c.PeerAuthorized(r.Header.Get(PeerTokenHeader)) {
+			http.NotFound(w, r)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if !m.c.WaitApplied(ctx, catalog.Generation(gen)) {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.srv = httptest.NewServer(mux)
 	m.c, err = New(Config{Endpoints: endpoints, Prefix: "/test", NodeID: id, AdvertiseURL: m.srv.URL,
 		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second}, cat)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ type Result struct {
 	// reached Generation before the answer; Members counts the ready
 	// members.
 	Applied, Members int
+	// ApplyTime is the time from the commit until the last of the Applied
+	// members had applied it.
+	ApplyTime time.Duration
 }
 
 // Deploy publishes m through the cluster: checked and inspected against
@@ -167,33 +171,69 @@ func (c *Cluster) headRevision(ctx context.Context) (int64, error) {
 	return resp.Kvs[0].ModRevision, nil
 }
 
-// settle waits until this node applied gen (applyWait), then until the
-// other ready members did (OthersWait), and counts them.
-func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) Result {
+// settle waits until this node applied gen (applyWait), then asks every
+// other ready member, in parallel, to answer once it applied gen too
+// (OthersWait), and counts them. The members' own records follow
+// asynchronously; asking them directly keeps etcd writes off the answer's
+// path.
+func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Result) {
+	committed := time.Now()
+	defer func() { res.ApplyTime = time.Since(committed) }()
 	wctx, cancel := context.WithTimeout(ctx, applyWait)
-	c.waitApplied(wctx, gen)
+	local := c.waitApplied(wctx, gen)
 	cancel()
-	res := Result{Generation: gen}
-	deadline := time.Now().Add(c.cfg.OthersWait)
-	for {
-		members, err := c.Members(ctx)
-		if err != nil {
-			return res
+	res.Generation = gen
+	members, err := c.Members(ctx)
+	if err != nil {
+		if local {
+			res.Applied, res.Members = 1, 1
 		}
-		res.Applied, res.Members = 0, 0
-		for _, m := range members {
-			if !m.Ready {
-				continue
-			}
-			res.Members++
-			if m.Generation >= gen || m.ID == c.cfg.NodeID && c.cat.Pin().Generation() >= gen {
-				res.Applied++
-			}
-		}
-		if res.Applied >= res.Members || !time.Now().Before(deadline) || !wait(ctx, 20*time.Millisecond) {
-			return res
+		return res
+	}
+	var others []Member
+	for _, m := range members {
+		if m.Ready && m.ID != c.cfg.NodeID {
+			others = append(others, m)
 		}
 	}
+	res.Members = len(others) + 1
+	if local {
+		res.Applied = 1
+	}
+	octx, cancel := context.WithTimeout(ctx, c.cfg.OthersWait)
+	defer cancel()
+	applied := make(chan bool, len(others))
+	for _, m := range others {
+		go func() { applied <- c.askApplied(octx, m, gen) }()
+	}
+	for range others {
+		if <-applied {
+			res.Applied++
+		}
+	}
+	return res
+}
+
+// askApplied asks member to answer once its catalog reached gen.
+func (c *Cluster) askApplied(ctx context.Context, member Member, gen catalog.Generation) bool {
+	u := strings.TrimSuffix(member.AdvertiseURL, "/") + "/v1/cluster/applied/" + strconv.FormatUint(uint64(gen), 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set(PeerTokenHeader, c.peerToken())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusNoContent
+}
+
+// WaitApplied waits until this node's catalog reached gen or ctx ends, and
+// reports which: a peer's question before it answers a deploy.
+func (c *Cluster) WaitApplied(ctx context.Context, gen catalog.Generation) bool {
+	return c.waitApplied(ctx, gen)
 }
 
 // replicate makes sure each artifact of m is held by min(Replication,
@@ -218,18 +258,20 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest) error {
 			continue
 		}
 		done = append(done, d)
-		if err := c.hold(ctx, d); err != nil {
-			return err
-		}
 		hctx, cancel := context.WithTimeout(ctx, opTimeout)
 		resp, err := c.cli.Get(hctx, c.k.holders(d), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 		cancel()
 		if err != nil {
 			return errors.Mark(errors.Wrap(err, "cluster: artifact holders"), ErrUnavailable)
 		}
-		held := map[string]bool{c.cfg.NodeID: true}
+		held := map[string]bool{}
 		for _, kv := range resp.Kvs {
 			held[strings.TrimPrefix(string(kv.Key), c.k.holders(d))] = true
+		}
+		if !held[c.cfg.NodeID] { // a holding is written once, under the lease
+			if err := c.hold(ctx, d); err != nil {
+				return err
+			}
 		}
 		count := 0
 		for _, mem := range ready {

@@ -54,7 +54,9 @@ max_staleness = "30s"
 	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pr := startFor(t, 10*time.Minute, nil, "serve", "--config", path, "--listen", "127.0.0.1:"+strconv.Itoa(port))
+	// Fixed load samples: the test's own load (four nodes, etcd, the
+	// clients) must not make the nodes refuse invocations as overloaded.
+	pr := startFor(t, 10*time.Minute, []string{"LATENT_NODE_LOAD_SOURCE=fixed:0.1,0.1"}, "serve", "--config", path, "--listen", "127.0.0.1:"+strconv.Itoa(port))
 	pr.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
 	pr.url = "http://127.0.0.1:" + strconv.Itoa(port)
 	waitReady(t, pr.url)
@@ -214,17 +216,22 @@ func TestCluster_fourNodes(t *testing.T) {
 	if !testing.Short() {
 		rounds = 200
 	}
-	var times []time.Duration
+	var times, applied []time.Duration
 	for i := range rounds {
 		r, took := deploy(nodes[i%4], manifestJSON(digest, 1+i%98))
 		if r.status != 200 || r.header.Get("Latent-Cluster-Applied") != "4/4" {
 			t.Fatalf("deploy %d through %s: %d %s, applied %q", i, nodes[i%4].id, r.status, r.body, r.header.Get("Latent-Cluster-Applied"))
 		}
-		times = append(times, took)
+		ms, err := strconv.ParseFloat(r.header.Get("Latent-Cluster-Applied-Ms"), 64)
+		if err != nil {
+			t.Fatalf("Latent-Cluster-Applied-Ms %q", r.header.Get("Latent-Cluster-Applied-Ms"))
+		}
+		times, applied = append(times, took), append(applied, time.Duration(ms*float64(time.Millisecond)))
 	}
-	p50, p99 := percentile(times, 0.5), percentile(times, 0.99)
-	t.Logf("%d metadata-only deploys, each answered once all 4 nodes applied it: p50 %v, p99 %v", rounds,
-		p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond))
+	p50, p99 := percentile(applied, 0.5), percentile(applied, 0.99)
+	t.Logf("%d metadata-only deploys: applied on all 4 nodes (commit to the last node's apply) p50 %v, p99 %v; whole deploy call p50 %v, p99 %v",
+		rounds, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond),
+		percentile(times, 0.5).Round(100*time.Microsecond), percentile(times, 0.99).Round(100*time.Microsecond))
 	if !testing.Short() && p99 > 100*time.Millisecond {
 		t.Errorf("metadata-only deploy applied on all nodes: p99 %v, want ≤ 100ms", p99)
 	}

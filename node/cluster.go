@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -97,6 +98,7 @@ func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Mani
 		return catalog.Deployment{}, err
 	}
 	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
+	w.Header().Set("Latent-Cluster-Applied-Ms", strconv.FormatFloat(float64(res.ApplyTime.Microseconds())/1000, 'f', 3, 64))
 	return res.Deployment, nil
 }
 
@@ -176,6 +178,26 @@ func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// handlePeerApplied answers a peer that deployed generation {generation}
+// once this node applied it (204), or 409 when the request ends first.
+func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
+	gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 64)
+	if err != nil {
+		api.WriteProblem(w, badRequest("invalid-generation", "path", ""), 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), peerAppliedWait)
+	defer cancel()
+	if !n.cluster.WaitApplied(ctx, catalog.Generation(gen)) {
+		w.WriteHeader(http.StatusConflict)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// peerAppliedWait bounds how long a peer's applied question is held.
+const peerAppliedWait = 10 * time.Second
 
 // handleNodes lists the cluster's members (admin).
 func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {

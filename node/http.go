@@ -53,6 +53,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, n.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
 	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
+	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.peerOnly(n.handlePeerApplied))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
 	// Metrics name tenants: only administrators read them.
