@@ -159,7 +159,26 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		"Server-Timing":            t.header(),
 		"Latent-Cell-Class":        res.Cell.String(),
 	}
+	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
+		a.headers["Latent-Stderr-Tail"] = stderrHeader(out.StderrTail)
+	}
 	return a
+}
+
+// maxStderrHeaderBytes bounds the Latent-Stderr-Tail header.
+const maxStderrHeaderBytes = 4 << 10
+
+// stderrHeader is a stderr tail as a header value: Go-quoted (control bytes,
+// newlines and non-ASCII escaped, so the value is printable ASCII), keeping
+// the end of the tail when the quoted text would pass
+// maxStderrHeaderBytes.
+func stderrHeader(tail []byte) string {
+	q := strconv.QuoteToASCII(string(tail))
+	for len(q) > maxStderrHeaderBytes && len(tail) > 0 {
+		tail = tail[len(tail)/4+1:]
+		q = strconv.QuoteToASCII(string(tail))
+	}
+	return q
 }
 
 var principalNotAuthorized = &admission.Rejection{Code: admission.CodePermissionDenied, Reason: "principal-not-authorized",

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/errors"
@@ -60,6 +61,14 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node invoke: want exactly one TENANT/SERVICE/ROUTE[/PATH][?QUERY]")
 		return 2
 	}
+	if *verbose { // ask for a successful activation's stderr tail too
+		if headers.h == nil {
+			headers.h = http.Header{}
+		}
+		if headers.h.Get("Latent-Stderr") == "" {
+			headers.h.Set("Latent-Stderr", "tail")
+		}
+	}
 	opts := client.InvokeOptions{RoutingKey: *routingKey, Timeout: *timeout, Fuel: *fuel,
 		Method: strings.ToUpper(*method), Query: query, Header: headers.h}
 	if len(parts) == 4 {
@@ -107,6 +116,12 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *verbose {
 		printVerbose(stderr, res.Status, res.Header, nil)
 		printOtherHeaders(stderr, res.Header)
+		if tail, err := strconv.Unquote(res.Header.Get("Latent-Stderr-Tail")); err == nil && tail != "" {
+			fmt.Fprintln(stderr, "stderr tail:")
+			for _, line := range strings.Split(strings.TrimSuffix(tail, "\n"), "\n") {
+				fmt.Fprintf(stderr, "| %s\n", line)
+			}
+		}
 	}
 	_, _ = stdout.Write(res.Output)
 	if res.Status >= http.StatusBadRequest { // a WAGI guest's own answer
@@ -122,7 +137,7 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func printOtherHeaders(w io.Writer, h http.Header) {
 	keys := make([]string, 0, len(h))
 	for k := range h {
-		if k != "Date" && k != "Content-Length" && !slices.Contains(verboseHeaders, k) {
+		if k != "Date" && k != "Content-Length" && k != "Latent-Stderr-Tail" && !slices.Contains(verboseHeaders, k) {
 			keys = append(keys, k)
 		}
 	}

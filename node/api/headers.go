@@ -22,6 +22,10 @@ type InvokeHeaders struct {
 	Deadline     time.Time     // zero: none
 	Budget       admission.BudgetRequest
 	Metadata     []catalog.Attribute // Latent-Meta-* as lower-case keys
+	// WantStderr: Latent-Stderr: tail asks for a successful activation's
+	// stderr tail in the answer (Latent-Stderr-Tail); a failed one's is in
+	// its problem body anyway.
+	WantStderr bool
 }
 
 // headerError is a malformed request header: 400 invalid-argument with the
@@ -68,6 +72,14 @@ func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 		return out, err
 	} else if ok {
 		out.RoutingKey = v
+	}
+	if v, ok, err = one("Latent-Stderr"); err != nil {
+		return out, err
+	} else if ok {
+		if v != "tail" {
+			return out, &headerError{"Latent-Stderr", `must be "tail"`}
+		}
+		out.WantStderr = true
 	}
 	if v, ok, err = one("Latent-Priority"); err != nil {
 		return out, err

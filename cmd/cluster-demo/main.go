@@ -1,4 +1,4 @@
-// Command clusterdemo is make cluster-demo: three latent-node binaries
+// Command cluster-demo is make cluster-demo: three latent-node binaries
 // sharing one catalog through an embedded etcd, behind HAProxy (when it is
 // installed) configured from deploy/haproxy/haproxy.cfg. It deploys the
 // demo's hello guest once through the first node, invokes it through the
