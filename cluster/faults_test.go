@@ -192,4 +192,3 @@ func TestCluster_faults(t *testing.T) {
 		t.Fatalf("%d samples of a node serving a lower generation than before, e.g. %v", n, violation.Load())
 	}
 }
-
