@@ -58,7 +58,7 @@ stress:
 # cluster section. Runs until interrupted.
 .PHONY: cluster-demo
 cluster-demo: build
-	$(GO) run ./internal/clusterdemo -bin bin/latent-node
+	$(GO) run ./cmd/cluster-demo -bin bin/latent-node
 
 run:
 	$(GO) run ./cmd/latent-node serve --demo
