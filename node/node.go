@@ -192,6 +192,16 @@ func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error 
 			n.log.Warn("artifact collection failed; retrying at the next interval", "err", err)
 		case st.Released > 0 || st.Deleted > 0:
 			n.log.Info("collected unused artifacts", "released", st.Released, "deleted", st.Deleted, "bytes", st.DeletedBytes)
+			// Their compiled code goes too: the cache keeps only modules the
+			// runner holds. (An entry removed while a module compiles only
+			// costs a compile after the next restart.)
+			cs, err := n.run.CollectCompileCache(ctx, false)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				n.log.Warn("compile-cache collection failed; retrying after the next artifact collection", "err", err)
+			case cs.Removed > 0:
+				n.log.Info("collected unused compiled code", "entries", cs.Removed, "bytes", cs.RemovedBytes)
+			}
 		}
 	}
 }
