@@ -15,6 +15,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -23,6 +25,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +38,9 @@ type Client struct {
 	http  *http.Client
 	retry RetryPolicy
 	sleep func(ctx context.Context, d time.Duration) error
+	// tls and caFile are applied by New, after every option.
+	tls    *tls.Config
+	caFile string
 }
 
 // RetryPolicy bounds retries of retryable refusals (429/503 with Retry-After).
@@ -49,6 +55,19 @@ type Option func(*Client)
 
 // WithHTTPClient replaces the default http.Client.
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithTLSConfig sets the TLS configuration of https connections (for
+// example RootCAs, or Certificates for a client certificate). New applies it
+// to a clone of the HTTP client's *http.Transport (http.DefaultTransport's
+// when WithHTTPClient gave none); a copy of the configuration is kept.
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg.Clone() } }
+
+// WithCAFile trusts the CA certificates of the PEM file at path, instead of
+// the system's roots, to verify the node's certificate (for a node whose
+// certificate a private CA signs). New reads the file and fails when it
+// holds no certificate. With WithTLSConfig too, the file's CAs replace its
+// RootCAs.
+func WithCAFile(path string) Option { return func(c *Client) { c.caFile = path } }
 
 // WithRetry replaces the retry policy.
 func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p } }
@@ -70,7 +89,45 @@ func New(baseURL, key string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if err := c.applyTLS(); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// applyTLS installs the TLS configuration of WithTLSConfig and WithCAFile.
+func (c *Client) applyTLS() error {
+	if c.tls == nil && c.caFile == "" {
+		return nil
+	}
+	cfg := c.tls
+	if cfg == nil {
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if c.caFile != "" {
+		pem, err := os.ReadFile(c.caFile)
+		if err != nil {
+			return fmt.Errorf("client: CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("client: CA file %s: no PEM certificate", c.caFile)
+		}
+		cfg.RootCAs = pool
+	}
+	base, ok := c.http.Transport.(*http.Transport)
+	if !ok || base == nil {
+		if c.http.Transport != nil {
+			return errors.New("client: WithTLSConfig and WithCAFile need the HTTP client's Transport to be an *http.Transport")
+		}
+		base = http.DefaultTransport.(*http.Transport)
+	}
+	tr := base.Clone()
+	tr.TLSClientConfig = cfg
+	h := *c.http
+	h.Transport = tr
+	c.http = &h
+	return nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

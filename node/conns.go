@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"log"
 	"log/slog"
 	"net"
@@ -332,6 +333,9 @@ func (l *connLimiter) notify() {
 // ConnState is the http.Server's ConnState hook: it tells the limiter which
 // connections serve a request.
 func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+	if t, ok := c.(*tls.Conn); ok { // a TLS listener over the wrapped one
+		c = t.NetConn()
+	}
 	tc, ok := c.(*trackedConn)
 	if !ok || tc.l != l {
 		return

@@ -76,6 +76,8 @@
 //     answers.
 //   - ingress.go: the ingress governor (pools, tickets, governed).
 //   - conns.go: the connection limiter and the rate-limited server log.
+//   - tls.go: ServerTLS, the API listener's certificate and client CAs
+//     ([node.tls]), swapped by Reload.
 //   - frontyield.go: the front yield (pipe and sentinel).
 //   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight.

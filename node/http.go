@@ -149,11 +149,19 @@ func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 
-// authed authenticates the caller from its API key (never from headers or
-// the body) and checks its role (0: any authenticated principal).
+// authed authenticates the caller from its API key (never from other
+// headers or the body), or, without an Authorization header, from a client
+// certificate the TLS handshake verified, and checks its role (0: any
+// authenticated principal).
 func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, err := n.auth.Authenticate(r.Header.Get("Authorization"))
+		var p *auth.Principal
+		var err error
+		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			p, err = n.auth.AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
+		} else {
+			p, err = n.auth.Authenticate(a)
+		}
 		if err != nil {
 			api.WriteProblem(w, api.Problem{Type: "https://latent-node.dev/problems/unauthenticated", Title: "unauthenticated",
 				Status: http.StatusUnauthorized, Code: admission.CodeUnauthenticated, Reason: "unauthenticated",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -20,15 +22,20 @@ import (
 // from when --key is not given.
 const keyEnv = "LATENT_KEY"
 
-func clientFlags(fs *flag.FlagSet) (nodeURL, key *string) {
+// caFileEnv is the environment variable the client commands read the CA
+// file from when --ca-file is not given.
+const caFileEnv = "LATENT_CA_FILE"
+
+func clientFlags(fs *flag.FlagSet) (nodeURL, key, caFile *string) {
 	nodeURL = fs.String("node", "http://127.0.0.1:8080", "node URL")
 	key = fs.String("key", "", "API key (default $"+keyEnv+")")
-	return nodeURL, key
+	caFile = fs.String("ca-file", "", "PEM file of the CA that signs the node's certificate, for an https --node (default $"+caFileEnv+"; without either, the system's roots)")
+	return nodeURL, key, caFile
 }
 
 // newClient returns the client of command cmd, or prints why not: a
 // missing key names the flag and the environment variable that give one.
-func newClient(cmd, nodeURL, key string, stderr io.Writer) (*client.Client, bool) {
+func newClient(cmd, nodeURL, key, caFile string, stderr io.Writer) (*client.Client, bool) {
 	if key == "" {
 		key = os.Getenv(keyEnv)
 	}
@@ -36,7 +43,14 @@ func newClient(cmd, nodeURL, key string, stderr io.Writer) (*client.Client, bool
 		fmt.Fprintf(stderr, "latent-node %s: no API key: pass --key KEY or set %s (latent-node keygen makes one)\n", cmd, keyEnv)
 		return nil, false
 	}
-	c, err := client.New(nodeURL, key)
+	if caFile == "" {
+		caFile = os.Getenv(caFileEnv)
+	}
+	var opts []client.Option
+	if caFile != "" {
+		opts = append(opts, client.WithCAFile(caFile))
+	}
+	c, err := client.New(nodeURL, key, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "latent-node %s: %v\n", cmd, err)
 		return nil, false
@@ -52,6 +66,32 @@ func printError(stderr io.Writer, err error) {
 	if errors.As(err, &p) && p.Status == http.StatusUnauthorized {
 		fmt.Fprintf(stderr, "the node does not know this API key: check --key or %s\n", keyEnv)
 	}
+	if hint := tlsHint(err); hint != "" {
+		fmt.Fprintln(stderr, hint)
+	}
+}
+
+// tlsHint explains a refused node certificate, or returns "".
+func tlsHint(err error) string {
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		c := invalid.Cert
+		return fmt.Sprintf("the node's TLS certificate has expired or is not yet valid (valid from %s until %s): the node must be given a current certificate",
+			c.NotBefore.UTC().Format(time.RFC3339), c.NotAfter.UTC().Format(time.RFC3339))
+	case errors.As(err, &host):
+		names := append([]string{}, host.Certificate.DNSNames...)
+		for _, ip := range host.Certificate.IPAddresses {
+			names = append(names, ip.String())
+		}
+		return fmt.Sprintf("the node's TLS certificate is not valid for %q (it names %s): check --node, or give the node a certificate for that name",
+			host.Host, strings.Join(names, ", "))
+	case errors.As(err, &unknown):
+		return "the node's TLS certificate is not signed by a trusted CA: pass --ca-file (or set " + caFileEnv + ") to the CA that signs it"
+	}
+	return ""
 }
 
 // serviceArg splits a TENANT/SERVICE argument.
@@ -108,7 +148,7 @@ func get(args []string, stdout, stderr io.Writer) int {
 //	hello    3           v1=rev1-…
 func list(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("list", stderr, "list [flags] [TENANT]")
-	nodeURL, key := clientFlags(fs)
+	nodeURL, key, caFile := clientFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -116,7 +156,7 @@ func list(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node list: want at most one TENANT")
 		return 2
 	}
-	c, ok := newClient("list", *nodeURL, *key, stderr)
+	c, ok := newClient("list", *nodeURL, *key, *caFile, stderr)
 	if !ok {
 		return 2
 	}
@@ -229,14 +269,14 @@ func printVerbose(w io.Writer, status int, h http.Header, p *client.Problem) {
 // ends with code.
 func serviceCommand(name string, args []string, stderr io.Writer) (c *client.Client, tenant, service string, code int, ok bool) {
 	fs := newFlags(name, stderr, name+" [flags] TENANT/SERVICE")
-	nodeURL, key := clientFlags(fs)
+	nodeURL, key, caFile := clientFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return nil, "", "", code, false
 	}
 	if tenant, service, ok = serviceArg(fs, name, stderr); !ok {
 		return nil, "", "", 2, false
 	}
-	if c, ok = newClient(name, *nodeURL, *key, stderr); !ok {
+	if c, ok = newClient(name, *nodeURL, *key, *caFile, stderr); !ok {
 		return nil, "", "", 2, false
 	}
 	return c, tenant, service, 0, true

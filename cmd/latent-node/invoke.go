@@ -41,7 +41,7 @@ func (f *headerFlag) Set(s string) error {
 // with exit code 1.
 func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("invoke", stderr, "invoke [flags] TENANT/SERVICE/ROUTE[/PATH][?QUERY] [< input]")
-	nodeURL, key := clientFlags(fs)
+	nodeURL, key, caFile := clientFlags(fs)
 	timeout := fs.Duration("timeout", 0, "relative deadline (Latent-Timeout-Ms)")
 	priority := fs.Int("priority", -1, "priority (default: the node's 0)")
 	routingKey := fs.String("routing-key", "", "routing key for weighted routes")
@@ -85,7 +85,7 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.MemoryBytes = uint64(m)
 	}
-	c, ok := newClient("invoke", *nodeURL, *key, stderr)
+	c, ok := newClient("invoke", *nodeURL, *key, *caFile, stderr)
 	if !ok {
 		return 2
 	}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -255,6 +256,14 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		return errors.Wrap(err, "listen")
 	}
 	ln := n.WrapListener(raw) // bounded connections, accept errors backed off
+	var serverTLS *node.ServerTLS
+	if cfg.Node.TLS.Enabled() { // [node.tls]: HTTPS only
+		if serverTLS, err = node.NewServerTLS(cfg.Node.TLS); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, serverTLS.Config())
+	}
 	if demoKey != "" {
 		if _, err := n.DeployDemo(ctx); err != nil {
 			_ = ln.Close()
@@ -302,6 +311,9 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	}
 	{ // HTTP server
 		srv := n.Server()
+		if serverTLS != nil {
+			srv.TLSConfig = serverTLS.Config()
+		}
 		g.Add(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -349,7 +361,7 @@ func loadSourceFromEnv() (loadsource.Source, error) {
 // path (loadManifest), uploads the modules and activates the release.
 func deploy(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("deploy", stderr, "deploy [flags] release.toml")
-	nodeURL, key := clientFlags(fs)
+	nodeURL, key, caFile := clientFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -357,7 +369,7 @@ func deploy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node deploy: want exactly one release manifest")
 		return 2
 	}
-	c, ok := newClient("deploy", *nodeURL, *key, stderr)
+	c, ok := newClient("deploy", *nodeURL, *key, *caFile, stderr)
 	if !ok {
 		return 2
 	}

@@ -10,7 +10,7 @@ import (
 // generation, fresh or stale, ready or not ready.
 func nodes(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("nodes", stderr, "nodes [--node URL] [--key KEY]")
-	nodeURL, key := clientFlags(fs)
+	nodeURL, key, caFile := clientFlags(fs)
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -18,7 +18,7 @@ func nodes(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node nodes: takes no arguments")
 		return 2
 	}
-	c, ok := newClient("nodes", *nodeURL, *key, stderr)
+	c, ok := newClient("nodes", *nodeURL, *key, *caFile, stderr)
 	if !ok {
 		return 2
 	}

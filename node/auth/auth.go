@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"strconv"
 	"strings"
 
@@ -33,12 +34,15 @@ var ErrUnauthenticated = errors.New("auth: unauthenticated")
 
 // The refusals, prebuilt: refusing allocates nothing.
 var (
-	errMissing   = errors.Mark(errors.New("auth: unauthenticated: missing Authorization header"), ErrUnauthenticated)
-	errTooLong   = errors.Mark(errors.New("auth: unauthenticated: Authorization header longer than "+strconv.Itoa(MaxHeaderBytes)+" bytes"), ErrUnauthenticated)
-	errScheme    = errors.Mark(errors.New(`auth: unauthenticated: Authorization header is not "Bearer <key>"`), ErrUnauthenticated)
-	errEmptyKey  = errors.Mark(errors.New("auth: unauthenticated: empty bearer key"), ErrUnauthenticated)
-	errMalformed = errors.Mark(errors.New("auth: unauthenticated: malformed bearer key"), ErrUnauthenticated)
-	errUnknown   = errors.Mark(errors.New("auth: unauthenticated: unknown key"), ErrUnauthenticated)
+	errMissing     = errors.Mark(errors.New("auth: unauthenticated: missing Authorization header"), ErrUnauthenticated)
+	errTooLong     = errors.Mark(errors.New("auth: unauthenticated: Authorization header longer than "+strconv.Itoa(MaxHeaderBytes)+" bytes"), ErrUnauthenticated)
+	errScheme      = errors.Mark(errors.New(`auth: unauthenticated: Authorization header is not "Bearer <key>"`), ErrUnauthenticated)
+	errEmptyKey    = errors.Mark(errors.New("auth: unauthenticated: empty bearer key"), ErrUnauthenticated)
+	errMalformed   = errors.Mark(errors.New("auth: unauthenticated: malformed bearer key"), ErrUnauthenticated)
+	errUnknown     = errors.Mark(errors.New("auth: unauthenticated: unknown key"), ErrUnauthenticated)
+	errNoCert      = errors.Mark(errors.New("auth: unauthenticated: no client certificate"), ErrUnauthenticated)
+	errCertUnknown = errors.Mark(errors.New("auth: unauthenticated: no principal lists the client certificate's subject"),
+		ErrUnauthenticated)
 )
 
 // Principal is an authenticated caller, as configured. Authenticate returns
@@ -64,14 +68,15 @@ func (p *Principal) AdmissionPrincipal() admission.Principal {
 // Authenticator maps key hashes to principals. It is immutable after New
 // and safe for concurrent use.
 type Authenticator struct {
-	byHash map[[sha256.Size]byte]*Principal
+	byHash    map[[sha256.Size]byte]*Principal
+	bySubject map[string]*Principal // client certificate subjects (RFC 2253)
 }
 
 // New builds an Authenticator from the configured principals (config
 // validation has checked them; New re-checks what it relies on: well-formed
 // hashes, each belonging to one principal, and a known kind).
 func New(principals []config.Principal) (*Authenticator, error) {
-	a := &Authenticator{byHash: make(map[[sha256.Size]byte]*Principal)}
+	a := &Authenticator{byHash: make(map[[sha256.Size]byte]*Principal), bySubject: make(map[string]*Principal)}
 	for i, cp := range principals {
 		if cp.Kind != admission.KindUser && cp.Kind != admission.KindService {
 			return nil, errors.Newf("auth: principals[%d]: unknown kind", i)
@@ -88,8 +93,32 @@ func New(principals []config.Principal) (*Authenticator, error) {
 			}
 			a.byHash[d] = p
 		}
+		for j, s := range cp.ClientCertificateSubjects {
+			if other, dup := a.bySubject[s]; dup && other != p {
+				return nil, errors.Newf("auth: principals[%d].client_certificate_subjects[%d]: the subject belongs to another principal too", i, j)
+			}
+			a.bySubject[s] = p
+		}
 	}
 	return a, nil
+}
+
+// AuthenticateCertificate returns the principal whose
+// client_certificate_subjects lists the subject of cert, a client
+// certificate the TLS handshake has verified against node.tls.client_ca_file
+// (the leaf of a verified chain): its whole subject in RFC 2253 form
+// (pkix.Name.String, "CN=ci,O=acme") must equal an entry exactly. The
+// caller must pass only a verified certificate. Every failure matches
+// ErrUnauthenticated.
+func (a *Authenticator) AuthenticateCertificate(cert *x509.Certificate) (*Principal, error) {
+	if cert == nil {
+		return nil, errNoCert
+	}
+	p, ok := a.bySubject[cert.Subject.String()]
+	if !ok {
+		return nil, errCertUnknown
+	}
+	return p, nil
 }
 
 // Authenticate parses an Authorization header value ("Bearer <key>", see the

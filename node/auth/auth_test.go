@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"strings"
 	"testing"
 
@@ -289,4 +291,44 @@ func FuzzAuthenticate(f *testing.F) {
 			t.Fatalf("authenticated %q as %+v", h, p)
 		}
 	})
+}
+
+func TestAuthenticateCertificate(t *testing.T) {
+	_, hash, _ := Generate()
+	a, err := New([]config.Principal{
+		{Subject: "ci", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"CN=ci,O=acme"}},
+		{Subject: "ops", Kind: admission.KindUser, Tenant: "acme", Roles: Admin, APIKeys: []string{hash}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		cert    *x509.Certificate
+		subject string // "": refused
+	}{
+		{"listed subject", &x509.Certificate{Subject: pkix.Name{CommonName: "ci", Organization: []string{"acme"}}}, "ci"},
+		{"same common name, other organization", &x509.Certificate{Subject: pkix.Name{CommonName: "ci", Organization: []string{"evil"}}}, ""},
+		{"common name only", &x509.Certificate{Subject: pkix.Name{CommonName: "ci"}}, ""},
+		{"no certificate", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := a.AuthenticateCertificate(tc.cert)
+			if tc.subject == "" {
+				if !errors.Is(err, ErrUnauthenticated) {
+					t.Fatalf("got %v, %v; want ErrUnauthenticated", p, err)
+				}
+				return
+			}
+			if err != nil || p.Subject != tc.subject {
+				t.Fatalf("got %v, %v; want %s", p, err, tc.subject)
+			}
+		})
+	}
+	if _, err := New([]config.Principal{
+		{Subject: "a", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"CN=x"}},
+		{Subject: "b", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"CN=x"}},
+	}); err == nil {
+		t.Fatal("New accepted one subject for two principals")
+	}
 }

@@ -1,8 +1,18 @@
-// Package auth turns an `Authorization: Bearer <key>` header (docs/api.md)
-// into the principal the key belongs to (a [[principals]] entry of the
-// configuration, docs/configuration.md). The principal, its tenant, kind,
-// service identity and roles come from the key alone, never from request
-// headers or the body.
+// Package auth turns an `Authorization: Bearer <key>` header (docs/api.md),
+// or a verified client certificate, into the principal it belongs to (a
+// [[principals]] entry of the configuration, docs/configuration.md). The
+// principal, its tenant, kind, service identity and roles come from the key
+// or certificate alone, never from request headers or the body.
+//
+// # Client certificates
+//
+// Over TLS with node.tls.client_ca_file, a principal may instead list
+// client_certificate_subjects. AuthenticateCertificate takes the leaf of a
+// chain the TLS handshake verified and returns the principal whose list
+// holds the certificate's whole subject in RFC 2253 form, as
+// pkix.Name.String renders it ("CN=ci,O=acme"), compared exactly; the
+// common name alone does not match. The node uses it only for a request
+// without an Authorization header.
 //
 // # Keys
 //

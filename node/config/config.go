@@ -205,6 +205,8 @@ type Node struct {
 	// every deployed module together; a deploy past it is refused with 507
 	// (default 1 GiB, at least 1 MiB).
 	MaxCompiledBytes uint64
+	// TLS is [node.tls]: HTTPS on the API listener (off by default).
+	TLS NodeTLS
 }
 
 // QueueClass is one [[queue_classes]] entry.
@@ -268,9 +270,15 @@ type Principal struct {
 	ServiceIdentity string // required for kind = "service", absent for users
 	Roles           Roles  // at least one
 	// APIKeys are the hashes ("sha256:" + 64 lowercase hex digits) of the
-	// keys that authenticate as this principal; at least one. A hash belongs
-	// to one principal only.
+	// keys that authenticate as this principal. A hash belongs to one
+	// principal only.
 	APIKeys []string
+	// ClientCertificateSubjects are the subjects (RFC 2253 distinguished
+	// names, as crypto/x509's pkix.Name.String renders them: "CN=ci,O=acme")
+	// of the client certificates that authenticate as this principal, when
+	// node.tls.client_ca_file verifies them. A subject belongs to one
+	// principal only. A principal has at least one API key or subject.
+	ClientCertificateSubjects []string
 }
 
 // Overload is the [overload] table.

@@ -57,7 +57,9 @@
 // # Non-goals
 //
 // The package does not open the data directory, bind the address or start
-// anything; it reads no clock. A principal whose subject is not in its
+// anything; it reads no clock. The one file it reads besides the
+// configuration is [node.tls]'s: its certificate, key and client CAs, to
+// report an unreadable one under its key. A principal whose subject is not in its
 // tenant's subjects allowlist is accepted: the allowlist is how an operator
 // disables a subject without removing its keys (admission refuses it).
 //
@@ -71,6 +73,8 @@
 //   - validate.go: Problem, Error, the rules, and the merge of decoding,
 //     node and admission problems.
 //   - roles.go: Roles (invoke, deploy, admin), shared with node/auth.
+//   - tls.go: [node.tls] (NodeTLS, LoadClientCAs) and the check of the
+//     principals' client_certificate_subjects.
 //   - demo.go, demo.toml: the embedded `serve --demo` configuration.
 //
 // # Usage

@@ -89,6 +89,7 @@ func (c *Config) check() []Problem {
 	c.checkIngress(&v)
 	c.checkTracing(&v)
 	c.checkCluster(&v)
+	c.checkTLS(&v)
 
 	o := c.Overload
 	switch {
@@ -374,8 +375,8 @@ func (c *Config) checkPrincipals(v *checker) {
 		} else if p.Roles&^(RoleInvoke|RoleDeploy|RoleAdmin) != 0 {
 			v.add(f+".roles", "holds an unknown role")
 		}
-		if len(p.APIKeys) == 0 {
-			v.add(f+".api_keys", `at least one key hash is required ("latent-node keygen" prints one)`)
+		if len(p.APIKeys) == 0 && len(p.ClientCertificateSubjects) == 0 {
+			v.add(f+".api_keys", `at least one key hash is required ("latent-node keygen" prints one), or a client certificate subject`)
 		}
 		for j, k := range p.APIKeys {
 			kf := f + ".api_keys[" + strconv.Itoa(j) + "]"
