@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ func startMember(t *testing.T, endpoint, id string) *member {
 // startMemberAt starts node id on the catalog in dir (a restart when the
 // directory holds one) with etcd at endpoints.
 func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
+	t.Helper()
+	return startMemberWith(t, endpoints, id, dir, "/test")
+}
+
+// startMemberWith is startMemberAt under another key prefix.
+func startMemberWith(t *testing.T, endpoints []string, id, dir, prefix string) *member {
 	t.Helper()
 	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: dir, Inspector: catalogtest.Inspector{}})
 	if err != nil {
@@ -88,7 +95,7 @@ func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	m.srv = httptest.NewServer(mux)
-	m.c, err = New(Config{Endpoints: endpoints, Prefix: "/test", NodeID: id, AdvertiseURL: m.srv.URL,
+	m.c, err = New(Config{Endpoints: endpoints, Prefix: prefix, NodeID: id, AdvertiseURL: m.srv.URL,
 		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second}, cat)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +152,31 @@ func upload(t *testing.T, m *member, tenant string, module []byte) catalog.Diges
 // delete reaches everyone too.
 func TestCluster_deployReachesEveryMember(t *testing.T) {
 	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
-	ms := []*member{startMember(t, endpoint, "a"), startMember(t, endpoint, "b"), startMember(t, endpoint, "c")}
+	deployScenario(t, []*member{startMember(t, endpoint, "a"), startMember(t, endpoint, "b"), startMember(t, endpoint, "c")})
+}
+
+// TestCluster_externalEtcd runs the same scenario against an etcd the
+// caller started (LATENT_TEST_ETCD=http://host:port), such as Debian's
+// etcd-server 3.4, under a fresh key prefix; skipped without it.
+func TestCluster_externalEtcd(t *testing.T) {
+	endpoint := os.Getenv("LATENT_TEST_ETCD")
+	if endpoint == "" {
+		t.Skip("set LATENT_TEST_ETCD to an etcd client URL to run against it")
+	}
+	prefix := "/latent-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	var ms []*member
+	for _, id := range []string{"a", "b", "c"} {
+		ms = append(ms, startMemberWith(t, []string{endpoint}, id, t.TempDir(), prefix))
+	}
+	deployScenario(t, ms)
+}
+
+// deployScenario: a deploy through one of three members is applied by all,
+// artifacts included, at the same generation and catalog hash; a retried
+// deploy of the same content makes no new generation; a delete reaches
+// everyone too.
+func deployScenario(t *testing.T, ms []*member) {
+	t.Helper()
 	ctx := context.Background()
 	waitFor(t, "members fresh", 10*time.Second, func() bool {
 		for _, m := range ms {
