@@ -45,7 +45,7 @@ func NewServerTLS(t config.NodeTLS) (*ServerTLS, error) {
 func (s *ServerTLS) Reload() error {
 	s.reload.Lock()
 	defer s.reload.Unlock()
-	cert, err := tls.LoadX509KeyPair(s.files.CertFile, s.files.KeyFile)
+	cert, err := config.LoadCertificate(s.files.CertFile, s.files.KeyFile)
 	if err != nil {
 		return errors.Wrap(err, "node: node.tls.cert_file/key_file")
 	}

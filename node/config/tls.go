@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -28,10 +29,52 @@ type NodeTLS struct {
 // Enabled reports whether the listener serves TLS.
 func (t NodeTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
-// LoadClientCAs reads the PEM file of client CA certificates; every PEM
-// block must be a parsable certificate and there must be at least one.
+// MaxTLSFileBytes bounds each [node.tls] file: certificate chains, keys and
+// CA bundles are kilobytes.
+const MaxTLSFileBytes = 1 << 20
+
+// readTLSFile reads a regular file of at most MaxTLSFileBytes (not a device
+// or a pipe that would never end).
+func readTLSFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, plainError(path + " is not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxTLSFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxTLSFileBytes {
+		return nil, plainError(path + " is larger than 1 MiB")
+	}
+	return data, nil
+}
+
+// LoadCertificate reads a PEM certificate chain and its private key (each
+// a regular file of at most MaxTLSFileBytes), as tls.LoadX509KeyPair does.
+func LoadCertificate(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := readTLSFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := readTLSFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// LoadClientCAs reads the PEM file of client CA certificates (a regular
+// file of at most MaxTLSFileBytes); every CERTIFICATE block must parse and
+// there must be at least one.
 func LoadClientCAs(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
+	data, err := readTLSFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -73,10 +116,13 @@ func (c *Config) checkTLS(v *checker) {
 	case (t.CertFile == "") != (t.KeyFile == ""):
 		v.add("node.tls", "cert_file and key_file go together: set both or neither")
 	case t.CertFile != "":
-		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-			if _, serr := os.Stat(t.KeyFile); serr != nil {
-				v.add("node.tls.key_file", "cannot be read: "+serr.Error())
-			} else {
+		switch _, cerr := readTLSFile(t.CertFile); {
+		case cerr != nil:
+			v.add("node.tls.cert_file", "cannot be read: "+cerr.Error())
+		default:
+			if _, kerr := readTLSFile(t.KeyFile); kerr != nil {
+				v.add("node.tls.key_file", "cannot be read: "+kerr.Error())
+			} else if _, err := LoadCertificate(t.CertFile, t.KeyFile); err != nil {
 				v.add("node.tls.cert_file", "with key_file: "+err.Error())
 			}
 		}

@@ -47,6 +47,8 @@ client_certificate_subjects = ` + subjects + "\n"
 		{"certificate principal without api_keys", certPrincipal(`["CN=ci,O=acme"]`, ""),
 			tlsTable("cert_file = "+q(cert), "key_file = "+q(key), "client_ca_file = "+q(caFile)), nil},
 		{"certificate without key", "", tlsTable("cert_file = " + q(cert)), []string{"node.tls"}},
+		{"a device, not a file", "", tlsTable("cert_file = "+q("/dev/zero"), "key_file = "+q(key)), []string{"node.tls.cert_file"}},
+		{"a directory", "", tlsTable("cert_file = "+q(cert), "key_file = "+q(dir)), []string{"node.tls.key_file"}},
 		{"missing key file", "", tlsTable("cert_file = "+q(cert), "key_file = "+q(missing)), []string{"node.tls.key_file"}},
 		{"missing certificate file", "", tlsTable("cert_file = "+q(missing), "key_file = "+q(key)), []string{"node.tls.cert_file"}},
 		{"key of another certificate", "", tlsTable("cert_file = "+q(cert), "key_file = "+q(otherKey)), []string{"node.tls.cert_file"}},
