@@ -323,3 +323,80 @@ func TestNewServerTLS_needsBothFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestServerTLS_reloadClientCAs: after Reload, client certificates verify
+// against the new client CAs only.
+func TestServerTLS_reloadClientCAs(t *testing.T) {
+	ca, oldCA, newCA := testcert.NewCA(t, "node CA"), testcert.NewCA(t, "old client CA"), testcert.NewCA(t, "new client CA")
+	files := tlsFiles(t, ca, testcert.Spec{}, oldCA)
+	tn := startTLSNode(t, files)
+	subject := pkix.Name{CommonName: "ci", Organization: []string{"acme"}}
+	byOld := oldCA.Issue(t, testcert.Spec{Client: true, Subject: subject}).TLS(t)
+	byNew := newCA.Issue(t, testcert.Spec{Client: true, Subject: subject}).TLS(t)
+	for _, step := range []struct {
+		name        string
+		old, new    bool // whether each certificate is accepted
+		reloadToNew bool
+	}{
+		{"before reload", true, false, false},
+		{"after reload", false, true, true},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if step.reloadToNew {
+				testcert.WriteFile(t, files.ClientCAFile, newCA.PEM)
+				if err := tn.st.Reload(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []struct {
+				cert tls.Certificate
+				ok   bool
+			}{{byOld, step.old}, {byNew, step.new}} {
+				status, err := tn.greet(t, httpsClient(ca.Pool(), c.cert), "")
+				if c.ok != (err == nil && status == http.StatusOK) {
+					t.Fatalf("certificate of %s: status %d, err %v; want accepted %v", c.cert.Leaf.Issuer, status, err, c.ok)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkServerTLS_healthz measures GET /healthz over TLS on a new
+// connection each time (a full ECDSA P-256 handshake) and on a kept-alive
+// one.
+func BenchmarkServerTLS_healthz(b *testing.B) {
+	ca := testcert.NewCA(b, "node CA")
+	dir := b.TempDir()
+	var files config.NodeTLS
+	files.CertFile, files.KeyFile = ca.Issue(b, testcert.Spec{}).Write(b, dir, "server")
+	st, err := NewServerTLS(files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) })}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(tls.NewListener(raw, st.Config())) }()
+	defer func() { _ = srv.Close(); <-done }()
+	url := "https://" + raw.Addr().String() + "/healthz"
+	for _, bc := range []struct {
+		name      string
+		keepAlive bool
+	}{{"new connection", false}, {"kept alive", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool()},
+				DisableKeepAlives: !bc.keepAlive}}
+			for b.Loop() {
+				resp, err := c.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		})
+	}
+}
