@@ -47,6 +47,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleDelete))
 	mux.HandleFunc("GET /v1/admission", n.governed(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
+	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, n.handleReload))
 	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, n.handleUI))
 	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, n.handleUIData))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, n.handleNodes))
@@ -64,7 +65,7 @@ func (n *Node) Handler() http.Handler {
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
 	for _, path := range []string{"/v1/artifacts/{digest}",
-		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/ui", "/ui/data", "/healthz", "/readyz", "/metrics"} {
+		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/v1/admin/reload", "/ui", "/ui/data", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
@@ -158,9 +159,9 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 		var p *auth.Principal
 		var err error
 		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			p, err = n.auth.AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
+			p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
 		} else {
-			p, err = n.auth.Authenticate(a)
+			p, err = n.auth.Load().Authenticate(a)
 		}
 		if err != nil {
 			api.WriteProblem(w, api.Problem{Type: "https://latent-node.dev/problems/unauthenticated", Title: "unauthenticated",

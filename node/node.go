@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -64,7 +65,8 @@ type Node struct {
 	sampler *loadsource.Sampler
 	prov    *admission.LocalQuotaProvider
 	sched   *scheduler.Scheduler[*invocation, runner.Outcome]
-	auth    *auth.Authenticator
+	// auth authenticates principals; a reload swaps it (reload.go).
+	auth    atomic.Pointer[auth.Authenticator]
 	metrics *metrics
 	health  chan struct{} // the liveness probe's own bound
 	conns   *connLimiter
@@ -78,6 +80,7 @@ type Node struct {
 	deploys               tenantWrites     // deploys in flight, per tenant
 	tracer                *tracer          // nil when [tracing] is off
 	cluster               *cluster.Cluster // nil without [cluster]
+	reload                reloader         // reload.go
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -148,9 +151,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		Load: n.load, QueueDelay: n.sched}); err != nil {
 		return nil, err
 	}
-	if n.auth, err = auth.New(cfg.Principals); err != nil {
+	a, err := auth.New(cfg.Principals)
+	if err != nil {
 		return nil, err
 	}
+	n.auth.Store(a)
 	n.metrics = newMetrics(n)
 	if n.tracer, err = newTracer(ctx, cfg.Tracing); err != nil {
 		return nil, err

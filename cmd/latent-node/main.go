@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -227,7 +228,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node serve: --config FILE or --demo is required")
 		return 2
 	}
-	if err := serveConfig(cfg, demoKey, log, stdout); err != nil {
+	var reload func() (*config.Config, error) // nil for the demo: no file to read again
+	if *path != "" {
+		reload = func() (*config.Config, error) { return config.Load(*path, opts...) }
+	}
+	if err := serveConfig(cfg, demoKey, reload, log, stdout); err != nil {
 		fmt.Fprintln(stderr, "latent-node serve:", err)
 		return 1
 	}
@@ -237,7 +242,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // serveConfig runs the node's actors until a signal, then shuts down: stop
 // accepting, queued activations get 503 shutting-down, running ones finish
 // within shutdown_grace and are then cancelled; every caller gets an answer.
-func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io.Writer) error {
+//
+// SIGHUP (and POST /v1/admin/reload) reads the configuration again through
+// reload and applies what can change live (node.Reload).
+func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Config, error), log *slog.Logger, stdout io.Writer) error {
 	ctx := context.Background()
 	src, err := loadSourceFromEnv()
 	if err != nil {
@@ -273,6 +281,9 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 		fmt.Fprintf(stdout, "demo api key: %s\n", demoKey)
 		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
 	}
+	if reload != nil {
+		n.SetReloadSource(node.ReloadSource{Load: reload, TLS: serverTLS})
+	}
 	sizing := n.Sizing()
 	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind(),
 		"guests", sizing.String(), "gomaxprocs", runtime.GOMAXPROCS(0))
@@ -280,6 +291,24 @@ func serveConfig(cfg *config.Config, demoKey string, log *slog.Logger, stdout io
 	var g run.Group
 	{ // signals
 		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	}
+	{ // SIGHUP: reload the configuration (an invalid file changes nothing)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-sctx.Done():
+					return nil
+				case <-hup:
+					if _, err := n.Reload(); errors.Is(err, node.ErrNotReloadable) {
+						log.Warn("SIGHUP ignored: the node was started without a configuration file")
+					}
+				}
+			}
+		}, func(error) { cancel() })
 	}
 	{ // scheduler
 		sctx, cancel := context.WithCancel(ctx)

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestReload_sighupKeyRotation rotates an API key with SIGHUP while clients
+// invoke: the new key is added (both work), the clients switch, the old key
+// is removed (refused) — and no request fails in between. An invalid file
+// changes nothing; POST /v1/admin/reload does the same as SIGHUP; SIGHUP no
+// longer stops the node.
+func TestReload_sighupKeyRotation(t *testing.T) {
+	k, h := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = h
+	path := writeConfig(t, p)
+	base, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{proc: serve(t, path, calm), keys: k}
+	n.deploy(t, "alice", "acme", "greeter", rev{guest: "hello"})
+	newKey, newHash := keygen(t)
+	oldHash := h["alice"]
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withAlice := func(hashes string) string {
+		out := strings.Replace(string(base), `api_keys = ["`+oldHash+`"]`, `api_keys = [`+hashes+`]`, 1)
+		if out == string(base) {
+			t.Fatal("the configuration has no api_keys line for alice")
+		}
+		return out
+	}
+	// hup sends SIGHUP and waits for the first log line containing want.
+	hup := func(want string) {
+		t.Helper()
+		n.signal(t, syscall.SIGHUP)
+		n.stderr.wait(t, 10*time.Second, func(s string) bool { return strings.Contains(s, want) })
+	}
+
+	var key atomic.Value
+	key.Store(k["alice"])
+	stop := make(chan struct{})
+	var sent, failed atomic.Int64
+	var firstFailure atomic.Value
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := n.try("POST", "/v1/invoke/acme/greeter/run", "", strings.NewReader("ada"),
+					map[string]string{"Authorization": "Bearer " + key.Load().(string)})
+				sent.Add(1)
+				if err != nil || r.status != 200 {
+					failed.Add(1)
+					firstFailure.CompareAndSwap(nil, r.status)
+				}
+			}
+		}()
+	}
+
+	write(withAlice(`"` + oldHash + `", "` + newHash + `"`))
+	hup(`"msg":"configuration reloaded"`)
+	if r := n.do(t, "POST", "/v1/invoke/acme/greeter/run", "", strings.NewReader("ada"), map[string]string{"Authorization": "Bearer " + newKey}); r.status != 200 {
+		t.Fatalf("new key after the first reload: %d %s", r.status, r.body)
+	}
+	key.Store(newKey)
+	<-time.After(100 * time.Millisecond) // let requests in flight with the old key finish
+	write(withAlice(`"` + newHash + `"`))
+	n.signal(t, syscall.SIGHUP)
+	waitFor := time.Now().Add(10 * time.Second)
+	for {
+		r := n.do(t, "POST", "/v1/invoke/acme/greeter/run", "alice", strings.NewReader("ada"), nil) // the old key
+		if r.status == 401 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("old key still accepted 10 s after the reload that removed it: %d", r.status)
+		}
+		<-time.After(20 * time.Millisecond) // a bounded poll until the reload applied
+	}
+	close(stop)
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Fatalf("%d of %d requests failed during the rotation (first: %v)", f, sent.Load(), firstFailure.Load())
+	}
+	t.Logf("%d requests during two reloads, none failed", sent.Load())
+
+	// An invalid file: refused, nothing changes, the node serves on.
+	write(strings.Replace(withAlice(`"`+newHash+`"`), `[node]`, "[node]\ncolour = \"blue\"", 1))
+	hup("configuration reload refused")
+	if r := n.do(t, "POST", "/v1/invoke/acme/greeter/run", "", strings.NewReader("ada"), map[string]string{"Authorization": "Bearer " + newKey}); r.status != 200 {
+		t.Fatalf("after a refused reload: %d", r.status)
+	}
+	r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil)
+	if r.status != 422 || r.problem.Reason != "invalid-configuration" || !strings.Contains(string(r.body), "node.colour") {
+		t.Fatalf("POST reload of the invalid file: %d %s", r.status, r.body)
+	}
+	write(withAlice(`"` + newHash + `"`))
+	if r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil); r.status != 200 || !strings.Contains(string(r.body), `"restart_required": []`) {
+		t.Fatalf("POST reload: %d %s", r.status, r.body)
+	}
+}

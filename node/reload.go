@@ -1,0 +1,165 @@
+package node
+
+import (
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// A reload (SIGHUP, or POST /v1/admin/reload) reads the configuration file
+// again. An invalid file changes nothing and is reported with every
+// problem. A valid one applies what can change while the node serves:
+//
+//   - principals and their API keys and client-certificate subjects: the
+//     authenticator is swapped atomically; requests authenticated before
+//     finish as they were, the next one meets the new set;
+//   - the TLS certificate, key and client CAs, read again from the same
+//     files (new connections get them).
+//
+// Every other table that differs from the running configuration is named
+// in the answer as requiring a restart, and the running node keeps its
+// value; the rest still applies. Tenants, their limits and allowlists are
+// among those for now: the admission ledger is built once.
+
+// ReloadResult says what a reload applied and what needs a restart.
+type ReloadResult struct {
+	// Applied names what the reload changed live.
+	Applied []string `json:"applied"`
+	// RestartRequired names the configuration's tables that differ from
+	// the running node's and take effect only after a restart.
+	RestartRequired []string `json:"restart_required"`
+}
+
+// ReloadSource tells the node where a reload reads its configuration and
+// what else it reloads; main sets it (SetReloadSource).
+type ReloadSource struct {
+	// Load reads and validates the configuration file.
+	Load func() (*config.Config, error)
+	// TLS is the listener's certificate holder (nil without [node.tls]).
+	TLS *ServerTLS
+}
+
+// ErrNotReloadable: the node was started without a configuration file (the
+// demo), so there is nothing to read again.
+var ErrNotReloadable = errors.New("node: no configuration file to reload")
+
+type reloader struct {
+	mu  sync.Mutex // one reload at a time
+	src ReloadSource
+	cfg *config.Config // the configuration the live parts came from
+}
+
+// SetReloadSource sets what Reload reads. Call it before serving.
+func (n *Node) SetReloadSource(src ReloadSource) {
+	n.reload.mu.Lock()
+	defer n.reload.mu.Unlock()
+	n.reload.src = src
+}
+
+// Reload reads the configuration again and applies what can change live
+// (see the comment at the top of reload.go). With an invalid file nothing
+// changes and the error is the file's problems (*config.Error).
+func (n *Node) Reload() (ReloadResult, error) {
+	n.reload.mu.Lock()
+	defer n.reload.mu.Unlock()
+	if n.reload.src.Load == nil {
+		return ReloadResult{}, ErrNotReloadable
+	}
+	next, err := n.reload.src.Load()
+	if err != nil {
+		n.log.Warn("configuration reload refused: nothing changed", "err", err.Error())
+		return ReloadResult{}, err
+	}
+	prev := n.reload.cfg
+	if prev == nil {
+		prev = n.cfg
+	}
+	res := ReloadResult{Applied: []string{}, RestartRequired: restartRequired(prev, next)}
+	if !reflect.DeepEqual(prev.Principals, next.Principals) {
+		a, err := auth.New(next.Principals)
+		if err != nil { // validated by Load; a failure here changes nothing either
+			return ReloadResult{}, errors.Wrap(err, "node: reload principals")
+		}
+		n.auth.Store(a)
+		res.Applied = append(res.Applied, "principals")
+	}
+	if t := n.reload.src.TLS; t != nil && next.Node.TLS == n.cfg.Node.TLS {
+		if err := t.Reload(); err != nil {
+			// The principals (already swapped) stay: the file is valid, the
+			// certificate files are not readable as a pair right now.
+			n.log.Warn("TLS certificate reload failed; the previous certificate stays", "err", err.Error())
+			return res, errors.Wrap(err, "node: reload TLS")
+		}
+		res.Applied = append(res.Applied, "node.tls files")
+	}
+	next.Principals = slices.Clone(next.Principals)
+	kept := *prev
+	kept.Principals = next.Principals
+	n.reload.cfg = &kept
+	n.log.Info("configuration reloaded", "applied", res.Applied, "restart_required", res.RestartRequired)
+	return res, nil
+}
+
+// restartRequired names the tables of next that differ from prev and are
+// not applied live.
+func restartRequired(prev, next *config.Config) []string {
+	out := []string{}
+	pn, nn := prev.Node, next.Node
+	pn.TLS, nn.TLS = config.NodeTLS{}, config.NodeTLS{}
+	if !reflect.DeepEqual(pn, nn) {
+		out = append(out, "node")
+	}
+	if prev.Node.TLS != next.Node.TLS {
+		out = append(out, "node.tls")
+	}
+	for _, f := range []struct {
+		name       string
+		prev, next any
+	}{
+		{"queue_classes", prev.QueueClasses, next.QueueClasses}, {"cell_classes", prev.CellClasses, next.CellClasses},
+		{"trust_classes", prev.TrustClasses, next.TrustClasses}, {"tenants", prev.Tenants, next.Tenants},
+		{"overload", prev.Overload, next.Overload}, {"deadline", prev.Deadline, next.Deadline},
+		{"metadata", prev.Metadata, next.Metadata}, {"scheduler", prev.Scheduler, next.Scheduler},
+		{"deploy_limits", prev.DeployLimits, next.DeployLimits}, {"catalog", prev.Catalog, next.Catalog},
+		{"ingress", prev.Ingress, next.Ingress}, {"tracing", prev.Tracing, next.Tracing}, {"cluster", prev.Cluster, next.Cluster},
+	} {
+		if !reflect.DeepEqual(f.prev, f.next) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// handleReload is POST /v1/admin/reload.
+func (n *Node) handleReload(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	res, err := n.Reload()
+	var ce *config.Error
+	switch {
+	case errors.Is(err, ErrNotReloadable):
+		p := api.Refusal(http.StatusConflict, admission.CodeInvalidArgument, "not-reloadable", admission.ScopeNode, "configuration", false)
+		p.Detail = "the node was started without a configuration file"
+		api.WriteProblem(w, p, 0)
+	case errors.As(err, &ce):
+		p := badRequest("invalid-configuration", "configuration", "the file has problems; nothing changed")
+		p.Status = http.StatusUnprocessableEntity
+		for _, pr := range ce.Problems {
+			p.Fields = append(p.Fields, api.FieldProblem{Field: pr.Field, Problem: pr.Problem})
+		}
+		api.WriteProblem(w, p, 0)
+	case err != nil:
+		n.log.Warn("reload failed", "err", err.Error())
+		p := api.Refusal(http.StatusInternalServerError, admission.CodeUnavailable, "reload-failed", admission.ScopeNode, "configuration", true)
+		p.Detail = "the file is valid but could not be applied in full; see the node's log"
+		api.WriteProblem(w, p, 0)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}

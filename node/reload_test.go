@@ -1,0 +1,149 @@
+package node
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+)
+
+// withKeys is the running configuration with the demo principal's API keys
+// replaced by hashes.
+func withKeys(cfg *config.Config, hashes ...string) *config.Config {
+	next := *cfg
+	next.Principals = slices.Clone(cfg.Principals)
+	for i := range next.Principals {
+		if next.Principals[i].Subject == "demo" {
+			next.Principals[i].APIKeys = hashes
+		}
+	}
+	return &next
+}
+
+// TestReload_keyRotation: a key added by a reload works at once, the old one
+// keeps working until a reload removes it; while reloads happen, requests
+// with a key valid throughout never fail (run with -race: the swap is
+// atomic).
+func TestReload_keyRotation(t *testing.T) {
+	sn := startServed(t)
+	base := sn.n.cfg
+	oldHash := base.Principals[0].APIKeys[0]
+	newKey, newHash, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next atomic.Pointer[config.Config]
+	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return next.Load(), nil }})
+
+	// Requests with the old key go on while the new key is added.
+	stop := make(chan struct{})
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, nil, nil); a.status != 200 {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	for range 20 {
+		next.Store(withKeys(base, oldHash, newHash))
+		if res, err := sn.n.Reload(); err != nil || !slices.Contains(res.Applied, "principals") && len(res.Applied) != 0 {
+			t.Fatalf("reload: %+v, %v", res, err)
+		}
+		next.Store(withKeys(base, oldHash))
+		if _, err := sn.n.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next.Store(withKeys(base, oldHash, newHash))
+	if res, err := sn.n.Reload(); err != nil || !slices.Equal(res.Applied, []string{"principals"}) || len(res.RestartRequired) != 0 {
+		t.Fatalf("reload adding a key: %+v, %v", res, err)
+	}
+	close(stop)
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("%d requests with a key valid throughout failed during the reloads", n)
+	}
+	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", newKey, nil, nil); a.status != 200 {
+		t.Fatalf("new key after the reload: %d", a.status)
+	}
+	// The old key goes.
+	next.Store(withKeys(base, newHash))
+	if _, err := sn.n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, nil, nil); a.status != http.StatusUnauthorized {
+		t.Fatalf("old key after its removal: %d", a.status)
+	}
+	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", newKey, nil, nil); a.status != 200 {
+		t.Fatalf("new key: %d", a.status)
+	}
+}
+
+// TestReload_invalidAndRestart: an invalid file changes nothing; a table
+// that cannot change live is named as requiring a restart while the rest
+// applies; the HTTP endpoint answers the same.
+func TestReload_invalidAndRestart(t *testing.T) {
+	sn := startServed(t)
+	base := sn.n.cfg
+	_, newHash, _ := auth.Generate()
+	var next *config.Config
+	loadErr := error(nil)
+	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return next, loadErr }})
+
+	loadErr = &config.Error{Problems: []config.Problem{{Field: "node.listen", Problem: "must be host:port"}}}
+	if _, err := sn.n.Reload(); !errors.As(err, new(*config.Error)) {
+		t.Fatalf("invalid file: %v", err)
+	}
+	a := sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil)
+	if a.status != http.StatusUnprocessableEntity || a.prob.Reason != "invalid-configuration" {
+		t.Fatalf("POST reload of an invalid file: %d %s", a.status, a.body)
+	}
+	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, nil, nil); a.status != 200 {
+		t.Fatalf("after a refused reload: %d", a.status)
+	}
+
+	loadErr = nil
+	changed := withKeys(base, base.Principals[0].APIKeys[0], newHash)
+	changed.Node.Listen = "127.0.0.1:9"
+	changed.Scheduler.MaxWait *= 2
+	next = changed
+	a = sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil)
+	if a.status != 200 || string(a.body) == "" {
+		t.Fatalf("POST reload: %d %s", a.status, a.body)
+	}
+	res, err := sn.n.Reload() // the same file again: only the restart-required tables differ
+	if err != nil || len(res.Applied) != 0 || !slices.Equal(res.RestartRequired, []string{"node", "scheduler"}) {
+		t.Fatalf("second reload: %+v, %v", res, err)
+	}
+}
+
+// TestReload_notReloadable: a node without a configuration file (the demo)
+// refuses a reload.
+func TestReload_notReloadable(t *testing.T) {
+	sn := startServed(t)
+	if _, err := sn.n.Reload(); !errors.Is(err, ErrNotReloadable) {
+		t.Fatalf("reload without a source: %v", err)
+	}
+	if a := sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil); a.status != http.StatusConflict || a.prob.Reason != "not-reloadable" {
+		t.Fatalf("POST reload: %d %s", a.status, a.body)
+	}
+	if a := sn.do(t, "POST", "/v1/admin/reload", sn.inv, nil, nil); a.status != http.StatusForbidden {
+		t.Fatalf("POST reload without the admin role: %d", a.status)
+	}
+}
