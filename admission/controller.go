@@ -28,16 +28,17 @@ type Controller struct {
 // *Rejection and allocates nothing.
 func (c Controller) Admit(req *Request) (*Permit, error) {
 	p := c.p
-	pol := &p.policy
+	v := p.view.Load() // one view for the whole admission
+	pol := &v.policy
 
 	// Bounded identifiers and metadata, before anything else.
-	if rej := p.checkIdentifiers(req); rej != nil {
+	if rej := p.checkIdentifiers(v, req); rej != nil {
 		return nil, rej
 	}
 
 	// Authorization: exact tenant equality and allowlists.
 	pr := &req.Principal
-	tenant, ok := p.tenants[pr.Tenant]
+	tenant, ok := v.tenants[pr.Tenant]
 	if !ok || pr.Subject == "" || pr.Tenant != req.Revision.Tenant {
 		return nil, rejPrincipal
 	}
@@ -65,7 +66,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 	if req.Priority > tenant.limits.MaxPriority {
 		return nil, rejPriorityTenant
 	}
-	queue := p.prioToQueue[req.Priority]
+	queue := v.prioToQueue[req.Priority]
 
 	// Payload: node and tenant ceilings, equality accepted.
 	if req.PayloadBytes > pol.Limits.MaxPayloadBytes {
@@ -80,7 +81,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 	if err != nil {
 		return nil, rejRevision
 	}
-	trust, ok := p.trust[rev.TrustClass]
+	trust, ok := v.trust[rev.TrustClass]
 	if !ok {
 		return nil, rejTrustClass
 	}
@@ -96,7 +97,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 	if rej != nil {
 		return nil, rej
 	}
-	cell, rej := p.selectCell(budget.MemoryBytes, rev.Requirements, tenant.cellMask&trust.cellMask)
+	cell, rej := p.selectCell(v, budget.MemoryBytes, rev.Requirements, tenant.cellMask&trust.cellMask)
 	if rej != nil {
 		return nil, rej
 	}
@@ -126,7 +127,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 		obligations: Obligations{
 			Tenant: rev.Tenant, Subject: pr.Subject, Service: rev.Service, Route: req.Revision.Route,
 			Function: req.Revision.Function, Revision: rev.ID, Release: rev.Release, Artifact: rev.Artifact,
-			CellClass: cell, QueueClass: p.queueClasses[queue].Name, QueueIndex: queue, TrustClass: rev.TrustClass,
+			CellClass: cell, QueueClass: v.queueClasses[queue].Name, QueueIndex: queue, TrustClass: rev.TrustClass,
 			Priority: req.Priority, Threading: rev.Requirements.Threading, Features: rev.Requirements.Features,
 			CallDepthLimit: pol.CallDepthLimit, Random: rev.Random, ABI: rev.ABI,
 		},
@@ -140,6 +141,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 //
 // REQUIRES: p.mu held.
 func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *tenantState, trust *trustState, deadline time.Time) (uint64, *Rejection) {
+	v := p.view.Load()
 	// Resample after lock contention; the deadline does not move.
 	now := p.opts.Clock.Now()
 	remaining := deadline.Sub(now)
@@ -150,21 +152,21 @@ func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *ten
 	if err != nil {
 		return 0, unavailable(loadsource.Reason(err))
 	}
-	if now.Sub(sample.TakenAt) > p.policy.Overload.MaxObservationAge {
+	if now.Sub(sample.TakenAt) > v.policy.Overload.MaxObservationAge {
 		return 0, rejUnavailable["load-sample-stale"] // the policy's bound holds whatever the source's
 	}
-	if sample.CPU >= p.policy.Overload.CPUThreshold {
+	if sample.CPU >= v.policy.Overload.CPUThreshold {
 		return 0, rejOverloadCPU
 	}
-	if sample.Memory >= p.policy.Overload.MemoryThreshold {
+	if sample.Memory >= v.policy.Overload.MemoryThreshold {
 		return 0, rejOverloadMemory
 	}
 	if _, dup := p.mu.live[liveKey{tenant.index, id}]; dup {
 		return 0, rejDuplicate
 	}
 	// Feasibility: max(floor(n/p)·est, observed) + min_exec + margin < remaining.
-	d := &p.policy.Deadline
-	wait, ok := queueWait(p.mu.cells[res.cell], p.cells[res.cell].parallelism, d.EstimatedServiceTime)
+	d := &v.policy.Deadline
+	wait, ok := queueWait(p.mu.cells[res.cell], v.cells[res.cell].parallelism, d.EstimatedServiceTime)
 	if !ok {
 		return 0, rejInfeasible
 	}
@@ -181,8 +183,8 @@ func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *ten
 	return p.mu.seq, nil
 }
 
-func (p *LocalQuotaProvider) checkIdentifiers(req *Request) *Rejection {
-	m := &p.policy.Metadata
+func (p *LocalQuotaProvider) checkIdentifiers(v *view, req *Request) *Rejection {
+	m := &v.policy.Metadata
 	if catalog.ValidateNameWithin(req.ActivationID, m.MaxIdentifierBytes) != nil {
 		return rejActivationID
 	}
@@ -254,10 +256,10 @@ func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget)
 // required feature, and is in allowed (tenant ∩ trust class). When none
 // qualifies, the rejection names the requirement no configured class meets,
 // or says that the compatible classes are not authorized.
-func (p *LocalQuotaProvider) selectCell(mem uint64, req catalog.Requirements, allowed uint8) (catalog.CellClass, *Rejection) {
+func (p *LocalQuotaProvider) selectCell(v *view, mem uint64, req catalog.Requirements, allowed uint8) (catalog.CellClass, *Rejection) {
 	var threadingOK, featuresOK, compatible bool
 	for _, c := range catalog.CellClasses {
-		cs := &p.cells[c]
+		cs := &v.cells[c]
 		if !cs.configured || cs.threading&(1<<req.Threading) == 0 {
 			continue
 		}

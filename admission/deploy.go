@@ -31,12 +31,13 @@ import (
 // the immutable policy: it takes no lock.
 func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.FieldPath, rev catalog.RevisionPolicy) []catalog.FieldError {
 	var c revisionCheck
-	pol := &p.policy
+	v := p.view.Load()
+	pol := &v.policy
 	ceiling := at.Field("ceiling")
 	fuelF, memF, wallF := ceiling.Field("cpu_fuel"), ceiling.Field("memory_bytes"), ceiling.Field("wall_time")
 	trustF := at.Field("trust_class")
 
-	ts, ok := p.tenants[tenant]
+	ts, ok := v.tenants[tenant]
 	if !ok {
 		c.add("tenant", "names a tenant this node does not have")
 		return c.list
@@ -49,7 +50,7 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 		slices.Sort(names)
 		return " (want one of: " + strings.Join(names, ", ") + ")"
 	}
-	trust, ok := p.trust[rev.TrustClass]
+	trust, ok := v.trust[rev.TrustClass]
 	switch _, tenantMay := ts.trust[rev.TrustClass]; {
 	case !ok:
 		c.add(trustF, "names a trust class this node does not have"+allowedTrust())
@@ -107,8 +108,8 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 		return c.list // the cell classes the revision may use are unknown
 	}
 
-	if _, rej := p.selectCell(budget.MemoryBytes, rev.Requirements, ts.cellMask&trust.cellMask); rej != nil {
-		c.cellProblem(p, at, memF, budget.MemoryBytes, rev.Requirements, ts.cellMask&trust.cellMask)
+	if _, rej := p.selectCell(v, budget.MemoryBytes, rev.Requirements, ts.cellMask&trust.cellMask); rej != nil {
+		c.cellProblem(v, at, memF, budget.MemoryBytes, rev.Requirements, ts.cellMask&trust.cellMask)
 	}
 
 	// Reservations: one activation's grant against every scope's limit.
@@ -129,7 +130,7 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 // cellProblem explains a selectCell refusal in the terms of the field that
 // causes it, looking at every configured cell class first, then at the ones
 // the tenant and the trust class allow.
-func (c *revisionCheck) cellProblem(p *LocalQuotaProvider, at, memF catalog.FieldPath, mem uint64, req catalog.Requirements, allowed uint8) {
+func (c *revisionCheck) cellProblem(v *view, at, memF catalog.FieldPath, mem uint64, req catalog.Requirements, allowed uint8) {
 	for _, scope := range []struct {
 		who  string
 		mask uint8
@@ -137,7 +138,7 @@ func (c *revisionCheck) cellProblem(p *LocalQuotaProvider, at, memF catalog.Fiel
 		var threading, features bool
 		var largest uint64
 		for _, cl := range catalog.CellClasses {
-			cs := &p.cells[cl]
+			cs := &v.cells[cl]
 			if !cs.configured || scope.mask&(1<<cl) == 0 || cs.threading&(1<<req.Threading) == 0 {
 				continue
 			}

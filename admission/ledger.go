@@ -87,15 +87,11 @@ type reservation struct {
 // map), identifier sizes and the configured tenant and class sets. Nothing
 // grows with rejected requests.
 type LocalQuotaProvider struct {
-	policy       Policy
-	opts         Options
-	tenants      map[catalog.TenantID]*tenantState
-	tenantByIdx  []*tenantState
-	trust        map[catalog.TrustClass]*trustState
-	trustByIdx   []*trustState
-	cells        [len(catalog.CellClasses) + 1]cellState
-	prioToQueue  []int // priority → queue class index
-	queueClasses []QueueClassPolicy
+	// view is what the policy makes of the ledger: tenants, trust classes,
+	// cells and queue classes with their limits. Reload swaps it; every
+	// operation reads it once.
+	view atomic.Pointer[view]
+	opts Options
 
 	leaked atomic.Uint64
 
@@ -110,7 +106,24 @@ type LocalQuotaProvider struct {
 		queues  []uint64   // queued, by queue class index
 		cells   [len(catalog.CellClasses) + 1]uint64
 		live    map[liveKey]reservation
+		// The indices of tenants and trust classes by name: stable across
+		// reloads, so reservations made under an earlier view release into
+		// the same counters. Bounded by the names ever configured.
+		tenantIdx map[catalog.TenantID]int
+		trustIdx  map[catalog.TrustClass]int
 	}
+}
+
+// view is the immutable state a policy gives the ledger.
+type view struct {
+	policy       Policy
+	tenants      map[catalog.TenantID]*tenantState
+	tenantByIdx  []*tenantState // nil where a reload removed the tenant
+	trust        map[catalog.TrustClass]*trustState
+	trustByIdx   []*trustState // nil where a reload removed the class
+	cells        [len(catalog.CellClasses) + 1]cellState
+	prioToQueue  []int // priority → queue class index
+	queueClasses []QueueClassPolicy
 }
 
 // NewLocalQuotaProvider validates policy and builds the ledger. The policy
@@ -122,21 +135,86 @@ func NewLocalQuotaProvider(policy Policy, opts Options) (*LocalQuotaProvider, er
 	if opts.Clock == nil || opts.Load == nil {
 		return nil, errors.AssertionFailedf("admission: Options.Clock and Options.Load are required")
 	}
-	p := &LocalQuotaProvider{policy: policy, opts: opts,
-		tenants: map[catalog.TenantID]*tenantState{}, trust: map[catalog.TrustClass]*trustState{}}
+	p := &LocalQuotaProvider{opts: opts}
+	p.mu.live = make(map[liveKey]reservation)
+	p.mu.tenantIdx = map[catalog.TenantID]int{}
+	p.mu.trustIdx = map[catalog.TrustClass]int{}
+	p.mu.queues = make([]uint64, len(policy.QueueClasses))
+	p.mu.Lock()
+	p.view.Store(p.buildViewLocked(policy))
+	p.mu.Unlock()
+	return p, nil
+}
+
+// ErrReloadNeedsRestart: a new policy changes what the ledger cannot change
+// while it holds reservations (queue classes, cell classes).
+var ErrReloadNeedsRestart = errors.New("admission: the change needs a restart")
+
+// Reload makes policy the ledger's from the next admission on: tenants,
+// trust classes, their limits and allowlists, the node's limits and
+// ceilings, overload, deadline and metadata settings. Reservations already
+// made keep counting (against the new limits) and release as they would
+// have; a tenant the policy no longer has gets no new admissions while its
+// live work finishes, and its counters stay. Queue and cell classes cannot
+// change this way (ErrReloadNeedsRestart, nothing changes).
+func (p *LocalQuotaProvider) Reload(policy Policy) error {
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+	cur := p.view.Load()
+	if !slices.EqualFunc(cur.policy.QueueClasses, policy.QueueClasses, func(a, b QueueClassPolicy) bool {
+		return a.Name == b.Name && a.MinPriority == b.MinPriority && a.MaxPriority == b.MaxPriority && a.MaxQueued == b.MaxQueued
+	}) {
+		return errors.Wrap(ErrReloadNeedsRestart, "admission: queue classes changed")
+	}
+	if !maps.EqualFunc(cur.policy.CellClasses, policy.CellClasses, cellPolicyEqual) {
+		return errors.Wrap(ErrReloadNeedsRestart, "admission: cell classes changed")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.view.Store(p.buildViewLocked(policy))
+	return nil
+}
+
+func cellPolicyEqual(a, b CellClassPolicy) bool {
+	return a.MemoryBytes == b.MemoryBytes && a.Parallelism == b.Parallelism && a.Features == b.Features &&
+		slices.Equal(a.Threading, b.Threading)
+}
+
+// buildViewLocked makes the view of a validated policy, giving new tenant
+// and trust-class names the next indices (and counters).
+//
+// REQUIRES: p.mu held.
+func (p *LocalQuotaProvider) buildViewLocked(policy Policy) *view {
+	v := &view{policy: policy, tenants: map[catalog.TenantID]*tenantState{}, trust: map[catalog.TrustClass]*trustState{}}
 	for c, cc := range policy.CellClasses {
 		cs := cellState{configured: true, memory: cc.MemoryBytes, parallelism: uint64(cc.Parallelism), features: cc.Features}
 		for _, th := range cc.Threading {
 			cs.threading |= 1 << th
 		}
-		p.cells[c] = cs
+		v.cells[c] = cs
 	}
-	for i, name := range slices.Sorted(maps.Keys(policy.TrustClasses)) {
+	for _, name := range slices.Sorted(maps.Keys(policy.TrustClasses)) {
+		i, ok := p.mu.trustIdx[name]
+		if !ok {
+			i = len(p.mu.trust)
+			p.mu.trustIdx[name] = i
+			p.mu.trust = append(p.mu.trust, counters{})
+		}
 		tc := policy.TrustClasses[name]
-		ts := &trustState{index: i, name: name, cellMask: cellMask(tc.CellClasses), limits: tc.Limits}
-		p.trust[name], p.trustByIdx = ts, append(p.trustByIdx, ts)
+		v.trust[name] = &trustState{index: i, name: name, cellMask: cellMask(tc.CellClasses), limits: tc.Limits}
 	}
-	for i, name := range slices.Sorted(maps.Keys(policy.Tenants)) {
+	v.trustByIdx = make([]*trustState, len(p.mu.trust))
+	for _, ts := range v.trust {
+		v.trustByIdx[ts.index] = ts
+	}
+	for _, name := range slices.Sorted(maps.Keys(policy.Tenants)) {
+		i, ok := p.mu.tenantIdx[name]
+		if !ok {
+			i = len(p.mu.tenants)
+			p.mu.tenantIdx[name] = i
+			p.mu.tenants = append(p.mu.tenants, counters{})
+		}
 		tp := policy.Tenants[name]
 		ts := &tenantState{index: i, policy: tp, subjects: map[string]struct{}{}, trust: map[catalog.TrustClass]struct{}{},
 			cellMask: cellMask(tp.CellClasses), limits: tp.Limits, snapshotN: string(name)}
@@ -149,20 +227,20 @@ func NewLocalQuotaProvider(policy Policy, opts Options) (*LocalQuotaProvider, er
 		for _, t := range tp.TrustClasses {
 			ts.trust[t] = struct{}{}
 		}
-		p.tenants[name], p.tenantByIdx = ts, append(p.tenantByIdx, ts)
+		v.tenants[name] = ts
 	}
-	p.queueClasses = slices.Clone(policy.QueueClasses)
-	p.prioToQueue = make([]int, policy.Limits.MaxPriority+1)
-	for prio := range p.prioToQueue {
-		p.prioToQueue[prio] = slices.IndexFunc(p.queueClasses, func(q QueueClassPolicy) bool {
+	v.tenantByIdx = make([]*tenantState, len(p.mu.tenants))
+	for _, ts := range v.tenants {
+		v.tenantByIdx[ts.index] = ts
+	}
+	v.queueClasses = slices.Clone(policy.QueueClasses)
+	v.prioToQueue = make([]int, policy.Limits.MaxPriority+1)
+	for prio := range v.prioToQueue {
+		v.prioToQueue[prio] = slices.IndexFunc(v.queueClasses, func(q QueueClassPolicy) bool {
 			return q.MinPriority <= uint32(prio) && uint32(prio) <= q.MaxPriority
 		})
 	}
-	p.mu.tenants = make([]counters, len(p.tenantByIdx))
-	p.mu.trust = make([]counters, len(p.trustByIdx))
-	p.mu.queues = make([]uint64, len(p.queueClasses))
-	p.mu.live = make(map[liveKey]reservation)
-	return p, nil
+	return v
 }
 
 func cellMask(cs []catalog.CellClass) uint8 {
@@ -174,7 +252,7 @@ func cellMask(cs []catalog.CellClass) uint8 {
 }
 
 // Policy returns a copy of the validated policy.
-func (p *LocalQuotaProvider) Policy() Policy { return p.policy }
+func (p *LocalQuotaProvider) Policy() Policy { return p.view.Load().policy }
 
 // LeakedPermits counts permits reclaimed by the garbage-collection safety net
 // (dropped without Release or StartExecution). Each is a bug in the owner.
@@ -192,8 +270,9 @@ func (p *LocalQuotaProvider) WithPolicySource(pin catalog.Pin) Controller {
 //
 // REQUIRES: p.mu held.
 func (p *LocalQuotaProvider) reserveLocked(id liveKey, r reservation, tenant *tenantState, trust *trustState) *Rejection {
+	v := p.view.Load()
 	add := counters{live: 1, queued: 1, fuel: r.fuel, memory: r.memory}
-	if rej := fits(scopeNode, p.mu.node, add, p.policy.Limits.Limits); rej != nil {
+	if rej := fits(scopeNode, p.mu.node, add, v.policy.Limits.Limits); rej != nil {
 		return rej
 	}
 	if rej := fits(scopeTenant, p.mu.tenants[tenant.index], add, tenant.limits.Limits); rej != nil {
@@ -202,7 +281,7 @@ func (p *LocalQuotaProvider) reserveLocked(id liveKey, r reservation, tenant *te
 	if rej := fits(scopeTrust, p.mu.trust[trust.index], add, trust.limits); rej != nil {
 		return rej
 	}
-	if p.mu.queues[r.queue] >= p.queueClasses[r.queue].MaxQueued {
+	if p.mu.queues[r.queue] >= v.queueClasses[r.queue].MaxQueued {
 		return rejCapacity[scopeQueue][dimQueued]
 	}
 	p.mu.node = plus(p.mu.node, add)
@@ -308,21 +387,28 @@ func usage(c counters) Usage {
 
 // Snapshot returns every scope's limits and usage (queued reservations included).
 func (p *LocalQuotaProvider) Snapshot() QuotaSnapshot {
+	v := p.view.Load()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := QuotaSnapshot{Node: ScopeSnapshot{Name: "node", Limits: p.policy.Limits.Limits, Usage: usage(p.mu.node)}}
-	for i, t := range p.tenantByIdx {
+	s := QuotaSnapshot{Node: ScopeSnapshot{Name: "node", Limits: v.policy.Limits.Limits, Usage: usage(p.mu.node)}}
+	for i, t := range v.tenantByIdx {
+		if t == nil {
+			continue // removed by a reload
+		}
 		s.Tenants = append(s.Tenants, ScopeSnapshot{Name: t.snapshotN, Limits: t.limits.Limits, Usage: usage(p.mu.tenants[i])})
 	}
-	for i, t := range p.trustByIdx {
+	for i, t := range v.trustByIdx {
+		if t == nil {
+			continue
+		}
 		s.TrustClasses = append(s.TrustClasses, ScopeSnapshot{Name: string(t.name), Limits: t.limits, Usage: usage(p.mu.trust[i])})
 	}
-	for i, q := range p.queueClasses {
+	for i, q := range v.queueClasses {
 		s.QueueClasses = append(s.QueueClasses, QueueSnapshot{Name: q.Name, MaxQueued: q.MaxQueued, Queued: p.mu.queues[i]})
 	}
 	for _, c := range catalog.CellClasses {
-		if p.cells[c].configured {
-			s.CellClasses = append(s.CellClasses, CellSnapshot{Name: c.String(), Parallelism: p.cells[c].parallelism, Live: p.mu.cells[c]})
+		if v.cells[c].configured {
+			s.CellClasses = append(s.CellClasses, CellSnapshot{Name: c.String(), Parallelism: v.cells[c].parallelism, Live: p.mu.cells[c]})
 		}
 	}
 	return s
@@ -357,11 +443,12 @@ type BudgetCeiling struct {
 
 // TenantSnapshot returns one tenant's limits, ceilings and usage.
 func (p *LocalQuotaProvider) TenantSnapshot(t catalog.TenantID) (TenantView, bool) {
-	ts, ok := p.tenants[t]
+	v := p.view.Load()
+	ts, ok := v.tenants[t]
 	if !ok {
 		return TenantView{}, false
 	}
-	node, bc := p.policy.Limits, p.policy.BudgetCeiling
+	node, bc := v.policy.Limits, v.policy.BudgetCeiling
 	lim := TenantViewLimits{Limits: ts.limits.Limits,
 		MaxPayloadBytes: min(ts.limits.MaxPayloadBytes, node.MaxPayloadBytes),
 		MaxPriority:     min(ts.limits.MaxPriority, node.MaxPriority),

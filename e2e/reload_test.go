@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
 
 // TestReload_sighupKeyRotation rotates an API key with SIGHUP while clients
@@ -115,5 +118,47 @@ func TestReload_sighupKeyRotation(t *testing.T) {
 	write(withAlice(`"` + newHash + `"`))
 	if r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil); r.status != 200 || !strings.Contains(string(r.body), `"restart_required": []`) {
 		t.Fatalf("POST reload: %d %s", r.status, r.body)
+	}
+}
+
+// TestReload_tenantRemovedWithLiveWork: a reload that removes tenant beta
+// (and its principal) while one of its activations runs: beta gets no new
+// admissions, the running activation completes as it would have (its own
+// deadline), acme is untouched, and the admin view no longer lists beta.
+func TestReload_tenantRemovedWithLiveWork(t *testing.T) {
+	k, h := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = h
+	path := writeConfig(t, p)
+	n := &node{proc: serve(t, path, calm), keys: k}
+	n.deploy(t, "bob", "beta", "sleep", rev{guest: "sleep"})
+	n.deploy(t, "alice", "acme", "greeter", rev{guest: "hello"})
+	running := n.async("bob", "beta/sleep/run", "", map[string]string{"Latent-Timeout-Ms": "1500"})
+	n.waitUsage(t, "bob", func(live, _ uint64) bool { return live == 1 })
+
+	cfg := harnessConfig(p)
+	cfg.Tenants = slices.DeleteFunc(cfg.Tenants, func(t nodeconf.Tenant) bool { return t.Name == "beta" })
+	cfg.Principals = slices.DeleteFunc(cfg.Principals, func(pr nodeconf.Principal) bool { return pr.Tenant == "beta" })
+	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil)
+	if r.status != 200 || !strings.Contains(string(r.body), `"tenants"`) || !strings.Contains(string(r.body), `"principals"`) {
+		t.Fatalf("reload: %d %s", r.status, r.body)
+	}
+	if r := n.invoke(t, "bob", "beta/sleep/run", "", nil); r.status != 401 {
+		t.Fatalf("beta's principal after the reload: %d %s", r.status, r.body)
+	}
+	if r := n.invoke(t, "alice", "acme/greeter/run", "ada", nil); r.status != 200 {
+		t.Fatalf("acme after the reload: %d %s", r.status, r.body)
+	}
+	done := await(t, running, 10*time.Second)
+	if done.status != 504 || done.header.Get("Latent-Outcome") != "deadline-exceeded" {
+		t.Fatalf("beta's running activation: %d %s (outcome %q), want its own 504 deadline-exceeded", done.status, done.body,
+			done.header.Get("Latent-Outcome"))
+	}
+	admin := n.do(t, "GET", "/v1/admin/admission", "root", nil, nil)
+	if strings.Contains(string(admin.body), `"name": "beta"`) {
+		t.Fatalf("the admin view still lists beta: %s", admin.body)
 	}
 }

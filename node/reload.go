@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -21,13 +22,20 @@ import (
 //   - principals and their API keys and client-certificate subjects: the
 //     authenticator is swapped atomically; requests authenticated before
 //     finish as they were, the next one meets the new set;
+//   - tenants, their limits and allowlists, trust classes, the node's
+//     limits and budget ceiling, overload, deadline and metadata settings
+//     and the node's placement: the admission ledger takes the new policy
+//     (admission.LocalQuotaProvider.Reload) — new admissions meet it, live
+//     permits finish and release into the same counters, a removed tenant
+//     gets no new admissions while its live work completes;
 //   - the TLS certificate, key and client CAs, read again from the same
 //     files (new connections get them).
 //
-// Every other table that differs from the running configuration is named
-// in the answer as requiring a restart, and the running node keeps its
-// value; the rest still applies. Tenants, their limits and allowlists are
-// among those for now: the admission ledger is built once.
+// Every other table that differs from the running configuration (the
+// listener, the data directory, cell and queue classes, the scheduler,
+// ingress, catalog and deploy limits, tracing, cluster) is named in the
+// answer as requiring a restart, and the running node keeps its value; the
+// rest still applies.
 
 // ReloadResult says what a reload applied and what needs a restart.
 type ReloadResult struct {
@@ -83,6 +91,22 @@ func (n *Node) Reload() (ReloadResult, error) {
 		prev = n.cfg
 	}
 	res := ReloadResult{Applied: []string{}, RestartRequired: restartRequired(prev, next)}
+	admissionApplied := false
+	if live := admissionChanges(prev, next); len(live) > 0 {
+		// The ledger takes the new policy with the running queue and cell
+		// classes (those need a restart and are reported so).
+		mixed := *next
+		mixed.QueueClasses, mixed.CellClasses = prev.QueueClasses, prev.CellClasses
+		if err := n.prov.Reload(mixed.AdmissionPolicy()); err != nil {
+			// The new tenants need cell or queue classes the node does not
+			// run yet: nothing of admission changes until a restart.
+			n.log.Warn("admission policy not reloaded: it needs the new cell or queue classes", "err", err.Error())
+			res.RestartRequired = append(res.RestartRequired, live...)
+		} else {
+			res.Applied = append(res.Applied, live...)
+			admissionApplied = true
+		}
+	}
 	if !reflect.DeepEqual(prev.Principals, next.Principals) {
 		a, err := auth.New(next.Principals)
 		if err != nil { // validated by Load; a failure here changes nothing either
@@ -100,12 +124,40 @@ func (n *Node) Reload() (ReloadResult, error) {
 		}
 		res.Applied = append(res.Applied, "node.tls files")
 	}
-	next.Principals = slices.Clone(next.Principals)
+	// What runs now: the new file's live parts over the running rest.
 	kept := *prev
-	kept.Principals = next.Principals
+	kept.Principals = slices.Clone(next.Principals)
+	if admissionApplied {
+		kept.Tenants, kept.TrustClasses = next.Tenants, next.TrustClasses
+		kept.Overload, kept.Deadline, kept.Metadata = next.Overload, next.Deadline, next.Metadata
+		kept.Node.Limits, kept.Node.BudgetCeiling = next.Node.Limits, next.Node.BudgetCeiling
+		kept.Node.Region, kept.Node.Zone, kept.Node.Architecture = next.Node.Region, next.Node.Zone, next.Node.Architecture
+	}
 	n.reload.cfg = &kept
 	n.log.Info("configuration reloaded", "applied", res.Applied, "restart_required", res.RestartRequired)
 	return res, nil
+}
+
+// admissionChanges names the tables of next that differ from prev and
+// that the admission ledger takes live.
+func admissionChanges(prev, next *config.Config) []string {
+	var out []string
+	for _, f := range []struct {
+		name       string
+		prev, next any
+	}{
+		{"node.limits", prev.Node.Limits, next.Node.Limits}, {"node.budget_ceiling", prev.Node.BudgetCeiling, next.Node.BudgetCeiling},
+		{"node placement", [3]string{prev.Node.Architecture, prev.Node.Region, prev.Node.Zone},
+			[3]string{next.Node.Architecture, next.Node.Region, next.Node.Zone}},
+		{"trust_classes", prev.TrustClasses, next.TrustClasses}, {"tenants", prev.Tenants, next.Tenants},
+		{"overload", prev.Overload, next.Overload}, {"deadline", prev.Deadline, next.Deadline},
+		{"metadata", prev.Metadata, next.Metadata},
+	} {
+		if !reflect.DeepEqual(f.prev, f.next) {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // restartRequired names the tables of next that differ from prev and are
@@ -113,7 +165,10 @@ func (n *Node) Reload() (ReloadResult, error) {
 func restartRequired(prev, next *config.Config) []string {
 	out := []string{}
 	pn, nn := prev.Node, next.Node
-	pn.TLS, nn.TLS = config.NodeTLS{}, config.NodeTLS{}
+	for _, n := range []*config.Node{&pn, &nn} { // the live parts of [node]
+		n.TLS, n.Limits, n.BudgetCeiling = config.NodeTLS{}, admission.TenantLimits{}, catalog.Budget{}
+		n.Architecture, n.Region, n.Zone = "", "", ""
+	}
 	if !reflect.DeepEqual(pn, nn) {
 		out = append(out, "node")
 	}
@@ -125,11 +180,9 @@ func restartRequired(prev, next *config.Config) []string {
 		prev, next any
 	}{
 		{"queue_classes", prev.QueueClasses, next.QueueClasses}, {"cell_classes", prev.CellClasses, next.CellClasses},
-		{"trust_classes", prev.TrustClasses, next.TrustClasses}, {"tenants", prev.Tenants, next.Tenants},
-		{"overload", prev.Overload, next.Overload}, {"deadline", prev.Deadline, next.Deadline},
-		{"metadata", prev.Metadata, next.Metadata}, {"scheduler", prev.Scheduler, next.Scheduler},
-		{"deploy_limits", prev.DeployLimits, next.DeployLimits}, {"catalog", prev.Catalog, next.Catalog},
-		{"ingress", prev.Ingress, next.Ingress}, {"tracing", prev.Tracing, next.Tracing}, {"cluster", prev.Cluster, next.Cluster},
+		{"scheduler", prev.Scheduler, next.Scheduler}, {"deploy_limits", prev.DeployLimits, next.DeployLimits},
+		{"catalog", prev.Catalog, next.Catalog}, {"ingress", prev.Ingress, next.Ingress},
+		{"tracing", prev.Tracing, next.Tracing}, {"cluster", prev.Cluster, next.Cluster},
 	} {
 		if !reflect.DeepEqual(f.prev, f.next) {
 			out = append(out, f.name)

@@ -1,12 +1,15 @@
 package node
 
 import (
-	"errors"
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -145,5 +148,32 @@ func TestReload_notReloadable(t *testing.T) {
 	}
 	if a := sn.do(t, "POST", "/v1/admin/reload", sn.inv, nil, nil); a.status != http.StatusForbidden {
 		t.Fatalf("POST reload without the admin role: %d", a.status)
+	}
+}
+
+// TestReload_tenantLimits: a reload that lowers the demo tenant's live
+// limit binds the next admission; one that changes the scheduler is
+// reported as needing a restart while the limit still applies.
+func TestReload_tenantLimits(t *testing.T) {
+	sn := startServed(t)
+	base := sn.n.cfg
+	next := *base
+	next.Tenants = maps.Clone(base.Tenants)
+	demo := next.Tenants["demo"]
+	demo.Limits.MaxLiveActivations = 0 // no capacity at all
+	next.Tenants["demo"] = demo
+	next.Scheduler.MaxWait *= 2
+	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return &next, nil }})
+	res, err := sn.n.Reload()
+	if err != nil || !slices.Equal(res.Applied, []string{"tenants"}) || !slices.Equal(res.RestartRequired, []string{"scheduler"}) {
+		t.Fatalf("reload: %+v, %v", res, err)
+	}
+	a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, nil, nil)
+	if a.status != http.StatusTooManyRequests || a.prob.Scope != "tenant" {
+		t.Fatalf("invoke under a zero live limit: %d %s", a.status, a.body)
+	}
+	view := sn.do(t, "GET", "/v1/admission", sn.admin, nil, nil)
+	if !strings.Contains(string(view.body), `"max_live_activations": 0`) {
+		t.Fatalf("the tenant view after the reload: %s", view.body)
 	}
 }
