@@ -50,7 +50,10 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "latent-node")
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		// A cold build (etcd's client and gRPC, OpenTelemetry, wazero) takes
+		// about 100 s on two cores; make check's go vet usually warmed the
+		// cache before.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/latent-node")
 		cmd.Dir = ".." // the module root, relative to this package
