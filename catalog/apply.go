@@ -35,24 +35,11 @@ type Change struct {
 // without publishing anything: the deployment Deploy would make, with
 // generation 0. Its problems are Deploy's.
 func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
-	s, err := validate(m)
+	s, modules, refs, err := c.prepare(ctx, m)
 	if err != nil {
 		return Deployment{}, err
 	}
-	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
-		return Deployment{}, err
-	}
-	c.mu.Lock()
-	err = c.deployedRoomLocked(c.cur.Load(), s)
-	c.mu.Unlock()
-	if err != nil {
-		return Deployment{}, err
-	}
-	modules, refs, err := c.inspectAll(ctx, s, c.owns)
 	defer c.release(refs)
-	if err != nil {
-		return Deployment{}, err
-	}
 	svc, err := buildService(s, cloneManifest(m), modules, 0)
 	if err != nil {
 		return Deployment{}, err

@@ -383,24 +383,11 @@ func (c *Catalog) release(refs []Digest) {
 // ErrTenantQuota too, checked before inspection and again, authoritatively,
 // under the catalog's lock before publishing.
 func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
-	s, err := validate(m)
+	s, modules, refs, err := c.prepare(ctx, m)
 	if err != nil {
 		return Deployment{}, err
 	}
 	m = cloneManifest(m) // the caller keeps its slices and maps
-	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
-		return Deployment{}, err
-	}
-	c.mu.Lock()
-	err = c.deployedRoomLocked(c.cur.Load(), s)
-	c.mu.Unlock()
-	if err != nil {
-		return Deployment{}, err
-	}
-	modules, refs, err := c.inspectAll(ctx, s, c.owns)
-	if err != nil {
-		return Deployment{}, err
-	}
 	dep, replaced, err := c.publish(ctx, s, m, modules)
 	if err != nil {
 		c.release(refs)
@@ -408,6 +395,31 @@ func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
 	}
 	c.release(replaced)
 	return dep, nil
+}
+
+// prepare validates m, checks that the tenant has room for it (services,
+// deployed bytes) and inspects its modules: what Deploy and Check do
+// before publishing. On success the caller owns one module reference per
+// digest in refs.
+func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, []Digest, error) {
+	s, err := validate(m)
+	if err != nil {
+		return spec{}, nil, nil, err
+	}
+	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
+		return spec{}, nil, nil, err
+	}
+	c.mu.Lock()
+	err = c.deployedRoomLocked(c.cur.Load(), s)
+	c.mu.Unlock()
+	if err != nil {
+		return spec{}, nil, nil, err
+	}
+	modules, refs, err := c.inspectAll(ctx, s, c.owns)
+	if err != nil {
+		return spec{}, nil, nil, err
+	}
+	return s, modules, refs, nil
 }
 
 // publish builds, persists and publishes the service under the next

@@ -260,14 +260,9 @@ func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.
 
 // fetchFrom downloads d from the peer at base and stores it for tenant.
 func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.TenantID, d catalog.Digest) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/v1/cluster/artifacts/"+string(d), nil)
+	resp, err := c.peerRequest(ctx, http.MethodGet, base, "/v1/cluster/artifacts/"+string(d))
 	if err != nil {
-		return errors.Wrap(err, "request")
-	}
-	req.Header.Set(PeerTokenHeader, c.peerToken())
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return errors.Wrap(err, "request")
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
@@ -275,4 +270,19 @@ func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.Ten
 	}
 	// The catalog bounds the size and verifies the digest while storing.
 	return c.cat.PutArtifact(ctx, tenant, d, resp.Body)
+}
+
+// peerRequest sends a request with the peer token to path on the member
+// whose API is at base; the caller closes the answer's body.
+func (c *Cluster) peerRequest(ctx context.Context, method, base, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, nil)
+	if err != nil {
+		return nil, errors.Wrap(err, "request")
+	}
+	req.Header.Set(PeerTokenHeader, c.peerToken())
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, errors.Wrap(err, "request")
+	}
+	return resp, nil
 }

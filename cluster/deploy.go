@@ -216,13 +216,7 @@ func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Resul
 
 // askApplied asks member to answer once its catalog reached gen.
 func (c *Cluster) askApplied(ctx context.Context, member Member, gen catalog.Generation) bool {
-	u := strings.TrimSuffix(member.AdvertiseURL, "/") + "/v1/cluster/applied/" + strconv.FormatUint(uint64(gen), 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return false
-	}
-	req.Header.Set(PeerTokenHeader, c.peerToken())
-	resp, err := c.http.Do(req)
+	resp, err := c.peerRequest(ctx, http.MethodGet, member.AdvertiseURL, "/v1/cluster/applied/"+strconv.FormatUint(uint64(gen), 10))
 	if err != nil {
 		return false
 	}
@@ -304,15 +298,9 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest) error {
 
 // askReplicate asks member to fetch artifact d for tenant.
 func (c *Cluster) askReplicate(ctx context.Context, member Member, tenant catalog.TenantID, d catalog.Digest) error {
-	u := strings.TrimSuffix(member.AdvertiseURL, "/") + "/v1/cluster/replicate/" + url.PathEscape(string(tenant)) + "/" + string(d)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
+	resp, err := c.peerRequest(ctx, http.MethodPost, member.AdvertiseURL, "/v1/cluster/replicate/"+url.PathEscape(string(tenant))+"/"+string(d))
 	if err != nil {
-		return errors.Wrap(err, "request")
-	}
-	req.Header.Set(PeerTokenHeader, c.peerToken())
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return errors.Wrap(err, "request")
+		return err
 	}
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
