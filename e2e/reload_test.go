@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
 
@@ -160,5 +163,53 @@ func TestReload_tenantRemovedWithLiveWork(t *testing.T) {
 	admin := n.do(t, "GET", "/v1/admin/admission", "root", nil, nil)
 	if strings.Contains(string(admin.body), `"name": "beta"`) {
 		t.Fatalf("the admin view still lists beta: %s", admin.body)
+	}
+}
+
+// TestReload_sighupCertificate: SIGHUP reads the [node.tls] files again —
+// new connections get the new certificate; a key that does not match is an
+// invalid configuration, so the old pair stays and the node serves on.
+func TestReload_sighupCertificate(t *testing.T) {
+	ca := testcert.NewCA(t, "latent-node test CA")
+	dir := t.TempDir()
+	first := ca.Issue(t, testcert.Spec{})
+	cert, key := first.Write(t, dir, "node")
+	path := dataDirConfig(t, t.TempDir(), "[node.tls]\ncert_file = \""+cert+"\"\nkey_file = \""+key+"\"\n")
+	p := start(t, calm, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
+	var rec struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
+		t.Fatalf("serving line %q: %v", line, err)
+	}
+	serial := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", rec.Listen, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	if got := serial(); got != first.Cert.SerialNumber.String() {
+		t.Fatalf("serving serial %s, want the first certificate's", got)
+	}
+	second := ca.Issue(t, testcert.Spec{})
+	second.Write(t, dir, "node")
+	p.signal(t, syscall.SIGHUP)
+	p.stderr.wait(t, 10*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"configuration reloaded"`) })
+	if got := serial(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after SIGHUP the node serves serial %s, want the second certificate's %s", got, second.Cert.SerialNumber)
+	}
+	// A key that does not belong to the certificate makes the file invalid
+	// (the check reads the pair): nothing changes, the old pair stays.
+	testcert.WriteFile(t, key, ca.Issue(t, testcert.Spec{}).KeyPEM)
+	p.signal(t, syscall.SIGHUP)
+	p.stderr.wait(t, 10*time.Second, func(s string) bool {
+		return strings.Contains(s, "configuration reload refused") && strings.Contains(s, "private key does not match")
+	})
+	if got := serial(); got != second.Cert.SerialNumber.String() {
+		t.Fatalf("after a bad reload the node serves serial %s, want the second certificate's", got)
 	}
 }
