@@ -30,7 +30,7 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// Every API route goes through the ingress governor: invocations in the
 	// data pool, the rest in the control pool (see ingress.go).
-	payload := func() uint64 { return n.cfg.Node.Limits.MaxPayloadBytes }
+	payload := func() uint64 { return n.prov.MaxPayloadBytes() }
 	module := func() uint64 { return n.cfg.DeployLimits.ModuleBytes }
 	manifest := func() uint64 { return catalog.MaxManifestBytes }
 	none := func() uint64 { return 0 }
@@ -309,7 +309,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		refuseEarly(w, span, badRequest("invalid-identifier", "target", ""))
 		return
 	}
-	body, prob := readBounded(w, r, int64(n.cfg.Node.Limits.MaxPayloadBytes), "payload-bytes")
+	body, prob := readBounded(w, r, int64(n.prov.MaxPayloadBytes()), "payload-bytes")
 	if prob != nil {
 		refuseEarly(w, span, *prob)
 		return
