@@ -256,7 +256,9 @@ func (p *LocalQuotaProvider) Policy() Policy { return p.view.Load().policy }
 
 // MaxPayloadBytes is the node's payload ceiling of the current policy (a
 // reload may change it); the HTTP layer bounds request bodies with it.
-func (p *LocalQuotaProvider) MaxPayloadBytes() uint64 { return p.view.Load().policy.Limits.MaxPayloadBytes }
+func (p *LocalQuotaProvider) MaxPayloadBytes() uint64 {
+	return p.view.Load().policy.Limits.MaxPayloadBytes
+}
 
 // LeakedPermits counts permits reclaimed by the garbage-collection safety net
 // (dropped without Release or StartExecution). Each is a bug in the owner.
