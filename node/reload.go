@@ -97,6 +97,13 @@ func (n *Node) Reload() (ReloadResult, error) {
 		// classes (those need a restart and are reported so).
 		mixed := *next
 		mixed.QueueClasses, mixed.CellClasses = prev.QueueClasses, prev.CellClasses
+		// The ingress pools keep their running sizes until a restart: a
+		// payload ceiling a running data pool cannot hold waits for it too.
+		if fit := n.cfg.Ingress.Data.Bytes - config.IngressOverheadBytes; next.Node.Limits.MaxPayloadBytes > fit &&
+			next.Node.Limits.MaxPayloadBytes != prev.Node.Limits.MaxPayloadBytes {
+			mixed.Node.Limits.MaxPayloadBytes = prev.Node.Limits.MaxPayloadBytes
+			res.RestartRequired = append(res.RestartRequired, "node.limits.max_payload_bytes")
+		}
 		if err := n.prov.Reload(mixed.AdmissionPolicy()); err != nil {
 			// The new tenants need cell or queue classes the node does not
 			// run yet: nothing of admission changes until a restart.

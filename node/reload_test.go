@@ -177,3 +177,27 @@ func TestReload_tenantLimits(t *testing.T) {
 		t.Fatalf("the tenant view after the reload: %s", view.body)
 	}
 }
+
+// TestReload_payloadBeyondIngress: a payload ceiling the running data pool
+// cannot hold waits for a restart (the pools keep their sizes), while the
+// rest of the node limits apply.
+func TestReload_payloadBeyondIngress(t *testing.T) {
+	sn := startServed(t)
+	base := sn.n.cfg
+	next := *base
+	next.Node.Limits.MaxPayloadBytes = base.Ingress.Data.Bytes // above what the pool holds with the overhead
+	next.Node.Limits.MaxLiveActivations--
+	next.Ingress.Data.Bytes *= 2 // the new file is consistent
+	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return &next, nil }})
+	res, err := sn.n.Reload()
+	if err != nil || !slices.Contains(res.Applied, "node.limits") || !slices.Contains(res.RestartRequired, "node.limits.max_payload_bytes") ||
+		!slices.Contains(res.RestartRequired, "ingress") {
+		t.Fatalf("reload: %+v, %v", res, err)
+	}
+	if got := sn.n.prov.MaxPayloadBytes(); got != base.Node.Limits.MaxPayloadBytes {
+		t.Fatalf("payload ceiling %d after the reload, want the running %d", got, base.Node.Limits.MaxPayloadBytes)
+	}
+	if got := sn.n.prov.Policy().Limits.MaxLiveActivations; got != base.Node.Limits.MaxLiveActivations-1 {
+		t.Fatalf("node live limit %d, want %d", got, base.Node.Limits.MaxLiveActivations-1)
+	}
+}
