@@ -200,7 +200,7 @@ func (c *Cluster) Status() Status {
 		since = c.started
 	}
 	return Status{Generation: pin.Generation(), CatalogHash: pin.Hash(),
-		Fresh: !c.mu.lastFresh.IsZero() && now.Sub(c.mu.lastFresh) < staleAfter,
+		Fresh: c.mu.applyErr == nil && !c.mu.lastFresh.IsZero() && now.Sub(c.mu.lastFresh) < staleAfter,
 		Ready: now.Sub(since) < c.cfg.MaxStaleness, RemoteHead: catalog.Generation(c.mu.remoteHead),
 		LastContact: c.mu.lastContact, Err: c.mu.applyErr}
 }
@@ -478,8 +478,9 @@ func (c *Cluster) noteApplied(err error) {
 	c.mu.Lock()
 	c.mu.applyErr = err
 	if err != nil {
+		// Not fresh from now on (Status), but still ready until
+		// max_staleness after it last was: the node fails static.
 		c.mu.synced = false
-		c.mu.lastFresh = time.Time{}
 	}
 	close(c.mu.applied)
 	c.mu.applied = make(chan struct{})

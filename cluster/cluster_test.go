@@ -446,3 +446,21 @@ func TestCluster_olderStoreRefused(t *testing.T) {
 		t.Fatalf("deploy through a node behind an older store: %v", err)
 	}
 }
+
+// TestCluster_readyFailsStatic: an apply failure makes the node stale at
+// once but not unready: it stays ready until max_staleness after it was
+// last fresh.
+func TestCluster_readyFailsStatic(t *testing.T) {
+	m := startMember(t, etcdtest.Start(t, 1).ClientURLs()[0], "a")
+	waitFor(t, "fresh", 10*time.Second, func() bool { return m.c.Status().Fresh })
+	// As if the node had started long ago: readiness must come from its
+	// last fresh moment, not from its start.
+	m.c.mu.Lock()
+	m.c.started = time.Now().Add(-time.Hour)
+	m.c.mu.Unlock()
+	m.c.noteApplied(errors.Wrap(ErrUnavailable, "test: a failed listing"))
+	st := m.c.Status()
+	if st.Fresh || !st.Ready {
+		t.Fatalf("after an apply failure: fresh %v ready %v, want stale and ready", st.Fresh, st.Ready)
+	}
+}
