@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -290,6 +291,21 @@ func TestCluster_fourNodes(t *testing.T) {
 		}
 	}
 	t.Logf("%d invokes over %v with etcd cut off, all answered 200", invokes, outage)
+	// Ready until max_staleness (30 s) after the last fresh moment, then not.
+	for _, n := range nodes {
+		resp, err := http.Get(n.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		want := http.StatusOK
+		if outage > 30*time.Second {
+			want = http.StatusServiceUnavailable
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("%s: /readyz %d after %v cut off, want %d", n.id, resp.StatusCode, outage, want)
+		}
+	}
 	if r, _ := deploy(nodes[2], manifestJSON(digest, 30)); r.status != 503 || r.problem.Reason != "cluster-unavailable" {
 		t.Fatalf("deploy with etcd cut off: %d %s", r.status, r.body)
 	}
