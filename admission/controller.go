@@ -117,7 +117,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 		fuel: budget.CPUFuel, memory: budget.MemoryBytes}
 
 	p.mu.Lock()
-	seq, rej := p.admitLocked(req.ActivationID, res, tenant, trust, deadline)
+	seq, rej := p.admitLocked(v, req.ActivationID, res, tenant, trust, deadline)
 	p.mu.Unlock()
 	if rej != nil {
 		return nil, rej
@@ -137,11 +137,11 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 }
 
 // admitLocked runs the checks that must see the ledger and a fresh clock
-// sample, then reserves.
+// sample, then reserves, all under the view v the admission started with
+// (tenant and trust come from it).
 //
 // REQUIRES: p.mu held.
-func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *tenantState, trust *trustState, deadline time.Time) (uint64, *Rejection) {
-	v := p.view.Load()
+func (p *LocalQuotaProvider) admitLocked(v *view, id string, res reservation, tenant *tenantState, trust *trustState, deadline time.Time) (uint64, *Rejection) {
 	// Resample after lock contention; the deadline does not move.
 	now := p.opts.Clock.Now()
 	remaining := deadline.Sub(now)
@@ -177,7 +177,7 @@ func (p *LocalQuotaProvider) admitLocked(id string, res reservation, tenant *ten
 	if !ok || remaining <= required {
 		return 0, rejInfeasible
 	}
-	if rej := p.reserveLocked(liveKey{tenant.index, id}, res, tenant, trust); rej != nil {
+	if rej := p.reserveLocked(v, liveKey{tenant.index, id}, res, tenant, trust); rej != nil {
 		return 0, rej
 	}
 	return p.mu.seq, nil

@@ -275,8 +275,7 @@ func (p *LocalQuotaProvider) WithPolicySource(pin catalog.Pin) Controller {
 // that refuses.
 //
 // REQUIRES: p.mu held.
-func (p *LocalQuotaProvider) reserveLocked(id liveKey, r reservation, tenant *tenantState, trust *trustState) *Rejection {
-	v := p.view.Load()
+func (p *LocalQuotaProvider) reserveLocked(v *view, id liveKey, r reservation, tenant *tenantState, trust *trustState) *Rejection {
 	add := counters{live: 1, queued: 1, fuel: r.fuel, memory: r.memory}
 	if rej := fits(scopeNode, p.mu.node, add, v.policy.Limits.Limits); rej != nil {
 		return rej
