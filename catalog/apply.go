@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -53,20 +54,11 @@ func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
 // tenant); on any error nothing changes. The records are persisted before
 // the new view is published.
 func (c *Catalog) Apply(ctx context.Context, gen Generation, changes []Change) error {
-	built, refs, err := c.buildAll(ctx, changes)
+	prepared, refs, err := c.prepareAll(ctx, changes)
 	if err != nil {
 		return err
 	}
-	replaced, err := c.publishAt(ctx, gen, func(services map[serviceKey]*service) {
-		for _, ch := range changes {
-			k := serviceKey{ch.Tenant, ch.Service}
-			if svc := built[k]; svc != nil {
-				services[k] = svc
-			} else {
-				delete(services, k)
-			}
-		}
-	})
+	replaced, err := c.publishAt(ctx, gen, false, prepared)
 	if err != nil {
 		c.release(refs)
 		return err
@@ -84,21 +76,18 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 	for i := range manifests {
 		changes[i] = Change{Tenant: manifests[i].Tenant, Service: manifests[i].Service, Manifest: &manifests[i]}
 	}
-	built, refs, err := c.buildAll(ctx, changes)
+	prepared, refs, err := c.prepareAll(ctx, changes)
 	if err != nil {
 		return err
 	}
 	if cur := c.cur.Load(); cur.generation == gen {
 		c.release(refs)
-		if sameServices(cur.services, built) {
+		if maps.EqualFunc(cur.services, prepared, func(svc *service, p *preparedService) bool { return svc.release == releaseID(p.s) }) {
 			return nil
 		}
 		return errors.Wrapf(ErrGenerationNotNewer, "catalog: replace at generation %d with other services than the catalog's", gen)
 	}
-	replaced, err := c.publishAt(ctx, gen, func(services map[serviceKey]*service) {
-		clear(services)
-		maps.Copy(services, built)
-	})
+	replaced, err := c.publishAt(ctx, gen, true, prepared)
 	if err != nil {
 		c.release(refs)
 		return err
@@ -107,23 +96,28 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 	return nil
 }
 
-func sameServices(a, b map[serviceKey]*service) bool {
-	return maps.EqualFunc(a, b, func(x, y *service) bool { return x.release == y.release })
+// preparedService is a release validated and inspected, not yet built at
+// a generation.
+type preparedService struct {
+	s       spec
+	m       Manifest
+	modules []ModuleInfo
 }
 
-// buildAll validates and inspects the manifests of changes (generation 0;
-// publishAt sets it). On error it released the references it took.
-func (c *Catalog) buildAll(ctx context.Context, changes []Change) (_ map[serviceKey]*service, refs []Digest, err error) {
+// prepareAll validates and inspects the manifests of changes; a deletion
+// is a key with a nil value. On error it released the references it took.
+func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[serviceKey]*preparedService, refs []Digest, err error) {
 	defer func() {
 		if err != nil {
 			c.release(refs)
 			refs = nil
 		}
 	}()
-	built := map[serviceKey]*service{}
+	prepared := map[serviceKey]*preparedService{}
 	for _, ch := range changes {
+		k := serviceKey{ch.Tenant, ch.Service}
 		if ch.Manifest == nil {
-			built[serviceKey{ch.Tenant, ch.Service}] = nil
+			prepared[k] = nil
 			continue
 		}
 		m := cloneManifest(*ch.Manifest)
@@ -139,26 +133,16 @@ func (c *Catalog) buildAll(ctx context.Context, changes []Change) (_ map[service
 		if err != nil {
 			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.tenant, s.service)
 		}
-		svc, err := buildService(s, m, modules, 0)
-		if err != nil {
-			return nil, refs, err
-		}
-		built[serviceKey{s.tenant, s.service}] = svc
+		prepared[k] = &preparedService{s: s, m: m, modules: modules}
 	}
-	for k, svc := range built {
-		if svc == nil {
-			delete(built, k)
-		}
-	}
-	// Deletions are the keys of changes without a service in built.
-	return built, refs, nil
+	return prepared, refs, nil
 }
 
-// publishAt persists and publishes the services edit makes of the current
-// ones under generation gen (above the current one): records of changed
-// services are written, those of services edit removed are deleted. It
-// returns the module references of the services replaced or removed.
-func (c *Catalog) publishAt(ctx context.Context, gen Generation, edit func(map[serviceKey]*service)) ([]Digest, error) {
+// publishAt builds the prepared services at generation gen (above the
+// current one), persists them, removes the records of deleted services
+// (with whole, of every service not in prepared) and publishes the result.
+// It returns the module references of the services replaced or removed.
+func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, prepared map[serviceKey]*preparedService) ([]Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -168,42 +152,40 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, edit func(map[s
 	if gen <= c.mu.generation {
 		return nil, errors.Wrapf(ErrGenerationNotNewer, "catalog: generation %d, the catalog is at %d", gen, c.mu.generation)
 	}
-	next := maps.Clone(old.services)
-	edit(next)
-	// The changed services, rebuilt at gen (buildService sets it).
-	for k, svc := range next {
-		if prev, ok := old.services[k]; ok && prev == svc {
+	next := map[serviceKey]*service{}
+	if !whole {
+		next = maps.Clone(old.services)
+	}
+	for k, p := range prepared {
+		if p == nil {
+			delete(next, k)
 			continue
 		}
-		s, err := validate(svc.manifest)
+		svc, err := buildService(p.s, p.m, p.modules, gen)
 		if err != nil {
 			return nil, err
 		}
-		at, err := buildService(s, svc.manifest, svc.modules, gen)
-		if err != nil {
-			return nil, err
-		}
-		at.manifest, at.modules = svc.manifest, svc.modules
-		next[k] = at
+		next[k] = svc
 	}
 	if err := c.commitGenerationLocked(gen); err != nil {
 		return nil, err
 	}
 	var replaced []Digest
 	for k, prev := range old.services {
-		if svc, ok := next[k]; !ok {
+		if _, kept := next[k]; !kept {
 			if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
 				return nil, err
 			}
-			replaced = append(replaced, prev.artifacts()...)
-		} else if svc != prev {
+		}
+		if next[k] != prev {
 			replaced = append(replaced, prev.artifacts()...)
 		}
 	}
-	for k, svc := range next {
-		if prev, ok := old.services[k]; ok && prev == svc {
+	for k, p := range prepared {
+		if p == nil {
 			continue
 		}
+		svc := next[k]
 		rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: gen, Release: svc.release,
 			Revisions: svc.deployment().Revisions, Modules: svc.modules, Manifest: svc.manifest}
 		payload, err := json.Marshal(rec)
@@ -219,35 +201,28 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, edit func(map[s
 }
 
 // Hash identifies the services and releases of the view (not its
-// generation): two nodes with the same hash serve the same releases.
+// generation): two nodes with the same hash serve the same releases. It is
+// computed once per snapshot.
 func (p Pin) Hash() string {
 	if p.s == nil {
 		return newCanon("catalog v1").hex()
 	}
-	keys := slices.Collect(maps.Keys(p.s.services))
-	slices.SortFunc(keys, func(a, b serviceKey) int {
-		if a.tenant != b.tenant {
-			return compareStrings(string(a.tenant), string(b.tenant))
+	p.s.hash.once.Do(func() {
+		keys := slices.SortedFunc(maps.Keys(p.s.services), compareKeys)
+		h := newCanon("catalog v1")
+		for _, k := range keys {
+			h.str(string(k.tenant))
+			h.str(string(k.service))
+			h.str(string(p.s.services[k].release))
 		}
-		return compareStrings(string(a.service), string(b.service))
+		p.s.hash.v = h.hex()
 	})
-	h := newCanon("catalog v1")
-	for _, k := range keys {
-		h.str(string(k.tenant))
-		h.str(string(k.service))
-		h.str(string(p.s.services[k].release))
-	}
-	return h.hex()
+	return p.s.hash.v
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// compareKeys orders services by tenant, then name.
+func compareKeys(a, b serviceKey) int {
+	return cmp.Or(cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.service, b.service))
 }
 
 // AllServices returns the deployments of every service in the view,
@@ -261,10 +236,7 @@ func (p Pin) AllServices() []Deployment {
 		out = append(out, svc.deployment())
 	}
 	slices.SortFunc(out, func(a, b Deployment) int {
-		if a.Tenant != b.Tenant {
-			return compareStrings(string(a.Tenant), string(b.Tenant))
-		}
-		return compareStrings(string(a.Service), string(b.Service))
+		return compareKeys(serviceKey{a.Tenant, a.Service}, serviceKey{b.Tenant, b.Service})
 	})
 	return out
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/cockroachdb/errors"
 )
@@ -34,6 +35,10 @@ type serviceKey struct {
 type snapshot struct {
 	generation Generation // the latest generation issued when the snapshot was made
 	services   map[serviceKey]*service
+	hash       struct { // Pin.Hash, computed on first use
+		once sync.Once
+		v    string
+	}
 }
 
 // Pin is an immutable view of the catalog at one moment. Resolution and policy
