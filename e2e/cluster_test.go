@@ -100,11 +100,8 @@ func (n *clusterNode) members(t *testing.T) int {
 func pollFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		<-time.After(10 * time.Millisecond) // a bounded poll of the nodes' state
+	if !poll(within, 10*time.Millisecond, cond) {
+		t.Fatalf("%s: not within %v", what, within)
 	}
 	return time.Since(start)
 }

@@ -97,7 +97,7 @@ func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Mani
 	if err != nil {
 		return catalog.Deployment{}, err
 	}
-	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
+	setApplied(w, res)
 	w.Header().Set("Latent-Cluster-Applied-Ms", strconv.FormatFloat(float64(res.ApplyTime.Microseconds())/1000, 'f', 3, 64))
 	return res.Deployment, nil
 }
@@ -111,8 +111,13 @@ func (n *Node) remove(ctx context.Context, w http.ResponseWriter, t catalog.Tena
 	if err != nil {
 		return 0, err
 	}
-	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
+	setApplied(w, res)
 	return res.Generation, nil
+}
+
+// setApplied says on how many of the ready members a change was applied.
+func setApplied(w http.ResponseWriter, res cluster.Result) {
+	w.Header().Set("Latent-Cluster-Applied", strconv.Itoa(res.Applied)+"/"+strconv.Itoa(res.Members))
 }
 
 // clusterProblem is the answer to a cluster error of a write, or false.
