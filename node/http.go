@@ -317,8 +317,8 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	ctx = withHTTPRequest(ctx, r) // method, path suffix, CGI environment
 	a := n.invoke(ctx, p, target, h, body, arrived)
 	span.end(a, w.Header())
-	for k, v := range a.headers {
-		w.Header().Set(k, v)
+	if a.headers != nil {
+		a.headers.write(w.Header())
 	}
 	if a.refused {
 		n.holdRefusal(r.Context(), p)
@@ -331,8 +331,8 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		writeCGIAnswer(w, a)
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+	v, hd := []string{"application/octet-stream", strconv.Itoa(len(a.body))}, w.Header()
+	hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2]
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
 }

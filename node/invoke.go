@@ -44,11 +44,35 @@ type answer struct {
 	problem    *api.Problem // nil: success, body is the output
 	retryAfter time.Duration
 	body       []byte
-	headers    map[string]string
-	refused    bool // a refusal before execution (paced per principal)
+	headers    *activationHeaders // an executed activation's
+	refused    bool               // a refusal before execution (paced per principal)
 	// cgi is a WAGI guest's answer (status and body are its own).
 	cgi *runner.CGIResponse
 }
+
+// activationHeaders are the headers that describe an executed activation.
+type activationHeaders struct {
+	revision, outcome, fuel, memoryPeak, queueWait, execution, serverTiming, cellClass string
+	stderrTail                                                                         string // empty: none
+}
+
+// write sets them on h: canonical keys assigned directly, every value in
+// one backing array (an answer's headers are otherwise a dozen small
+// allocations).
+func (a *activationHeaders) write(h http.Header) {
+	vals := []string{a.revision, a.outcome, a.fuel, a.memoryPeak, a.queueWait, a.execution, a.serverTiming,
+		a.cellClass, a.stderrTail}
+	if a.stderrTail == "" {
+		vals = vals[:len(vals)-1]
+	}
+	for i := range vals {
+		h[activationHeaderKeys[i]] = vals[i : i+1 : i+1]
+	}
+}
+
+// activationHeaderKeys are activationHeaders' keys, in its order.
+var activationHeaderKeys = [...]string{"Latent-Revision", "Latent-Outcome", "Latent-Fuel-Used", "Latent-Memory-Peak-Bytes",
+	"Latent-Queue-Wait-Ms", "Latent-Execution-Ms", "Server-Timing", "Latent-Cell-Class", "Latent-Stderr-Tail"}
 
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
 	return answer{status: p.Status, problem: &p, retryAfter: retryAfter, refused: true}
@@ -149,18 +173,18 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		p.Outcome = string(out.Kind)
 		a = problemAnswer(p, n.drainEstimate())
 	}
-	a.headers = map[string]string{
-		"Latent-Revision":          string(rev.Revision),
-		"Latent-Outcome":           string(out.Kind),
-		"Latent-Fuel-Used":         strconv.FormatUint(out.FuelUsed, 10),
-		"Latent-Memory-Peak-Bytes": strconv.FormatUint(out.MemoryPeakBytes, 10),
-		"Latent-Queue-Wait-Ms":     strconv.FormatInt((t.front + t.queue).Milliseconds(), 10),
-		"Latent-Execution-Ms":      strconv.FormatInt(out.ExecutionTime.Milliseconds(), 10),
-		"Server-Timing":            t.header(),
-		"Latent-Cell-Class":        res.Cell.String(),
+	a.headers = &activationHeaders{
+		revision:     string(rev.Revision),
+		outcome:      string(out.Kind),
+		fuel:         strconv.FormatUint(out.FuelUsed, 10),
+		memoryPeak:   strconv.FormatUint(out.MemoryPeakBytes, 10),
+		queueWait:    strconv.FormatInt((t.front + t.queue).Milliseconds(), 10),
+		execution:    strconv.FormatInt(out.ExecutionTime.Milliseconds(), 10),
+		serverTiming: t.header(),
+		cellClass:    res.Cell.String(),
 	}
 	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
-		a.headers["Latent-Stderr-Tail"] = stderrHeader(out.StderrTail)
+		a.headers.stderrTail = stderrHeader(out.StderrTail)
 	}
 	return a
 }
