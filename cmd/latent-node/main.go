@@ -30,6 +30,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/gcfloor"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node"
 	"github.com/latent-node/latent-node/node/auth"
@@ -285,8 +286,15 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 		n.SetReloadSource(node.ReloadSource{Load: reload, TLS: serverTLS})
 	}
 	sizing := n.Sizing()
+	// GOGC from the environment wins; otherwise the heap goal keeps a
+	// floor (gcfloor: a node's live heap is small and would be collected
+	// about a hundred times a second under load).
+	gcTuned, gcMode := os.Getenv("GOGC") == "", "floor 64MiB"
+	if !gcTuned {
+		gcMode = "GOGC=" + os.Getenv("GOGC")
+	}
 	log.Info("serving", "listen", ln.Addr().String(), "version", versionString(), "load_source", n.LoadSourceKind(),
-		"guests", sizing.String(), "gomaxprocs", runtime.GOMAXPROCS(0))
+		"guests", sizing.String(), "gomaxprocs", runtime.GOMAXPROCS(0), "gc", gcMode)
 
 	var g run.Group
 	{ // signals
@@ -325,6 +333,10 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 	{ // the front yield: guests give their processors to the network front
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return n.FrontYield().Run(sctx) }, func(error) { cancel() })
+	}
+	if gcTuned { // the Go heap goal's floor (GOGC unset)
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return gcfloor.New(gcfloor.DefaultFloor).Run(sctx, time.Second) }, func(error) { cancel() })
 	}
 	if c := n.Cluster(); c != nil { // the cluster: membership, releases, freshness
 		sctx, cancel := context.WithCancel(ctx)
