@@ -68,6 +68,8 @@ type options struct {
 	flood       int // 0 skips the flood scenarios
 	floodBody   int
 	floodGuests []string
+	floodRepeat int           // measurements of each flood server per round
+	floodDur    time.Duration // each one's length
 }
 
 func main() {
@@ -92,6 +94,8 @@ func main() {
 	flag.IntVar(&o.jainClients, "jain-clients", 8, "closed-loop clients of each Jain tenant")
 	flag.IntVar(&o.flood, "flood", 16, "closed-loop clients of the flood scenarios (node vs bare wazero vs no wasm; 0: skip them)")
 	flag.IntVar(&o.floodBody, "flood-body", 64, "request body bytes of the echo flood")
+	flag.IntVar(&o.floodRepeat, "flood-repeat", 3, "measurements of each flood server per round, the servers taking turns (the node/bare ratio is judged per turn)")
+	flag.DurationVar(&o.floodDur, "flood-duration", 2*time.Second, "measured duration of each flood measurement")
 	floodG := flag.String("flood-guests", "echo", "guests of the flood scenarios, comma-separated: echo, compute")
 	serveMode := flag.String("serve-bare", "", "internal: serve a baseline (wazero or nowasm) instead of benchmarking")
 	listen := flag.String("listen", "127.0.0.1:0", "internal: the -serve-bare listen address")
@@ -136,8 +140,8 @@ func main() {
 		os.Exit(2)
 	}
 	if o.openLoad < 0 || o.openLoad > 1 || o.openNoisy < 0 || o.openConns < 1 || o.jainTenants < 0 || o.jainClients < 1 ||
-		o.flood < 0 || o.floodBody < 0 || o.floodBody > maxBareBody {
-		fmt.Fprintln(os.Stderr, "nodebench: want 0 ≤ -open-load ≤ 1, -open-conns ≥ 1, -jain-clients ≥ 1, 0 ≤ -flood-body ≤ 64KiB, no negative counts")
+		o.flood < 0 || o.floodBody < 0 || o.floodBody > maxBareBody || o.floodRepeat < 1 || o.floodDur <= 0 {
+		fmt.Fprintln(os.Stderr, "nodebench: want 0 ≤ -open-load ≤ 1, -open-conns ≥ 1, -jain-clients ≥ 1, 0 ≤ -flood-body ≤ 64KiB, -flood-repeat ≥ 1, -flood-duration > 0, no negative counts")
 		os.Exit(2)
 	}
 	if err := run(context.Background(), o); err != nil {
@@ -526,17 +530,24 @@ func run(ctx context.Context, o options) error {
 		}
 		for fi := range floods {
 			f := &floods[fi]
-			for j := range f.Servers {
-				// The order rotates over rounds: no server always runs first.
-				sv := &f.Servers[(j+r)%len(f.Servers)]
-				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-					return errors.Wrapf(err, "%s", n.stderr())
+			for k := range o.floodRepeat {
+				// The servers take turns, the order rotating every turn: no
+				// server always runs first; the node and the bare wazero
+				// server of a turn ran within seconds of each other.
+				turn := map[string]float64{}
+				for j := range f.Servers {
+					sv := &f.Servers[(j+r*o.floodRepeat+k)%len(f.Servers)]
+					if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+						return errors.Wrapf(err, "%s", n.stderr())
+					}
+					t, cpu := runGroups(ctx, o.warmup, o.floodDur, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name], pinnedCPU)
+					fr := summarizeFlood(t[0], o.floodDur, cpu)
+					sv.Rounds = append(sv.Rounds, fr)
+					turn[sv.Name] = fr.RPS
+					fmt.Fprintf(os.Stderr, "round %d/%d turn %d/%d %-24s %.0f/s, p50 %.3f ms p99 %.3f ms, refusals %.0f errors %.0f\n",
+						r+1, o.rounds, k+1, o.floodRepeat, "flood-"+f.Guest+"-"+sv.Name, fr.RPS, fr.P50Ms, fr.P99Ms, fr.Refusals, fr.Errors)
 				}
-				t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name], pinnedCPU)
-				fr := summarizeFlood(t[0], o.duration, cpu)
-				sv.Rounds = append(sv.Rounds, fr)
-				fmt.Fprintf(os.Stderr, "round %d/%d %-24s %.0f/s, p50 %.3f ms p99 %.3f ms, refusals %.0f errors %.0f\n",
-					r+1, o.rounds, "flood-"+f.Guest+"-"+sv.Name, fr.RPS, fr.P50Ms, fr.P99Ms, fr.Refusals, fr.Errors)
+				f.TurnRatios = append(f.TurnRatios, ratio(turn[floodNode], turn[floodBareWazero]))
 			}
 		}
 	}
@@ -586,6 +597,8 @@ func run(ctx context.Context, o options) error {
 			"jain_clients_per_tenant": o.jainClients,
 			"flood_clients":           o.flood,
 			"flood_body_bytes":        o.floodBody,
+			"flood_repeat":            o.floodRepeat,
+			"flood_duration_s":        o.floodDur.Seconds(),
 			"flood_guests":            o.floodGuests},
 		Pinning:     map[string]string{"node_cpus": nodeCPU, "generator_cpus": ""},
 		Calibration: cal,

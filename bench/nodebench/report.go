@@ -1,6 +1,10 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // extendSummary adds the open-loop, Jain and flood headlines to s.
 func extendSummary(s map[string]any, open *openSection, jain *jainSection, floods []floodSection) {
@@ -24,6 +28,7 @@ func extendSummary(s map[string]any, open *openSection, jain *jainSection, flood
 	for _, f := range floods {
 		p := "flood_" + f.Guest + "_"
 		s[p+"node_vs_bare_wazero_rps"] = f.NodeVsBareWazeroRPS
+		s[p+"node_vs_bare_wazero_rps_turn_median"] = f.NodeVsBareWazeroRPSTurns
 		s[p+"node_vs_bare_wazero_ok"] = f.NodeVsBareWazeroOK
 		s[p+"node_vs_nowasm_rps"] = f.NodeVsNoWasmRPS
 		s[p+"node_vs_bare_wazero_p99"] = f.NodeVsBareWazeroP99
@@ -64,7 +69,18 @@ func printExtra(open *openSection, jain *jainSection, floods []floodSection) {
 			fmt.Printf("%-12s %9.0f %9.3f %9.3f %7.0f %7.0f %8.0f%% %8.0f%% %8.0f%%\n", sv.Name, m.RPS, m.P50Ms, m.P99Ms, m.Refusals, m.Errors,
 				100*m.ServerCPU, 100*m.GenCPU, 100*m.OthersCPU)
 		}
-		fmt.Printf("node/bare_wazero %.3f (bar ≥ %.1f: %v), node/nowasm %.3f, bare_wazero/nowasm %.3f, p99 node/bare_wazero %.2f\n",
-			f.NodeVsBareWazeroRPS, f.NodeVsBareWazeroBar, f.NodeVsBareWazeroOK, f.NodeVsNoWasmRPS, f.BareWazeroVsNoWasm, f.NodeVsBareWazeroP99)
+		fmt.Printf("node/bare_wazero per turn %s: median %.3f (bar ≥ %.1f: %v); of the medians %.3f\n",
+			fmtRatios(f.TurnRatios), f.NodeVsBareWazeroRPSTurns, f.NodeVsBareWazeroBar, f.NodeVsBareWazeroOK, f.NodeVsBareWazeroRPS)
+		fmt.Printf("node/nowasm %.3f, bare_wazero/nowasm %.3f, p99 node/bare_wazero %.2f\n",
+			f.NodeVsNoWasmRPS, f.BareWazeroVsNoWasm, f.NodeVsBareWazeroP99)
 	}
+}
+
+// fmtRatios prints ratios with three decimals, comma-separated.
+func fmtRatios(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = strconv.FormatFloat(r, 'f', 3, 64)
+	}
+	return strings.Join(parts, ", ")
 }
