@@ -101,7 +101,7 @@ bench-runner:
 # capacity next to 16 noisy clients; Jain's index of 4 equal flooding tenants;
 # an echo flood of the node against a bare net/http + wazero server and bare
 # net/http. Writes bench/results/node.json and node.svg
-# (bench/nodebench/README.md). About 5 minutes; a short run:
+# (bench/nodebench/README.md). About 8 minutes; a short run:
 # BENCH_NODE_FLAGS="-duration 2s -rounds 1"; skip parts with -open-load 0
 # -jain-tenants 0 -flood 0.
 .PHONY: bench-node

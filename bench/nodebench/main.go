@@ -77,7 +77,7 @@ func main() {
 	var noisy string
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured duration of each scenario per round")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of each scenario before measuring")
-	flag.IntVar(&o.rounds, "rounds", 3, "rounds; the scenarios interleave and figures are medians over rounds")
+	flag.IntVar(&o.rounds, "rounds", 5, "rounds; the scenarios interleave and figures are medians over rounds")
 	flag.StringVar(&noisy, "noisy", "1,4,16,64", "noisy closed-loop client counts, one scenario each")
 	flag.IntVar(&o.hammer, "hammer", 16, "connections of the ignore-Retry-After scenario (0: skip it)")
 	flag.BoolVar(&o.pin, "pin", true, "pin the node to one CPU and the generator to the others (taskset)")
@@ -94,7 +94,7 @@ func main() {
 	flag.IntVar(&o.jainClients, "jain-clients", 8, "closed-loop clients of each Jain tenant")
 	flag.IntVar(&o.flood, "flood", 16, "closed-loop clients of the flood scenarios (node vs bare wazero vs no wasm; 0: skip them)")
 	flag.IntVar(&o.floodBody, "flood-body", 64, "request body bytes of the echo flood")
-	flag.IntVar(&o.floodRepeat, "flood-repeat", 3, "measurements of each flood server per round, the servers taking turns (the node/bare ratio is judged per turn)")
+	flag.IntVar(&o.floodRepeat, "flood-repeat", 2, "measurements of each flood server per round, the servers taking turns (the node/bare ratio is judged per turn)")
 	flag.DurationVar(&o.floodDur, "flood-duration", 2*time.Second, "measured duration of each flood measurement")
 	floodG := flag.String("flood-guests", "echo", "guests of the flood scenarios, comma-separated: echo, compute")
 	serveMode := flag.String("serve-bare", "", "internal: serve a baseline (wazero or nowasm) instead of benchmarking")
