@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -650,17 +651,22 @@ func (e *hostileEnv) metrics() (map[string]float64, error) {
 	return out, nil
 }
 
-func (e *hostileEnv) heap(t *testing.T) uint64 {
+// heapAndCollections returns the live heap of the node's last garbage
+// collection and how many collections it has completed. The node lets
+// garbage build up to a 64 MiB goal, which the allocated heap
+// (go_memstats_heap_alloc_bytes) would include.
+func (e *hostileEnv) heapAndCollections(t *testing.T) (uint64, float64) {
 	t.Helper()
 	m, err := e.metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := m["go_memstats_heap_alloc_bytes"]
-	if !ok {
-		t.Fatal("/metrics has no go_memstats_heap_alloc_bytes")
+	v, ok := m["latent_go_heap_live_bytes"]
+	gcs, ok2 := m["go_gc_duration_seconds_count"]
+	if !ok || !ok2 {
+		t.Fatal("/metrics has no latent_go_heap_live_bytes or go_gc_duration_seconds_count")
 	}
-	return uint64(v)
+	return uint64(v), gcs
 }
 
 // churn makes the node allocate (echo invocations of 60 KiB) so that its
@@ -685,22 +691,42 @@ func (e *hostileEnv) churn() {
 // baseline against which heapReturns compares.
 func (e *hostileEnv) heapSettled(t *testing.T) uint64 {
 	t.Helper()
-	low := e.heap(t)
-	for i := 0; i < 10; i++ {
+	low, gcs0 := uint64(0), float64(-1)
+	seen := 0 // collections observed
+	ok := poll(e.scale.heapDeadline, 10*time.Millisecond, func() bool {
 		e.churn()
-		low = min(low, e.heap(t))
+		live, gcs := e.heapAndCollections(t)
+		if gcs0 < 0 {
+			gcs0 = gcs
+			return false
+		}
+		if gcs > gcs0 {
+			if seen == 0 || live < low {
+				low = live
+			}
+			seen++
+			gcs0 = gcs
+		}
+		return seen >= 3
+	})
+	if !ok {
+		t.Fatalf("the node completed %d garbage collections while churning for %v, want 3", seen, e.scale.heapDeadline)
 	}
 	return low
 }
 
-// heapReturns polls the heap while churning until it is within the slack of
-// before, at most d.
+// heapReturns churns until a collection that completed after the call
+// left the live heap within the slack of before, at most d.
 func (e *hostileEnv) heapReturns(t *testing.T, before uint64, d time.Duration) (uint64, bool) {
 	t.Helper()
-	low := e.heap(t)
-	ok := poll(d, 50*time.Millisecond, func() bool {
+	_, gcs0 := e.heapAndCollections(t)
+	low := uint64(math.MaxUint64)
+	ok := poll(d, 10*time.Millisecond, func() bool {
 		e.churn()
-		low = min(low, e.heap(t))
+		live, gcs := e.heapAndCollections(t)
+		if gcs > gcs0 {
+			low = min(low, live)
+		}
 		return low <= before+hostileHeapSlack
 	})
 	return low, ok

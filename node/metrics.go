@@ -3,6 +3,7 @@ package node
 import (
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -110,6 +111,9 @@ func newMetrics(n *Node) *metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "latent_build_info",
 		Help: "Always 1; the labels name the node's version, commit and commit date and the Go release that built it."},
 		[]string{"version", "commit", "date", "go_version"})
+	heapLive := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latent_go_heap_live_bytes",
+		Help: "The Go heap the last garbage collection marked live. The node lets up to 64 MiB of garbage accumulate between collections, which go_memstats_heap_alloc_bytes counts."},
+		goHeapLive)
 	bi := CurrentBuildInfo()
 	build.WithLabelValues(bi.Version, bi.Commit, bi.Date, runtime.Version()).Set(1)
 	var tenants []string
@@ -126,7 +130,7 @@ func newMetrics(n *Node) *metrics {
 	m.access = newLogLimiter(clock, DefaultAccessLogRate, DefaultAccessLogBurst, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
-		m.memoryPeak, m.httpDuration, m.logDropped, build,
+		m.memoryPeak, m.httpDuration, m.logDropped, build, heapLive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n}}
 	m.registry.MustRegister(m.all...)
@@ -339,4 +343,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConnsRefused, prometheus.CounterValue, float64(cs.Refused))
 		ch <- prometheus.MustNewConstMetric(descAcceptErrors, prometheus.CounterValue, float64(cs.AcceptErrors))
 	}
+}
+
+// goHeapLive is the Go heap the last collection marked live, in bytes.
+func goHeapLive() float64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +60,7 @@ func TestMetrics_namesAndLabels(t *testing.T) {
 		"latent_cells":                          "cell_class,state",
 		"latent_refusals_held_total":            "",
 		"latent_http_connections_refused_total": "",
+		"latent_go_heap_live_bytes":             "",
 	}
 	for name, labels := range want {
 		if l, ok := got[name]; !ok || l != labels {
@@ -79,6 +81,17 @@ func TestMetrics_namesAndLabels(t *testing.T) {
 			t.Errorf("%s: durations are _seconds", name)
 		}
 	}
+}
+
+// TestMetrics_goHeapLive: after a collection the live-heap gauge holds at
+// least what this test keeps reachable.
+func TestMetrics_goHeapLive(t *testing.T) {
+	keep := make([]byte, 8<<20)
+	runtime.GC()
+	if got := goHeapLive(); got < float64(len(keep)) {
+		t.Fatalf("goHeapLive() = %.0f, want ≥ %d", got, len(keep))
+	}
+	runtime.KeepAlive(keep)
 }
 
 func TestMetrics_revisionSeriesBounded(t *testing.T) {
