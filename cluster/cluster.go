@@ -106,6 +106,9 @@ type Cluster struct {
 	// noRevoke leaves the lease to expire when Run ends, as a crashed
 	// node's does (tests).
 	noRevoke bool
+	// beforeCommit, when set, runs between a deploy's check and its
+	// commit (tests: another node's deploy in between).
+	beforeCommit func()
 
 	mu struct {
 		sync.Mutex

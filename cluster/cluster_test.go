@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
@@ -48,7 +49,15 @@ func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
 // startMemberWith is startMemberAt under another key prefix.
 func startMemberWith(t *testing.T, endpoints []string, id, dir, prefix string) *member {
 	t.Helper()
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: dir, Inspector: catalogtest.Inspector{}})
+	return startMemberOpts(t, endpoints, id, dir, prefix, catalog.Options{})
+}
+
+// startMemberOpts is startMemberWith on a catalog with opts (its Dir and
+// Inspector are the member's).
+func startMemberOpts(t *testing.T, endpoints []string, id, dir, prefix string, opts catalog.Options) *member {
+	t.Helper()
+	opts.Dir, opts.Inspector = dir, catalogtest.Inspector{}
+	cat, err := catalog.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,5 +471,70 @@ func TestCluster_readyFailsStatic(t *testing.T) {
 	st := m.c.Status()
 	if st.Fresh || !st.Ready {
 		t.Fatalf("after an apply failure: fresh %v ready %v, want stale and ready", st.Fresh, st.Ready)
+	}
+}
+
+// TestCluster_tenantQuotaAcrossNodes: a tenant may have one service. a
+// checks a new service against its catalog; before a commits, b deploys
+// another new service of the tenant. a's commit finds the tenant's
+// services changed since its check, catches up and checks again: refused
+// with the quota, and etcd holds one service of the tenant. Without the
+// census (the negative control) a's commit would land: two services.
+// Replacing the existing service, and a new service once one is deleted,
+// still pass.
+func TestCluster_tenantQuotaAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
+	opts := catalog.Options{MaxServicesPerTenant: 1}
+	a := startMemberOpts(t, []string{endpoint}, "a", t.TempDir(), "/test", opts)
+	b := startMemberOpts(t, []string{endpoint}, "b", t.TempDir(), "/test", opts)
+	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
+	da, db := upload(t, a, "acme", []byte("module a")), upload(t, b, "acme", []byte("module b"))
+
+	var bErr error
+	fired := false
+	a.c.beforeCommit = func() {
+		if fired {
+			return
+		}
+		fired = true
+		_, bErr = b.c.Deploy(ctx, manifest("acme", "from-b", db, 1))
+	}
+	_, err := a.c.Deploy(ctx, manifest("acme", "from-a", da, 1))
+	a.c.beforeCommit = nil
+	if bErr != nil {
+		t.Fatalf("b's deploy: %v", bErr)
+	}
+	if qe := (*catalog.QuotaError)(nil); !errors.As(err, &qe) || qe.Dimension != catalog.QuotaServices {
+		t.Fatalf("a's deploy after b's: %v, want the services quota", err)
+	}
+	services := func() []string {
+		resp, err := a.c.cli.Get(ctx, a.c.k.services(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, kv := range resp.Kvs {
+			keys = append(keys, string(kv.Key))
+		}
+		return keys
+	}
+	if got := services(); len(got) != 1 || got[0] != a.c.k.service("acme", "from-b") {
+		t.Fatalf("etcd holds %v, want only acme/from-b", got)
+	}
+
+	// Replacing the tenant's one service passes through either member.
+	if _, err := a.c.Deploy(ctx, manifest("acme", "from-b", db, 2)); err != nil {
+		t.Fatalf("replace through a: %v", err)
+	}
+	// Deleted through b, a new one fits through a.
+	if _, err := b.c.Delete(ctx, "acme", "from-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.c.Deploy(ctx, manifest("acme", "from-a", da, 1)); err != nil {
+		t.Fatalf("new service after the delete: %v", err)
+	}
+	if got := services(); len(got) != 1 || got[0] != a.c.k.service("acme", "from-a") {
+		t.Fatalf("etcd holds %v, want only acme/from-a", got)
 	}
 }

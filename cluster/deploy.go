@@ -40,32 +40,69 @@ type Result struct {
 // (OthersWait). The catalog's errors come back as they are (field
 // problems, quotas); ErrUnavailable when etcd or a stale catalog stops it,
 // ErrCommitUnknown when the outcome could not be read back.
+//
+// A new service is counted against its tenant's quota on this node's view;
+// the commit holds only if no service of the tenant was created or deleted
+// since that view (the tenant's census key), else the node catches up and
+// checks again — so nodes deploying new services of one tenant at once
+// cannot pass its max_services_per_tenant together.
 func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error) {
 	if !c.Status().Fresh {
 		return Result{}, errors.WithHint(errors.Wrap(ErrUnavailable, "cluster: this node's catalog is not known to be current"),
 			"deploys resume once the node reaches etcd again")
 	}
-	dep, err := c.cat.Check(ctx, m)
-	if err != nil {
-		return Result{}, err
+	replicated := false
+	for attempt := 1; ; attempt++ {
+		view := c.cat.Pin().Generation() // what Check counts is at least this
+		dep, err := c.cat.Check(ctx, m)
+		if err != nil {
+			return Result{}, err
+		}
+		if !replicated {
+			if err := c.replicate(ctx, m); err != nil {
+				return Result{}, err
+			}
+			replicated = true
+		}
+		data, err := json.Marshal(record{Release: dep.Release, Manifest: m})
+		if err != nil {
+			return Result{}, errors.Wrap(err, "cluster: encode record")
+		}
+		hd, _ := json.Marshal(head{Tenant: m.Tenant, Service: m.Service, Release: dep.Release})
+		if c.beforeCommit != nil {
+			c.beforeCommit()
+		}
+		gen, err := c.commit(ctx, m.Tenant, view, c.k.service(m.Tenant, m.Service), dep.Release,
+			clientv3.OpPut(c.k.service(m.Tenant, m.Service), string(data)), clientv3.OpPut(c.k.head(), string(hd)))
+		if recount := (*recountError)(nil); errors.As(err, &recount) {
+			if attempt >= maxAttempts {
+				return Result{}, errors.Wrapf(ErrConflict, "cluster: %s's services changed on each of %d attempts", m.Tenant, maxAttempts)
+			}
+			wctx, cancel := context.WithTimeout(ctx, applyWait)
+			ok := c.waitApplied(wctx, recount.census)
+			cancel()
+			if !ok {
+				return Result{}, errors.Wrapf(ErrUnavailable, "cluster: catching up to generation %d to count %s's services", recount.census, m.Tenant)
+			}
+			continue
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		dep.Generation = gen
+		res := c.settle(ctx, gen)
+		res.Deployment = dep
+		return res, nil
 	}
-	if err := c.replicate(ctx, m); err != nil {
-		return Result{}, err
-	}
-	data, err := json.Marshal(record{Release: dep.Release, Manifest: m})
-	if err != nil {
-		return Result{}, errors.Wrap(err, "cluster: encode record")
-	}
-	hd, _ := json.Marshal(head{Tenant: m.Tenant, Service: m.Service, Release: dep.Release})
-	gen, err := c.commit(ctx, c.k.service(m.Tenant, m.Service), dep.Release, clientv3.OpPut(c.k.service(m.Tenant, m.Service), string(data)),
-		clientv3.OpPut(c.k.head(), string(hd)))
-	if err != nil {
-		return Result{}, err
-	}
-	dep.Generation = gen
-	res := c.settle(ctx, gen)
-	res.Deployment = dep
-	return res, nil
+}
+
+// recountError is a commit of a new service refused because the tenant's
+// services changed after the view its quota was checked on: census is
+// the generation of that change.
+type recountError struct{ census catalog.Generation }
+
+func (e *recountError) Error() string {
+	return "cluster: the tenant's services changed at generation " + strconv.FormatInt(int64(e.census), 10) + " after the quota check"
 }
 
 // Delete removes the service through the cluster; catalog.ErrServiceNotFound
@@ -77,7 +114,7 @@ func (c *Cluster) Delete(ctx context.Context, tenant catalog.TenantID, service c
 	}
 	key := c.k.service(tenant, service)
 	hd, _ := json.Marshal(head{Tenant: tenant, Service: service})
-	gen, err := c.commit(ctx, key, "", clientv3.OpDelete(key), clientv3.OpPut(c.k.head(), string(hd)))
+	gen, err := c.commit(ctx, tenant, 0, key, "", clientv3.OpDelete(key), clientv3.OpPut(c.k.head(), string(hd)))
 	if err != nil {
 		return Result{}, err
 	}
@@ -90,7 +127,14 @@ func (c *Cluster) Delete(ctx context.Context, tenant catalog.TenantID, service c
 // delete): a key already in that state is not written again (a retried
 // deploy makes no second generation), and an ambiguous commit is resolved
 // by reading key.
-func (c *Cluster) commit(ctx context.Context, key string, release catalog.ReleaseID, ops ...clientv3.Op) (catalog.Generation, error) {
+//
+// A commit that creates or deletes the service also writes its tenant's
+// census key; one that creates it holds only if the census did not change
+// after view, the generation the tenant's quota was checked on
+// (recountError otherwise).
+func (c *Cluster) commit(ctx context.Context, tenant catalog.TenantID, view catalog.Generation, key string, release catalog.ReleaseID,
+	ops ...clientv3.Op) (catalog.Generation, error) {
+	census := c.k.census(tenant)
 	for range maxAttempts {
 		rev, landed, err := c.state(ctx, key, release)
 		if err != nil {
@@ -102,14 +146,25 @@ func (c *Cluster) commit(ctx context.Context, key string, release catalog.Releas
 			}
 			return catalog.Generation(rev), nil
 		}
+		creates := release != "" && rev == 0
+		cmps, then := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops
+		if creates || release == "" {
+			then = append(slices.Clone(ops), clientv3.OpPut(census, ""))
+		}
+		if creates {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(census), "<", int64(view)+1))
+		}
 		tctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err := c.cli.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(ops...).Commit()
+		resp, err := c.cli.Txn(tctx).If(cmps...).Then(then...).Else(clientv3.OpGet(census)).Commit()
 		cancel()
 		if err != nil {
 			return c.resolve(ctx, key, release, err)
 		}
 		if resp.Succeeded {
 			return catalog.Generation(resp.Header.Revision), nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); creates && len(kvs) == 1 && kvs[0].ModRevision > int64(view) {
+			return 0, &recountError{census: catalog.Generation(kvs[0].ModRevision)}
 		}
 	}
 	return 0, errors.Wrapf(ErrConflict, "cluster: %s changed on each of %d attempts", key, maxAttempts)

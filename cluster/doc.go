@@ -10,6 +10,7 @@
 //
 //	P/services/<tenant>/<service>   the service's release record (its manifest and release id)
 //	P/head                           the last deploy or delete (written in the same transaction)
+//	P/census/<tenant>                touched by every transaction that creates or deletes one of the tenant's services
 //	P/nodes/<node id>                a member's record, leased: URL, version, applied generation, freshness
 //	P/artifacts/<digest>/<node id>   the member holds the artifact's bytes, leased
 //	P/secret                         the peer token nodes present to each other, made once
@@ -30,6 +31,10 @@
 // commit is resolved by reading the key again: the release id is derived
 // from the content, so the record says whether this release landed; a
 // retried deploy of the same content never makes a second generation.
+// A transaction that creates a service also requires the tenant's census
+// key unchanged since the generation its quota was checked on; if another
+// node created or deleted one of the tenant's services meanwhile, Deploy
+// waits until the local catalog has that change and checks again.
 //
 // # Apply on every node
 //

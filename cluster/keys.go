@@ -16,11 +16,12 @@ func (k keys) services() string { return k.prefix + "/services/" }
 func (k keys) service(t catalog.TenantID, s catalog.ServiceName) string {
 	return k.services() + string(t) + "/" + string(s)
 }
-func (k keys) head() string                    { return k.prefix + "/head" }
-func (k keys) secret() string                  { return k.prefix + "/secret" }
-func (k keys) nodes() string                   { return k.prefix + "/nodes/" }
-func (k keys) node(id string) string           { return k.nodes() + id }
-func (k keys) holders(d catalog.Digest) string { return k.prefix + "/artifacts/" + string(d) + "/" }
+func (k keys) head() string                     { return k.prefix + "/head" }
+func (k keys) census(t catalog.TenantID) string { return k.prefix + "/census/" + string(t) }
+func (k keys) secret() string                   { return k.prefix + "/secret" }
+func (k keys) nodes() string                    { return k.prefix + "/nodes/" }
+func (k keys) node(id string) string            { return k.nodes() + id }
+func (k keys) holders(d catalog.Digest) string  { return k.prefix + "/artifacts/" + string(d) + "/" }
 func (k keys) holder(d catalog.Digest, id string) string {
 	return k.holders(d) + id
 }
