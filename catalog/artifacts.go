@@ -148,6 +148,22 @@ func (c *Catalog) artifactRoomLocked(tenant TenantID, d Digest, size uint64) err
 // count is checked before the bytes are read. A full disk gives
 // ErrStorageFull.
 func (c *Catalog) PutArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader) error {
+	return c.putArtifact(ctx, tenant, d, r, true)
+}
+
+// PutReleaseArtifact is PutArtifact for an artifact a release published
+// elsewhere names (a cluster's peer fetching what it must apply): the
+// tenant's artifact quotas on this node are not checked — the release was
+// admitted where it was deployed, and a tenant that filled its upload
+// quota on one node must not keep that node from applying the cluster's
+// releases — but the artifact counts towards them, so the tenant's further
+// uploads here wait until it is released. The size bound, the digest check
+// and a full disk still refuse it.
+func (c *Catalog) PutReleaseArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader) error {
+	return c.putArtifact(ctx, tenant, d, r, false)
+}
+
+func (c *Catalog) putArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader, quota bool) error {
 	if err := ValidatePathName(string(tenant)); err != nil {
 		return errors.Mark(errors.Wrap(err, "catalog: artifact tenant"), ErrInvalidName)
 	}
@@ -157,11 +173,13 @@ func (c *Catalog) PutArtifact(ctx context.Context, tenant TenantID, d Digest, r 
 	if err := ctx.Err(); err != nil {
 		return errors.Wrap(err, "catalog: store artifact")
 	}
-	c.mu.Lock()
-	err := c.artifactRoomLocked(tenant, d, 0)
-	c.mu.Unlock()
-	if err != nil {
-		return err
+	if quota {
+		c.mu.Lock()
+		err := c.artifactRoomLocked(tenant, d, 0)
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	staged, err := c.store.stageArtifact(d, r, c.opts.MaxArtifactBytes)
 	if err != nil {
@@ -174,9 +192,11 @@ func (c *Catalog) PutArtifact(ctx context.Context, tenant TenantID, d Digest, r 
 		return errors.Wrap(err, "catalog: store artifact")
 	}
 	size := uint64(staged.size)
-	if err := c.artifactRoomLocked(tenant, d, size); err != nil {
-		c.store.discard(staged)
-		return err
+	if quota {
+		if err := c.artifactRoomLocked(tenant, d, size); err != nil {
+			c.store.discard(staged)
+			return err
+		}
 	}
 	if err := c.store.commitArtifact(staged, d); err != nil {
 		c.removeUnownedLocked(d)

@@ -166,6 +166,24 @@ func TestQuota(t *testing.T) {
 			t.Fatalf("artifact directory holds %v (a refused upload stayed)", files)
 		}
 	})
+	t.Run("release artifacts", func(t *testing.T) {
+		// A release's artifact is stored whatever the tenant's quota here
+		// and counts towards it: the tenant's next upload is refused.
+		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactsPerTenant = 1; o.MaxArtifactBytesPerTenant = 10 })
+		fx.module("12345678")
+		if err := fx.cat.PutReleaseArtifact(ctx, "acme", digestOf("abcdef"), strings.NewReader("abcdef")); err != nil {
+			t.Fatalf("release artifact over the quotas: %v", err)
+		}
+		if !fx.cat.HasArtifact("acme", digestOf("abcdef")) {
+			t.Fatal("the release artifact is not the tenant's")
+		}
+		err := fx.cat.PutArtifact(ctx, "acme", digestOf("x"), strings.NewReader("x"))
+		wantQuota(t, err, QuotaError{Dimension: QuotaArtifacts, Limit: 1, Used: 2})
+		// The digest and the size bound still hold.
+		if err := fx.cat.PutReleaseArtifact(ctx, "acme", digestOf("y"), strings.NewReader("not y")); err == nil {
+			t.Fatal("a release artifact with another digest was stored")
+		}
+	})
 }
 
 type failingReader struct{}

@@ -269,7 +269,9 @@ func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.Ten
 		return errors.Newf("answered %d", resp.StatusCode)
 	}
 	// The catalog bounds the size and verifies the digest while storing.
-	return c.cat.PutArtifact(ctx, tenant, d, resp.Body)
+	// The release was admitted where it was deployed: the tenant's upload
+	// quota here does not refuse it (its uploads here wait instead).
+	return c.cat.PutReleaseArtifact(ctx, tenant, d, resp.Body)
 }
 
 // peerRequest sends a request with the peer token to path on the member

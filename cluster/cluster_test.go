@@ -538,3 +538,36 @@ func TestCluster_tenantQuotaAcrossNodes(t *testing.T) {
 		t.Fatalf("etcd holds %v, want only acme/from-a", got)
 	}
 }
+
+// TestCluster_uploadQuotaDoesNotBlockApply: a tenant fills its artifact
+// quota on b with uploads of its own and then deploys, through a, a release
+// with an artifact b lacks. b stores it anyway (the release was admitted on
+// a; it counts towards the tenant's quota on b) and applies the release:
+// one tenant's uploads cannot make a node stale for everyone. Storing it
+// under the upload quota (the negative control) fails the deploy's
+// replication.
+func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
+	ctx := context.Background()
+	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
+	a := startMember(t, endpoint, "a")
+	b := startMemberOpts(t, []string{endpoint}, "b", t.TempDir(), "/test", catalog.Options{MaxArtifactsPerTenant: 1})
+	waitFor(t, "members fresh", 10*time.Second, func() bool {
+		members, err := a.c.Members(ctx)
+		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(members) == 2
+	})
+	upload(t, b, "acme", []byte("parked on b"))
+	if err := b.cat.PutArtifact(ctx, "acme", catalog.DigestOf(sha256.Sum256([]byte("more"))), bytes.NewReader([]byte("more"))); err == nil {
+		t.Fatal("b's upload quota took a second artifact")
+	}
+	d := upload(t, a, "acme", []byte("the release's module"))
+	res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1))
+	if err != nil {
+		t.Fatalf("deploy through a: %v", err)
+	}
+	if res.Applied != 2 || res.Members != 2 {
+		t.Fatalf("applied on %d of %d members", res.Applied, res.Members)
+	}
+	if _, ok := b.cat.Pin().Deployment("acme", "svc"); !ok || !b.cat.HasArtifact("acme", d) || !b.c.Status().Fresh {
+		t.Fatalf("b: release %v, artifact %v, fresh %v", ok, b.cat.HasArtifact("acme", d), b.c.Status().Fresh)
+	}
+}
