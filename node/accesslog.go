@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/latent-node/latent-node/catalog"
@@ -59,45 +61,67 @@ func accessOf(ctx context.Context) *access {
 
 // logBucket is a token bucket of log lines.
 type logBucket struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	dropped func() // increments latent_log_lines_dropped_total{tenant}
 }
 
-// logLimiter rate-limits log lines per configured tenant. Its map is built
-// once from the configuration and never grows: lines of any other tenant
-// share one bucket.
+// logLimiter rate-limits log lines per configured tenant. Its buckets are
+// the configured tenants' and one that every other line shares; a reload
+// that configures new tenants adds theirs (addTenants), and nothing else
+// ever does, so the map grows only with the configuration.
 type logLimiter struct {
 	clock   Clock
 	rate    float64 // lines per second
 	burst   float64
-	buckets map[string]*logBucket
-	dropped map[string]func() // increments latent_log_lines_dropped_total{tenant}
+	newDrop func(tenant string) func()
+	mu      sync.Mutex                            // serializes addTenants
+	buckets atomic.Pointer[map[string]*logBucket] // replaced whole, never changed
 }
 
 func newLogLimiter(clock Clock, rate, burst int, tenants []string, dropped func(tenant string) func()) *logLimiter {
-	l := &logLimiter{clock: clock, rate: float64(rate), burst: float64(max(burst, 1)),
-		buckets: make(map[string]*logBucket, len(tenants)+1), dropped: make(map[string]func(), len(tenants)+1)}
-	now := clock.Now()
-	for _, t := range append(tenants, sharedLogTenant) {
-		l.buckets[t] = &logBucket{tokens: l.burst, last: now}
-		l.dropped[t] = dropped(t)
-	}
+	l := &logLimiter{clock: clock, rate: float64(rate), burst: float64(max(burst, 1)), newDrop: dropped}
+	m := make(map[string]*logBucket, len(tenants)+1)
+	l.buckets.Store(&m)
+	l.addTenants(append(tenants, sharedLogTenant))
 	return l
 }
 
-// bucketName is the bucket (and metric label) of tenant.
-func (l *logLimiter) bucketName(tenant catalog.TenantID) string {
-	if _, ok := l.buckets[string(tenant)]; ok && tenant != "" {
-		return string(tenant)
+// addTenants gives each tenant that has none a bucket of its own (full).
+func (l *logLimiter) addTenants(tenants []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := *l.buckets.Load()
+	var next map[string]*logBucket
+	now := l.clock.Now()
+	for _, t := range tenants {
+		if _, ok := cur[t]; ok {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(cur)
+		}
+		next[t] = &logBucket{tokens: l.burst, last: now, dropped: l.newDrop(t)}
 	}
-	return sharedLogTenant
+	if next != nil {
+		l.buckets.Store(&next)
+	}
+}
+
+// bucket is tenant's bucket: its own when it is configured, else the
+// shared one.
+func (l *logLimiter) bucket(tenant catalog.TenantID) *logBucket {
+	m := *l.buckets.Load()
+	if b, ok := m[string(tenant)]; ok && tenant != "" {
+		return b
+	}
+	return m[sharedLogTenant]
 }
 
 // allow takes a token from tenant's bucket, or counts a dropped line.
 func (l *logLimiter) allow(tenant catalog.TenantID) bool {
-	name := l.bucketName(tenant)
-	b := l.buckets[name]
+	b := l.bucket(tenant)
 	now := l.clock.Now()
 	b.mu.Lock()
 	if el := now.Sub(b.last); el > 0 {
@@ -110,7 +134,7 @@ func (l *logLimiter) allow(tenant catalog.TenantID) bool {
 	}
 	b.mu.Unlock()
 	if !ok {
-		l.dropped[name]()
+		b.dropped()
 	}
 	return ok
 }

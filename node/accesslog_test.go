@@ -200,8 +200,20 @@ func TestLogLimiter_rate(t *testing.T) {
 			t.Errorf("dropped[%s] = %d, want %d (%v)", k, dropped[k], v, dropped)
 		}
 	}
-	if len(l.buckets) != 3 {
-		t.Fatalf("%d buckets, want 3 (the map never grows)", len(l.buckets))
+	if n := len(*l.buckets.Load()); n != 3 {
+		t.Fatalf("%d buckets, want 3 (only the configuration adds any)", n)
+	}
+	// A reload that configures beta gives it a bucket of its own, full;
+	// acme's keeps its state.
+	l.addTenants([]string{"acme", "beta"})
+	if got := allowed("beta", 5); got != 3 {
+		t.Fatalf("beta after addTenants: %d lines allowed, want 3", got)
+	}
+	if got := allowed("acme", 1); got != 0 {
+		t.Fatalf("acme after addTenants: %d lines allowed, want 0 (its bucket is empty)", got)
+	}
+	if n := len(*l.buckets.Load()); n != 4 || dropped["beta"] != 2 {
+		t.Fatalf("%d buckets (want 4), beta dropped %d (want 2)", n, dropped["beta"])
 	}
 }
 

@@ -112,6 +112,12 @@ func (n *Node) Reload() (ReloadResult, error) {
 		} else {
 			res.Applied = append(res.Applied, live...)
 			admissionApplied = true
+			// New tenants' access-log lines get buckets of their own.
+			var tenants []string
+			for t := range next.Tenants {
+				tenants = append(tenants, string(t))
+			}
+			n.metrics.access.addTenants(tenants)
 		}
 	}
 	if !reflect.DeepEqual(prev.Principals, next.Principals) {

@@ -201,3 +201,25 @@ func TestReload_payloadBeyondIngress(t *testing.T) {
 		t.Fatalf("node live limit %d, want %d", got, base.Node.Limits.MaxLiveActivations-1)
 	}
 }
+
+// TestReload_newTenantLogBucket: a tenant a reload configures gets an
+// access-log bucket of its own (before, its lines shared the bucket of
+// unconfigured tenants).
+func TestReload_newTenantLogBucket(t *testing.T) {
+	sn := startServed(t)
+	base := sn.n.cfg
+	next := *base
+	next.Tenants = maps.Clone(base.Tenants)
+	next.Tenants["fresh"] = base.Tenants["demo"]
+	lim := sn.n.metrics.access
+	if lim.bucket("fresh") != lim.bucket("") {
+		t.Fatal("an unconfigured tenant has a bucket of its own")
+	}
+	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return &next, nil }})
+	if res, err := sn.n.Reload(); err != nil || !slices.Contains(res.Applied, "tenants") {
+		t.Fatalf("reload: %+v, %v", res, err)
+	}
+	if lim.bucket("fresh") == lim.bucket("") || lim.bucket("fresh") == lim.bucket("demo") {
+		t.Fatal("the reloaded tenant shares a bucket")
+	}
+}
