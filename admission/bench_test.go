@@ -18,6 +18,9 @@ func (realClock) Now() time.Time { return time.Now() }
 func benchHarness(b *testing.B) (*harness, Controller) {
 	p := testPolicy()
 	p.Limits.MaxLiveActivations, p.Limits.MaxQueued = 1<<20, 1<<20
+	// The one sample published below must not go stale however long a
+	// loaded machine takes to run the benchmark (it refused every admit).
+	p.Overload.MaxObservationAge = time.Hour
 	h := newHarness(b, p)
 	prov, err := NewLocalQuotaProvider(p, Options{Clock: realClock{}, Load: h.load, QueueDelay: h})
 	if err != nil {
