@@ -415,7 +415,7 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 	if err != nil {
 		return spec{}, nil, nil, err
 	}
-	modules, refs, err := c.inspectAll(ctx, s, c.owns)
+	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.tenant), s, c.owns)
 	if err != nil {
 		return spec{}, nil, nil, err
 	}

@@ -94,3 +94,21 @@ func (m ModuleInfo) equal(o ModuleInfo) bool {
 	return m.MinMemoryBytes == o.MinMemoryBytes && m.MaxMemoryBytes == o.MaxMemoryBytes &&
 		m.Features == o.Features && m.Threading == o.Threading && slices.Equal(m.Exports, o.Exports)
 }
+
+type deployingKey struct{}
+
+// DeployingTenant reports the tenant whose deploy ctx inspects a module
+// for: set by Check and Deploy, which admit a release, and absent when the
+// catalog re-inspects what it already holds (Open) or applies a history
+// decided elsewhere (Apply, Replace). An Inspector may refuse a module for
+// its tenant's own budgets only when it is set.
+func DeployingTenant(ctx context.Context) (TenantID, bool) {
+	t, ok := ctx.Value(deployingKey{}).(TenantID)
+	return t, ok
+}
+
+// WithDeployingTenant marks ctx as a deploy's for tenant t (Check and
+// Deploy do; an Inspector's tests may).
+func WithDeployingTenant(ctx context.Context, t TenantID) context.Context {
+	return context.WithValue(ctx, deployingKey{}, t)
+}

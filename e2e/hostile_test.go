@@ -56,6 +56,7 @@ const (
 	hostileMaxReserved   = 256 << 20              // node.limits.max_reserved_memory
 	hostileMaxConns      = 200                    // node.max_connections
 	hostileServicesQuota = 8                      // catalog.max_services_per_tenant
+	hostileSignatures    = 2_000                  // node.max_signatures_per_tenant
 	hostileTinyCells     = 2                      // cell_classes.tiny.parallelism
 	hostileSmallCells    = 1                      // cell_classes.small.parallelism
 	hostileQuietInterval = 10 * time.Millisecond  // the quiet client's pacing
@@ -94,8 +95,8 @@ func hostileConfigTOML(dataDir string, hashes map[string]string) string {
 	}
 	return nodeconf.Config{
 		DataDir:        dataDir,
-		MaxConnections: hostileMaxConns,
-		Limits:         nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved},
+		MaxConnections: hostileMaxConns, MaxSignaturesPerTenant: hostileSignatures,
+		Limits: nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved},
 		Cells: []nodeconf.Cell{{Class: "tiny", Memory: "16MiB", Parallelism: hostileTinyCells},
 			{Class: "small", Memory: "64MiB", Parallelism: hostileSmallCells}},
 		TrustClasses: []nodeconf.TrustClass{{Name: "untrusted", Cells: []string{"tiny", "small"},
@@ -147,6 +148,7 @@ var hostileAttacks = []hostileAttack{
 	{"e-stack-bomb", attackStackBomb},
 	{"f-modules-released", attackModulesReleased},
 	{"g-namespaces", attackNamespaces},
+	{"g2-signatures", attackSignatures},
 	{"h-connections", attackConnections},
 	{"i-malformed-bodies", attackMalformedBodies},
 	{"j-table-and-memory", attackTableAndMemory},
@@ -1604,4 +1606,37 @@ func attackRestart(t *testing.T, e *hostileEnv) {
 			t.Errorf("k after restart, invoke %d: %d %s", i, r.status, truncate(string(r.body), 200))
 		}
 	}
+}
+
+// g2: deploys of modules whose function signatures are all new to the
+// node (wazero keeps every signature it compiled until the process ends).
+// Hostile's are refused, naming node.max_signatures_per_tenant, once its
+// deploys brought the budget's worth; the node's heap stays put; quiet
+// deploys a module of its own fresh signatures afterwards.
+func attackSignatures(t *testing.T, e *hostileEnv) {
+	const perModule = 500
+	refused := false
+	for i := 0; i < 2*hostileSignatures/perModule && !refused; i++ {
+		mod := hostilewasm.ManySignatures(perModule, uint64(1000+i))
+		r, el := e.deployModule(t, "hostile", "sigs", mod, deployOpts{})
+		switch r.status {
+		case 200:
+			if i >= hostileSignatures/perModule {
+				t.Errorf("g2: module %d (%d signatures) deployed past the budget of %d", i, (i+1)*perModule, hostileSignatures)
+			}
+		default:
+			refused = e.refusedNaming(t, "g2 signatures", r, el, "node.max_signatures_per_tenant")
+			if i < hostileSignatures/perModule-1 {
+				t.Errorf("g2: refused at module %d, within the budget", i)
+			}
+		}
+	}
+	if !refused {
+		t.Fatal("g2: hostile's deploys of fresh signatures were never refused")
+	}
+	e.deleteService(t, "hostile", "sigs")
+	if r, _ := e.deployModule(t, "quiet", "sigs", hostilewasm.ManySignatures(perModule, 1), deployOpts{}); r.status != 200 {
+		t.Errorf("g2: quiet's deploy after hostile's budget ran out: %d %s", r.status, truncate(string(r.body), 300))
+	}
+	e.deleteService(t, "quiet", "sigs")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/internal/hostilewasm"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
@@ -428,4 +429,53 @@ func TestRun_tableBytes(t *testing.T) {
 		t.Fatalf("fuel %d and %d: difference %d, want %d", big.FuelUsed, small.FuelUsed, d, elems-1)
 	}
 	t.Logf("peak %d bytes with %d table elements, %d with 1", big.MemoryPeakBytes, elems, small.MemoryPeakBytes)
+}
+
+// TestInspect_signatureBudget: wazero keeps every function signature it
+// compiled. A tenant's deploys may bring at most MaxSignaturesPerTenant
+// new ones: the deploy that would pass it is refused (nothing compiled),
+// another tenant's budget is its own, signatures already known cost
+// nothing, and inspection outside a deploy (start-up, a cluster applying a
+// release) is counted but never refused. Without the deploy marker (the
+// negative control of the refusal) the same module passes.
+func TestInspect_signatureBudget(t *testing.T) {
+	ctx := context.Background()
+	r, err := New(ctx, Config{MaxSignaturesPerTenant: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(ctx) }()
+	deploy := func(tenant catalog.TenantID, module []byte) error {
+		_, err := r.Inspect(catalog.WithDeployingTenant(ctx, tenant), digestOf(module), module)
+		return err
+	}
+	one, two, three := hostilewasm.ManySignatures(100, 1), hostilewasm.ManySignatures(100, 2), hostilewasm.ManySignatures(100, 3)
+	if err := deploy("acme", one); err != nil {
+		t.Fatal(err)
+	}
+	if err := deploy("acme", two); err != nil {
+		t.Fatal(err)
+	}
+	before := r.sigs.total()
+	err = deploy("acme", three) // 200 (and the void type) + 100 > 250
+	if err == nil || !strings.Contains(err.Error(), "function signatures") {
+		t.Fatalf("acme's third module: %v, want the signature budget", err)
+	}
+	if r.Prepared(digestOf(three)) || r.sigs.total() != before {
+		t.Fatal("a refused module was compiled or counted")
+	}
+	if err := deploy("beta", three); err != nil { // beta's own budget
+		t.Fatalf("beta: %v", err)
+	}
+	// acme may now deploy three: beta brought its signatures already.
+	if err := deploy("acme", hostilewasm.Salted(three, 9)); err != nil {
+		t.Fatalf("acme, known signatures: %v", err)
+	}
+	four := hostilewasm.ManySignatures(100, 4)
+	if _, err := r.Inspect(ctx, digestOf(four), four); err != nil { // not a deploy
+		t.Fatalf("inspection outside a deploy: %v", err)
+	}
+	if got := r.sigs.total(); got < 401 {
+		t.Fatalf("%d signatures counted, want at least 401", got)
+	}
 }

@@ -70,6 +70,13 @@ type Config struct {
 	// runner keeps (default 1 GiB; see CompiledBytesEstimate). An Inspect
 	// that would exceed it fails with ErrCompiledCacheFull.
 	MaxCompiledBytes uint64
+	// MaxSignaturesPerTenant bounds the distinct function signatures new to
+	// the node that one tenant's deploys may bring (default
+	// DefaultMaxSignaturesPerTenant): the runtime keeps every signature it
+	// compiled until the node restarts. Only deploys are refused
+	// (catalog.DeployingTenant); re-inspection and applied releases are
+	// counted.
+	MaxSignaturesPerTenant int
 	// OnCacheDiscard, if set, is called when Inspect found a corrupt entry
 	// in the on-disk compilation cache, discarded it and compiled again (so
 	// the caller can log a warning). Its error names no host path.
@@ -132,6 +139,8 @@ type Runner struct {
 
 	compileSlots chan struct{} // one token per running compile
 
+	sigs *signatureLedger // the function signatures the runtime holds
+
 	mu            sync.RWMutex
 	modules       map[catalog.Digest]*module
 	compiledBytes uint64 // estimated size of every entry in modules
@@ -151,6 +160,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	if cfg.CompileConcurrency <= 0 {
 		cfg.CompileConcurrency = DefaultCompileConcurrency
+	}
+	if cfg.MaxSignaturesPerTenant <= 0 {
+		cfg.MaxSignaturesPerTenant = DefaultMaxSignaturesPerTenant
 	}
 	if cfg.MaxCompiledBytes == 0 {
 		cfg.MaxCompiledBytes = DefaultMaxCompiledBytes
@@ -177,7 +189,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
 		base: base, compileSlots: make(chan struct{}, cfg.CompileConcurrency),
-		modules: map[catalog.Digest]*module{}}, nil
+		modules: map[catalog.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant)}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -224,6 +236,10 @@ func (r *Runner) inspect(ctx context.Context, digest catalog.Digest, module []by
 	}
 	info, err := r.moduleInfo(res.Info)
 	if err != nil {
+		return catalog.ModuleInfo{}, err
+	}
+	tenant, deploying := catalog.DeployingTenant(ctx)
+	if err := r.sigs.charge(tenant, deploying, res.Info.Signatures); err != nil {
 		return catalog.ModuleInfo{}, err
 	}
 	if err := r.prepare(ctx, digest, res, info); err != nil {

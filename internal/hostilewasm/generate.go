@@ -250,3 +250,25 @@ func Salted(module []byte, salt uint64) []byte {
 	out := append([]byte(nil), module...)
 	return appendSection(out, 0, s)
 }
+
+// ManySignatures is a WASI command that declares n function types no other
+// salt gives (each one's parameters spell salt·n + i in base 2 over i32
+// and i64, 40 of them), besides the void type its _start uses: every
+// compile of a module with fresh signatures grows the runtime's type table
+// for good.
+func ManySignatures(n int, salt uint64) []byte {
+	types := []FuncType{voidType}
+	for i := range n {
+		v := salt*uint64(n) + uint64(i)
+		params := make([]ValType, 40)
+		for b := range params {
+			params[b] = I32
+			if v>>b&1 == 1 {
+				params[b] = I64
+			}
+		}
+		types = append(types, FuncType{Params: params})
+	}
+	m := command(Module{Types: types, Funcs: []Func{{Type: 0}}}, 0)
+	return m.Encode()
+}

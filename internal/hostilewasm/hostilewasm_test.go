@@ -68,6 +68,7 @@ func TestGenerators_validate(t *testing.T) {
 		{"big code", BigCode(code, 1), code},
 		{"big data", BigData(1 << 20), 1 << 20},
 		{"stack bomb", StackBomb(10_000, 200), 0},
+		{"many signatures", ManySignatures(500, 7), 500 * 40},
 		{"table grow", TableGrow(0x7fffffff), 0},
 		{"memory fill", MemoryFill(0xffffffff), 0},
 		{"salted", Salted(Trivial(), 42), 0},

@@ -196,6 +196,10 @@ type Node struct {
 	// CompileConcurrency is how many modules compile at once, each on a
 	// lower-priority worker thread (1..64, default 1).
 	CompileConcurrency int
+	// MaxSignaturesPerTenant bounds the distinct function signatures new
+	// to the node that one tenant's deploys may bring (default 20,000): the
+	// runtime keeps every signature it compiled until the node restarts.
+	MaxSignaturesPerTenant int
 	// MaxRunningGuests bounds the guests running at once across every cell
 	// class. 0, the default, means the CPUs this process may use: the
 	// backlog then waits in the fair queue, not in the operating system's
@@ -494,7 +498,8 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 // the compile bounds. The fuel slice is the runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
 	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits,
-		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes}
+		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes,
+		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant}
 	if dataDir != "" {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}

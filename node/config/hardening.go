@@ -77,6 +77,8 @@ const (
 	DefaultMaxConnections           = 0
 	DefaultMaxConnectionsPerAddress = 256
 	DefaultCompileConcurrency       = 1
+	DefaultMaxSignaturesPerTenant   = runner.DefaultMaxSignaturesPerTenant
+	maxSignaturesPerTenant          = 10_000_000
 	DefaultMaxCompiledBytes         = runner.DefaultMaxCompiledBytes
 	maxCompileConcurrency           = 64
 )
@@ -125,6 +127,9 @@ func (c *Config) checkHardening(v *checker) {
 	}
 	if n.CompileConcurrency < 1 || n.CompileConcurrency > maxCompileConcurrency {
 		v.add("node.compile_concurrency", "must be from 1 to "+strconv.Itoa(maxCompileConcurrency))
+	}
+	if n.MaxSignaturesPerTenant < 1 || n.MaxSignaturesPerTenant > maxSignaturesPerTenant {
+		v.add("node.max_signatures_per_tenant", "must be from 1 to "+strconv.Itoa(maxSignaturesPerTenant))
 	}
 }
 

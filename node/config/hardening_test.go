@@ -84,6 +84,8 @@ artifact_grace = "5m"
 		{name: "zero grace", extra: "[catalog]\nartifact_grace = \"0s\"\n", want: []string{"catalog.artifact_grace"}},
 		{name: "zero quota", extra: "[catalog]\nmax_artifacts_per_tenant = 0\n", want: []string{"catalog.max_artifacts_per_tenant"}},
 		{name: "compile concurrency", node: "compile_concurrency = 0\n", want: []string{"node.compile_concurrency"}},
+		{name: "no signatures", node: "max_signatures_per_tenant = 0\n", want: []string{"node.max_signatures_per_tenant"}},
+		{name: "too many signatures", node: "max_signatures_per_tenant = 10000001\n", want: []string{"node.max_signatures_per_tenant"}},
 		{name: "per-address connections", node: "max_connections_per_address = 0\n", want: []string{"node.max_connections_per_address"}},
 	}
 	for _, tt := range tests {

@@ -19,8 +19,11 @@ type Config struct {
 	MaxOutputBytes string // node.max_output_bytes; "64KiB"
 	ShutdownGrace  string // node.shutdown_grace; "5s"
 	MaxConnections int    // node.max_connections; not written
-	BudgetCeiling  Budget // [node.budget_ceiling]
-	Limits         Limits // [node.limits]; required
+	// MaxSignaturesPerTenant is node.max_signatures_per_tenant; not written
+	// when 0.
+	MaxSignaturesPerTenant int
+	BudgetCeiling          Budget // [node.budget_ceiling]
+	Limits                 Limits // [node.limits]; required
 
 	// QueueClasses are the [[queue_classes]] in order; one class "all" for
 	// priorities 0..Limits.MaxPriority holding Limits.MaxQueued.
@@ -145,6 +148,9 @@ func (c Config) TOML() string {
 	w.str("shutdown_grace", or(c.ShutdownGrace, "5s"))
 	if c.MaxConnections != 0 {
 		w.int("max_connections", c.MaxConnections)
+	}
+	if c.MaxSignaturesPerTenant != 0 {
+		w.int("max_signatures_per_tenant", c.MaxSignaturesPerTenant)
 	}
 	w.table("node.budget_ceiling")
 	w.uint("cpu_fuel", or(c.BudgetCeiling.CPUFuel, 5_000_000_000))

@@ -330,6 +330,10 @@ type Info struct {
 	// Imports and Exports are in module order.
 	Imports []Import
 	Exports []Export
+	// Signatures are the module's distinct function types, each as its
+	// value type codes (params, '_', results): wazero keeps every
+	// signature it compiles for the runtime's lifetime.
+	Signatures []string
 	// HasMemory reports whether the module defines or imports a memory; the
 	// limits below are in 64 KiB pages. MemoryMaxPages is meaningful only
 	// when HasMemoryMax. SharedMemory is always false: shared memory is
@@ -472,5 +476,19 @@ func (m *module) info() Info {
 		info.TableMinElements += uint64(t.lim.min)
 		info.TableBytes += tableElemBytes * m.tableMax(t)
 	}
+	seen := make(map[string]bool, len(m.types))
+	for _, t := range m.types {
+		k := signatureKey(t)
+		if !seen[k] {
+			seen[k] = true
+			info.Signatures = append(info.Signatures, k)
+		}
+	}
 	return info
+}
+
+// signatureKey names a function type: its parameter and result value
+// type codes around a separator that is no value type.
+func signatureKey(t funcType) string {
+	return string(t.params) + "_" + string(t.results)
 }
