@@ -142,6 +142,8 @@
 //   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors.
 //   - modules.go: compiled modules by digest and their references (Acquire,
 //     ReleaseModule, Prepared), the compiled-bytes bound.
+//   - signatures.go: the function signatures the runtime holds, charged
+//     per tenant against MaxSignaturesPerTenant.
 //   - compile.go: the compile worker and compile failures;
 //     cachefile.go: checking and discarding disk cache entries;
 //     cachegc.go: CollectCompileCache, removing the disk cache entries of
