@@ -243,6 +243,8 @@ type GCStats struct {
 	Deleted int
 	// DeletedBytes is the size of the deleted artifacts.
 	DeletedBytes uint64
+	// DeletedDigests names them (a cluster member gives up holding them).
+	DeletedDigests []Digest
 }
 
 // CollectGarbage removes every tenant's ownership of the artifacts that none
@@ -297,6 +299,7 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 				if dropped[d]++; dropped[d] == c.mu.blobOwners[d] {
 					st.Deleted++
 					st.DeletedBytes += o.size
+					st.DeletedDigests = append(st.DeletedDigests, d)
 				}
 				continue
 			}
@@ -316,6 +319,7 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 			}
 			st.Deleted++
 			st.DeletedBytes += o.size
+			st.DeletedDigests = append(st.DeletedDigests, d)
 		}
 	}
 	return st, nil

@@ -213,8 +213,8 @@ func TestCollectGarbage(t *testing.T) {
 		wantKept []Digest
 	}{
 		{"within grace", grace, nil, GCStats{}, []Digest{used, unused, shared}},
-		{"beta's shared expires, acme still owns it", grace + time.Second, nil, GCStats{Released: 2, Deleted: 1, DeletedBytes: 6}, []Digest{used, shared}},
-		{"acme's shared expires", grace + time.Minute + time.Second, nil, GCStats{Released: 1, Deleted: 1, DeletedBytes: 6}, []Digest{used}},
+		{"beta's shared expires, acme still owns it", grace + time.Second, nil, GCStats{Released: 2, Deleted: 1, DeletedBytes: 6, DeletedDigests: []Digest{unused}}, []Digest{used, shared}},
+		{"acme's shared expires", grace + time.Minute + time.Second, nil, GCStats{Released: 1, Deleted: 1, DeletedBytes: 6, DeletedDigests: []Digest{shared}}, []Digest{used}},
 		{"used stays while a service uses it", 10 * grace, nil, GCStats{}, []Digest{used}},
 		{"acme deletes its service; beta's keeps the bytes", 10 * grace, func(t *testing.T) {
 			if _, err := fx.cat.Delete(ctx, "acme", "svc"); err != nil {
@@ -228,7 +228,7 @@ func TestCollectGarbage(t *testing.T) {
 				st.act(t)
 			}
 			have, err := fx.cat.CollectGarbage(ctx, t0.Add(st.at))
-			if err != nil || have != st.want {
+			if err != nil || !reflect.DeepEqual(have, st.want) {
 				t.Fatalf("want %+v, have %+v, %v", st.want, have, err)
 			}
 			var want []string
@@ -250,7 +250,7 @@ func TestCollectGarbage(t *testing.T) {
 	// Re-uploading restarts the grace period.
 	fx.clock.Advance(20 * grace)
 	fx.module("used")
-	if st, err := fx.cat.CollectGarbage(ctx, fx.clock.Now().Add(grace)); err != nil || st != (GCStats{}) {
+	if st, err := fx.cat.CollectGarbage(ctx, fx.clock.Now().Add(grace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
 		t.Fatalf("a fresh upload was collected: %+v %v", st, err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -341,7 +341,7 @@ func TestOpen_settlesArtifacts(t *testing.T) {
 		t.Fatalf("no ownership record adopted: %v", err)
 	}
 	// The adopted ownership is stamped at Open.
-	if st, err := fx.cat.CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace)); err != nil || st != (GCStats{}) {
+	if st, err := fx.cat.CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
 		t.Fatalf("collected a used artifact: %+v %v", st, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,7 +185,7 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 			// Ownership and upload times came along: the unused artifact
 			// expires at the same time in both.
 			later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
-			if got, want := c.PlanGarbage(later), fx.cat.PlanGarbage(later); got != want || want.Deleted != 1 {
+			if got, want := c.PlanGarbage(later), fx.cat.PlanGarbage(later); !reflect.DeepEqual(got, want) || want.Deleted != 1 {
 				t.Fatalf("restored garbage %+v, original %+v", got, want)
 			}
 			if got := c.PlanGarbage(fx.clock.Now()); got.Released != 0 {
@@ -316,17 +317,17 @@ func TestCatalog_PlanGarbage(t *testing.T) {
 	later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
 	plan := fx.cat.PlanGarbage(later)
 	// Only acme's "unused" expires; "module a" is used by both owners.
-	if plan != (GCStats{Released: 1, Deleted: 1, DeletedBytes: uint64(len("unused"))}) {
+	if plan.Released != 1 || plan.Deleted != 1 || plan.DeletedBytes != uint64(len("unused")) || len(plan.DeletedDigests) != 1 {
 		t.Fatalf("plan %+v", plan)
 	}
 	got, err := fx.cat.CollectGarbage(context.Background(), later)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != plan {
+	if !reflect.DeepEqual(got, plan) {
 		t.Fatalf("collected %+v, planned %+v", got, plan)
 	}
-	if again := fx.cat.PlanGarbage(later); again != (GCStats{}) {
+	if again := fx.cat.PlanGarbage(later); !reflect.DeepEqual(again, GCStats{}) {
 		t.Fatalf("after collecting, the plan is %+v", again)
 	}
 }

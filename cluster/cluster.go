@@ -401,6 +401,18 @@ func (c *Cluster) hold(ctx context.Context, d catalog.Digest) error {
 	return errors.Wrap(err, "cluster: record holding")
 }
 
+// Unhold removes this node's holding of d (its catalog deleted the
+// artifact): peers stop asking it for the bytes. A holding that outlives
+// a failed Unhold ends with the node's lease.
+func (c *Cluster) Unhold(ctx context.Context, d catalog.Digest) error {
+	dctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := c.cli.Delete(dctx, c.k.holder(d, c.cfg.NodeID)); err != nil {
+		return errors.Mark(errors.Wrap(err, "cluster: remove holding"), ErrUnavailable)
+	}
+	return nil
+}
+
 // Members lists the cluster's members (their leased records), by id.
 func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)

@@ -571,3 +571,29 @@ func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
 		t.Fatalf("b: release %v, artifact %v, fresh %v", ok, b.cat.HasArtifact("acme", d), b.c.Status().Fresh)
 	}
 }
+
+// TestCluster_unhold: a member that deleted an artifact gives up its
+// holding, so peers stop asking it for the bytes.
+func TestCluster_unhold(t *testing.T) {
+	ctx := context.Background()
+	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
+	a := startMember(t, endpoint, "a")
+	waitFor(t, "a fresh", 10*time.Second, func() bool { return a.c.Status().Fresh })
+	d := upload(t, a, "acme", []byte("held module"))
+	if err := a.c.Replicate(ctx, "acme", d); err != nil { // records the holding
+		t.Fatal(err)
+	}
+	held := func() int {
+		resp, err := a.c.cli.Get(ctx, a.c.k.holder(d, "a"), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(resp.Count)
+	}
+	if held() != 1 {
+		t.Fatal("no holding recorded")
+	}
+	if err := a.c.Unhold(ctx, d); err != nil || held() != 0 {
+		t.Fatalf("after Unhold: %d holdings, %v", held(), err)
+	}
+}

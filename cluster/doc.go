@@ -12,7 +12,7 @@
 //	P/head                           the last deploy or delete (written in the same transaction)
 //	P/census/<tenant>                touched by every transaction that creates or deletes one of the tenant's services
 //	P/nodes/<node id>                a member's record, leased: URL, version, applied generation, freshness
-//	P/artifacts/<digest>/<node id>   the member holds the artifact's bytes, leased
+//	P/artifacts/<digest>/<node id>   the member holds the artifact's bytes, leased (removed when its catalog deletes them)
 //	P/secret                         the peer token nodes present to each other, made once
 //
 // A catalog generation is the etcd revision of the deploy or delete that

@@ -197,6 +197,13 @@ func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error 
 			n.log.Warn("artifact collection failed; retrying at the next interval", "err", err)
 		case st.Released > 0 || st.Deleted > 0:
 			n.log.Info("collected unused artifacts", "released", st.Released, "deleted", st.Deleted, "bytes", st.DeletedBytes)
+			if n.cluster != nil { // peers stop fetching them from here
+				for _, d := range st.DeletedDigests {
+					if err := n.cluster.Unhold(ctx, d); err != nil && ctx.Err() == nil {
+						n.log.Info("a deleted artifact's holding stays until the lease ends", "digest", string(d), "err", err)
+					}
+				}
+			}
 			// Their compiled code goes too: the cache keeps only modules the
 			// runner holds. (An entry removed while a module compiles only
 			// costs a compile after the next restart.)
