@@ -34,10 +34,19 @@ func dataDirConfig(t *testing.T, dataDir, extra string) string {
 // stdout and stderr.
 func cli(t *testing.T, stdin []byte, args ...string) (int, []byte, string) {
 	t.Helper()
+	return cliWith(t, stdin, nil, args...)
+}
+
+// cliWith is cli with env added to the environment.
+func cliWith(t *testing.T, stdin []byte, env []string, args ...string) (int, []byte, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.Stdin = bytes.NewReader(stdin)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -171,21 +170,11 @@ func TestReload_tenantRemovedWithLiveWork(t *testing.T) {
 // invalid configuration, so the old pair stays and the node serves on.
 func TestReload_sighupCertificate(t *testing.T) {
 	ca := testcert.NewCA(t, "latent-node test CA")
-	dir := t.TempDir()
 	first := ca.Issue(t, testcert.Spec{})
-	cert, key := first.Write(t, dir, "node")
-	path := dataDirConfig(t, t.TempDir(), "[node.tls]\ncert_file = \""+cert+"\"\nkey_file = \""+key+"\"\n")
-	p := start(t, calm, "serve", "--config", path, "--listen", "127.0.0.1:0")
-	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
-	var rec struct {
-		Listen string `json:"listen"`
-	}
-	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
-		t.Fatalf("serving line %q: %v", line, err)
-	}
+	p, dir, listen := startTLS(t, first)
 	serial := func() string {
 		t.Helper()
-		conn, err := tls.Dial("tcp", rec.Listen, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
+		conn, err := tls.Dial("tcp", listen, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +185,7 @@ func TestReload_sighupCertificate(t *testing.T) {
 		t.Fatalf("serving serial %s, want the first certificate's", got)
 	}
 	second := ca.Issue(t, testcert.Spec{})
-	second.Write(t, dir, "node")
+	_, key := second.Write(t, dir, "node") // the same files the node serves
 	p.signal(t, syscall.SIGHUP)
 	p.stderr.wait(t, 10*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"configuration reloaded"`) })
 	if got := serial(); got != second.Cert.SerialNumber.String() {

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,16 +16,15 @@ import (
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
-// serveTLS starts the binary with the harness configuration and
-// [node.tls] serving leaf, waits until /readyz answers over https (without
-// verifying the certificate: some tests serve bad ones on purpose) and
-// returns the https URL.
-func serveTLS(t *testing.T, leaf *testcert.Leaf) string {
+// startTLS starts the binary with the harness configuration and
+// [node.tls] serving leaf, written as node.crt and node.key in dir, and
+// returns the process, dir and the address from its serving line.
+func startTLS(t *testing.T, leaf *testcert.Leaf) (p *proc, dir, listen string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir = t.TempDir()
 	cert, key := leaf.Write(t, dir, "node")
 	path := dataDirConfig(t, t.TempDir(), "[node.tls]\ncert_file = \""+cert+"\"\nkey_file = \""+key+"\"\n")
-	p := start(t, calm, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	p = start(t, calm, "serve", "--config", path, "--listen", "127.0.0.1:0")
 	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
 	var rec struct {
 		Listen string `json:"listen"`
@@ -35,7 +32,17 @@ func serveTLS(t *testing.T, leaf *testcert.Leaf) string {
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
 		t.Fatalf("serving line %q: %v", line, err)
 	}
-	url := "https://" + rec.Listen
+	return p, dir, rec.Listen
+}
+
+// serveTLS starts the binary with the harness configuration and
+// [node.tls] serving leaf, waits until /readyz answers over https (without
+// verifying the certificate: some tests serve bad ones on purpose) and
+// returns the https URL.
+func serveTLS(t *testing.T, leaf *testcert.Leaf) string {
+	t.Helper()
+	_, _, listen := startTLS(t, leaf)
+	url := "https://" + listen
 	hc := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	for i := 0; i < 1000; i++ {
 		resp, err := hc.Get(url + "/readyz")
@@ -55,20 +62,8 @@ func serveTLS(t *testing.T, leaf *testcert.Leaf) string {
 // code, stdout and stderr.
 func cliEnv(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("%v: %v", args, err)
-	}
-	return code, out.String(), errb.String()
+	code, out, errs := cliWith(t, nil, env, args...)
+	return code, string(out), errs
 }
 
 // TestTLS_cli serves the API over TLS from a private CA: the CLI with
