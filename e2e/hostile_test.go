@@ -633,23 +633,7 @@ func (e *hostileEnv) metrics() (map[string]float64, error) {
 		return nil, errors.Newf("metrics: %d %s", r.status, truncate(string(r.body), 200))
 	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(r.body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
+	eachSample(r.body, func(series string, v float64) { out[series] = v })
 	return out, nil
 }
 

@@ -141,20 +141,9 @@ func (n *node) scrape(t *testing.T) []sample {
 		t.Fatalf("metrics: %d %.200s", r.status, r.body)
 	}
 	var out []sample
-	sc := bufio.NewScanner(bytes.NewReader(r.body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if i < 0 || err != nil {
-			continue
-		}
-		s := sample{name: line[:i], labels: map[string]string{}, value: v}
-		if name, rest, ok := strings.Cut(line[:i], "{"); ok {
+	eachSample(r.body, func(series string, v float64) {
+		s := sample{name: series, labels: map[string]string{}, value: v}
+		if name, rest, ok := strings.Cut(series, "{"); ok {
 			s.name = name
 			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
 				if k, v, ok := strings.Cut(kv, "="); ok {
@@ -163,8 +152,28 @@ func (n *node) scrape(t *testing.T) []sample {
 			}
 		}
 		out = append(out, s)
-	}
+	})
 	return out
+}
+
+// eachSample calls f with every sample of a Prometheus text exposition:
+// its series (the name with its labels, as written) and its value.
+func eachSample(body []byte, f func(series string, v float64)) {
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			f(line[:i], v)
+		}
+	}
 }
 
 // sum adds the samples of name whose labels include want.
