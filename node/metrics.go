@@ -3,7 +3,6 @@ package node
 import (
 	"runtime"
 	"runtime/debug"
-	rtmetrics "runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/gcfloor"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 )
@@ -113,7 +113,7 @@ func newMetrics(n *Node) *metrics {
 		[]string{"version", "commit", "date", "go_version"})
 	heapLive := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "latent_go_heap_live_bytes",
 		Help: "The Go heap the last garbage collection marked live. The node lets up to 64 MiB of garbage accumulate between collections, which go_memstats_heap_alloc_bytes counts."},
-		goHeapLive)
+		func() float64 { return float64(gcfloor.LiveHeap()) })
 	bi := CurrentBuildInfo()
 	build.WithLabelValues(bi.Version, bi.Commit, bi.Date, runtime.Version()).Set(1)
 	var tenants []string
@@ -343,14 +343,4 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConnsRefused, prometheus.CounterValue, float64(cs.Refused))
 		ch <- prometheus.MustNewConstMetric(descAcceptErrors, prometheus.CounterValue, float64(cs.AcceptErrors))
 	}
-}
-
-// goHeapLive is the Go heap the last collection marked live, in bytes.
-func goHeapLive() float64 {
-	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindUint64 {
-		return 0
-	}
-	return float64(s[0].Value.Uint64())
 }

@@ -51,7 +51,7 @@ type Tuner struct {
 
 // New returns a tuner of this process for floor bytes.
 func New(floor uint64) *Tuner {
-	return &Tuner{floor: floor, live: liveHeap, set: debug.SetGCPercent}
+	return &Tuner{floor: floor, live: LiveHeap, set: debug.SetGCPercent}
 }
 
 // Tune sets GOGC for the live heap now (when it changed) and returns it.
@@ -81,8 +81,9 @@ func (t *Tuner) Run(ctx context.Context, every time.Duration) error {
 	}
 }
 
-// liveHeap is the heap the last collection marked live.
-func liveHeap() uint64 {
+// LiveHeap is the heap the last collection marked live, in bytes (0 before
+// the first collection).
+func LiveHeap() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {

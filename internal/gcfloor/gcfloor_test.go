@@ -71,8 +71,8 @@ func TestTuner_setsOnChange(t *testing.T) {
 func TestLiveHeap(t *testing.T) {
 	keep := make([]byte, 8<<20)
 	runtime.GC()
-	if got := liveHeap(); got < uint64(len(keep)) {
-		t.Fatalf("liveHeap() = %d, want ≥ %d", got, len(keep))
+	if got := LiveHeap(); got < uint64(len(keep)) {
+		t.Fatalf("LiveHeap() = %d, want ≥ %d", got, len(keep))
 	}
 	runtime.KeepAlive(keep)
 }
