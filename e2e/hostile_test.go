@@ -90,19 +90,23 @@ func hostileScaleFromEnv() hostileScale {
 func hostileConfigTOML(dataDir string, hashes map[string]string) string {
 	reserved := strconv.Itoa(hostileMaxReserved)
 	tenant := nodeconf.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: "128MiB"}
+	// quiet's bodies may be larger: the heap checks churn with them.
+	quiet := tenant
+	quiet.MaxPayloadBytes = churnPayloadCap
 	user := func(subject, tenant string, roles ...string) nodeconf.Principal {
 		return nodeconf.Principal{Subject: subject, Tenant: tenant, Roles: roles, APIKeys: []string{hashes[subject]}}
 	}
 	return nodeconf.Config{
 		DataDir:        dataDir,
 		MaxConnections: hostileMaxConns, MaxSignaturesPerTenant: hostileSignatures,
-		Limits: nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved},
+		Limits: nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved,
+			MaxPayloadBytes: churnPayloadCap},
 		Cells: []nodeconf.Cell{{Class: "tiny", Memory: "16MiB", Parallelism: hostileTinyCells},
 			{Class: "small", Memory: "64MiB", Parallelism: hostileSmallCells}},
 		TrustClasses: []nodeconf.TrustClass{{Name: "untrusted", Cells: []string{"tiny", "small"},
 			Limits: nodeconf.Limits{MaxLiveActivations: 64, MaxQueued: 64, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: reserved}}},
 		Tenants: []nodeconf.Tenant{
-			{Name: "quiet", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny"}, Subjects: []string{"quiet", "ops"}, Limits: tenant},
+			{Name: "quiet", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny"}, Subjects: []string{"quiet", "ops"}, Limits: quiet},
 			{Name: "hostile", TrustClasses: []string{"untrusted"}, Cells: []string{"tiny", "small"}, Subjects: []string{"hostile"}, Limits: tenant},
 		},
 		Principals: []nodeconf.Principal{user("quiet", "quiet", "invoke", "deploy"), user("hostile", "hostile", "invoke", "deploy"),
@@ -157,6 +161,18 @@ var hostileAttacks = []hostileAttack{
 
 func TestHostile(t *testing.T) {
 	e := newHostileEnv(t, hostileScaleFromEnv())
+	// The summary is logged by the first cleanup registered, so that it
+	// comes after the nodes' stderr, which their cleanups print when the
+	// test failed: the end of the output says what failed.
+	var summary string
+	t.Cleanup(func() {
+		if summary == "" { // stopped before the end
+			e.mu.Lock()
+			summary = "hostile suite stopped early; notes:\n  " + strings.Join(e.notes, "\n  ")
+			e.mu.Unlock()
+		}
+		t.Log("\n" + summary)
+	})
 	e.startNode(t)
 	t.Cleanup(e.stopNode)
 
@@ -237,7 +253,7 @@ func TestHostile(t *testing.T) {
 		fmt.Fprintf(&b, "  %s\n", n)
 	}
 	e.mu.Unlock()
-	t.Log("\n" + b.String())
+	summary = b.String()
 }
 
 func mib(v uint64) float64 { return float64(v) / (1 << 20) }
@@ -655,17 +671,22 @@ func (e *hostileEnv) heapAndCollections(t *testing.T) (uint64, float64) {
 	return uint64(v), gcs
 }
 
-// churn makes the node allocate (echo invocations of 60 KiB) so that its
-// garbage collector runs; there is no way to trigger a collection from
-// outside.
+// churnPayloadCap is quiet's max_payload_bytes, which churn's bodies fill.
+const churnPayloadCap = "1MiB"
+
+// churn makes the node allocate (16 echo invocations of a little under
+// 1 MiB, about as many MiB as its 64 MiB heap floor) so that its garbage
+// collector runs; there is no way to trigger a collection from outside.
+// Few large bodies, not many small ones: a node slowed down by the race
+// detector on a loaded machine still collects within a few churns.
 func (e *hostileEnv) churn() {
-	payload := strings.Repeat("c", 60<<10)
+	payload := strings.Repeat("c", 1<<20-4<<10)
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := 0; j < 8; j++ {
+			for j := 0; j < 4; j++ {
 				_, _ = e.n.try("POST", "/v1/invoke/quiet/echo/run", "quiet", strings.NewReader(payload), nil)
 			}
 		}()
@@ -678,9 +699,10 @@ func (e *hostileEnv) churn() {
 func (e *hostileEnv) heapSettled(t *testing.T) uint64 {
 	t.Helper()
 	low, gcs0 := uint64(0), float64(-1)
-	seen := 0 // collections observed
+	seen, churns, start := 0, 0, time.Now() // collections observed
 	ok := poll(e.scale.heapDeadline, 10*time.Millisecond, func() bool {
 		e.churn()
+		churns++
 		live, gcs := e.heapAndCollections(t)
 		if gcs0 < 0 {
 			gcs0 = gcs
@@ -695,6 +717,7 @@ func (e *hostileEnv) heapSettled(t *testing.T) uint64 {
 		}
 		return seen >= 3
 	})
+	e.note("heap settled: %d collections in %d churns, %v, low %.1f MiB", seen, churns, time.Since(start).Round(time.Millisecond), mib(low))
 	if !ok {
 		t.Fatalf("the node completed %d garbage collections while churning for %v, want 3", seen, e.scale.heapDeadline)
 	}
@@ -707,14 +730,19 @@ func (e *hostileEnv) heapReturns(t *testing.T, before uint64, d time.Duration) (
 	t.Helper()
 	_, gcs0 := e.heapAndCollections(t)
 	low := uint64(math.MaxUint64)
+	churns, collections, start := 0, 0.0, time.Now()
 	ok := poll(d, 10*time.Millisecond, func() bool {
 		e.churn()
+		churns++
 		live, gcs := e.heapAndCollections(t)
 		if gcs > gcs0 {
 			low = min(low, live)
+			collections = gcs - gcs0
 		}
 		return low <= before+hostileHeapSlack
 	})
+	e.note("heap returns: %v collections in %d churns, %v, low %.1f MiB (before %.1f MiB)", collections, churns,
+		time.Since(start).Round(time.Millisecond), mib(low), mib(before))
 	return low, ok
 }
 
@@ -744,6 +772,7 @@ func (e *hostileEnv) checkRecovered(t *testing.T, what string) bool {
 	})
 	if !ok {
 		t.Errorf("%s: not recovered within %v: %s", what, hostileCellsRecover, last)
+		e.note("%s: not recovered within %v: %s", what, hostileCellsRecover, last)
 	}
 	return ok
 }
