@@ -151,7 +151,9 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
 	}
-	t := timing{front: res.EnqueuedAt.Sub(arrived), queue: res.QueueWait, exec: res.Execution,
+	// A guest paused for a newcomer (scheduler Pause) waited meanwhile:
+	// that is queue time, not execution.
+	t := timing{front: res.EnqueuedAt.Sub(arrived), queue: res.QueueWait + res.Paused, exec: res.Execution,
 		back: n.clock.Now().Sub(res.DoneAt)}
 	if res.Err != nil {
 		if errors.As(res.Err, &rej) {
@@ -160,6 +162,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Tar
 		return n.schedulerRefusal(target.Tenant, res.Err, cellClass)
 	}
 	out := res.Completion.Outcome
+	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
 	n.metrics.observe(rev, job.Obligations(), res, out, t)
 	// The access log writes the activation's line once its answer is out.
 	rec.executed, rec.outcome, rec.fuel = true, string(out.Kind), out.FuelUsed

@@ -22,6 +22,7 @@ type activation struct {
 	budget    uint64
 	slice     uint64
 	onSlice   func()     // Config.OnSlice
+	pause     func()     // Input.OnSlice
 	mod       api.Module // set after instantiation
 
 	// grant is the activation's memory grant in bytes: linear memory, the
@@ -96,6 +97,9 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 	a := activationFrom(ctx)
 	if a.onSlice != nil {
 		a.onSlice()
+	}
+	if a.pause != nil {
+		a.pause()
 	}
 	if err := a.stopAt(time.Now()); err != nil {
 		panic(err)

@@ -320,6 +320,10 @@ type Input struct {
 	// after LATENT_ACTIVATION_ID and LATENT_REVISION; a stdio revision
 	// never sees it.
 	Environ []string
+	// OnSlice, if set, is called on the guest's goroutine at every
+	// slow-path check, after Config.OnSlice: the node may pause the
+	// activation there for a fairer one (it must not stop the guest).
+	OnSlice func()
 }
 
 // RunWith is Run with the whole input. For a WAGI revision
@@ -363,7 +367,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
-	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice,
+	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice, pause: in.OnSlice,
 		deadline: exec.Deadline(), grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},

@@ -33,6 +33,11 @@ type Item struct {
 	// or 1 in round-robin mode).
 	Cost int64
 
+	// Set by Next: the tenant's attained service before the charge, and the
+	// sequence number after the dispatch (see Overtaken).
+	tenantStart int64
+	dispatchSeq uint64
+
 	seq   uint64
 	state itemState
 	prin  *flow
@@ -287,6 +292,41 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 	c.queues[it.Queue].unhold(it)
 	cs.sampleDelay(now.Sub(it.arrived()))
 	return it, true
+}
+
+// Overtaken reports whether running item it should give its cell's turn
+// to work that waits in its lane: the first tenant in the lane's order
+// became backlogged after it was dispatched, has nothing running in the
+// lane, had attained no more service than its tenant had at that dispatch
+// (the fair queue would have chosen that tenant first had it been waiting
+// then), and the lane's capacity would let Next dispatch now. A tenant
+// backlogged before the dispatch was passed over by the fairness rule
+// already, so tenants that flood together never overtake each other: only a
+// newcomer does, at most one item ahead (the package doc's catch-up rule).
+// The driver pauses it at a safe point of its guest; it keeps its cell and
+// stays running for the core.
+func (c *Core) Overtaken(it *Item) bool {
+	if it.state != itemRunning {
+		return false
+	}
+	cs, l := c.laneOf(it)
+	if l.waiting == 0 || cs.running >= cs.usable || (l.running >= cs.reservedOf(l) && cs.sharedInUse() >= cs.sharedLimit()) {
+		return false
+	}
+	top := l.kids[0]
+	return top != it.prin.parent && top.running == 0 && top.since > it.dispatchSeq && top.served <= it.tenantStart
+}
+
+// NextOvertaking is Next for a pause (after Overtaken said yes): the
+// dispatched item's tenant is marked as having overtaken, so that if it
+// goes idle ahead of the lane's virtual time the lane remembers its
+// service (one tenant at a time) and its next item starts from there.
+func (c *Core) NextOvertaking(now time.Time, cell catalog.CellClass) (*Item, bool) {
+	it, ok := c.Next(now, cell)
+	if ok {
+		it.prin.parent.overtook = true
+	}
+	return it, ok
 }
 
 // estimate is the service charged for dispatching from principal p: in fuel

@@ -12,9 +12,11 @@
 // The scheduler does not admit (admission reserved the capacity and chose
 // the cell class and queue class; the scheduler only orders what admission
 // let in), does not execute or meter guests (the Executor does), does not
-// preempt a running guest, and does not weigh tenants: every tenant of a
-// lane has the same weight, as does every principal of a tenant. Fairness is
-// per lane (cell class × queue class) and per node.
+// stop a running guest to take its cell (it may only pause it, at the
+// executor's request, for a newcomer; see The driver), and does not weigh
+// tenants: every tenant of a lane has the same weight, as does every
+// principal of a tenant. Fairness is per lane (cell class × queue class)
+// and per node.
 //
 // # The fairness rule
 //
@@ -68,8 +70,8 @@
 // for an estimate error E); a tenant with activations ten times costlier is
 // charged ten times more per dispatch, so it gets a tenth of the dispatches
 // and the same fuel. In time, a tenant that becomes backlogged is dispatched
-// at the next free cell unless tenants tied at V come first; the scheduler
-// never preempts, so the bound is one activation per cell. Tags are int64
+// at the next free cell unless tenants tied at V come first; without a
+// pause (below) the bound is one activation per cell. Tags are int64
 // and are shifted down when V passes 2⁶⁰, which keeps their order.
 //
 // Where it stops: fairness is per lane (a tenant using two queue classes or
@@ -176,6 +178,20 @@
 // their permits are released, running jobs have Deps.ShutdownGrace, then
 // their contexts end with cause ErrShuttingDown; Run returns after every
 // executor returned. Every job gets exactly one result.
+//
+// Pauses. With Deps.MaxRunning, a cell may be free while every running
+// slot is taken: a newcomer then waits for the rest of a running guest,
+// however fair the queue. The executor calls Pause at its guest's safe
+// points (the node: every fuel slice); when the core says the job is
+// overtaken (Core.Overtaken: the first tenant of the job's lane became
+// backlogged after the job's dispatch, has nothing running there and had
+// attained no more service than the job's tenant at that dispatch), Pause
+// dispatches the newcomer into the job's slot and waits until a slot is
+// free again. Paused jobs keep their cells and permits, resume before
+// anything new is dispatched, pause at most once, and stop waiting when
+// their context ends; the time paused is not execution time. Tenants that
+// stay backlogged were so before each other's dispatches and never pause
+// each other: a pause costs a newcomer's arrival, at most one per job.
 //
 // Lock order: Scheduler.mu is a leaf, never held while calling admission,
 // the CellSource, a Cell or the Executor. ObservedQueueDelay reads atomics,

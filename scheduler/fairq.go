@@ -21,6 +21,12 @@ type flow struct {
 	served int64
 	rr     uint64
 	idx    int // position in parent.kids; -1 when not backlogged
+	// since is the sequence number of when the flow last became
+	// backlogged (Core.Overtaken).
+	since uint64
+	// overtook: an item of this tenant overtook a running one (Pause) since
+	// the flow was created; see gc.
+	overtook bool
 
 	// Interior flows (root, tenants): the backlogged children as a min-heap
 	// on (served, rr), every live child by name, and the start tag of the
@@ -28,7 +34,11 @@ type flow struct {
 	kids   []*flow
 	byName map[string]*flow
 	vstart int64
-	peak   int // the most live children at once (bounds what the pool keeps)
+	// memo is the attained service of the last child deleted ahead of
+	// vstart after it overtook (see gc); memoName "" when none.
+	memoName string
+	memo     int64
+	peak     int // the most live children at once (bounds what the pool keeps)
 
 	// Leaves (principals): the FIFO of waiting items.
 	fifo itemList
@@ -58,6 +68,10 @@ func (f *flow) child(name string, leaf bool, pool *flowPool) *flow {
 	if !ok {
 		c = pool.get(f, name, leaf)
 		c.served = f.vtime()
+		if name == f.memoName {
+			c.served = max(c.served, f.memo)
+			f.memoName = ""
+		}
 		f.byName[name] = c
 		f.peak = max(f.peak, len(f.byName))
 	}
@@ -113,13 +127,22 @@ func (p *flowPool) put(f *flow) {
 func (f *flow) backlog(c *flow, seq *uint64) {
 	c.served = max(c.served, f.vtime())
 	*seq++
-	c.rr = *seq
+	c.rr, c.since = *seq, *seq
 	f.push(c)
 }
 
-// gc deletes child c when nothing of it waits or runs.
+// gc deletes child c when nothing of it waits or runs. If an item of c
+// overtook a running one (Core.MarkOvertaking) and c attained more service
+// than f's virtual time, f remembers how much (one child at a time), and c
+// starts from there if it comes back before the virtual time passed it.
+// Without this, a tenant whose closed-loop client keeps one item at a time
+// would be new at each item: it would overtake a backlogged tenant's item
+// and then also go first at the next dispatch, two items to their one.
 func (f *flow) gc(c *flow, pool *flowPool) {
 	if c.waiting == 0 && c.running == 0 {
+		if c.overtook && c.served > f.vtime() {
+			f.memoName, f.memo = c.name, c.served
+		}
 		delete(f.byName, c.name)
 		pool.put(c)
 	}
@@ -136,6 +159,7 @@ func (f *flow) rebase() {
 		c.served -= base
 	}
 	f.vstart -= base
+	f.memo -= base
 }
 
 func (f *flow) less(o *flow) bool {
@@ -273,6 +297,9 @@ func (root *flow) pop(p *flow, cost int64, seq *uint64) *Item {
 	for c := p; c != root; c = c.parent {
 		f := c.parent
 		f.vstart = c.served // the start tag of this dispatch
+		if f == root {
+			it.tenantStart = c.served
+		}
 		c.served += cost
 		*seq++
 		c.rr = *seq
@@ -287,6 +314,7 @@ func (root *flow) pop(p *flow, cost int64, seq *uint64) *Item {
 	}
 	root.waiting--
 	root.running++
+	it.dispatchSeq = *seq
 	return it
 }
 

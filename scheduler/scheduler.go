@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,9 +68,10 @@ type Result[Out any] struct {
 	Completion Completion[Out]
 	// QueueWait is the time between Submit and dispatch (or removal).
 	QueueWait time.Duration
-	// Execution is the time Execute took.
-	Execution time.Duration
-	Cell      catalog.CellClass
+	// Execution is the time Execute took, less Paused: how long the job
+	// was paused for a newcomer (Pause).
+	Execution, Paused time.Duration
+	Cell              catalog.CellClass
 	// EnqueuedAt is when Submit queued the job; DoneAt is when the result
 	// was delivered (the caller measures how long it took to pick it up).
 	EnqueuedAt, DoneAt time.Time
@@ -102,6 +104,11 @@ type Job[In, Out any] struct {
 	state  jobState
 	stop   func() bool             // unregisters the caller-gone callback
 	cancel context.CancelCauseFunc // running: ends the executor's context
+	// paused: the job paused once (Pause); resume wakes it. pausedFor is
+	// how long it was paused (not counted as execution time).
+	paused    bool
+	resume    chan struct{}
+	pausedFor time.Duration
 }
 
 // Done delivers the job's one result; the channel is buffered, so nobody has
@@ -186,6 +193,9 @@ type Scheduler[In, Out any] struct {
 		core    *Core
 		state   runState
 		running map[*Job[In, Out]]struct{}
+		// paused are running jobs that gave their slot to a newcomer
+		// (Pause), oldest first; they resume before anything new starts.
+		paused  []*Job[In, Out]
 		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
 	}
 	// dispatching admits one dispatcher at a time (the Run loop, Do's
@@ -492,13 +502,20 @@ func (s *Scheduler[In, Out]) dispatch() {
 		for {
 			now := s.clock.Now()
 			s.mu.Lock()
+			if s.deps.MaxRunning > 0 && len(s.mu.running)-len(s.mu.paused) >= s.deps.MaxRunning {
+				s.mu.Unlock()
+				return
+			}
+			if len(s.mu.paused) > 0 { // a paused job takes the slot first
+				p := s.mu.paused[0]
+				s.mu.paused = s.mu.paused[1:]
+				s.mu.Unlock()
+				p.resume <- struct{}{}
+				continue
+			}
 			if s.mu.state != stateRunning || s.mu.blocked[c] {
 				s.mu.Unlock()
 				break
-			}
-			if s.deps.MaxRunning > 0 && len(s.mu.running) >= s.deps.MaxRunning {
-				s.mu.Unlock()
-				return
 			}
 			it, ok := s.mu.core.Next(now, c)
 			if !ok {
@@ -513,6 +530,57 @@ func (s *Scheduler[In, Out]) dispatch() {
 			s.start(j, now.Sub(it.EnqueuedAt))
 		}
 	}
+}
+
+// Pause is called by the executor of running job j, on its goroutine, at
+// a safe point of its guest (the node: every fuel slice). When every
+// running slot (Deps.MaxRunning) is taken and a newcomer that the fairness
+// rule puts ahead of j waits in j's lane (Core.Overtaken), j gives its
+// slot to the newcomer, which starts at once, and Pause returns when a
+// slot is free again: paused jobs resume before anything new is
+// dispatched. j keeps its cell and its permit meanwhile, and pauses at
+// most once. Otherwise Pause returns at once. It also returns when ctx
+// (the executor's context) ends, so a paused guest sees its cancellation.
+//
+// Without it, a quiet tenant's request waits for the rest of the guest
+// that holds the slot, up to its whole run, however fair the queue.
+func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
+	if s.deps.MaxRunning <= 0 {
+		return
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if j.paused || j.state != jobRunning || s.mu.state != stateRunning ||
+		len(s.mu.running)-len(s.mu.paused) < s.deps.MaxRunning || !s.mu.core.Overtaken(&j.item) {
+		s.mu.Unlock()
+		return
+	}
+	it, ok := s.mu.core.NextOvertaking(now, j.item.Cell)
+	if !ok { // Overtaken said it could
+		s.mu.Unlock()
+		return
+	}
+	next := it.Payload.(*Job[In, Out])
+	next.state = jobStarting
+	j.paused = true
+	if j.resume == nil {
+		j.resume = make(chan struct{}, 1)
+	}
+	s.mu.paused = append(s.mu.paused, j)
+	s.publishLocked()
+	s.mu.Unlock()
+	s.start(next, now.Sub(it.EnqueuedAt))
+	s.dispatchNow() // resumes j at once if next did not start
+	select {
+	case <-j.resume:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if i := slices.Index(s.mu.paused, j); i >= 0 {
+			s.mu.paused = slices.Delete(s.mu.paused, i, i+1)
+		} // else a dispatch resumed it meanwhile: its slot is taken
+		s.mu.Unlock()
+	}
+	j.pausedFor = s.clock.Now().Sub(now)
 }
 
 // start takes a dispatched job to a running executor: immediately before
@@ -586,6 +654,7 @@ func (s *Scheduler[In, Out]) execute(ctx context.Context, j *Job[In, Out], xp *a
 	start := s.clock.Now()
 	comp, perr := s.runExecutor(ctx, j, xp, cell)
 	end := s.clock.Now()
+	executed := end.Sub(start) - j.pausedFor
 	quarantine := comp.Quarantine || perr != nil
 	lost := cell.Release(quarantine) != nil || quarantine
 	if xp.Release() != nil {
@@ -593,7 +662,7 @@ func (s *Scheduler[In, Out]) execute(ctx context.Context, j *Job[In, Out], xp *a
 	}
 	j.cancel(nil)
 	s.mu.Lock()
-	s.must(s.mu.core.Done(end, &j.item, comp.FuelUsed, end.Sub(start)))
+	s.must(s.mu.core.Done(end, &j.item, comp.FuelUsed, executed))
 	if lost {
 		s.mu.core.LoseCell(class)
 	}
@@ -604,7 +673,7 @@ func (s *Scheduler[In, Out]) execute(ctx context.Context, j *Job[In, Out], xp *a
 	// The freed slot goes to the next job before this one's result: its
 	// guest starts while this caller answers.
 	s.dispatchNow()
-	res := Result[Out]{Completion: comp, QueueWait: wait, Execution: end.Sub(start)}
+	res := Result[Out]{Completion: comp, QueueWait: wait, Execution: executed, Paused: j.pausedFor}
 	if perr != nil {
 		res.Err = perr
 	}

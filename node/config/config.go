@@ -497,7 +497,7 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 // dataDir keeps the cache in memory), the output cap, the deploy limits and
 // the compile bounds. The fuel slice is the runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
-	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits,
+	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits, FuelSlice: GuestFuelSlice,
 		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes,
 		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant}
 	if dataDir != "" {
@@ -505,6 +505,12 @@ func (c *Config) RunnerConfig(dataDir string) runner.Config {
 	}
 	return cfg
 }
+
+// GuestFuelSlice is the fuel a guest runs between two checks of the node
+// (about 0.1 ms of compiled code): its deadline and cancellation, a turn
+// for the network front, and a pause for a newcomer the fair queue puts
+// first. A check costs a host call, well under 1 % at this period.
+const GuestFuelSlice = 1 << 17
 
 // GuestSizing is what the configured parallelism means on a host with cpus
 // CPUs available to the process: at most Guests guests run at once (the
