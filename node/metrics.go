@@ -298,13 +298,15 @@ var (
 		"Requests (slots) and modeled bytes each ingress pool holds.", []string{"pool", "dimension"}, nil)
 	descLoadSource = prometheus.NewDesc("latent_load_source_info",
 		"What the load samples measure: PSI stall time or utilization, host-wide or of the node's cgroup.", []string{"kind"}, nil)
+	descPauses = prometheus.NewDesc("latent_scheduler_pauses_total",
+		"Running activations that paused, at a fuel check, for a newly arrived tenant's activation the fair queue put first.", nil, nil)
 	descCompiled = prometheus.NewDesc("latent_compiled_bytes",
 		"Estimated size of the compiled code the runner keeps (bounded by node.max_compiled_bytes).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
-		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource, descIngress} {
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource, descIngress, descPauses} {
 		ch <- d
 	}
 }
@@ -325,10 +327,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Slots), name, "slots")
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Bytes), name, "bytes")
 	}
-	for _, st := range n.sched.Stats().Cells {
+	sched := n.sched.Stats()
+	for _, st := range sched.Cells {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Class.String())
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(st.Waiting), st.Class.String())
 	}
+	ch <- prometheus.MustNewConstMetric(descPauses, prometheus.CounterValue, float64(sched.Pauses))
 	snap := n.load.Snapshot(n.clock.Now())
 	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, snap.Last.CPU, "cpu")
 	ch <- prometheus.MustNewConstMetric(descLoad, prometheus.GaugeValue, snap.Last.Memory, "memory")

@@ -62,6 +62,7 @@ func TestMetrics_namesAndLabels(t *testing.T) {
 		"latent_refusals_held_total":            "",
 		"latent_http_connections_refused_total": "",
 		"latent_go_heap_live_bytes":             "",
+		"latent_scheduler_pauses_total":         "",
 	}
 	for name, labels := range want {
 		if l, ok := got[name]; !ok || l != labels {

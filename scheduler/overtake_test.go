@@ -168,6 +168,9 @@ func TestScheduler_pause(t *testing.T) {
 			if have := strings.Join(order, ","); have != want {
 				t.Errorf("order %s, want %s", have, want)
 			}
+			if n, want := e.s.Stats().Pauses, map[bool]uint64{true: 1, false: 0}[pause]; n != want {
+				t.Errorf("Stats().Pauses = %d, want %d", n, want)
+			}
 			e.stop()
 		})
 	}

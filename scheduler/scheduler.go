@@ -187,6 +187,8 @@ type Scheduler[In, Out any] struct {
 	// permitErrors counts permit releases that failed: a permit given to
 	// Submit that was not the caller's to give (already used).
 	permitErrors atomic.Uint64
+	// pauses counts jobs that paused for a newcomer (Pause).
+	pauses atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -397,6 +399,8 @@ type DriverStats struct {
 	// PermitErrors counts permits that could not be released because they
 	// were already used (a caller bug; 0 in a healthy node).
 	PermitErrors uint64
+	// Pauses counts running jobs that paused for a newcomer (Pause).
+	Pauses uint64
 }
 
 // Stats returns a snapshot for metrics. CellStats.Quarantined counts the
@@ -406,6 +410,7 @@ func (s *Scheduler[In, Out]) Stats() DriverStats {
 	st := DriverStats{Stats: s.mu.core.Stats(), Executing: len(s.mu.running)}
 	s.mu.Unlock()
 	st.PermitErrors = s.permitErrors.Load()
+	st.Pauses = s.pauses.Load()
 	return st
 }
 
@@ -569,6 +574,7 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	s.mu.paused = append(s.mu.paused, j)
 	s.publishLocked()
 	s.mu.Unlock()
+	s.pauses.Add(1)
 	s.start(next, now.Sub(it.EnqueuedAt))
 	s.dispatchNow() // resumes j at once if next did not start
 	select {
