@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/loadsource"
 )
 
 // TestCore_overtaken: only a newcomer the fair queue puts first overtakes a
@@ -221,5 +224,59 @@ func TestScheduler_pauseCancelled(t *testing.T) {
 	if r := result(t, quiet); r.Err != nil {
 		t.Fatal(r.Err)
 	}
+	e.stop()
+}
+
+// TestScheduler_pauseHammer: jobs of both tenants, submitted concurrently,
+// call Pause at several safe points. Guests that are not paused never
+// outnumber MaxRunning, every job gets its result, and nothing is held
+// afterwards.
+func TestScheduler_pauseHammer(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const maxRunning = 2
+	var active, peak atomic.Int64
+	note := func(d int64) {
+		n := active.Add(d)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+	}
+	var e *env
+	e = newEnv(t, execFunc(func(ctx context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
+		note(1)
+		for range 4 {
+			runtime.Gosched()
+			note(-1) // a paused guest does not run
+			e.s.Pause(ctx, job)
+			note(1)
+		}
+		note(-1)
+		return testCompletion{FuelUsed: 10}
+	}), envOptions{maxQueued: 64, parallelism: 8, mutate: func(c *Config, d *testDeps) {
+		d.MaxRunning = maxRunning
+		d.Clock = wallClock{}
+	}})
+	if err := e.load.Publish(loadsource.Sample{TakenAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	var wg sync.WaitGroup
+	who := [][2]string{{"acme", "alice"}, {"acme", "bob"}, {"beta", "carol"}}
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				w := who[i%len(who)]
+				if r := e.do(context.Background(), catalog.TenantID(w[0]), w[1]); r.Err != nil {
+					t.Errorf("%s: %v", w[1], r.Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > maxRunning {
+		t.Errorf("%d guests ran at once, MaxRunning %d", p, maxRunning)
+	}
+	t.Logf("pauses: %d", e.s.Stats().Pauses)
 	e.stop()
 }

@@ -197,8 +197,11 @@ type Scheduler[In, Out any] struct {
 		running map[*Job[In, Out]]struct{}
 		// paused are running jobs that gave their slot to a newcomer
 		// (Pause), oldest first; they resume before anything new starts.
-		paused  []*Job[In, Out]
-		blocked [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
+		paused []*Job[In, Out]
+		// handoffs counts newcomers a Pause took from the queue and is
+		// starting in the paused job's slot: they hold the slot already.
+		handoffs int
+		blocked  [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
 	}
 	// dispatching admits one dispatcher at a time (the Run loop, Do's
 	// callers and finishing executors all dispatch); again asks the one
@@ -507,7 +510,7 @@ func (s *Scheduler[In, Out]) dispatch() {
 		for {
 			now := s.clock.Now()
 			s.mu.Lock()
-			if s.deps.MaxRunning > 0 && len(s.mu.running)-len(s.mu.paused) >= s.deps.MaxRunning {
+			if s.deps.MaxRunning > 0 && len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs >= s.deps.MaxRunning {
 				s.mu.Unlock()
 				return
 			}
@@ -556,7 +559,7 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	if j.paused || j.state != jobRunning || s.mu.state != stateRunning ||
-		len(s.mu.running)-len(s.mu.paused) < s.deps.MaxRunning || !s.mu.core.Overtaken(&j.item) {
+		len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs < s.deps.MaxRunning || !s.mu.core.Overtaken(&j.item) {
 		s.mu.Unlock()
 		return
 	}
@@ -572,10 +575,14 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 		j.resume = make(chan struct{}, 1)
 	}
 	s.mu.paused = append(s.mu.paused, j)
+	s.mu.handoffs++ // until next is running (or did not start)
 	s.publishLocked()
 	s.mu.Unlock()
 	s.pauses.Add(1)
 	s.start(next, now.Sub(it.EnqueuedAt))
+	s.mu.Lock()
+	s.mu.handoffs--
+	s.mu.Unlock()
 	s.dispatchNow() // resumes j at once if next did not start
 	select {
 	case <-j.resume:
