@@ -273,6 +273,12 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 		}
 		return nil, false
 	}
+	return c.take(now, cs, chosen), true
+}
+
+// take dispatches the next item of lane rank chosen of cs (Next's choice,
+// or the overtaken item's lane).
+func (c *Core) take(now time.Time, cs *cellState, chosen int) *Item {
 	l := cs.lanes[chosen]
 	onShared := l.running >= cs.reservedOf(l)
 	p := l.peek()
@@ -291,7 +297,7 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 	cs.age.remove(it, ageLinks)
 	c.queues[it.Queue].unhold(it)
 	cs.sampleDelay(now.Sub(it.arrived()))
-	return it, true
+	return it
 }
 
 // Overtaken reports whether running item it should give its cell's turn
@@ -317,16 +323,21 @@ func (c *Core) Overtaken(it *Item) bool {
 	return top != it.prin.parent && top.running == 0 && top.since > it.dispatchSeq && top.served <= it.tenantStart
 }
 
-// NextOvertaking is Next for a pause (after Overtaken said yes): the
-// dispatched item's tenant is marked as having overtaken, so that if it
-// goes idle ahead of the lane's virtual time the lane remembers its
-// service (one tenant at a time) and its next item starts from there.
-func (c *Core) NextOvertaking(now time.Time, cell catalog.CellClass) (*Item, bool) {
-	it, ok := c.Next(now, cell)
-	if ok {
-		it.prin.parent.overtook = true
+// NextOvertaking dispatches the newcomer that overtakes running item
+// running (see Overtaken; false when none does): the next item of
+// running's lane, whatever Next would choose among lanes. The newcomer's
+// tenant is marked as having overtaken, so that if it goes idle ahead of
+// the lane's virtual time the lane remembers its service and its next item
+// starts from there (flow.gc).
+func (c *Core) NextOvertaking(now time.Time, running *Item) (*Item, bool) {
+	if !c.Overtaken(running) {
+		return nil, false
 	}
-	return it, ok
+	now = c.advance(now)
+	cs := c.cells[running.Cell]
+	it := c.take(now, cs, c.rankOf[running.Queue])
+	it.prin.parent.overtook = true
+	return it, true
 }
 
 // estimate is the service charged for dispatching from principal p: in fuel

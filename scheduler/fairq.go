@@ -132,7 +132,7 @@ func (f *flow) backlog(c *flow, seq *uint64) {
 }
 
 // gc deletes child c when nothing of it waits or runs. If an item of c
-// overtook a running one (Core.MarkOvertaking) and c attained more service
+// overtook a running one (Core.NextOvertaking) and c attained more service
 // than f's virtual time, f remembers how much (one child at a time), and c
 // starts from there if it comes back before the virtual time passed it.
 // Without this, a tenant whose closed-loop client keeps one item at a time
@@ -250,7 +250,12 @@ func (root *flow) requeue(it *Item, seq *uint64) {
 	}
 	root.running--
 	p.fifo.pushFront(it, fifoLinks)
+	// The item waited before its dispatch: a flow it backlogs again keeps
+	// the sequence of when it became backlogged then (Core.Overtaken).
+	t := p.parent
+	ps, ts := p.since, t.since
 	root.addWaiting(p, seq)
+	p.since, t.since = ps, ts
 }
 
 // addWaiting counts a new waiting item of leaf p up the tree, backlogging

@@ -558,13 +558,13 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
-	if j.paused || j.state != jobRunning || s.mu.state != stateRunning ||
-		len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs < s.deps.MaxRunning || !s.mu.core.Overtaken(&j.item) {
+	if j.paused || j.state != jobRunning || s.mu.state != stateRunning || ctx.Err() != nil || s.mu.blocked[j.item.Cell] ||
+		len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs < s.deps.MaxRunning {
 		s.mu.Unlock()
 		return
 	}
-	it, ok := s.mu.core.NextOvertaking(now, j.item.Cell)
-	if !ok { // Overtaken said it could
+	it, ok := s.mu.core.NextOvertaking(now, &j.item)
+	if !ok {
 		s.mu.Unlock()
 		return
 	}
@@ -579,6 +579,10 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	s.publishLocked()
 	s.mu.Unlock()
 	s.pauses.Add(1)
+	// Pause runs inside the guest's host call, where the runner recovers
+	// panics: a broken invariant of the core (must) must still end the
+	// process, not leave mu held.
+	defer crashOnPanic()
 	s.start(next, now.Sub(it.EnqueuedAt))
 	s.mu.Lock()
 	s.mu.handoffs--
@@ -594,6 +598,14 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 		s.mu.Unlock()
 	}
 	j.pausedFor = s.clock.Now().Sub(now)
+}
+
+// crashOnPanic re-raises a panic on a goroutine of its own, where nothing
+// recovers it: the process ends.
+func crashOnPanic() {
+	if r := recover(); r != nil {
+		go panic(r) // owned by nobody on purpose: it ends the process
+	}
 }
 
 // start takes a dispatched job to a running executor: immediately before
