@@ -186,10 +186,15 @@
 // overtaken (Core.Overtaken: the first tenant of the job's lane became
 // backlogged after the job's dispatch, has nothing running there and had
 // attained no more service than the job's tenant at that dispatch), Pause
-// dispatches the newcomer into the job's slot and waits until a slot is
-// free again. Paused jobs keep their cells and permits, resume before
-// anything new is dispatched, pause at most once, and stop waiting when
-// their context ends; the time paused is not execution time. Tenants that
+// dispatches the next item of the job's own lane into its slot and waits
+// until a slot is free again. Paused jobs keep their cells and permits,
+// resume before anything new is dispatched, pause at most once, and stop
+// waiting when their context ends (a cancelled job does not pause); the
+// time paused is not execution time, but the job's deadline keeps running.
+// The lane remembers the attained service of the last tenant that
+// overtook and went idle ahead of the virtual time (one per lane), so a
+// client with one request at a time does not get two items to a
+// backlogged tenant's one. Tenants that
 // stay backlogged were so before each other's dispatches and never pause
 // each other: a pause costs a newcomer's arrival, at most one per job.
 //
