@@ -32,6 +32,13 @@ func (cs *cellState) reservedOf(l *lane) int {
 	return 0
 }
 
+// roomIn reports whether lane l may start an item on a cell that is free:
+// one of its reserved cells, else a shared cell when sharedFree (the
+// window allows one more: sharedInUse < sharedLimit).
+func (cs *cellState) roomIn(l *lane, sharedFree bool) bool {
+	return l.running < cs.reservedOf(l) || sharedFree
+}
+
 // minWindow is the smallest window: the reserved cells plus one shared cell.
 func (cs *cellState) minWindow() int {
 	return min(cs.usable, cs.reservedTotal()+1)

@@ -253,7 +253,7 @@ func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
 	sharedFree := cs.sharedInUse() < cs.sharedLimit()
 	if cs.running < cs.usable {
 		for rank, l := range cs.lanes {
-			if l.waiting == 0 || (l.running >= cs.reservedOf(l) && !sharedFree) {
+			if l.waiting == 0 || !cs.roomIn(l, sharedFree) {
 				continue
 			}
 			if chosen < 0 {
@@ -316,7 +316,7 @@ func (c *Core) Overtaken(it *Item) bool {
 		return false
 	}
 	cs, l := c.laneOf(it)
-	if l.waiting == 0 || cs.running >= cs.usable || (l.running >= cs.reservedOf(l) && cs.sharedInUse() >= cs.sharedLimit()) {
+	if l.waiting == 0 || cs.running >= cs.usable || !cs.roomIn(l, cs.sharedInUse() < cs.sharedLimit()) {
 		return false
 	}
 	top := l.kids[0]

@@ -510,7 +510,7 @@ func (s *Scheduler[In, Out]) dispatch() {
 		for {
 			now := s.clock.Now()
 			s.mu.Lock()
-			if s.deps.MaxRunning > 0 && len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs >= s.deps.MaxRunning {
+			if s.deps.MaxRunning > 0 && s.activeLocked() >= s.deps.MaxRunning {
 				s.mu.Unlock()
 				return
 			}
@@ -556,13 +556,15 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	if s.deps.MaxRunning <= 0 {
 		return
 	}
-	now := s.clock.Now()
 	s.mu.Lock()
 	if j.paused || j.state != jobRunning || s.mu.state != stateRunning || ctx.Err() != nil || s.mu.blocked[j.item.Cell] ||
-		len(s.mu.running)-len(s.mu.paused)+s.mu.handoffs < s.deps.MaxRunning {
+		s.activeLocked() < s.deps.MaxRunning {
 		s.mu.Unlock()
 		return
 	}
+	// The clock only once a pause is possible: this runs at every fuel
+	// check of every guest.
+	now := s.clock.Now()
 	it, ok := s.mu.core.NextOvertaking(now, &j.item)
 	if !ok {
 		s.mu.Unlock()
@@ -570,10 +572,7 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	}
 	next := it.Payload.(*Job[In, Out])
 	next.state = jobStarting
-	j.paused = true
-	if j.resume == nil {
-		j.resume = make(chan struct{}, 1)
-	}
+	j.paused, j.resume = true, make(chan struct{}, 1) // once per job
 	s.mu.paused = append(s.mu.paused, j)
 	s.mu.handoffs++ // until next is running (or did not start)
 	s.publishLocked()
@@ -598,6 +597,14 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 		s.mu.Unlock()
 	}
 	j.pausedFor = s.clock.Now().Sub(now)
+}
+
+// activeLocked is the number of running slots taken: running jobs that are
+// not paused, and newcomers a Pause is starting.
+//
+// REQUIRES: s.mu held.
+func (s *Scheduler[In, Out]) activeLocked() int {
+	return len(s.mu.running) - len(s.mu.paused) + s.mu.handoffs
 }
 
 // crashOnPanic re-raises a panic on a goroutine of its own, where nothing
