@@ -15,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/gcfloor"
+	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 )
@@ -25,7 +26,12 @@ import (
 // node's status codes) or from the catalog (services, routes and revisions
 // of active releases), so the number of series is bounded by configuration
 // and the catalog, never by requests: a service's series go when it is
-// deleted, a revision's when a release without it replaces it.
+// deleted, a revision's when a release without it replaces it. The
+// per-route series (latent_activations_total, latent_fuel_consumed_total)
+// are bounded per tenant as well, by node.max_metric_series_per_tenant:
+// past it, and for a revision no longer deployed, an observation counts in
+// the tenant's overflow series (otherLabel) and in
+// latent_metrics_series_overflow_total.
 type metrics struct {
 	log      *rejectionLog
 	registry *prometheus.Registry
@@ -42,18 +48,37 @@ type metrics struct {
 	memoryPeak   *prometheus.HistogramVec
 	httpDuration *prometheus.HistogramVec
 	logDropped   *prometheus.CounterVec
+	overflowed   *prometheus.CounterVec
 	all          []prometheus.Collector // every registered collector
+
+	// budget is the most per-route series (label sets) one tenant's own
+	// label sets may have, fuel and outcome series together.
+	budget int
+	// deployed reports whether a revision is part of its service's current
+	// release (in the catalog's latest pin).
+	deployed func(catalog.ResolvedRevision) bool
 
 	// The label-bound series of the per-request path, looked up once and
 	// then reused: resolving a vector's labels hashes every value, and an
 	// invocation observes eight series. Each map is bounded as the series
-	// are; series (and their entries) of replaced revisions and deleted
-	// services go in keepRevisions.
+	// are: tenants by the catalog, a tenant's series by its budget;
+	// series (and their entries) of replaced revisions and deleted services
+	// go in keepRevisions, which finds them through their tenant and
+	// service.
 	mu       sync.Mutex
-	series   map[seriesKey]*revisionSeries
+	tenants  map[string]*tenantSeries
 	classes  map[classKey]classSeries
 	requests map[requestKey]prometheus.Observer
 }
+
+// otherLabel is the service, route and revision of a tenant's overflow
+// series. Revision ids always start with "rev1-", so no real revision
+// carries it.
+const otherLabel = "_other"
+
+// DefaultMaxMetricSeriesPerTenant is node.max_metric_series_per_tenant's
+// default.
+const DefaultMaxMetricSeriesPerTenant = config.DefaultMaxMetricSeriesPerTenant
 
 // seriesKey names a route's revision, the labels of its activation series.
 type seriesKey struct{ tenant, service, route, revision string }
@@ -62,6 +87,15 @@ type seriesKey struct{ tenant, service, route, revision string }
 type revisionSeries struct {
 	fuel     prometheus.Counter
 	outcomes map[runner.Kind]prometheus.Counter
+}
+
+// tenantSeries are one tenant's per-route series, by service, and its
+// overflow series.
+type tenantSeries struct {
+	used       int // series of services[…]: one fuel series and one per outcome each
+	services   map[string]map[seriesKey]*revisionSeries
+	other      *revisionSeries // created at the first overflow
+	overflowed prometheus.Counter
 }
 
 // classKey is a cell class and queue class.
@@ -79,8 +113,12 @@ type requestKey struct {
 var activationLabels = []string{"tenant", "service", "route", "revision"}
 
 func newMetrics(n *Node) *metrics {
-	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, series: map[seriesKey]*revisionSeries{},
-		classes: map[classKey]classSeries{}, requests: map[requestKey]prometheus.Observer{}}
+	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, tenants: map[string]*tenantSeries{},
+		classes: map[classKey]classSeries{}, requests: map[requestKey]prometheus.Observer{},
+		budget: DefaultMaxMetricSeriesPerTenant, deployed: n.deployed}
+	if n.cfg != nil {
+		m.budget = n.cfg.Node.MaxMetricSeriesPerTenant
+	}
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
 		Help: "Executed activations by tenant, service, route, revision and outcome."}, append(activationLabels, "outcome"))
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_rejections_total",
@@ -108,6 +146,10 @@ func newMetrics(n *Node) *metrics {
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_log_lines_dropped_total",
 		Help: "Access-log lines dropped by the per-tenant rate limit (" + sharedLogTenant + ": requests without a configured tenant)."},
 		[]string{"tenant"})
+	m.overflowed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_metrics_series_overflow_total",
+		Help: "Activations counted in their tenant's overflow series (service, route and revision \"" + otherLabel +
+			"\"): past the tenant's node.max_metric_series_per_tenant, or of a revision no longer deployed."},
+		[]string{"tenant"})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "latent_build_info",
 		Help: "Always 1; the labels name the node's version, commit and commit date and the Go release that built it."},
 		[]string{"version", "commit", "date", "go_version"})
@@ -130,7 +172,7 @@ func newMetrics(n *Node) *metrics {
 	m.access = newLogLimiter(clock, DefaultAccessLogRate, DefaultAccessLogBurst, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
-		m.memoryPeak, m.httpDuration, m.logDropped, build, heapLive,
+		m.memoryPeak, m.httpDuration, m.logDropped, m.overflowed, build, heapLive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n}}
 	m.registry.MustRegister(m.all...)
@@ -201,20 +243,9 @@ func toolchainBuildInfo() BuildInfo {
 }
 
 func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
-	k := seriesKey{string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)}
 	cell := res.Cell.String()
 	m.mu.Lock()
-	rs := m.series[k]
-	if rs == nil {
-		rs = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, k.service, k.route, k.revision),
-			outcomes: map[runner.Kind]prometheus.Counter{}}
-		m.series[k] = rs
-	}
-	activations := rs.outcomes[out.Kind]
-	if activations == nil {
-		activations = m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, string(out.Kind))
-		rs.outcomes[out.Kind] = activations
-	}
+	fuel, activations, overflowed := m.seriesLocked(rev, out.Kind)
 	ck := classKey{cell, ob.QueueClass}
 	cs, ok := m.classes[ck]
 	if !ok {
@@ -223,13 +254,68 @@ func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations
 		m.classes[ck] = cs
 	}
 	m.mu.Unlock()
+	if overflowed != nil {
+		overflowed.Inc()
+	}
 	activations.Inc()
-	rs.fuel.Add(float64(out.FuelUsed))
+	fuel.Add(float64(out.FuelUsed))
 	cs.memoryPeak.Observe(float64(out.MemoryPeakBytes))
 	cs.queueWait.Observe((t.front + t.queue).Seconds())
 	m.front.Observe(t.front.Seconds())
 	m.back.Observe(t.back.Seconds())
 	cs.execution.Observe(out.ExecutionTime.Seconds())
+}
+
+// seriesLocked returns the fuel and activation series an activation of rev
+// with the outcome kind counts in: its own label set's, created within the
+// tenant's budget while rev is deployed, else the tenant's overflow series
+// (and then the tenant's overflow counter, else nil).
+//
+// The deployed check happens under m.mu, which keepRevisions takes after
+// the catalog published the release that dropped a revision: an activation
+// of the dropped revision that ends later finds it gone and cannot bring its
+// series back.
+func (m *metrics) seriesLocked(rev catalog.ResolvedRevision, kind runner.Kind) (fuel, activations, overflowed prometheus.Counter) {
+	k := seriesKey{string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)}
+	ts := m.tenants[k.tenant]
+	if ts == nil {
+		ts = &tenantSeries{services: map[string]map[seriesKey]*revisionSeries{}}
+		m.tenants[k.tenant] = ts
+	}
+	svc := ts.services[k.service]
+	rs := svc[k]
+	if rs == nil && ts.used+2 <= m.budget && (m.deployed == nil || m.deployed(rev)) {
+		if svc == nil {
+			svc = map[seriesKey]*revisionSeries{}
+			ts.services[k.service] = svc
+		}
+		rs = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, k.service, k.route, k.revision),
+			outcomes: map[runner.Kind]prometheus.Counter{}}
+		svc[k] = rs
+		ts.used++
+	}
+	if rs != nil {
+		if c := rs.outcomes[kind]; c != nil {
+			return rs.fuel, c, nil
+		}
+		if ts.used+1 <= m.budget {
+			c := m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, string(kind))
+			rs.outcomes[kind] = c
+			ts.used++
+			return rs.fuel, c, nil
+		}
+	}
+	if ts.other == nil {
+		ts.other = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel),
+			outcomes: map[runner.Kind]prometheus.Counter{}}
+		ts.overflowed = m.overflowed.WithLabelValues(k.tenant)
+	}
+	c := ts.other.outcomes[kind] // bounded by the outcome kinds
+	if c == nil {
+		c = m.activations.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel, string(kind))
+		ts.other.outcomes[kind] = c
+	}
+	return ts.other.fuel, c, ts.overflowed
 }
 
 // request observes an HTTP request's duration.
@@ -247,20 +333,40 @@ func (m *metrics) request(kind string, status int, took time.Duration) {
 
 // keepRevisions drops the activation series of the service's revisions
 // not in keep (a new release replaced them); with keep empty, all of the
-// service's series (it was deleted).
+// service's series (it was deleted). It touches only the service's own
+// series, and gives them back to the tenant's budget.
 func (m *metrics) keepRevisions(tenant catalog.TenantID, service catalog.ServiceName, keep []catalog.RevisionRef) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k := range m.series {
-		if k.tenant != string(tenant) || k.service != string(service) ||
-			slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == k.revision }) {
+	ts := m.tenants[string(tenant)]
+	if ts == nil {
+		return
+	}
+	svc := ts.services[string(service)]
+	for k, rs := range svc {
+		if slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == k.revision }) {
 			continue
 		}
-		delete(m.series, k)
-		l := prometheus.Labels{"tenant": k.tenant, "service": k.service, "route": k.route, "revision": k.revision}
-		m.activations.DeletePartialMatch(l)
-		m.fuel.Delete(l)
+		delete(svc, k)
+		m.fuel.DeleteLabelValues(k.tenant, k.service, k.route, k.revision)
+		for kind := range rs.outcomes {
+			m.activations.DeleteLabelValues(k.tenant, k.service, k.route, k.revision, string(kind))
+		}
+		ts.used -= 1 + len(rs.outcomes)
 	}
+	if len(svc) == 0 {
+		delete(ts.services, string(service))
+	}
+}
+
+// deployed reports whether rev is a revision of its service's release in
+// the catalog's latest pin (always, for a node without a catalog: tests).
+func (n *Node) deployed(rev catalog.ResolvedRevision) bool {
+	if n.cat == nil {
+		return true
+	}
+	d, ok := n.cat.Pin().Deployment(rev.Tenant, rev.Service)
+	return ok && slices.ContainsFunc(d.Revisions, func(ref catalog.RevisionRef) bool { return ref.ID == rev.Revision })
 }
 
 func (m *metrics) rejected(code, reason, scope, dimension string) {

@@ -143,13 +143,74 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 	if got := seriesCount(m.fuel); got != 1 {
 		t.Fatalf("%d fuel series after the delete, want 1", got)
 	}
-	if len(m.series) != 1 { // the cache of label-bound series shrinks with them
-		t.Fatalf("%d cached revision series, want 1", len(m.series))
+	if len(m.tenants["demo"].services) != 1 || m.tenants["demo"].used != 2 { // the cache shrinks with them
+		t.Fatalf("%d cached services, %d series used, want 1 and 2", len(m.tenants["demo"].services), m.tenants["demo"].used)
 	}
 	// A new observation of a dropped revision counts from zero again.
 	m.observe(rev("b", "r1"), admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 7}, timing{})
 	if got := counterValue(m.fuel.WithLabelValues("demo", "b", "run", "r1")); got != 7 {
 		t.Fatalf("fuel of b/r1 after its delete and a new activation: %v, want 7", got)
+	}
+}
+
+// TestMetrics_seriesBudget: a tenant's per-route series stop at its
+// budget, later label sets count in its overflow series and counter, a
+// removal gives the budget back, another tenant keeps its own budget, and a
+// revision no longer deployed gets no series again.
+func TestMetrics_seriesBudget(t *testing.T) {
+	n, _ := bareNode(t)
+	m := n.metrics
+	m.budget = 5
+	gone := catalog.RevisionID("old")
+	m.deployed = func(rev catalog.ResolvedRevision) bool { return rev.Revision != gone }
+	obs := func(tenant, service, route string, rev catalog.RevisionID, kind runner.Kind) {
+		m.observe(catalog.ResolvedRevision{Tenant: catalog.TenantID(tenant), Service: catalog.ServiceName(service),
+			Route: catalog.RouteName(route), Revision: rev}, admission.Obligations{}, scheduler.Result[runner.Outcome]{},
+			runner.Outcome{Kind: kind, FuelUsed: 3}, timing{})
+	}
+	other := func(tenant string, kind runner.Kind) float64 {
+		return counterValue(m.activations.WithLabelValues(tenant, otherLabel, otherLabel, otherLabel, string(kind)))
+	}
+	obs("acme", "s", "a", "r1", runner.Success)       // 2 series
+	obs("acme", "s", "a", "r1", runner.Trap)          // 3
+	obs("acme", "s", "b", "r1", runner.Success)       // 5: the budget
+	obs("acme", "s", "c", "r1", runner.Success)       // over: _other
+	obs("acme", "s", "a", "r1", runner.DeclaredError) // a new outcome, over: _other
+	obs("acme", "s", "a", "r1", runner.Success)       // its own series
+	obs("demo", "s", "c", "r1", runner.Success)       // another tenant's budget
+	if have := counterValue(m.activations.WithLabelValues("acme", "s", "a", "r1", string(runner.Success))); have != 2 {
+		t.Errorf("acme s/a/r1 success = %v, want 2", have)
+	}
+	if have, want := other("acme", runner.Success)+other("acme", runner.DeclaredError), 2.0; have != want {
+		t.Errorf("acme _other = %v, want %v", have, want)
+	}
+	if have := counterValue(m.overflowed.WithLabelValues("acme")); have != 2 {
+		t.Errorf("overflow counter %v, want 2", have)
+	}
+	if have := counterValue(m.fuel.WithLabelValues("acme", otherLabel, otherLabel, otherLabel)); have != 6 {
+		t.Errorf("acme _other fuel %v, want 6", have)
+	}
+	if have := counterValue(m.activations.WithLabelValues("demo", "s", "c", "r1", string(runner.Success))); have != 1 {
+		t.Errorf("demo's own series %v, want 1", have)
+	}
+	// Deleting the service gives the budget back: c gets its own series.
+	m.keepRevisions("acme", "s", nil)
+	if m.tenants["acme"].used != 0 {
+		t.Fatalf("acme uses %d series after the delete, want 0", m.tenants["acme"].used)
+	}
+	obs("acme", "s", "c", "r1", runner.Success)
+	if have := counterValue(m.activations.WithLabelValues("acme", "s", "c", "r1", string(runner.Success))); have != 1 {
+		t.Errorf("acme s/c/r1 after the delete = %v, want 1", have)
+	}
+	// An activation of a revision the catalog no longer has ends after the
+	// release replaced it: no series of its own comes back.
+	before := seriesCount(m.activations)
+	obs("acme", "s", "c", gone, runner.Success)
+	if have := seriesCount(m.activations); have != before {
+		t.Errorf("%d activation series after a removed revision's activation, want %d", have, before)
+	}
+	if have := counterValue(m.overflowed.WithLabelValues("acme")); have != 3 {
+		t.Errorf("overflow counter %v, want 3", have)
 	}
 }
 

@@ -148,6 +148,11 @@ type Tracing struct {
 	// SampleRatio is the share of traces sampled when the caller's
 	// traceparent does not decide (0 to 1).
 	SampleRatio float64
+	// RespectRemoteSampled lets the caller's traceparent decide sampling
+	// (its sampled flag forces a span, its unsampled flag suppresses it).
+	// Off, the default, the node samples by SampleRatio alone and the
+	// caller's trace id only continues the trace.
+	RespectRemoteSampled bool
 	// ServiceName is the resource's service.name.
 	ServiceName string
 	// Timeout bounds one export, and the flush at shutdown.
@@ -209,6 +214,11 @@ type Node struct {
 	// every deployed module together; a deploy past it is refused with 507
 	// (default 1 GiB, at least 1 MiB).
 	MaxCompiledBytes uint64
+	// MaxMetricSeriesPerTenant bounds one tenant's per-route metric series
+	// (latent_activations_total and latent_fuel_consumed_total label sets);
+	// past it, activations count in the tenant's overflow series (1 to
+	// 1,000,000, default 1000).
+	MaxMetricSeriesPerTenant int
 	// TLS is [node.tls]: HTTPS on the API listener (off by default).
 	TLS NodeTLS
 }

@@ -81,6 +81,10 @@ const (
 	maxSignaturesPerTenant          = 10_000_000
 	DefaultMaxCompiledBytes         = runner.DefaultMaxCompiledBytes
 	maxCompileConcurrency           = 64
+	// DefaultMaxMetricSeriesPerTenant is node.max_metric_series_per_tenant's
+	// default: per-route series (label sets) of one tenant.
+	DefaultMaxMetricSeriesPerTenant = 1000
+	maxMetricSeriesPerTenant        = 1_000_000
 )
 
 func (c *Config) checkHardening(v *checker) {
@@ -130,6 +134,9 @@ func (c *Config) checkHardening(v *checker) {
 	}
 	if n.MaxSignaturesPerTenant < 1 || n.MaxSignaturesPerTenant > maxSignaturesPerTenant {
 		v.add("node.max_signatures_per_tenant", "must be from 1 to "+strconv.Itoa(maxSignaturesPerTenant))
+	}
+	if n.MaxMetricSeriesPerTenant < 1 || n.MaxMetricSeriesPerTenant > maxMetricSeriesPerTenant {
+		v.add("node.max_metric_series_per_tenant", "must be from 1 to "+strconv.Itoa(maxMetricSeriesPerTenant))
 	}
 }
 

@@ -69,6 +69,13 @@ artifact_grace = "5m"
 	if n := cfg.Node; n.MaxConnections != 300 || n.MaxConnectionsPerAddress != 40 || n.CompileConcurrency != 2 {
 		t.Errorf("node: have %+v", n)
 	}
+	if def, err := Parse([]byte(doc(nil, ""))); err != nil || def.Node.MaxMetricSeriesPerTenant != DefaultMaxMetricSeriesPerTenant {
+		t.Errorf("max_metric_series_per_tenant default: %v", err)
+	}
+	if c, err := Parse([]byte(doc(map[string]string{"node": base[0].text + "max_metric_series_per_tenant = 8\n"}, ""))); err != nil ||
+		c.Node.MaxMetricSeriesPerTenant != 8 {
+		t.Errorf("max_metric_series_per_tenant = 8: %v", err)
+	}
 
 	tests := []struct {
 		name  string
@@ -86,6 +93,9 @@ artifact_grace = "5m"
 		{name: "compile concurrency", node: "compile_concurrency = 0\n", want: []string{"node.compile_concurrency"}},
 		{name: "no signatures", node: "max_signatures_per_tenant = 0\n", want: []string{"node.max_signatures_per_tenant"}},
 		{name: "too many signatures", node: "max_signatures_per_tenant = 10000001\n", want: []string{"node.max_signatures_per_tenant"}},
+		{name: "no metric series", node: "max_metric_series_per_tenant = 0\n", want: []string{"node.max_metric_series_per_tenant"}},
+		{name: "too many metric series", node: "max_metric_series_per_tenant = 1000001\n",
+			want: []string{"node.max_metric_series_per_tenant"}},
 		{name: "per-address connections", node: "max_connections_per_address = 0\n", want: []string{"node.max_connections_per_address"}},
 	}
 	for _, tt := range tests {
@@ -250,11 +260,11 @@ func TestParse_tracing(t *testing.T) {
 		t.Errorf("defaults: have %+v, want %+v", cfg.Tracing, want)
 	}
 	cfg, err = Parse([]byte(doc(nil, "[tracing]\nenabled = true\nendpoint = \"http://127.0.0.1:4318/v1/traces\"\n"+
-		"sample_ratio = 0.25\nservice_name = \"edge\"\ntimeout = \"2s\"\nbatch_timeout = \"100ms\"\n")))
+		"sample_ratio = 0.25\nrespect_remote_sampled = true\nservice_name = \"edge\"\ntimeout = \"2s\"\nbatch_timeout = \"100ms\"\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Tracing{Enabled: true, Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.25, ServiceName: "edge",
+	want = Tracing{Enabled: true, Endpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.25, RespectRemoteSampled: true, ServiceName: "edge",
 		Timeout: 2 * time.Second, BatchTimeout: 100 * time.Millisecond}
 	if cfg.Tracing != want {
 		t.Errorf("values: have %+v, want %+v", cfg.Tracing, want)
@@ -266,6 +276,7 @@ func TestParse_tracing(t *testing.T) {
 		{"enabled not a boolean", "enabled = \"yes\"", "tracing.enabled"},
 		{"ratio above 1", "sample_ratio = 1.5", "tracing.sample_ratio"},
 		{"ratio nan", "sample_ratio = nan", "tracing.sample_ratio"},
+		{"respect remote sampled not a boolean", "respect_remote_sampled = 1", "tracing.respect_remote_sampled"},
 		{"empty service name", "service_name = \"\"", "tracing.service_name"},
 		{"zero timeout", "timeout = \"0s\"", "tracing.timeout"},
 		{"zero batch timeout", "batch_timeout = \"0s\"", "tracing.batch_timeout"},
