@@ -145,6 +145,7 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			handleNotFound(w, r) // no hint that the endpoint exists
 			return
 		}
+		accessOf(r.Context()).peer = true // its log lines go to the peers' bucket
 		h(w, r)
 	}
 }

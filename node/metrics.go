@@ -144,7 +144,8 @@ func newMetrics(n *Node) *metrics {
 		Help:    "Time from the request's headers to the end of its answer, by route kind and status code.",
 		Buckets: buckets}, []string{"route_kind", "code"})
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_log_lines_dropped_total",
-		Help: "Access-log lines dropped by the per-tenant rate limit (" + sharedLogTenant + ": requests without a configured tenant)."},
+		Help: "Access-log lines dropped by the per-tenant line and byte rate limits (" + sharedLogTenant +
+			": requests without a configured tenant; " + peerLogTenant + ": cluster peers)."},
 		[]string{"tenant"})
 	m.overflowed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_metrics_series_overflow_total",
 		Help: "Activations counted in their tenant's overflow series (service, route and revision \"" + otherLabel +
@@ -169,7 +170,7 @@ func newMetrics(n *Node) *metrics {
 	if n.clock != nil {
 		clock = n.clock
 	}
-	m.access = newLogLimiter(clock, DefaultAccessLogRate, DefaultAccessLogBurst, tenants,
+	m.access = newLogLimiter(clock, defaultLogRates, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
 		m.memoryPeak, m.httpDuration, m.logDropped, m.overflowed, build, heapLive,
