@@ -297,15 +297,20 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	if w.Header().Get("Latent-Activation-Id") != h.ActivationID {
 		w.Header().Set("Latent-Activation-Id", h.ActivationID)
 	}
-	// The span starts before the headers and the body are checked, so their
-	// refusals are traced too.
-	ctx, span := n.startActivation(r, target, h.ActivationID, arrived)
+	// The span starts once the target's names are valid and name the
+	// principal's tenant (invoke refuses another tenant's), before the
+	// headers and the body are checked, so their refusals are traced too.
+	invalid := target.Validate()
+	ctx, span := r.Context(), (*activationSpan)(nil)
+	if invalid == nil && target.Tenant == p.Tenant {
+		ctx, span = n.startActivation(r, target, h.ActivationID, arrived)
+	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
 		refuseEarly(w, span, badRequest("invalid-header", header, err.Error()))
 		return
 	}
-	if err := target.Validate(); err != nil {
+	if invalid != nil {
 		refuseEarly(w, span, badRequest("invalid-identifier", "target", ""))
 		return
 	}

@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"hash/maphash"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -21,18 +25,27 @@ import (
 	"github.com/latent-node/latent-node/scheduler"
 )
 
-// Tracing: one span per invocation, "activation <tenant>/<service>/<route>"
-// (kind server, a child of the caller's traceparent), with three children:
-// "admission" (around the admission decision), "queue" (submit to
-// dispatch) and "execution" (cell lease to release). The queue and
-// execution spans are recorded after the fact from the scheduler's result,
-// with its timestamps. Every timestamp comes from the node's clock.
+// Tracing: one span per invocation, "activation" (kind server, a child of
+// the caller's traceparent), with three children: "admission" (around the
+// admission decision), "queue" (submit to dispatch) and "execution" (cell
+// lease to release). The queue and execution spans are recorded after the
+// fact from the scheduler's result, with its timestamps. Every timestamp
+// comes from the node's clock.
 //
-// handleInvoke starts the span once the request is authenticated and its
-// activation id known, before the headers and the body are checked, so
-// their refusals (invalid-header, invalid-identifier, payload-too-large)
-// end it with an error status too; a refusal before authentication has no
-// span.
+// handleInvoke starts the span once the request is authenticated, its
+// target names are valid and its tenant is the principal's, before the
+// headers and the body are checked, so their refusals (invalid-header,
+// payload-too-large) end it with an error status too; a refusal before
+// that has no span. The span's name is fixed and its attributes are
+// validated names, node-made values or bounded (spanLimits), so every
+// string is valid UTF-8 (the OTLP exporter's protobuf encoding refuses a
+// whole batch, every tenant's spans, for one invalid string) and a span's
+// size is bounded.
+//
+// Sampling is the node's: sample_ratio, keyed by the trace id with a
+// per-process seed (keyedRatio), so a caller's sampled flag or chosen trace
+// id does not force spans, unless tracing.respect_remote_sampled lets the
+// caller's flag decide. The trace id continues either way.
 //
 // With [tracing] off the node has no tracer: n.tracer is nil, and every
 // method of a nil *tracer or *activationSpan returns at once, so an
@@ -76,9 +89,65 @@ func newTracer(ctx context.Context, cfg config.Tracing) (*tracer, error) {
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(cfg.BatchTimeout), sdktrace.WithExportTimeout(cfg.Timeout)),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithSampler(sampler(cfg)), sdktrace.WithRawSpanLimits(spanLimits),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))))
 	return &tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}, timeout: cfg.Timeout}, nil
+}
+
+// spanLimits bound a span's size: the node sets a dozen attributes and no
+// events or links; the length limit is a second line behind the validated
+// values.
+var spanLimits = sdktrace.SpanLimits{
+	AttributeValueLengthLimit:   256,
+	AttributeCountLimit:         32,
+	EventCountLimit:             0,
+	LinkCountLimit:              0,
+	AttributePerEventCountLimit: 0,
+	AttributePerLinkCountLimit:  0,
+}
+
+// sampler is the node's: the activation span (a root, or the child of a
+// caller's remote span) is sampled by keyedRatio, unless
+// respect_remote_sampled lets a remote parent's flag decide; the children
+// follow the activation span.
+func sampler(cfg config.Tracing) sdktrace.Sampler {
+	ratio := keyedRatio(cfg.SampleRatio)
+	if cfg.RespectRemoteSampled {
+		return sdktrace.ParentBased(ratio)
+	}
+	return sdktrace.ParentBased(ratio, sdktrace.WithRemoteParentSampled(ratio), sdktrace.WithRemoteParentNotSampled(ratio))
+}
+
+// keyedRatio samples the share ratio of trace ids, by a hash of the id with
+// a per-process seed: a caller that chooses its trace ids cannot choose
+// sampled ones (TraceIDRatioBased reads the id's low bytes as they are).
+// Every span of one trace id gets the same decision on one node.
+func keyedRatio(ratio float64) sdktrace.Sampler {
+	switch {
+	case ratio >= 1:
+		return sdktrace.AlwaysSample()
+	case ratio <= 0:
+		return sdktrace.NeverSample()
+	}
+	return keyedRatioSampler{bound: uint64(ratio * math.MaxUint64), seed: maphash.MakeSeed()}
+}
+
+type keyedRatioSampler struct {
+	bound uint64
+	seed  maphash.Seed
+}
+
+func (s keyedRatioSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	tid := p.TraceID
+	dec := sdktrace.Drop
+	if maphash.Bytes(s.seed, tid[:]) < s.bound {
+		dec = sdktrace.RecordAndSample
+	}
+	return sdktrace.SamplingResult{Decision: dec, Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+}
+
+func (s keyedRatioSampler) Description() string {
+	return "KeyedTraceIDRatio{" + strconv.FormatFloat(float64(s.bound)/math.MaxUint64, 'g', 6, 64) + "}"
 }
 
 // flush exports the finished spans (tests).
@@ -112,7 +181,9 @@ type activationSpan struct {
 type spanKey struct{}
 
 // startActivation starts the span of the invocation r of target, a child of
-// r's traceparent, at arrived. The returned context carries the span for
+// r's traceparent, at arrived. REQUIRES: target's names are valid and its
+// tenant is the principal's; id is valid UTF-8 (ParseInvokeHeaders' or the
+// node's). The returned context carries the span for
 // invoke (spanOf). Off, it returns r's context and a nil span.
 func (n *Node) startActivation(r *http.Request, target catalog.Target, id string, arrived time.Time) (context.Context, *activationSpan) {
 	t := n.tracer
@@ -120,9 +191,9 @@ func (n *Node) startActivation(r *http.Request, target catalog.Target, id string
 		return r.Context(), nil
 	}
 	parent := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := t.tracer.Start(parent, "activation "+string(target.Tenant)+"/"+string(target.Service)+"/"+string(target.Route),
+	ctx, span := t.tracer.Start(parent, "activation",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(arrived),
-		trace.WithAttributes(attrActivationID.String(id), attrTenant.String(string(target.Tenant)),
+		trace.WithAttributes(attrActivationID.String(strings.ToValidUTF8(id, "\uFFFD")), attrTenant.String(string(target.Tenant)),
 			attrService.String(string(target.Service)), attrRoute.String(string(target.Route))))
 	sp := &activationSpan{t: t, clock: n.clock, ctx: ctx, span: span}
 	return context.WithValue(ctx, spanKey{}, sp), sp

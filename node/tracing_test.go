@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -126,7 +127,7 @@ func TestTracing_activation(t *testing.T) {
 	if count != 4 {
 		t.Fatalf("received %d spans, want 4: %v", count, spans)
 	}
-	act := spans["activation demo/hello/greet"]
+	act := spans["activation"]
 	if act == nil {
 		t.Fatalf("no activation span among %v", spans)
 	}
@@ -207,7 +208,7 @@ func TestTracing_refusal(t *testing.T) {
 				t.Fatal(err)
 			}
 			spans, count := rcv.taken()
-			act := spans["activation demo/hello/"+tc.route]
+			act := spans["activation"]
 			if count != 1+len(tc.spans) || act == nil {
 				t.Fatalf("received %d spans %v, want the activation span and %q", count, spans, tc.spans)
 			}
@@ -245,19 +246,24 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 		headers    map[string]string
 		status     int
 		reason     string
+		noSpan     bool // refused before the span starts
 	}{
 		{"invalid header", "/v1/invoke/demo/hello/greet", []byte("ada"), map[string]string{"Latent-Priority": "high"},
-			http.StatusBadRequest, "invalid-header"},
-		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, "payload-too-large"},
-		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier"},
+			http.StatusBadRequest, "invalid-header", false},
+		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, "payload-too-large", false},
+		// Names the catalog refuses, and another tenant's target: no span
+		// (its name and attributes would carry them).
+		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier", true},
+		{"invalid utf-8", "/v1/invoke/demo/%FF/x", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier", true},
+		{"another tenant", "/v1/invoke/other/hello/greet", []byte("ada"), nil, http.StatusForbidden, "principal-not-authorized", true},
 		// Refused once resolved, before admission: a WAGI revision's CGI
 		// environment over its bound (the test server reads headers of up
 		// to 1 MiB).
 		{"environment too large", "/v1/invoke/demo/cgi/run", []byte("ada"),
 			map[string]string{"X-Big": strings.Repeat("b", runner.MaxCGIEnvironBytes)},
-			http.StatusRequestHeaderFieldsTooLarge, "environment-too-large"},
+			http.StatusRequestHeaderFieldsTooLarge, "environment-too-large", false},
 		// Negative control: a completed invocation's span has no error.
-		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, ""},
+		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rcv.mu.Lock()
@@ -281,34 +287,20 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 			rcv.mu.Lock()
 			var act *tracepb.Span
 			for _, s := range rcv.spans {
-				if strings.HasPrefix(s.Name, "activation ") {
+				if s.Name == "activation" {
 					act = s
 				}
 			}
+			n := len(rcv.spans)
 			rcv.mu.Unlock()
-			if act == nil {
+			switch {
+			case tc.noSpan && (n != 0 || resp.Header.Get("traceparent") != ""):
+				t.Errorf("%d spans, answer traceparent %q: want none", n, resp.Header.Get("traceparent"))
+			case tc.noSpan:
+			case act == nil:
 				t.Fatal("no activation span")
-			}
-			if got := attrOf(act, "latent.activation_id").GetStringValue(); got != id {
-				t.Errorf("span activation id %q, answer's %q", got, id)
-			}
-			if hex.EncodeToString(act.TraceId) != testTraceID {
-				t.Errorf("trace %x, want the caller's %s", act.TraceId, testTraceID)
-			}
-			if got := attrOf(act, "http.response.status_code").GetIntValue(); got != int64(tc.status) {
-				t.Errorf("span status code %d", got)
-			}
-			if tc.reason == "" {
-				if act.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-					t.Errorf("completed invocation's span has status %v", act.Status)
-				}
-			} else {
-				if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != tc.reason {
-					t.Errorf("span status %v, want an error naming %s", act.Status, tc.reason)
-				}
-				if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != tc.reason {
-					t.Errorf("latent.refusal.reason %q", got)
-				}
+			default:
+				checkActivationSpan(t, act, id, tc.status, tc.reason)
 			}
 			lines := logLines(t, logs, "activation", id)
 			if len(lines) != 1 {
@@ -321,6 +313,33 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 				t.Errorf("log reason %v, want %s", lines[0]["reason"], tc.reason)
 			}
 		})
+	}
+}
+
+// checkActivationSpan checks an activation span of the test's trace: its
+// id, status code and (for a refusal) error status and reason.
+func checkActivationSpan(t *testing.T, act *tracepb.Span, id string, status int, reason string) {
+	t.Helper()
+	if got := attrOf(act, "latent.activation_id").GetStringValue(); got != id {
+		t.Errorf("span activation id %q, answer's %q", got, id)
+	}
+	if hex.EncodeToString(act.TraceId) != testTraceID {
+		t.Errorf("trace %x, want the caller's %s", act.TraceId, testTraceID)
+	}
+	if got := attrOf(act, "http.response.status_code").GetIntValue(); got != int64(status) {
+		t.Errorf("span status code %d", got)
+	}
+	if reason == "" {
+		if act.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("completed invocation's span has status %v", act.Status)
+		}
+		return
+	}
+	if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != reason {
+		t.Errorf("span status %v, want an error naming %s", act.Status, reason)
+	}
+	if got := attrOf(act, "latent.refusal.reason").GetStringValue(); got != reason {
+		t.Errorf("latent.refusal.reason %q", got)
 	}
 }
 
@@ -395,5 +414,62 @@ func benchmarkTracing(b *testing.B, tr *tracer) {
 		sp.admitted("rev", nil)
 		sp.scheduled(res)
 		span.end(answer{status: 200}, h)
+	}
+}
+
+// TestTracing_remoteSampled: with sample_ratio 0 a caller's sampled
+// traceparent does not force a span, though the answer's traceparent
+// continues its trace; with respect_remote_sampled it does (the caller
+// decides), and an unsampled caller then gets none.
+func TestTracing_remoteSampled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		respect bool
+		flags   string
+		spans   int
+	}{
+		{"ignored", false, "01", 0},
+		{"respected", true, "01", 4},
+		{"respected unsampled", true, "00", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rcv := startReceiver(t)
+			tn := startNodeWith(t, func(c *config.Config) {
+				tracingOn(rcv.srv.URL + "/v1/traces")(c)
+				c.Tracing.SampleRatio, c.Tracing.RespectRemoteSampled = 0, tc.respect
+			})
+			resp, body := tn.do(t, "POST", "/v1/invoke/demo/hello/greet", tn.key, []byte("ada"), map[string]string{
+				"traceparent": "00-" + testTraceID + "-" + testParent + "-" + tc.flags})
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+			}
+			if tp := resp.Header.Get("traceparent"); !strings.HasPrefix(tp, "00-"+testTraceID+"-") {
+				t.Errorf("answer traceparent %q, want the caller's trace", tp)
+			}
+			if err := tn.n.tracer.flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, count := rcv.taken(); count != tc.spans {
+				t.Errorf("%d spans, want %d", count, tc.spans)
+			}
+		})
+	}
+}
+
+// TestKeyedRatio: the share of sampled trace ids follows the ratio even
+// for ids a caller picks to look sampled to TraceIDRatioBased (low bytes
+// zero).
+func TestKeyedRatio(t *testing.T) {
+	s := keyedRatio(0.25)
+	sampled := 0
+	for i := range 4000 {
+		var tid trace.TraceID
+		tid[0], tid[1] = byte(i), byte(i>>8) // the low eight bytes stay zero
+		if s.ShouldSample(sdktrace.SamplingParameters{TraceID: tid}).Decision == sdktrace.RecordAndSample {
+			sampled++
+		}
+	}
+	if sampled < 800 || sampled > 1200 {
+		t.Errorf("%d of 4000 sampled, want about 1000", sampled)
 	}
 }
