@@ -258,14 +258,17 @@ func TestLogLimiter_bytes(t *testing.T) {
 	if got := count(logSource{peer: true}, 1000, 20); got != 8 {
 		t.Fatalf("peer: %d lines, want 8 (its own bucket)", got)
 	}
-	// An IPv6 /64 is one client.
-	a, b := logSource{addr: netip.MustParseAddr("2001:db8::1")}, logSource{addr: netip.MustParseAddr("2001:db8::2")}
-	if got := count(a, 1000, 2) + count(b, 1000, 2); got != 2 {
-		t.Fatalf("one /64: %d lines, want 2", got)
-	}
 	clock.add(time.Second)
 	if got := count(logSource{tenant: "acme"}, 1000, 20); got != 4 {
 		t.Fatalf("acme after a second: %d lines, want 4", got)
+	}
+	// An IPv6 /64 is one client: one shard (of 2000 bytes) for both
+	// addresses (a fresh limiter, so no other shard is spent).
+	l = newLogLimiter(clock, logRates{lines: 1000, burstLines: 1000, bytes: 4000, burstBytes: 8000}, nil,
+		func(string) func() { return func() {} })
+	a, b := logSource{addr: netip.MustParseAddr("2001:db8::1")}, logSource{addr: netip.MustParseAddr("2001:db8::2")}
+	if got := count(a, 1000, 2) + count(b, 1000, 2); got != 2 {
+		t.Fatalf("one /64: %d lines, want 2", got)
 	}
 }
 
