@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"cmp"
 	"net"
 	"net/http"
 	"slices"
@@ -66,21 +67,42 @@ type CGIRequest struct {
 	Header     http.Header
 }
 
-// cgiSkippedHeaders are request headers a guest never sees: credentials and
-// hop-by-hop headers (the node's own Latent-* headers are skipped by prefix).
+// cgiSkippedHeaders are request headers a guest never sees: credentials,
+// hop-by-hop headers and Proxy, which CGI libraries would read back as the
+// HTTP_PROXY variable that names an outgoing proxy (httpoxy). The node's own
+// Latent-* headers and Proxy-* are skipped by prefix.
 var cgiSkippedHeaders = map[string]bool{
-	"Authorization": true, "Cookie": true, "Proxy-Authorization": true, "Connection": true, "Keep-Alive": true,
+	"Authorization": true, "Cookie": true, "Proxy": true, "Connection": true, "Keep-Alive": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 }
 
-func cgiSkipped(name string) bool {
-	return cgiSkippedHeaders[name] || strings.HasPrefix(name, "Proxy-") || strings.HasPrefix(name, "Latent-")
+// cgiEnvName is the CGI variable of the request header name, "HTTP_" and
+// the name in upper case with '-' as '_', or "" when the header is not
+// passed: a skipped header (cgiSkippedHeaders, Proxy-*, Latent-*), or a
+// name with a byte other than a letter, a digit or '-'. Such names are
+// dropped as nginx and Apache drop them: "X_User" would otherwise become
+// the same variable as "X-User", and a front proxy that strips only the
+// one it sets would let a caller's value through. Letters, digits and '-'
+// map to distinct variables up to letter case.
+func cgiEnvName(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return ""
+		}
+	}
+	canonical := http.CanonicalHeaderKey(name)
+	if name == "" || cgiSkippedHeaders[canonical] || strings.HasPrefix(canonical, "Proxy-") || strings.HasPrefix(canonical, "Latent-") {
+		return ""
+	}
+	return "HTTP_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // Environ returns the CGI environment of c, "NAME=value" each: the CGI
-// variables WAGI defines and one HTTP_NAME per request header (a header's
-// values joined with ", "), headers in name order. It fails with
-// ErrEnvironTooLarge or ErrEnvironNUL.
+// variables WAGI defines and one HTTP_NAME per request header cgiEnvName
+// passes (a header's values joined with ", "), in variable order. Header
+// names that differ only in letter case (a server canonicalizes them, a
+// hand-made http.Header may not) give one variable, their values joined in
+// name order. It fails with ErrEnvironTooLarge or ErrEnvironNUL.
 func (c CGIRequest) Environ() ([]string, error) {
 	host, port := c.Host, ""
 	if h, p, err := net.SplitHostPort(c.Host); err == nil {
@@ -108,15 +130,23 @@ func (c CGIRequest) Environ() ([]string, error) {
 		"X_MATCHED_ROUTE=" + c.MatchedRoute,
 		"X_FULL_URL=" + scheme + "://" + c.Host + c.RequestURI,
 	}
-	names := make([]string, 0, len(c.Header))
+	type variable struct{ env, name string }
+	vars := make([]variable, 0, len(c.Header))
 	for name := range c.Header {
-		if !cgiSkipped(http.CanonicalHeaderKey(name)) {
-			names = append(names, name)
+		if v := cgiEnvName(name); v != "" {
+			vars = append(vars, variable{v, name})
 		}
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		env = append(env, "HTTP_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+"="+strings.Join(c.Header[name], ", "))
+	slices.SortFunc(vars, func(a, b variable) int {
+		return cmp.Or(strings.Compare(a.env, b.env), strings.Compare(a.name, b.name))
+	})
+	for i, v := range vars {
+		value := strings.Join(c.Header[v.name], ", ")
+		if i > 0 && vars[i-1].env == v.env {
+			env[len(env)-1] += ", " + value
+			continue
+		}
+		env = append(env, v.env+"="+value)
 	}
 	size := 0
 	for _, kv := range env {
@@ -148,7 +178,10 @@ type CGIResponse struct {
 // cgiAllowedHeader says whether a guest may set the response header name
 // (canonical form). Everything else is dropped: the node owns framing
 // (Content-Length, Transfer-Encoding), its Latent-* headers and
-// Server-Timing, and a guest sets no cookies on the node's origin.
+// Server-Timing, and a guest sets no cookies on the node's origin. X-*
+// headers pass, except those a reverse proxy in front of the node reads
+// from its upstream's answer as instructions (cgiProxyControl) and names
+// with '_' (which some proxies read as '-').
 func cgiAllowedHeader(name string) bool {
 	switch name {
 	case "Cache-Control", "Content-Language", "Content-Disposition", "Content-Encoding", "Etag", "Expires",
@@ -156,7 +189,32 @@ func cgiAllowedHeader(name string) bool {
 		"Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Max-Age", "Retry-After":
 		return true
 	}
-	return strings.HasPrefix(name, "X-") && !strings.HasPrefix(name, "X-Forwarded-")
+	return strings.HasPrefix(name, "X-") && !strings.Contains(name, "_") && !cgiProxyControl(name)
+}
+
+// cgiProxyControlPrefixes are the X-* response headers (canonical form,
+// by prefix) that reverse proxies and caches act on, or that describe the
+// client to the next hop: nginx's X-Accel-Redirect (an internal redirect
+// to any location, internal ones included), -Expires, -Buffering,
+// -Limit-Rate and -Charset; X-Sendfile (Apache mod_xsendfile, lighttpd:
+// serve a local file) and lighttpd's X-Sendfile2 and X-Lighttpd-Send-File;
+// LiteSpeed's X-Litespeed-Location, -Cache-Control, -Purge, -Tag…; Envoy's
+// X-Envoy-* (X-Envoy-Immediate-Health-Check-Fail fails the node's health
+// checks); and X-Forwarded-*, X-Real-Ip, X-Original-Url, X-Rewrite-Url.
+var cgiProxyControlPrefixes = []string{
+	"X-Accel-", "X-Sendfile", "X-Lighttpd-", "X-Litespeed-", "X-Envoy-",
+	"X-Forwarded-", "X-Real-Ip", "X-Original-Url", "X-Rewrite-Url",
+}
+
+// cgiProxyControl reports whether the canonical header name is one of
+// cgiProxyControlPrefixes.
+func cgiProxyControl(name string) bool {
+	for _, p := range cgiProxyControlPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseCGIResponse splits a WAGI guest's stdout into its header block and

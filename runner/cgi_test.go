@@ -41,6 +41,11 @@ func TestParseCGIResponse(t *testing.T) {
 			status: 200, ctype: "a/b", header: [][2]string{{"X-One", "1"}, {"Cache-Control", "no-store"}, {"X-One", "2"}, {"Etag", `"v1"`}}},
 		{name: "disallowed headers dropped", out: "Content-Type: a/b\nServer: x\nContent-Length: 99\nSet-Cookie: s=1\n" +
 			"Latent-Outcome: trap\nX-Forwarded-For: 1.2.3.4\nTransfer-Encoding: chunked\n\n", status: 200, ctype: "a/b"},
+		{name: "proxy-control headers dropped", out: "Content-Type: a/b\nX-Accel-Redirect: /internal/secret\nx-accel-expires: 0\n" +
+			"X-Accel-Buffering: no\nX-Accel-Limit-Rate: 1\nX-Accel-Charset: utf-8\nX-Sendfile: /etc/passwd\nX-Sendfile2: /etc/passwd 0-\n" +
+			"X-Lighttpd-Send-File: /etc/passwd\nX-LiteSpeed-Location: /x\nX-LiteSpeed-Purge: *\nX-Envoy-Immediate-Health-Check-Fail: true\n" +
+			"X-Real-IP: 1.2.3.4\nX-Original-URL: /admin\nX-Rewrite-URL: /admin\nX-Accel_Redirect: /x\nX-Custom: kept\n\n",
+			status: 200, ctype: "a/b", header: [][2]string{{"X-Custom", "kept"}}},
 		{name: "exactly 32 lines", out: "Content-Type: a/b\n" + strings.Repeat("X-A: 1\n", MaxCGIHeaderLines-1) + "\n", status: 200,
 			ctype: "a/b", header: slices.Repeat([][2]string{{"X-A", "1"}}, MaxCGIHeaderLines-1)},
 
@@ -148,6 +153,40 @@ func TestCGIRequest_Environ(t *testing.T) {
 		t.Fatalf("environ\n%q\nwant\n%q", env, want)
 	}
 
+	t.Run("header names", func(t *testing.T) {
+		tests := []struct {
+			name   string
+			header http.Header
+			want   []string // the HTTP_ variables, in order
+		}{
+			{"Proxy is not HTTP_PROXY", http.Header{"Proxy": {"http://evil:8080"}, "X-Custom": {"a"}}, []string{"HTTP_X_CUSTOM=a"}},
+			{"lower-case proxy", http.Header{"proxy": {"http://evil:8080"}}, nil},
+			{"underscore dropped, hyphen kept", http.Header{"X-User": {"proxy"}, "X_User": {"caller"}}, []string{"HTTP_X_USER=proxy"}},
+			{"underscore alone dropped", http.Header{"X_User": {"caller"}}, nil},
+			{"other token bytes dropped", http.Header{"X.User": {"a"}, "X~User": {"b"}, "X-Ok1": {"c"}}, []string{"HTTP_X_OK1=c"}},
+			{"letter case merges", http.Header{"x-user": {"b"}, "X-User": {"a"}}, []string{"HTTP_X_USER=a, b"}},
+			{"credentials", http.Header{"authorization": {"x"}, "COOKIE": {"x"}, "latent-peer-token": {"x"}, "Proxy-Authorization": {"x"}}, nil},
+			{"variable order", http.Header{"X-Ab": {"1"}, "X-A-B": {"2"}, "X-A": {"3"}},
+				[]string{"HTTP_X_A=3", "HTTP_X_AB=1", "HTTP_X_A_B=2"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				env, err := CGIRequest{Header: tt.header}.Environ()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var have []string
+				for _, kv := range env {
+					if strings.HasPrefix(kv, "HTTP_") {
+						have = append(have, kv)
+					}
+				}
+				if !slices.Equal(have, tt.want) {
+					t.Fatalf("have %q, want %q", have, tt.want)
+				}
+			})
+		}
+	})
 	t.Run("default ports", func(t *testing.T) {
 		for _, tls := range []bool{false, true} {
 			env, err := CGIRequest{Host: "h", TLS: tls}.Environ()
@@ -169,6 +208,52 @@ func TestCGIRequest_Environ(t *testing.T) {
 		}
 		if _, err := (CGIRequest{Header: h}).Environ(); !errors.Is(err, ErrEnvironTooLarge) {
 			t.Fatalf("err %v", err)
+		}
+	})
+}
+
+// FuzzCGIEnviron: whatever the request, the environment a WAGI guest
+// receives has unique variable names of [A-Z0-9_]+, no NUL, no HTTP_PROXY
+// and no credentials or Latent-* headers, and stays within
+// MaxCGIEnvironBytes.
+func FuzzCGIEnviron(f *testing.F) {
+	f.Add("GET", "/a", "q=1", "h:80", "Proxy", "http://x", "X_User", "b", "X-User", "a")
+	f.Add("POST", "", "", "h", "x-foo", "1", "X-Foo", "2", "Authorization", "Bearer k")
+	f.Add("PUT", "/\x00", "", "[::1]:8", "Latent-Peer-Token", "t", "Cookie", "c", "proxy", "p")
+	f.Fuzz(func(t *testing.T, method, path, query, host, n1, v1, n2, v2, n3, v3 string) {
+		h := http.Header{}
+		for _, kv := range [][2]string{{n1, v1}, {n2, v2}, {n3, v3}} {
+			h[kv[0]] = append(h[kv[0]], kv[1])
+		}
+		env, err := CGIRequest{Method: method, PathInfo: path, RawQuery: query, Host: host, Header: h}.Environ()
+		if err != nil {
+			if !errors.Is(err, ErrEnvironNUL) && !errors.Is(err, ErrEnvironTooLarge) {
+				t.Fatalf("error %v", err)
+			}
+			return
+		}
+		seen, size := map[string]bool{}, 0
+		for _, kv := range env {
+			size += len(kv) + 1
+			name, _, ok := strings.Cut(kv, "=")
+			if !ok || name == "" || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
+				t.Fatalf("variable %q", kv)
+			}
+			if seen[name] {
+				t.Fatalf("%s twice in %q", name, env)
+			}
+			seen[name] = true
+			if strings.IndexByte(kv, 0) >= 0 {
+				t.Fatalf("NUL in %q", kv)
+			}
+			switch {
+			case name == "HTTP_PROXY", name == "HTTP_AUTHORIZATION", name == "HTTP_COOKIE",
+				strings.HasPrefix(name, "HTTP_LATENT_"), strings.HasPrefix(name, "HTTP_PROXY_"):
+				t.Fatalf("%s passed", name)
+			}
+		}
+		if size > MaxCGIEnvironBytes {
+			t.Fatalf("%d bytes", size)
 		}
 	})
 }
