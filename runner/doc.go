@@ -85,6 +85,11 @@
 // context is done. Fuel used is exact and deterministic for the same module,
 // input, grant and random bytes.
 //
+// Clocks: realtime is the host's wall clock, monotonic the activation's
+// own (MonotonicStart when the runner takes it, then time since), both at
+// microsecond resolution: a guest learns neither the node's uptime nor a
+// nanosecond timer.
+//
 // Randomness: random_get reads a ChaCha8 stream seeded on the activation's
 // first call. By default the seed is 32 bytes from crypto/rand, so every
 // activation reads different bytes (and a guest whose runtime branches on

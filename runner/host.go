@@ -18,6 +18,7 @@ import (
 type activation struct {
 	ctx       context.Context // the caller's context (cancellation), carrying the activation
 	deadline  time.Time       // the permit's deadline, bound at admission
+	started   time.Time       // when the runner took the activation: the origin of its monotonic clock
 	remaining uint64          // fuel not yet handed to the guest
 	budget    uint64
 	slice     uint64

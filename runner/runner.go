@@ -368,7 +368,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	// The deadline is checked on the slow path and when sleeping, not by a
 	// context timer: no timer per activation.
 	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice, pause: in.OnSlice,
-		deadline: exec.Deadline(), grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
+		deadline: exec.Deadline(), started: start, grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
 		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 		random:  ob.Random, revision: ob.Revision,

@@ -156,7 +156,7 @@ func (r *Runner) bind(a *activation) *binding {
 			WithStderr((*bindingStderr)(b)).WithRandSource((*bindingRand)(b)).
 			WithNanosleep(b.nanosleep).WithOsyield(b.osyield).
 			WithWalltime(b.walltime, sys.ClockResolution(time.Microsecond)).
-			WithNanotime(b.nanotime, sys.ClockResolution(1))
+			WithNanotime(b.nanotime, sys.ClockResolution(time.Microsecond))
 	}
 	b.a, b.seeded = a, false
 	return b
@@ -167,8 +167,12 @@ func (r *Runner) release(b *binding) {
 	r.bindings.Put(b)
 }
 
-// monotonicBase is the origin of the guests' monotonic clock.
-var monotonicBase = time.Now()
+// MonotonicStart is what a guest's monotonic clock reads when its
+// activation starts. The clock counts from there in whole microseconds
+// (its resolution): a guest learns how long it has run, not how long the
+// node has, and gets no nanosecond timer. It does not start at zero, which
+// some programs take for "unset".
+const MonotonicStart = time.Millisecond
 
 // The clocks, sleeps and yields of the bound activation, each charged
 // hostCallFuel.
@@ -181,7 +185,7 @@ func (b *binding) walltime() (sec int64, nsec int32) {
 
 func (b *binding) nanotime() int64 {
 	b.a.chargeHostCall(hostCallFuel)
-	return time.Since(monotonicBase).Nanoseconds()
+	return (MonotonicStart + time.Since(b.a.started)).Truncate(time.Microsecond).Nanoseconds()
 }
 
 func (b *binding) nanosleep(ns int64) {

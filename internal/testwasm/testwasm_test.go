@@ -31,6 +31,7 @@ var wat2wasmArgs = []string(nil)
 var fixtures = []string{
 	"bad_import",
 	"cgienv",
+	"clocks",
 	"complain",
 	"compute",
 	"echo",
@@ -490,6 +491,15 @@ func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
 		// Two calls of 16 bytes each: the halves of the line differ.
 		if ok, _ := regexp.MatchString(`^[0-9a-f]{64}\n$`, r.stdout); !ok || r.stdout[:32] == r.stdout[32:64] {
 			t.Errorf("random stdout = %q, want 64 hex digits (two different halves) and a newline", r.stdout)
+		}
+	})
+
+	t.Run("clocks", func(t *testing.T) {
+		r := run(t, config, fixture("clocks"), runOpts{})
+		wantOK(t, r)
+		// The monotonic clock's reading and resolution in nanoseconds.
+		if ok, _ := regexp.MatchString(`^[0-9]+ [1-9][0-9]*\n$`, r.stdout); !ok {
+			t.Errorf("clocks stdout = %q, want two numbers and a newline", r.stdout)
 		}
 	})
 
