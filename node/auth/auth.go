@@ -3,6 +3,8 @@ package auth
 import (
 	"crypto/sha256"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"strconv"
 	"strings"
 
@@ -69,7 +71,7 @@ func (p *Principal) AdmissionPrincipal() admission.Principal {
 // and safe for concurrent use.
 type Authenticator struct {
 	byHash    map[[sha256.Size]byte]*Principal
-	bySubject map[string]*Principal // client certificate subjects (RFC 2253)
+	bySubject map[string]*Principal // client certificate subjects (RFC 2253, see AuthenticateCertificate)
 }
 
 // New builds an Authenticator from the configured principals (config
@@ -106,19 +108,53 @@ func New(principals []config.Principal) (*Authenticator, error) {
 // AuthenticateCertificate returns the principal whose
 // client_certificate_subjects lists the subject of cert, a client
 // certificate the TLS handshake has verified against node.tls.client_ca_file
-// (the leaf of a verified chain): its whole subject in RFC 2253 form
-// (pkix.Name.String, "CN=ci,O=acme") must equal an entry exactly. The
+// (the leaf of a verified chain). The subject is compared whole: every
+// attribute of every RDN, in the certificate's order, rendered in RFC 2253
+// form (last RDN first, "CN=ci,O=acme", as openssl's -nameopt RFC2253
+// prints it), must equal an entry exactly. pkix.Name.String, which older
+// versions compared, keeps only the last CN (and SERIALNUMBER) and puts the
+// attributes in a fixed order, so "CN=ci,O=acme" also matched a
+// certificate whose subject holds another CN before ci; that rendering
+// still matches, for configurations written against it, but only a subject
+// whose RDNs have one attribute each, of types that do not repeat (then it
+// shows every attribute and only their order differs). Any CA in
+// client_ca_file vouches for any subject: the issuer is not compared. The
 // caller must pass only a verified certificate. Every failure matches
 // ErrUnauthenticated.
 func (a *Authenticator) AuthenticateCertificate(cert *x509.Certificate) (*Principal, error) {
 	if cert == nil {
 		return nil, errNoCert
 	}
-	p, ok := a.bySubject[cert.Subject.String()]
-	if !ok {
+	var rdns pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil || len(rest) > 0 {
 		return nil, errCertUnknown
 	}
-	return p, nil
+	if p, ok := a.bySubject[rdns.String()]; ok {
+		return p, nil
+	}
+	if unambiguous(rdns) {
+		if p, ok := a.bySubject[cert.Subject.String()]; ok {
+			return p, nil
+		}
+	}
+	return nil, errCertUnknown
+}
+
+// unambiguous reports whether every RDN of rdns has one attribute and no
+// attribute type appears twice: then pkix.Name keeps every attribute and
+// its String shows them all.
+func unambiguous(rdns pkix.RDNSequence) bool {
+	for i, rdn := range rdns {
+		if len(rdn) != 1 {
+			return false
+		}
+		for _, prev := range rdns[:i] {
+			if prev[0].Type.Equal(rdn[0].Type) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Authenticate parses an Authorization header value ("Bearer <key>", see the

@@ -1,10 +1,16 @@
 package auth
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -293,23 +299,76 @@ func FuzzAuthenticate(f *testing.F) {
 	})
 }
 
+// certWith makes a self-signed certificate whose subject is rdns, in
+// this order (AuthenticateCertificate does not verify chains), each RDN
+// given as its attributes "TYPE=value" with TYPE CN, O or UID.
+func certWith(t *testing.T, rdns ...[]string) *x509.Certificate {
+	t.Helper()
+	types := map[string]asn1.ObjectIdentifier{"CN": {2, 5, 4, 3}, "O": {2, 5, 4, 10}, "UID": {0, 9, 2342, 19200300, 100, 1, 1}}
+	var seq pkix.RDNSequence
+	for _, rdn := range rdns {
+		var set pkix.RelativeDistinguishedNameSET
+		for _, atv := range rdn {
+			typ, value, _ := strings.Cut(atv, "=")
+			set = append(set, pkix.AttributeTypeAndValue{Type: types[typ], Value: value})
+		}
+		seq = append(seq, set)
+	}
+	raw, err := asn1.Marshal(seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), RawSubject: raw, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// TestAuthenticateCertificate: the whole subject, every RDN in order, must
+// equal a listed entry (pkix.Name.String's rendering still matches a
+// subject it shows whole).
 func TestAuthenticateCertificate(t *testing.T) {
 	_, hash, _ := Generate()
 	a, err := New([]config.Principal{
 		{Subject: "ci", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"CN=ci,O=acme"}},
 		{Subject: "ops", Kind: admission.KindUser, Tenant: "acme", Roles: Admin, APIKeys: []string{hash}},
+		{Subject: "bot", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"O=acme,CN=bot"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	one := func(atv string) []string { return []string{atv} }
 	for _, tc := range []struct {
 		name    string
 		cert    *x509.Certificate
 		subject string // "": refused
 	}{
-		{"listed subject", &x509.Certificate{Subject: pkix.Name{CommonName: "ci", Organization: []string{"acme"}}}, "ci"},
-		{"same common name, other organization", &x509.Certificate{Subject: pkix.Name{CommonName: "ci", Organization: []string{"evil"}}}, ""},
-		{"common name only", &x509.Certificate{Subject: pkix.Name{CommonName: "ci"}}, ""},
+		{"listed subject", certWith(t, one("O=acme"), one("CN=ci")), "ci"},
+		{"same common name, other organization", certWith(t, one("O=evil"), one("CN=ci")), ""},
+		{"common name only", certWith(t, one("CN=ci")), ""},
+		// pkix.Name keeps the last CN: its String was "CN=ci,O=acme".
+		{"another CN first", certWith(t, one("CN=mallory"), one("CN=ci"), one("O=acme")), ""},
+		{"another CN between", certWith(t, one("O=acme"), one("CN=mallory"), one("CN=ci")), ""},
+		{"another CN last", certWith(t, one("O=acme"), one("CN=ci"), one("CN=mallory")), ""},
+		{"one RDN of both attributes", certWith(t, []string{"O=acme", "CN=ci"}), ""},
+		{"one more attribute", certWith(t, one("O=acme"), one("CN=ci"), one("UID=mallory")), ""},
+		{"empty subject", certWith(t), ""},
+		// The attributes in the other order: RFC 2253 says "O=acme,CN=ci",
+		// pkix.Name.String "CN=ci,O=acme", which configurations may list.
+		{"other order, as pkix.Name.String renders it", certWith(t, one("CN=ci"), one("O=acme")), "ci"},
+		{"other order, as openssl renders it", certWith(t, one("CN=bot"), one("O=acme")), "bot"},
+		// Otherwise the order is part of the subject.
+		{"openssl's order listed, the other presented", certWith(t, one("O=acme"), one("CN=bot")), ""},
 		{"no certificate", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,10 +9,12 @@
 // Over TLS with node.tls.client_ca_file, a principal may instead list
 // client_certificate_subjects. AuthenticateCertificate takes the leaf of a
 // chain the TLS handshake verified and returns the principal whose list
-// holds the certificate's whole subject in RFC 2253 form, as
-// pkix.Name.String renders it ("CN=ci,O=acme"), compared exactly; the
-// common name alone does not match. The node uses it only for a request
-// without an Authorization header.
+// holds the certificate's whole subject in RFC 2253 form ("CN=ci,O=acme"):
+// every attribute of every RDN in the certificate's order, compared
+// exactly, so neither the common name alone nor a subject with more
+// attributes (a second CN) matches. The issuer is not compared: every CA in
+// client_ca_file vouches for every subject. The node uses it only for a
+// request without an Authorization header.
 //
 // # Keys
 //

@@ -288,8 +288,9 @@ type Principal struct {
 	// principal only.
 	APIKeys []string
 	// ClientCertificateSubjects are the subjects (RFC 2253 distinguished
-	// names, as crypto/x509's pkix.Name.String renders them: "CN=ci,O=acme")
-	// of the client certificates that authenticate as this principal, when
+	// names of the whole subject, "CN=ci,O=acme"; see
+	// auth.Authenticator.AuthenticateCertificate) of the client
+	// certificates that authenticate as this principal, when any CA of
 	// node.tls.client_ca_file verifies them. A subject belongs to one
 	// principal only. A principal has at least one API key or subject.
 	ClientCertificateSubjects []string
