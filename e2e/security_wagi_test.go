@@ -101,6 +101,26 @@ func TestSecurityWAGI(t *testing.T) {
 		}
 	})
 
+	// On 611fe67: invoke -v printed the guest's header value raw, with
+	// its C1 CSI (U+009B, which terminals may take as ESC [) and a
+	// right-to-left override. The guest's stderr tail and the problem's
+	// detail go through the same escaping (TestPrintVerbose_guestText).
+	t.Run("invoke -v escapes guest text", func(t *testing.T) {
+		answer := "Content-Type: text/plain\nX-Note: \u009b2J\u202eevil\nX-Custom: kept\n\nbody"
+		code, out, errOut := cliEnv(t, nil, "invoke", "--node", n.url, "--key", n.keys["alice"], "-v", "-d", answer, "acme/answer/run")
+		if code != 0 || out != "body" {
+			t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+		}
+		if strings.Contains(errOut, "\u009b") || strings.Contains(errOut, "\u202e") ||
+			!strings.Contains(errOut, `< X-Note: \u009b2J\u202eevil`+"\n") {
+			t.Errorf("stderr %q, want the header's controls escaped", errOut)
+		}
+		// The control: ordinary text is printed as it is.
+		if !strings.Contains(errOut, "< X-Custom: kept\n") {
+			t.Errorf("stderr %q lacks X-Custom", errOut)
+		}
+	})
+
 	// On 611fe67: "clocks" printed the node's uptime in nanoseconds and a
 	// resolution of 1 ns ("79143620 1" on a node started 80 ms before).
 	t.Run("monotonic clock", func(t *testing.T) {

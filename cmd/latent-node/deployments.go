@@ -61,7 +61,9 @@ func newClient(cmd, nodeURL, key, caFile string, stderr io.Writer) (*client.Clie
 // printError prints a failed call; a refused key gets a hint where the key
 // came from.
 func printError(stderr io.Writer, err error) {
-	fmt.Fprintln(stderr, err)
+	for _, line := range strings.Split(err.Error(), "\n") {
+		fmt.Fprintln(stderr, terminalSafe(line))
+	}
 	var p *client.Problem
 	if errors.As(err, &p) && p.Status == http.StatusUnauthorized {
 		fmt.Fprintf(stderr, "the node does not know this API key: check --key or %s\n", keyEnv)
@@ -228,11 +230,15 @@ var verboseHeaders = []string{"Latent-Activation-Id", "Latent-Revision", "Latent
 //	problem: code=… reason=… outcome=declared-error exit_code=3
 //	stderr tail:
 //	| complaint: bad input
+//
+// Header values, the problem's title and detail and each line of the
+// stderr tail are printed through terminalSafe: a guest writes no escape
+// sequences to the terminal of whoever runs invoke -v.
 func printVerbose(w io.Writer, status int, h http.Header, p *client.Problem) {
 	fmt.Fprintf(w, "< %d %s\n", status, http.StatusText(status))
 	for _, k := range verboseHeaders {
 		if v := h.Get(k); v != "" {
-			fmt.Fprintf(w, "< %s: %s\n", k, v)
+			fmt.Fprintf(w, "< %s: %s\n", k, terminalSafe(v))
 		}
 	}
 	if p == nil {
@@ -251,15 +257,15 @@ func printVerbose(w io.Writer, status int, h http.Header, p *client.Problem) {
 	fields = append(fields, fmt.Sprintf("retryable=%t", p.Retryable))
 	fmt.Fprintf(w, "problem: %s\n", strings.Join(fields, " "))
 	if p.Title != "" {
-		fmt.Fprintf(w, "title: %s\n", p.Title)
+		fmt.Fprintf(w, "title: %s\n", terminalSafe(p.Title))
 	}
 	if p.Detail != "" {
-		fmt.Fprintf(w, "detail: %s\n", p.Detail)
+		fmt.Fprintf(w, "detail: %s\n", terminalSafe(p.Detail))
 	}
 	if p.Stderr != "" {
 		fmt.Fprintln(w, "stderr tail:")
 		for _, line := range strings.Split(strings.TrimSuffix(p.Stderr, "\n"), "\n") {
-			fmt.Fprintf(w, "| %s\n", line)
+			fmt.Fprintf(w, "| %s\n", terminalSafe(line))
 		}
 	}
 }

@@ -119,7 +119,7 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if tail, err := strconv.Unquote(res.Header.Get("Latent-Stderr-Tail")); err == nil && tail != "" {
 			fmt.Fprintln(stderr, "stderr tail:")
 			for _, line := range strings.Split(strings.TrimSuffix(tail, "\n"), "\n") {
-				fmt.Fprintf(stderr, "| %s\n", line)
+				fmt.Fprintf(stderr, "| %s\n", terminalSafe(line))
 			}
 		}
 	}
@@ -144,7 +144,7 @@ func printOtherHeaders(w io.Writer, h http.Header) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		for _, v := range h[k] {
-			fmt.Fprintf(w, "< %s: %s\n", k, v)
+			fmt.Fprintf(w, "< %s: %s\n", k, terminalSafe(v))
 		}
 	}
 }
