@@ -53,9 +53,9 @@ func TestSecurityWAGI(t *testing.T) {
 	n.deployGuest(t, "clocks", "clocks", "stdio")
 
 	// On 611fe67: the body held HTTP_PROXY=http://evil.example:3128 and
-	// two lines HTTP_X_USER=from-proxy and HTTP_X_USER=from-caller (a
-	// getenv that takes the last one, or a proxy that strips only X-User,
-	// gave the caller's value).
+	// two lines HTTP_X_USER=from-proxy and HTTP_X_USER=from-caller: behind
+	// a proxy that strips or sets only X-User, the caller's X_User reached
+	// the guest as the same variable.
 	t.Run("request headers", func(t *testing.T) {
 		r := n.do(t, "GET", "/v1/invoke/acme/env/run", "alice", nil, map[string]string{
 			"Proxy": "http://evil.example:3128", "X-User": "from-proxy", "X_User": "from-caller", "X-Custom": "kept"})
