@@ -5,10 +5,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,11 +34,31 @@ var (
 	// ErrBackupRace: the catalog kept changing while Backup read it (a
 	// generation moved on every attempt). Retrying later can succeed.
 	ErrBackupRace = errors.New("catalog: catalog changed during every backup attempt")
+	// ErrBackupSignature: Restore was given a signing key and the backup is
+	// unsigned or its signature does not match (written with another key,
+	// or the manifest was changed). Restore wrote nothing.
+	ErrBackupSignature = errors.New("catalog: backup signature missing or wrong")
 )
 
 // BackupManifestName is the backup entry that lists every other entry with
-// its size and sha256. It is the last entry of a tar stream.
+// its size and sha256. It is the first entry of a backup: Restore bounds
+// and checks every other entry against it as it arrives.
 const BackupManifestName = "BACKUP-MANIFEST"
+
+// BackupSignatureName is the entry after the manifest in a signed backup:
+// "hmac-sha256:" and the hex HMAC-SHA256 of the manifest's bytes under the
+// operator's key, and a newline. The manifest names every other entry's
+// sha256 and size, so the signature covers the whole backup.
+const BackupSignatureName = "BACKUP-SIGNATURE"
+
+// maxBackupManifestBytes bounds the manifest Restore reads into memory.
+const maxBackupManifestBytes = 64 << 20
+
+// signaturePrefix starts the signature entry.
+const signaturePrefix = "hmac-sha256:"
+
+// MinSignKeyBytes is the shortest key a backup is signed with.
+const MinSignKeyBytes = 32
 
 // backupMagic is the first line of the manifest.
 const backupMagic = "latent-node backup v1"
@@ -55,7 +77,8 @@ type BackupStats struct {
 	Bytes int64
 }
 
-// BackupSink receives the entries of a backup, each once, the manifest last.
+// BackupSink receives the entries of a backup, each once, the manifest
+// first (then the signature of a signed backup).
 type BackupSink interface {
 	// Add stores the entry name (a slash-separated relative path) of size
 	// bytes read from r.
@@ -113,19 +136,37 @@ func (s *snapshotFiles) close() {
 	}
 }
 
-// Backup writes a consistent copy of the catalog under dataDir to sink:
-// the state record, every service record, every ownership record and every
-// artifact an ownership record names, then BackupManifestName listing each
-// entry's size and sha256. The compile cache is not included (a restart
-// recompiles). Backup only reads: it works while a node serves from
-// dataDir and takes no lock. It reads the generation, the records, opens
-// every artifact (an open file keeps its bytes even if garbage collection
-// removes it afterwards) and reads the generation again; if a deploy or
-// delete issued a generation in between it starts over (at most a few
-// times, then ErrBackupRace). The copy is therefore the catalog at one
-// generation. Every artifact is verified against its digest while it is
-// copied; a mismatch is ErrCorruptRecord.
+// BackupOptions configure a backup.
+type BackupOptions struct {
+	// SignKey, when set (at least MinSignKeyBytes), signs the backup: an
+	// entry BackupSignatureName follows the manifest. Restore with the same
+	// key (RestoreOptions.SignKey) accepts only a backup signed with it.
+	SignKey []byte
+}
+
+// Backup is BackupWith without a signature.
 func Backup(ctx context.Context, dataDir string, sink BackupSink) (BackupStats, error) {
+	return BackupWith(ctx, dataDir, sink, BackupOptions{})
+}
+
+// BackupWith writes a consistent copy of the catalog under dataDir to sink:
+// BackupManifestName first, listing each entry's size and sha256 (an
+// artifact's is its digest), the signature when opts.SignKey is set, then
+// the state record, every service record, every ownership record and
+// every artifact an ownership record names. The compile cache is not
+// included (a restart recompiles). Backup only reads: it works while a
+// node serves from dataDir and takes no lock. It reads the generation, the
+// records, opens every artifact (an open file keeps its bytes even if
+// garbage collection removes it afterwards) and reads the generation
+// again; if a deploy or delete issued a generation in between it starts
+// over (at most a few times, then ErrBackupRace). The copy is therefore
+// the catalog at one generation. Every artifact is verified against its
+// digest while it is copied; a mismatch is ErrCorruptRecord (the sink then
+// holds a backup that Restore refuses).
+func BackupWith(ctx context.Context, dataDir string, sink BackupSink, opts BackupOptions) (BackupStats, error) {
+	if opts.SignKey != nil && len(opts.SignKey) < MinSignKeyBytes {
+		return BackupStats{}, errors.Newf("catalog: a backup signing key has at least %d bytes", MinSignKeyBytes)
+	}
 	var snap *snapshotFiles
 	for attempt := 0; ; attempt++ {
 		if attempt == backupAttempts {
@@ -145,42 +186,67 @@ func Backup(ctx context.Context, dataDir string, sink BackupSink) (BackupStats, 
 	}
 	defer snap.close()
 	st := BackupStats{Generation: snap.generation, Services: snap.services, Owners: snap.owners, Artifacts: len(snap.artifacts)}
+	// The manifest first: a record's sha256 from its bytes, an artifact's
+	// from its name (verified while it is copied below).
+	recordNames, artifactNames := slices.Sorted(mapKeys(snap.records)), slices.Sorted(mapKeys(snap.artifacts))
 	var listed []backupEntry
-	for _, name := range slices.Sorted(mapKeys(snap.records)) {
+	for _, name := range recordNames {
 		data := snap.records[name]
-		if err := sink.Add(name, int64(len(data)), bytes.NewReader(data)); err != nil {
-			return BackupStats{}, err
-		}
 		listed = append(listed, backupEntry{name: name, size: int64(len(data)), sum: sha256.Sum256(data)})
 		st.Bytes += int64(len(data))
 	}
-	for _, name := range slices.Sorted(mapKeys(snap.artifacts)) {
-		if err := ctx.Err(); err != nil {
-			return BackupStats{}, errors.Wrap(err, "catalog: backup")
-		}
-		f := snap.artifacts[name]
-		fi, err := f.Stat()
+	for _, name := range artifactNames {
+		fi, err := snap.artifacts[name].Stat()
 		if err != nil {
 			return BackupStats{}, errors.Wrapf(err, "catalog: backup %s", name)
 		}
-		h := sha256.New()
-		if err := sink.Add(name, fi.Size(), io.TeeReader(f, h)); err != nil {
-			return BackupStats{}, err
+		e := backupEntry{name: name, size: fi.Size()}
+		if _, err := hex.Decode(e.sum[:], []byte(pathBase(name))); err != nil {
+			return BackupStats{}, errors.Wrapf(ErrCorruptRecord, "catalog: artifact file %s", name)
 		}
-		var sum [32]byte
-		h.Sum(sum[:0])
-		if hex.EncodeToString(sum[:]) != pathBase(name) {
-			return BackupStats{}, errors.Wrapf(ErrCorruptRecord, "catalog: %s does not match its digest",
-				filepath.Join(dataDir, filepath.FromSlash(name)))
-		}
-		listed = append(listed, backupEntry{name: name, size: fi.Size(), sum: sum})
+		listed = append(listed, e)
 		st.Bytes += fi.Size()
 	}
 	m := encodeBackupManifest(snap.generation, listed)
 	if err := sink.Add(BackupManifestName, int64(len(m)), bytes.NewReader(m)); err != nil {
 		return BackupStats{}, err
 	}
+	if opts.SignKey != nil {
+		sig := signManifest(opts.SignKey, m)
+		if err := sink.Add(BackupSignatureName, int64(len(sig)), bytes.NewReader(sig)); err != nil {
+			return BackupStats{}, err
+		}
+	}
+	for _, name := range recordNames {
+		data := snap.records[name]
+		if err := sink.Add(name, int64(len(data)), bytes.NewReader(data)); err != nil {
+			return BackupStats{}, err
+		}
+	}
+	for i, name := range artifactNames {
+		if err := ctx.Err(); err != nil {
+			return BackupStats{}, errors.Wrap(err, "catalog: backup")
+		}
+		want := listed[len(recordNames)+i]
+		h := sha256.New()
+		if err := sink.Add(name, want.size, io.TeeReader(snap.artifacts[name], h)); err != nil {
+			return BackupStats{}, err
+		}
+		var sum [32]byte
+		h.Sum(sum[:0])
+		if sum != want.sum {
+			return BackupStats{}, errors.Wrapf(ErrCorruptRecord, "catalog: %s does not match its digest",
+				filepath.Join(dataDir, filepath.FromSlash(name)))
+		}
+	}
 	return st, nil
+}
+
+// signManifest is the signature entry of manifest under key.
+func signManifest(key, manifest []byte) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(manifest)
+	return []byte(signaturePrefix + hex.EncodeToString(mac.Sum(nil)) + "\n")
 }
 
 // readSnapshot reads the records and opens the artifacts of the data
@@ -430,6 +496,14 @@ func (s *tarSource) Next() (string, int64, io.Reader, error) {
 		if err != nil {
 			return "", 0, nil, errors.Mark(errors.Wrap(err, "catalog: read backup stream"), ErrBackupInvalid)
 		}
+		for k := range hdr.PAXRecords {
+			// Go's reader expands a GNU sparse entry to its declared size
+			// (about 10^4 times its bytes in the stream); a backup never
+			// writes one.
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				return "", 0, nil, errors.Wrapf(ErrBackupInvalid, "entry %q is a sparse file", hdr.Name)
+			}
+		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			continue
@@ -476,6 +550,17 @@ func NewDirSource(dir string) (interface {
 		}
 		return nil, errors.Wrapf(err, "catalog: read backup %s", dir)
 	}
+	// The manifest first, then the signature, as a tar stream has them.
+	rank := func(name string) int {
+		switch name {
+		case BackupManifestName:
+			return 0
+		case BackupSignatureName:
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return rank(a) - rank(b) })
 	return &dirSource{root: dir, names: names}, nil
 }
 
@@ -624,12 +709,35 @@ type RestoreOptions struct {
 	// MaxArtifactBytes bounds one artifact entry (default
 	// DefaultMaxArtifactBytes).
 	MaxArtifactBytes int64
+	// Quotas are the catalog options whose bounds the restored catalog
+	// must meet, as a deploy would (zero fields: the defaults): MaxServices,
+	// MaxServicesPerTenant, MaxArtifactsPerTenant, MaxArtifactBytesPerTenant,
+	// MaxDeployedBytesPerTenant; Clock tells the time ownership records
+	// may not be stamped beyond (by more than maxUploadSkew).
+	Quotas Options
+	// Tenants, when not nil, are the only tenants whose records a backup
+	// may hold (the configuration's tenants).
+	Tenants []TenantID
+	// SignKey, when set, requires a backup signed with it (BackupOptions):
+	// an unsigned or otherwise signed backup is ErrBackupSignature, refused
+	// before any entry but the manifest is read.
+	SignKey []byte
 	// Verify, if set, is called with the staged data directory once every
 	// entry is verified, before it is renamed to the target: it should open
 	// the catalog there (Open re-verifies every record and inspects every
 	// module) to prove the result loads. An error aborts the restore.
 	Verify func(ctx context.Context, stagedDir string) error
 }
+
+// maxUploadSkew is how far in the future (by RestoreOptions.Quotas.Clock)
+// an ownership record's upload time may be: clocks of the node that wrote
+// the backup and of this one differ a little; a record far in the future
+// would never be collected.
+const maxUploadSkew = time.Hour
+
+// maxSmallRecordBytes bounds a state or ownership record (as the catalog
+// reads them).
+const maxSmallRecordBytes = 4096
 
 // RestoreStats says what a restore wrote.
 type RestoreStats struct {
@@ -640,17 +748,77 @@ type RestoreStats struct {
 
 // Restore writes the backup read from src as the data directory target,
 // which must not exist or be an empty directory (else ErrRestoreTarget).
+//
+// The backup's first entry must be its manifest (BackupManifestName). It is
+// decoded and bounded before anything is written: at most
+// Quotas.MaxServices service records, at most Quotas.MaxArtifactsPerTenant
+// ownership records per tenant (of opts.Tenants when set), no more
+// artifacts than ownership records, each entry within its kind's size
+// bound, and the artifacts' total within Quotas.MaxArtifactBytesPerTenant
+// per tenant; so the bytes written are at most the sum of the listed
+// sizes. With opts.SignKey the signature entry must come next and match.
+// Every further entry must be listed, arrive once and have its listed
+// size, else the restore stops at once; sparse tar entries are refused.
 // Entries are written to a temporary sibling directory while their sha256
 // is computed; then every entry must match the manifest (and every listed
 // entry be present), every artifact its digest, every record its checksum,
-// every ownership record's artifact be present with the recorded size,
-// every service's artifacts be present and every artifact be owned; then opts.Verify runs on the staged
-// directory; only then is it renamed to target. On any failure the
+// every ownership record's artifact be present with the recorded size and
+// its upload time not in the future; every service's artifacts must be
+// owned by the service's own tenant, and each tenant stay within the
+// quotas, as a deploy would check them; then opts.Verify runs on the
+// staged directory; only then is it renamed to target. On any failure the
 // temporary directory is removed and target is untouched. A malformed or
 // tampered backup is ErrBackupInvalid naming the entry.
+//
+// Backups written before the manifest came first (it was the last entry)
+// are refused as a tar stream; extracted into a directory they restore
+// with NewDirSource, which reads the manifest first.
 func Restore(ctx context.Context, src BackupSource, target string, opts RestoreOptions) (RestoreStats, error) {
 	if opts.MaxArtifactBytes <= 0 {
 		opts.MaxArtifactBytes = DefaultMaxArtifactBytes
+	}
+	opts.Quotas.setDefaults()
+	if opts.SignKey != nil && len(opts.SignKey) < MinSignKeyBytes {
+		return RestoreStats{}, errors.Newf("catalog: a backup signing key has at least %d bytes", MinSignKeyBytes)
+	}
+	// The manifest, bounded, before anything is written.
+	name, size, r, err := src.Next()
+	if err == io.EOF || err == nil && name != BackupManifestName {
+		return RestoreStats{}, errors.WithHint(errors.Wrapf(ErrBackupInvalid, "the first entry must be %s", BackupManifestName),
+			"a backup written by an older latent-node has its manifest last: extract the tar stream into a directory and restore from it (--in DIR)")
+	}
+	if err != nil {
+		return RestoreStats{}, err
+	}
+	if size < 0 || size > maxBackupManifestBytes {
+		return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "%s is too large", name)
+	}
+	manifest, err := io.ReadAll(io.LimitReader(r, size))
+	if err != nil || int64(len(manifest)) != size {
+		return RestoreStats{}, errors.Mark(errors.Wrapf(errors.CombineErrors(err, io.ErrUnexpectedEOF), "catalog: read %s", name), ErrBackupInvalid)
+	}
+	listed, err := decodeBackupManifest(manifest)
+	if err != nil {
+		return RestoreStats{}, errors.Mark(errors.Wrapf(err, "catalog: %s", BackupManifestName), ErrBackupInvalid)
+	}
+	if err := boundManifest(listed, opts); err != nil {
+		return RestoreStats{}, err
+	}
+	name, size, r, err = src.Next()
+	if err != nil && err != io.EOF {
+		return RestoreStats{}, err
+	}
+	if err == nil && name == BackupSignatureName {
+		sig, rerr := io.ReadAll(io.LimitReader(r, min(max(size, 0), 1024)))
+		if opts.SignKey != nil && (rerr != nil || !hmac.Equal(sig, signManifest(opts.SignKey, manifest))) {
+			return RestoreStats{}, errors.Wrapf(ErrBackupSignature, "%s does not match this key", BackupSignatureName)
+		}
+		name, size, r, err = src.Next()
+		if err != nil && err != io.EOF {
+			return RestoreStats{}, err
+		}
+	} else if opts.SignKey != nil {
+		return RestoreStats{}, errors.Wrapf(ErrBackupSignature, "the backup is not signed (no %s after the manifest)", BackupSignatureName)
 	}
 	stage, err := stageDir(target)
 	if err != nil {
@@ -663,40 +831,23 @@ func Restore(ctx context.Context, src BackupSource, target string, opts RestoreO
 		}
 	}()
 	got := map[string]backupEntry{}
-	var manifest []byte
-	for {
-		if err := ctx.Err(); err != nil {
-			return RestoreStats{}, errors.Wrap(err, "catalog: restore")
-		}
-		name, size, r, err := src.Next()
-		if err == io.EOF {
-			break
-		}
+	for ; err != io.EOF; name, size, r, err = src.Next() {
 		if err != nil {
 			return RestoreStats{}, err
 		}
-		if name == BackupManifestName {
-			if manifest != nil {
-				return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "%s appears twice", name)
-			}
-			if size > 64<<20 {
-				return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "%s is too large", name)
-			}
-			if manifest, err = io.ReadAll(io.LimitReader(r, size)); err != nil {
-				return RestoreStats{}, errors.Mark(errors.Wrapf(err, "catalog: read %s", name), ErrBackupInvalid)
-			}
-			continue
+		if err := ctx.Err(); err != nil {
+			return RestoreStats{}, errors.Wrap(err, "catalog: restore")
 		}
-		kind := backupEntryKind(name)
-		limit := int64(maxRecordBytes)
-		switch kind {
-		case "":
+		want, ok := listed[name]
+		switch {
+		case backupEntryKind(name) == "":
 			return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "unexpected entry %q", name)
-		case "artifact":
-			limit = opts.MaxArtifactBytes
-		}
-		if size < 0 || size > limit {
-			return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "entry %s: %d bytes, at most %d allowed", name, size, limit)
+		case !ok:
+			return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "entry %s is not listed in the manifest", name)
+		case got[name].name != "":
+			return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "entry %s appears twice", name)
+		case size != want.size:
+			return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "entry %s: %d bytes, the manifest lists %d", name, size, want.size)
 		}
 		sum, err := writeStaged(stage, name, size, r)
 		if err != nil {
@@ -704,14 +855,7 @@ func Restore(ctx context.Context, src BackupSource, target string, opts RestoreO
 		}
 		got[name] = backupEntry{name: name, size: size, sum: sum}
 	}
-	if manifest == nil {
-		return RestoreStats{}, errors.Wrapf(ErrBackupInvalid, "%s is missing", BackupManifestName)
-	}
-	listed, err := decodeBackupManifest(manifest)
-	if err != nil {
-		return RestoreStats{}, errors.Mark(errors.Wrapf(err, "catalog: %s", BackupManifestName), ErrBackupInvalid)
-	}
-	st, err := checkRestored(stage, listed, got)
+	st, err := checkRestored(stage, listed, got, opts)
 	if err != nil {
 		return RestoreStats{}, err
 	}
@@ -727,9 +871,62 @@ func Restore(ctx context.Context, src BackupSource, target string, opts RestoreO
 	return st, nil
 }
 
+// boundManifest checks the counts and sizes a manifest lists against the
+// restore's bounds (Restore's comment), before anything is written.
+func boundManifest(listed map[string]backupEntry, opts RestoreOptions) error {
+	q := opts.Quotas
+	allowed := map[string]bool{} // owner directories of opts.Tenants
+	for _, t := range opts.Tenants {
+		allowed[pathBase(tenantOwnersDir(t))] = true
+	}
+	var services, artifacts int
+	var artifactBytes int64
+	owners := map[string]int{} // per owner directory (tenant)
+	for _, name := range slices.Sorted(mapKeys(listed)) {
+		e := listed[name]
+		limit := int64(maxSmallRecordBytes)
+		switch backupEntryKind(name) {
+		case "service":
+			services++
+			limit = maxRecordBytes
+		case "owner":
+			dir := strings.Split(name, "/")[2]
+			if opts.Tenants != nil && !allowed[dir] {
+				return errors.Wrapf(ErrBackupInvalid, "entry %s: ownership for a tenant the configuration does not name", name)
+			}
+			owners[dir]++
+			if owners[dir] > q.MaxArtifactsPerTenant {
+				return errors.Wrapf(ErrBackupInvalid, "the manifest lists more than %d ownership records of one tenant (max_artifacts_per_tenant)",
+					q.MaxArtifactsPerTenant)
+			}
+		case "artifact":
+			artifacts++
+			artifactBytes += e.size
+			limit = opts.MaxArtifactBytes
+		}
+		if e.size > limit {
+			return errors.Wrapf(ErrBackupInvalid, "entry %s: %d bytes, at most %d allowed", name, e.size, limit)
+		}
+	}
+	total := 0
+	for _, n := range owners {
+		total += n
+	}
+	switch {
+	case services > q.MaxServices:
+		return errors.Wrapf(ErrBackupInvalid, "the manifest lists %d services, more than %d (max_services)", services, q.MaxServices)
+	case artifacts > total:
+		return errors.Wrapf(ErrBackupInvalid, "the manifest lists %d artifacts but %d ownership records", artifacts, total)
+	case artifactBytes > int64(len(owners))*q.MaxArtifactBytesPerTenant:
+		return errors.Wrapf(ErrBackupInvalid, "the manifest lists %d bytes of artifacts, more than %d tenants may own (max_artifact_bytes_per_tenant)",
+			artifactBytes, len(owners))
+	}
+	return nil
+}
+
 // checkRestored verifies the staged entries against the manifest and each
-// other.
-func checkRestored(stage string, listed, got map[string]backupEntry) (RestoreStats, error) {
+// other, and the catalog they make against opts's tenants and quotas.
+func checkRestored(stage string, listed, got map[string]backupEntry, opts RestoreOptions) (RestoreStats, error) {
 	var st RestoreStats
 	for _, name := range slices.Sorted(mapKeys(listed)) {
 		want, g := listed[name], got[name]
@@ -740,8 +937,10 @@ func checkRestored(stage string, listed, got map[string]backupEntry) (RestoreSta
 			return st, errors.Wrapf(ErrBackupInvalid, "entry %s does not match its sha256 in the manifest", name)
 		}
 	}
+	q := opts.Quotas
 	store := diskStore{root: stage}
-	owned := map[string]bool{} // digest hex of the artifacts some tenant owns
+	tenantOK := func(t TenantID) bool { return opts.Tenants == nil || slices.Contains(opts.Tenants, t) }
+	owned := map[TenantID]map[Digest]int64{} // per tenant: the artifacts it owns and their sizes
 	artifacts := map[string]int64{}
 	for _, name := range slices.Sorted(mapKeys(got)) {
 		e := got[name]
@@ -757,6 +956,9 @@ func checkRestored(stage string, listed, got map[string]backupEntry) (RestoreSta
 			st.Artifacts++
 		}
 	}
+	// Ownership first: services are checked against it.
+	latest := q.Clock.Now().Add(maxUploadSkew).UnixNano()
+	var services []serviceRecord
 	for _, name := range slices.Sorted(mapKeys(got)) {
 		kind := backupEntryKind(name)
 		if kind == "artifact" {
@@ -781,35 +983,90 @@ func checkRestored(stage string, listed, got map[string]backupEntry) (RestoreSta
 			if _, err := ParseDigest(string(rec.Digest)); err != nil || ownerRecordPath(rec.Tenant, rec.Digest) != name {
 				return st, errors.Wrapf(ErrBackupInvalid, "ownership record %s names another tenant or artifact", name)
 			}
+			if !tenantOK(rec.Tenant) {
+				return st, errors.Wrapf(ErrBackupInvalid, "ownership record %s: tenant %q is not in the configuration", name, rec.Tenant)
+			}
 			size, ok := artifacts[rec.Digest.Hex()]
 			if !ok || uint64(size) != rec.Bytes {
 				return st, errors.Wrapf(ErrBackupInvalid, "ownership record %s: its artifact is missing or of another size", name)
 			}
-			owned[rec.Digest.Hex()] = true
+			if rec.Uploaded > latest {
+				return st, errors.Wrapf(ErrBackupInvalid, "ownership record %s: uploaded in the future (%s)", name,
+					time.Unix(0, rec.Uploaded).UTC().Format(time.RFC3339))
+			}
+			if owned[rec.Tenant] == nil {
+				owned[rec.Tenant] = map[Digest]int64{}
+			}
+			owned[rec.Tenant][rec.Digest] = size
 			st.Owners++
 		case "service":
 			var rec serviceRecord
 			if err := decodeRecord("service", data, &rec); err != nil {
 				return st, errors.Mark(errors.Wrapf(err, "catalog: backup entry %s", name), ErrBackupInvalid)
 			}
-			for _, r := range rec.Manifest.Revisions {
-				if _, err := ParseDigest(string(r.Artifact)); err != nil {
-					return st, errors.Wrapf(ErrBackupInvalid, "service record %s names an invalid artifact", name)
-				}
-				if _, ok := artifacts[r.Artifact.Hex()]; !ok {
-					return st, errors.Wrapf(ErrBackupInvalid, "service record %s: artifact %s is missing", name, r.Artifact)
-				}
+			if rec.Manifest.Tenant != rec.Tenant || rec.Manifest.Service != rec.Service || serviceRecordPath(rec.Tenant, rec.Service) != name {
+				return st, errors.Wrapf(ErrBackupInvalid, "service record %s names another service", name)
 			}
+			if !tenantOK(rec.Tenant) {
+				return st, errors.Wrapf(ErrBackupInvalid, "service record %s: tenant %q is not in the configuration", name, rec.Tenant)
+			}
+			services = append(services, rec)
 			st.Services++
 		}
 	}
 	if st.Services > 0 && got[stateFile].name == "" {
 		return st, errors.Wrapf(ErrBackupInvalid, "%s is missing", stateFile)
 	}
+	// Per tenant, as a deploy checks: its services use only artifacts it
+	// owns, their number and deployed bytes within the quotas; and as an
+	// upload checks: the bytes it owns.
+	perTenant := map[TenantID]int{}
+	deployed := map[TenantID]map[Digest]bool{}
+	for _, rec := range services {
+		t := rec.Tenant
+		perTenant[t]++
+		if perTenant[t] > q.MaxServicesPerTenant {
+			return st, errors.Wrapf(ErrBackupInvalid, "tenant %q has more than %d services (max_services_per_tenant)", t, q.MaxServicesPerTenant)
+		}
+		if deployed[t] == nil {
+			deployed[t] = map[Digest]bool{}
+		}
+		for _, r := range rec.Manifest.Revisions {
+			if _, err := ParseDigest(string(r.Artifact)); err != nil {
+				return st, errors.Wrapf(ErrBackupInvalid, "service %s/%s names an invalid artifact", t, rec.Service)
+			}
+			if _, ok := owned[t][r.Artifact]; !ok {
+				return st, errors.Wrapf(ErrBackupInvalid, "service %s/%s: artifact %s is not owned by tenant %q", t, rec.Service, r.Artifact, t)
+			}
+			deployed[t][r.Artifact] = true
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(deployed)) {
+		var sum int64
+		for d := range deployed[t] {
+			sum += owned[t][d]
+		}
+		if sum > q.MaxDeployedBytesPerTenant {
+			return st, errors.Wrapf(ErrBackupInvalid, "tenant %q deploys %d bytes of artifacts, more than %d (max_deployed_bytes_per_tenant)",
+				t, sum, q.MaxDeployedBytesPerTenant)
+		}
+	}
+	ownedBy := map[string]bool{}
+	for _, t := range slices.Sorted(maps.Keys(owned)) {
+		var sum int64
+		for d, size := range owned[t] {
+			sum += size
+			ownedBy[d.Hex()] = true
+		}
+		if sum > q.MaxArtifactBytesPerTenant {
+			return st, errors.Wrapf(ErrBackupInvalid, "tenant %q owns %d bytes of artifacts, more than %d (max_artifact_bytes_per_tenant)",
+				t, sum, q.MaxArtifactBytesPerTenant)
+		}
+	}
 	// An artifact nobody owns would be deleted by Open: refuse it instead,
 	// a backup never holds one.
 	for _, h := range slices.Sorted(mapKeys(artifacts)) {
-		if !owned[h] {
+		if !ownedBy[h] {
 			return st, errors.Wrapf(ErrBackupInvalid, "artifact %s has no ownership record", h)
 		}
 	}

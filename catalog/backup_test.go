@@ -251,10 +251,12 @@ func TestRestore_refuses(t *testing.T) {
 			}},
 		{name: "entry outside the layout", want: ErrBackupInvalid, says: "unexpected entry",
 			tamper: func(e []tarEntry) []tarEntry {
-				return append([]tarEntry{{"../escape", []byte("x")}}, e...)
+				return append([]tarEntry{e[0], {"../escape", []byte("x")}}, e[1:]...)
 			}},
 		{name: "manifest missing", want: ErrBackupInvalid, says: BackupManifestName,
-			tamper: func(e []tarEntry) []tarEntry { return e[:len(e)-1] }},
+			tamper: func(e []tarEntry) []tarEntry { return e[1:] }},
+		{name: "manifest last (older backups)", want: ErrBackupInvalid, says: "the first entry must be " + BackupManifestName,
+			tamper: func(e []tarEntry) []tarEntry { return append(e[1:], e[0]) }},
 		{name: "non-empty target", want: ErrRestoreTarget, tamper: func(e []tarEntry) []tarEntry { return e },
 			target: func(t *testing.T, dir string) {
 				if err := os.MkdirAll(dir, 0o750); err != nil {

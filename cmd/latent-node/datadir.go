@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -106,10 +111,47 @@ func gc(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// maxSignKeyFileBytes bounds a --sign-key-file.
+const maxSignKeyFileBytes = 4096
+
+// readSignKey reads a backup signing key file: a regular file that only its
+// owner may read or write (like an SSH private key), holding at least
+// catalog.MinSignKeyBytes bytes once surrounding whitespace is trimmed
+// (such as 64 hex digits from "openssl rand -hex 32").
+func readSignKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, errors.Wrap(err, "--sign-key-file")
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, errors.Wrap(err, "--sign-key-file")
+	}
+	if !st.Mode().IsRegular() {
+		return nil, errors.Newf("--sign-key-file %s is not a regular file", path)
+	}
+	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, errors.WithHint(errors.Newf("--sign-key-file %s is accessible by other users (mode %04o)", path, st.Mode().Perm()),
+			"chmod 600 the key file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxSignKeyFileBytes+1))
+	if err != nil {
+		return nil, errors.Wrap(err, "--sign-key-file")
+	}
+	key := bytes.TrimSpace(data)
+	if len(data) > maxSignKeyFileBytes || len(key) < catalog.MinSignKeyBytes {
+		return nil, errors.Newf("--sign-key-file %s must hold %d to %d bytes (such as the output of \"openssl rand -hex 32\")",
+			path, catalog.MinSignKeyBytes, maxSignKeyFileBytes)
+	}
+	return key, nil
+}
+
 func backup(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("backup", stderr, "backup --config FILE --out DIR|-")
+	fs := newFlags("backup", stderr, "backup --config FILE --out DIR|- [--sign-key-file FILE]")
 	path := fs.String("config", "", "configuration file (TOML); the node may be running")
 	out := fs.String("out", "", "a new or empty directory, or - for a tar stream on stdout")
+	keyFile := fs.String("sign-key-file", "", "sign the backup with the HMAC-SHA256 key in this file (mode 0600); restore --sign-key-file checks it")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -121,18 +163,27 @@ func backup(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node backup: --out is required")
 		return 2
 	}
+	var opts catalog.BackupOptions
+	if *keyFile != "" {
+		key, err := readSignKey(*keyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "latent-node backup:", err)
+			return 2
+		}
+		opts.SignKey = key
+	}
 	ctx := context.Background()
 	var st catalog.BackupStats
 	var err error
 	if *out == "-" {
 		sink := catalog.NewTarSink(stdout)
-		if st, err = catalog.Backup(ctx, cfg.Node.DataDir, sink); err == nil {
+		if st, err = catalog.BackupWith(ctx, cfg.Node.DataDir, sink, opts); err == nil {
 			err = sink.Close()
 		}
 	} else {
 		var sink *catalog.DirSink
 		if sink, err = catalog.NewDirSink(*out); err == nil {
-			if st, err = catalog.Backup(ctx, cfg.Node.DataDir, sink); err == nil {
+			if st, err = catalog.BackupWith(ctx, cfg.Node.DataDir, sink, opts); err == nil {
 				err = sink.Commit()
 			}
 			if err != nil {
@@ -150,9 +201,12 @@ func backup(args []string, stdout, stderr io.Writer) int {
 }
 
 func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("restore", stderr, "restore --config FILE --in DIR|-")
-	path := fs.String("config", "", "configuration file (TOML); its node.data_dir must be empty or absent")
+	fs := newFlags("restore", stderr, "restore --config FILE --in DIR|- [--sign-key-file FILE]")
+	path := fs.String("config", "", "configuration file (TOML); its node.data_dir must be empty or absent; "+
+		"the backup must fit its tenants and catalog quotas")
 	in := fs.String("in", "", "a backup directory, or - for a tar stream on stdin")
+	keyFile := fs.String("sign-key-file", "", "accept only a backup signed with the HMAC-SHA256 key in this file "+
+		"(backup --sign-key-file): the way to trust a backup that passed through other hands")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -163,6 +217,15 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *in == "" {
 		fmt.Fprintln(stderr, "latent-node restore: --in is required")
 		return 2
+	}
+	var signKey []byte
+	if *keyFile != "" {
+		key, err := readSignKey(*keyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "latent-node restore:", err)
+			return 2
+		}
+		signKey = key
 	}
 	var src catalog.BackupSource
 	if *in == "-" {
@@ -186,8 +249,13 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return r.Close(ctx)
 	}
+	tenants := slices.Sorted(maps.Keys(cfg.Tenants))
+	if tenants == nil {
+		tenants = []catalog.TenantID{}
+	}
 	st, err := catalog.Restore(ctx, src, dir, catalog.RestoreOptions{
-		MaxArtifactBytes: cfg.CatalogOptions().MaxArtifactBytes, Verify: verify})
+		MaxArtifactBytes: cfg.CatalogOptions().MaxArtifactBytes, Quotas: cfg.CatalogOptions(), Tenants: tenants,
+		SignKey: signKey, Verify: verify})
 	if err != nil {
 		fmt.Fprintln(stderr, "latent-node restore:", err)
 		return 1

@@ -55,8 +55,11 @@ commands:
   invoke    invoke TENANT/SERVICE/ROUTE[/PATH][?QUERY] with -d or stdin as the body
             (-X METHOD, -H 'Name: value'; -v: answer status and headers on stderr)
   gc        remove unused artifacts and compile-cache entries of a stopped node (--config FILE [--dry-run])
-  backup    copy the catalog and its artifacts (--config FILE --out DIR|-), also while the node runs
-  restore   restore a backup into an empty data directory (--config FILE --in DIR|-)
+  backup    copy the catalog and its artifacts (--config FILE --out DIR|- [--sign-key-file KEY]),
+            also while the node runs; --sign-key-file signs it (HMAC-SHA256)
+  restore   restore a backup into an empty data directory (--config FILE --in DIR|- [--sign-key-file KEY]);
+            within the configuration's tenants and quotas; --sign-key-file accepts only a backup
+            signed with KEY, the way to trust a backup from elsewhere
   version   print the version
 
 Run 'latent-node <command> --help' for a command's flags.

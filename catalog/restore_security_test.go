@@ -1,0 +1,216 @@
+package catalog
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// paxRecord is one "LEN key=value\n" record of a PAX extended header.
+func paxRecord(k, v string) string {
+	s := " " + k + "=" + v + "\n"
+	n := len(s)
+	for {
+		l := len(strconv.Itoa(n)) + len(s)
+		if l == n {
+			return strconv.Itoa(n) + s
+		}
+		n = l
+	}
+}
+
+// rawTarEntry is one tar entry of any typeflag (archive/tar's writer
+// refuses to write PAX headers by hand), its data padded to a block.
+func rawTarEntry(name string, flag byte, data []byte) []byte {
+	var hb bytes.Buffer
+	if err := tar.NewWriter(&hb).WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)),
+		Mode: 0o600, Format: tar.FormatUSTAR}); err != nil {
+		panic(err)
+	}
+	h := hb.Bytes()[:512]
+	h[156] = flag
+	copy(h[148:156], "        ")
+	sum := 0
+	for _, b := range h {
+		sum += int(b)
+	}
+	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	out := append(append([]byte(nil), h...), data...)
+	if pad := len(data) % 512; pad != 0 {
+		out = append(out, make([]byte, 512-pad)...)
+	}
+	return out
+}
+
+// sparseTarEntry is a PAX GNU sparse 1.0 entry name of realSize bytes of
+// zeros that takes 2 KiB of the stream.
+func sparseTarEntry(name string, realSize int64) []byte {
+	pax := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
+		paxRecord("GNU.sparse.name", name) + paxRecord("GNU.sparse.realsize", strconv.FormatInt(realSize, 10))
+	sparseMap := make([]byte, 512)
+	copy(sparseMap, "0\n") // no data segments: all zeros
+	return append(rawTarEntry("PaxHeaders/"+pathBase(name), 'x', []byte(pax)), rawTarEntry(name, '0', sparseMap)...)
+}
+
+// replaceEntry replaces (or adds) entry name and lists it in the manifest.
+func replaceEntry(e []tarEntry, name string, data []byte) []tarEntry {
+	found := false
+	for i := range e {
+		if e[i].name == name {
+			e[i].data, found = data, true
+		}
+	}
+	if !found {
+		e = append(e, tarEntry{name, data})
+		for i := range e {
+			if e[i].name == BackupManifestName {
+				e[i].data = append(append([]byte(nil), e[i].data...), []byte("sha256:x 0 "+name+"\n")...)
+			}
+		}
+	}
+	return relist(e, name, data)
+}
+
+// dropEntry removes entry name and its manifest line.
+func dropEntry(e []tarEntry, name string) []tarEntry {
+	for i := range e {
+		if e[i].name == name {
+			return relist(append(e[:i:i], e[i+1:]...), name, nil)
+		}
+	}
+	panic("no entry " + name)
+}
+
+func ownerEntry(t *testing.T, tenant TenantID, d Digest, size int, uploaded time.Time) (string, []byte) {
+	t.Helper()
+	payload, err := json.Marshal(ownerRecord{Tenant: tenant, Digest: d, Bytes: uint64(size), Uploaded: uploaded.UnixNano()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ownerRecordPath(tenant, d), encodeRecord("owner", payload)
+}
+
+// TestRestore_untrustedInput: what a crafted backup could do before the
+// manifest came first and the restored catalog was held to the quotas and
+// ownership rules of a deploy. Each case is refused with ErrBackupInvalid
+// (or ErrBackupSignature) and leaves nothing next to the target; the
+// untouched backup restores (the control).
+func TestRestore_untrustedInput(t *testing.T) {
+	fx := backupFixture(t)
+	a := digestOf("module a")
+	// acme deploys a second service: two services of one tenant.
+	m := twoRevisions(a, digestOf("module b"))
+	m.Service = "images2"
+	fx.deploy(m)
+	data, _ := backupTar(t, fx.dir)
+	key := bytes.Repeat([]byte("k"), 32)
+	var signed bytes.Buffer
+	sink := NewTarSink(&signed)
+	if _, err := BackupWith(context.Background(), fx.dir, sink, BackupOptions{SignKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	asIs := func(e []tarEntry) []tarEntry { return e }
+	tests := []struct {
+		name   string
+		input  []byte                      // nil: data with tamper applied
+		tamper func([]tarEntry) []tarEntry // applied to data's entries
+		opts   func(o *RestoreOptions)     // nil: defaults
+		want   error                       // nil: restores
+		says   string
+	}{
+		{name: "untouched (control)", tamper: asIs},
+		{name: "within the tenant list and quotas (control)", tamper: asIs, opts: func(o *RestoreOptions) {
+			o.Tenants, o.Quotas.MaxServicesPerTenant, o.Quotas.MaxServices = []TenantID{"acme", "beta"}, 2, 3
+		}},
+		{name: "service uses an artifact only another tenant owns", want: ErrBackupInvalid, says: `not owned by tenant "beta"`,
+			tamper: func(e []tarEntry) []tarEntry { return dropEntry(e, ownerRecordPath("beta", a)) }},
+		{name: "services beyond max_services_per_tenant", want: ErrBackupInvalid, says: "max_services_per_tenant",
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Quotas.MaxServicesPerTenant = 1 }},
+		{name: "services beyond max_services (manifest)", want: ErrBackupInvalid, says: "max_services",
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Quotas.MaxServices = 2 }},
+		{name: "ownership beyond max_artifacts_per_tenant (manifest)", want: ErrBackupInvalid, says: "max_artifacts_per_tenant",
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Quotas.MaxArtifactsPerTenant = 2 }},
+		{name: "deployed bytes beyond the quota", want: ErrBackupInvalid, says: "max_deployed_bytes_per_tenant",
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Quotas.MaxDeployedBytesPerTenant = 10 }},
+		{name: "tenant not configured", want: ErrBackupInvalid, says: "does not name",
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Tenants = []TenantID{"acme"} }},
+		{name: "ownership uploaded in the far future", want: ErrBackupInvalid, says: "in the future",
+			tamper: func(e []tarEntry) []tarEntry {
+				name, rec := ownerEntry(t, "beta", a, len("module a"), time.Now().AddDate(100, 0, 0))
+				return replaceEntry(e, name, rec)
+			}},
+		{name: "unlisted entry", want: ErrBackupInvalid, says: "not listed in the manifest",
+			tamper: func(e []tarEntry) []tarEntry {
+				return append([]tarEntry{e[0], {artifactsDir + "/" + strings.Repeat("ab", 32), []byte("x")}}, e[1:]...)
+			}},
+		{name: "entry of another size than listed", want: ErrBackupInvalid, says: "the manifest lists",
+			tamper: func(e []tarEntry) []tarEntry {
+				i := firstOf(e, artifactsDir)
+				e[i].data = append(append([]byte(nil), e[i].data...), 'x')
+				return e
+			}},
+		{name: "sparse entry", want: ErrBackupInvalid, says: "sparse",
+			input: func() []byte {
+				e := readTar(t, data)
+				var b bytes.Buffer
+				tw := tar.NewWriter(&b)
+				_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e[0].name, Size: int64(len(e[0].data)), Mode: 0o600})
+				_, _ = tw.Write(e[0].data)
+				_ = tw.Flush()
+				out := append(b.Bytes(), sparseTarEntry(e[firstOf(e, artifactsDir)].name, 1<<20)...)
+				return append(out, make([]byte, 1024)...)
+			}()},
+		{name: "signed, with its key (control)", input: signed.Bytes(), opts: func(o *RestoreOptions) { o.SignKey = key }},
+		{name: "signed, without a key (control)", input: signed.Bytes()},
+		{name: "unsigned, with a key", want: ErrBackupSignature, says: "not signed", tamper: asIs,
+			opts: func(o *RestoreOptions) { o.SignKey = key }},
+		{name: "signed with another key", want: ErrBackupSignature, input: signed.Bytes(),
+			opts: func(o *RestoreOptions) { o.SignKey = bytes.Repeat([]byte("j"), 32) }},
+		{name: "signed, manifest changed", want: ErrBackupSignature, opts: func(o *RestoreOptions) { o.SignKey = key },
+			input: func() []byte {
+				e := readTar(t, signed.Bytes())
+				e[0].data = bytes.Replace(e[0].data, []byte("\ngeneration "), []byte("\ngeneration 1"), 1)
+				return writeTar(t, e)
+			}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			input := tt.input
+			if input == nil {
+				input = writeTar(t, tt.tamper(readTar(t, data)))
+			}
+			parent := t.TempDir()
+			target := filepath.Join(parent, "data")
+			opts := RestoreOptions{Verify: openVerify(newFakeInspector())}
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			_, err := Restore(context.Background(), NewTarSource(bytes.NewReader(input)), target, opts)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("control: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("got %v, want %v saying %q", err, tt.want, tt.says)
+			}
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Fatalf("a refused restore left %v", left)
+			}
+		})
+	}
+}
