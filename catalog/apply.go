@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 
 	"github.com/cockroachdb/errors"
@@ -245,6 +247,26 @@ func (p Pin) AllServices() []Deployment {
 // peer that fetches it by digest: ErrArtifactNotFound when it is not stored.
 func (c *Catalog) Artifact(d Digest) ([]byte, error) {
 	return c.arts.get(d, c.opts.MaxArtifactBytes)
+}
+
+// OpenArtifact opens the stored artifact d (any tenant's) for reading, for
+// a peer that fetches it by digest: served from the file, not read into
+// memory. Its bytes are not verified here; the fetching peer verifies the
+// digest while it stores them (PutReleaseArtifact). ErrArtifactNotFound
+// when d is not stored; the caller closes the file.
+func (c *Catalog) OpenArtifact(d Digest) (*os.File, error) {
+	if _, err := ParseDigest(string(d)); err != nil {
+		return nil, ErrArtifactNotFound
+	}
+	name := c.store.artifactPath(d)
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrArtifactNotFound
+	}
+	if err != nil {
+		return nil, errors.Wrapf(err, "catalog: open %s", name)
+	}
+	return f, nil
 }
 
 // HasArtifact reports whether tenant may use the stored artifact d.

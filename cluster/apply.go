@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -275,16 +276,27 @@ func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.Ten
 }
 
 // peerRequest sends a request with the peer token to path on the member
-// whose API is at base; the caller closes the answer's body.
+// whose API is at base; the caller closes the answer's body. Right after
+// the token changed, a peer that has not read the new one yet answers 404:
+// the request is sent once more with the previous token.
 func (c *Cluster) peerRequest(ctx context.Context, method, base, path string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, nil)
-	if err != nil {
-		return nil, errors.Wrap(err, "request")
+	tokens := c.peerTokens()
+	for i, token := range tokens {
+		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, nil)
+		if err != nil {
+			return nil, errors.Wrap(err, "request")
+		}
+		req.Header.Set(PeerTokenHeader, token)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, errors.Wrap(err, "request")
+		}
+		if resp.StatusCode == http.StatusNotFound && i+1 < len(tokens) {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			continue
+		}
+		return resp, nil
 	}
-	req.Header.Set(PeerTokenHeader, c.peerToken())
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, errors.Wrap(err, "request")
-	}
-	return resp, nil
+	return nil, errors.AssertionFailedf("cluster: no peer token to send")
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/peerurl"
 )
 
 // Errors of the cluster's operations. Deploy and Delete return the
@@ -33,6 +35,10 @@ var (
 	// ErrBehind: etcd's history is older than this node's catalog (a store
 	// restored from an older backup); the node keeps its catalog.
 	ErrBehind = errors.New("cluster: etcd is behind this node's catalog")
+	// ErrNotPending: a peer asked this node to replicate an artifact for a
+	// tenant that does not own it here, and no deploy of a release of that
+	// tenant naming it is announced in etcd (Replicate).
+	ErrNotPending = errors.New("cluster: no pending release of the tenant names the artifact")
 )
 
 // Timing of the freshness check and the apply loop.
@@ -51,6 +57,10 @@ const (
 	applyWait = 5 * time.Second
 	// PeerTokenHeader carries the peer token on requests between nodes.
 	PeerTokenHeader = "Latent-Peer-Token"
+	// tokenGrace is how long the previous peer token stays accepted after
+	// this node read a new one from etcd: the other nodes read it within a
+	// check interval or two.
+	tokenGrace = 30 * time.Second
 )
 
 // Config configures a node's membership in a cluster.
@@ -65,7 +75,12 @@ type Config struct {
 	// Prefix is the key prefix (no trailing slash).
 	Prefix string
 	// NodeID, AdvertiseURL and Version describe this node to the others.
+	// AdvertiseURL is scheme://host:port (internal/peerurl); New refuses
+	// another.
 	NodeID, AdvertiseURL, Version string
+	// RequireHTTPS makes peers reachable only over https: a member
+	// advertising an http URL is ignored (the node serves TLS itself).
+	RequireHTTPS bool
 	// LeaseTTL is the lease of the member record and holdings.
 	LeaseTTL time.Duration
 	// Replication is the number of holders an artifact needs before a
@@ -76,6 +91,7 @@ type Config struct {
 	// Log receives the cluster's events (nil: discarded).
 	Log *slog.Logger
 	// HTTP sends the requests to peers (nil: a client with a 30 s timeout).
+	// Redirects are never followed, whatever its CheckRedirect.
 	HTTP *http.Client
 	// OthersWait bounds how long Deploy waits for the other ready members
 	// (0: applyWait).
@@ -99,6 +115,8 @@ type Cluster struct {
 	http    *http.Client
 	started time.Time
 
+	// deploys numbers this node's deploys (their pending-release keys).
+	deploys atomic.Uint64
 	// kick asks the apply loop to list again (buffered, one pending).
 	kick chan struct{}
 	// changed tells the membership loop to write the member record.
@@ -114,14 +132,16 @@ type Cluster struct {
 		sync.Mutex
 		lease       clientv3.LeaseID // 0 while the node has no lease
 		token       string           // the peer token ("" until read)
-		lastFresh   time.Time        // last check that found the catalog current
-		lastContact time.Time        // last successful check
-		remoteHead  int64            // the head's revision at the last check
-		prevHead    int64            // the head at the check before
-		applyErr    error            // the last failure to apply
-		synced      bool             // a listing was applied (since the last failure)
-		applied     chan struct{}    // closed when the catalog moves on
-		published   Member           // the member record last written
+		prevToken   string           // the token before the last change, accepted until prevUntil
+		prevUntil   time.Time
+		lastFresh   time.Time     // last check that found the catalog current
+		lastContact time.Time     // last successful check
+		remoteHead  int64         // the head's revision at the last check
+		prevHead    int64         // the head at the check before
+		applyErr    error         // the last failure to apply
+		synced      bool          // a listing was applied (since the last failure)
+		applied     chan struct{} // closed when the catalog moves on
+		published   Member        // the member record last written
 	}
 }
 
@@ -131,9 +151,17 @@ func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if err := peerurl.Check(cfg.AdvertiseURL, cfg.RequireHTTPS); err != nil {
+		return nil, errors.Wrapf(err, "cluster: advertise URL %q", cfg.AdvertiseURL)
+	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
+	// The peer token travels in a header that Go forwards to a redirect's
+	// target: a peer's answer never sends it elsewhere.
+	hc := *cfg.HTTP
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.HTTP = &hc
 	if cfg.OthersWait <= 0 {
 		cfg.OthersWait = applyWait
 	}
@@ -208,18 +236,52 @@ func (c *Cluster) Status() Status {
 		LastContact: c.mu.lastContact, Err: c.mu.applyErr}
 }
 
-// PeerAuthorized reports whether token is the cluster's peer token.
+// PeerAuthorized reports whether token is the cluster's peer token: the
+// one last read from etcd, or the one before it for tokenGrace after the
+// change (the token is re-read at every freshness check, so rotating it
+// in etcd needs no restart).
 func (c *Cluster) PeerAuthorized(token string) bool {
+	now := time.Now()
 	c.mu.Lock()
-	want := c.mu.token
+	want, prev := c.mu.token, c.mu.prevToken
+	if now.After(c.mu.prevUntil) {
+		prev = ""
+	}
 	c.mu.Unlock()
-	return want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
+	ok := want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
+	return ok || prev != "" && subtle.ConstantTimeCompare([]byte(token), []byte(prev)) == 1
+}
+
+// setToken records token as the peer token read from etcd at now.
+func (c *Cluster) setToken(token string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if token == "" || token == c.mu.token {
+		return
+	}
+	if c.mu.token != "" {
+		c.mu.prevToken, c.mu.prevUntil = c.mu.token, now.Add(tokenGrace)
+		c.log.Info("cluster: the peer token changed in etcd; the previous one is accepted for a grace period", "grace", tokenGrace)
+	}
+	c.mu.token = token
 }
 
 func (c *Cluster) peerToken() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.token
+}
+
+// peerTokens returns the peer token and, within its grace period, the
+// previous one.
+func (c *Cluster) peerTokens() []string {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.prevToken != "" && now.Before(c.mu.prevUntil) {
+		return []string{c.mu.token, c.mu.prevToken}
+	}
+	return []string{c.mu.token}
 }
 
 // signal sends on a one-slot channel without blocking.
@@ -266,9 +328,7 @@ func (c *Cluster) ensureToken(ctx context.Context) error {
 		}
 		token = string(kvs[0].Value)
 	}
-	c.mu.Lock()
-	c.mu.token = token
-	c.mu.Unlock()
+	c.setToken(token, time.Now())
 	return nil
 }
 
@@ -413,7 +473,10 @@ func (c *Cluster) Unhold(ctx context.Context, d catalog.Digest) error {
 	return nil
 }
 
-// Members lists the cluster's members (their leased records), by id.
+// Members lists the cluster's members (their leased records), by id. A
+// record whose advertise URL is not scheme://host:port (https with
+// Config.RequireHTTPS) is left out and logged: no peer request, and so no
+// peer token, is ever sent to it.
 func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
@@ -424,9 +487,14 @@ func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 	out := make([]Member, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		var m Member
-		if json.Unmarshal(kv.Value, &m) == nil && m.ID != "" {
-			out = append(out, m)
+		if json.Unmarshal(kv.Value, &m) != nil || m.ID == "" {
+			continue
 		}
+		if err := peerurl.Check(m.AdvertiseURL, c.cfg.RequireHTTPS); err != nil {
+			c.log.Warn("cluster: member record ignored: invalid advertise URL", "key", string(kv.Key), "err", err)
+			continue
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }
@@ -451,17 +519,22 @@ func (c *Cluster) freshness(ctx context.Context) {
 }
 
 func (c *Cluster) check(ctx context.Context) {
+	// One read of the head and of the peer token (a rotated token is
+	// picked up here).
 	cctx, cancel := context.WithTimeout(ctx, checkInterval)
-	resp, err := c.cli.Get(cctx, c.k.head())
+	resp, err := c.cli.Txn(cctx).Then(clientv3.OpGet(c.k.head()), clientv3.OpGet(c.k.secret())).Commit()
 	cancel()
-	if err != nil {
+	if err != nil || len(resp.Responses) != 2 {
 		return
 	}
-	var headRev int64
-	if len(resp.Kvs) == 1 {
-		headRev = resp.Kvs[0].ModRevision
-	}
 	now := time.Now()
+	var headRev int64
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		headRev = kvs[0].ModRevision
+	}
+	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		c.setToken(string(kvs[0].Value), now)
+	}
 	gen := int64(c.cat.Pin().Generation())
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -52,6 +52,11 @@ func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error
 			"deploys resume once the node reaches etcd again")
 	}
 	replicated := false
+	// The pending-release keys this deploy writes (replicate), each
+	// ending in an id unique to the deploy.
+	var announced []string
+	defer func() { c.withdraw(ctx, announced) }()
+	deployID := c.cfg.NodeID + "." + strconv.FormatUint(c.deploys.Add(1), 10)
 	for attempt := 1; ; attempt++ {
 		view := c.cat.Pin().Generation() // what Check counts is at least this
 		dep, err := c.cat.Check(ctx, m)
@@ -59,7 +64,7 @@ func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error
 			return Result{}, err
 		}
 		if !replicated {
-			if err := c.replicate(ctx, m); err != nil {
+			if err := c.replicate(ctx, m, deployID, &announced); err != nil {
 				return Result{}, err
 			}
 			replicated = true
@@ -287,8 +292,11 @@ func (c *Cluster) WaitApplied(ctx context.Context, gen catalog.Generation) bool 
 
 // replicate makes sure each artifact of m is held by min(Replication,
 // ready members) nodes, this one first, by asking ready members that do
-// not hold it to fetch it.
-func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest) error {
+// not hold it to fetch it. Before it asks, it announces the pending
+// release's artifact for m's tenant in etcd (announce); the keys it wrote
+// are appended to announced for the caller to withdraw once the deploy
+// ends.
+func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID string, announced *[]string) error {
 	members, err := c.Members(ctx)
 	if err != nil {
 		return err
@@ -337,6 +345,13 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest) error {
 			if held[mem.ID] {
 				continue
 			}
+			if !slices.Contains(*announced, c.k.pendings(m.Tenant, d)+deployID) {
+				key, err := c.announce(ctx, m.Tenant, d, deployID)
+				if err != nil {
+					return err
+				}
+				*announced = append(*announced, key)
+			}
 			if err := c.askReplicate(ctx, mem, m.Tenant, d); err != nil {
 				errs = errors.CombineErrors(errs, errors.Wrapf(err, "%s", mem.ID))
 				continue
@@ -367,9 +382,59 @@ func (c *Cluster) askReplicate(ctx context.Context, member Member, tenant catalo
 // Replicate stores artifact d for tenant, fetched from a holder unless the
 // catalog has it, and records this node as a holder: a peer's request
 // before it publishes a release naming d.
+//
+// The rule: a tenant that owns d here needs nothing new (the holding is
+// recorded). Otherwise d is fetched, and the tenant made its owner here,
+// only while etcd holds an announcement that a deploy of a release of that
+// tenant naming d is under way (written by the deploying node, under its
+// membership lease, after its catalog checked that the tenant owns d;
+// withdrawn when the deploy ends): ErrNotPending otherwise. The peer
+// token alone therefore grants no ownership; writing the announcement
+// needs write access to etcd, which every member has anyway.
 func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d catalog.Digest) error {
+	if _, err := catalog.ParseDigest(string(d)); err != nil {
+		return errors.Wrap(err, "cluster: replicate")
+	}
 	if c.cat.HasArtifact(tenant, d) {
 		return c.hold(ctx, d)
 	}
+	gctx, cancel := context.WithTimeout(ctx, opTimeout)
+	resp, err := c.cli.Get(gctx, c.k.pendings(tenant, d), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return errors.Mark(errors.Wrap(err, "cluster: read pending releases"), ErrUnavailable)
+	}
+	if resp.Count == 0 {
+		return errors.Wrapf(ErrNotPending, "cluster: replicate %s for %s", d, tenant)
+	}
 	return c.fetch(ctx, tenant, d)
+}
+
+// announce writes, under the membership lease, that the deploy deployID of a release
+// of tenant naming d is under way on this node (Replicate's rule), and
+// returns the key.
+func (c *Cluster) announce(ctx context.Context, tenant catalog.TenantID, d catalog.Digest, deployID string) (string, error) {
+	lease, err := c.currentLease(ctx)
+	if err != nil {
+		return "", err
+	}
+	key := c.k.pendings(tenant, d) + deployID
+	pctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	if _, err := c.cli.Put(pctx, key, "", clientv3.WithLease(lease)); err != nil {
+		return "", errors.Mark(errors.Wrap(err, "cluster: announce a pending release"), ErrUnavailable)
+	}
+	return key, nil
+}
+
+// withdraw removes a deploy's announcements (what is left ends with the
+// lease).
+func (c *Cluster) withdraw(ctx context.Context, announced []string) {
+	for _, key := range announced {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+		if _, err := c.cli.Delete(dctx, key); err != nil {
+			c.log.Info("cluster: pending release announcement left to its lease", "key", key, "err", err)
+		}
+		cancel()
+	}
 }

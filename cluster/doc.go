@@ -13,7 +13,22 @@
 //	P/census/<tenant>                touched by every transaction that creates or deletes one of the tenant's services
 //	P/nodes/<node id>                a member's record, leased: URL, version, applied generation, freshness
 //	P/artifacts/<digest>/<node id>   the member holds the artifact's bytes, leased (removed when its catalog deletes them)
-//	P/secret                         the peer token nodes present to each other, made once
+//	P/secret                         the peer token nodes present to each other, made once, re-read every second
+//	P/pending/<tenant>/<digest>/<id> a deploy of a release of the tenant naming the artifact is under way, leased
+//
+// # Peers
+//
+// Nodes call each other over HTTP with the peer token: to fetch an
+// artifact, to ask a member to replicate one before a release naming it is
+// committed, and to ask whether a member applied a generation. The token
+// goes only to members whose advertised URL is scheme://host:port (https
+// when the node serves TLS: Config.RequireHTTPS); other member records are
+// ignored. Redirects are never followed. A member asked to replicate
+// artifact D for tenant T makes T its owner only while P/pending/T/D/
+// holds an announcement of the deploying node (Replicate), so the token
+// alone cannot hand one tenant's module to another. A new token written
+// to P/secret is picked up at the next freshness check; the previous one
+// stays accepted for a grace period.
 //
 // A catalog generation is the etcd revision of the deploy or delete that
 // made it: monotonic and never reused. A node whose catalog is at

@@ -26,6 +26,13 @@ func (k keys) holder(d catalog.Digest, id string) string {
 	return k.holders(d) + id
 }
 
+// pendings is the prefix of the announcements that a deploy of a release
+// of tenant naming d is under way (one key per deploy, under the deploying
+// node's lease): a peer asked to replicate d for tenant checks there.
+func (k keys) pendings(t catalog.TenantID, d catalog.Digest) string {
+	return k.prefix + "/pending/" + string(t) + "/" + string(d) + "/"
+}
+
 // serviceOf parses a service key.
 func (k keys) serviceOf(key string) (catalog.TenantID, catalog.ServiceName, bool) {
 	rest, ok := strings.CutPrefix(key, k.services())

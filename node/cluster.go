@@ -38,7 +38,7 @@ func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version 
 		return nil, err
 	}
 	return cluster.New(cluster.Config{Endpoints: cc.Endpoints, TLS: tlsCfg, Prefix: cc.Prefix, NodeID: cc.NodeID,
-		AdvertiseURL: cc.AdvertiseURL, Version: version, LeaseTTL: cc.LeaseTTL, Replication: cc.Replication,
+		AdvertiseURL: cc.AdvertiseURL, RequireHTTPS: cfg.Node.TLS.Enabled(), Version: version, LeaseTTL: cc.LeaseTTL, Replication: cc.Replication,
 		MaxStaleness: cc.MaxStaleness, Log: opts.Logger, OnApply: onApply}, cat)
 }
 
@@ -150,34 +150,65 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// maxPeerArtifactReads bounds the artifact reads served to peers at once;
+// a request beyond it is refused 503 peer-busy (the fetching peer tries
+// another holder, or its apply loop tries again).
+const maxPeerArtifactReads = 4
+
 // handlePeerArtifact serves an artifact's bytes to a peer.
 func (n *Node) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
+	servePeerArtifact(w, r, n.cat, n.peerReads)
+}
+
+// servePeerArtifact streams artifact {digest} from its file under one of
+// slots (503 when none is free): a peer's read costs a buffer, not the
+// module's size in memory.
+func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Catalog, slots chan struct{}) {
 	d, err := catalog.ParseDigest(r.PathValue("digest"))
 	if err != nil {
 		api.WriteProblem(w, badRequest("invalid-digest", "digest", ""), 0)
 		return
 	}
-	data, err := n.cat.Artifact(d)
+	select {
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
+	default:
+		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "peer-busy", admission.ScopeNode, "cluster", true)
+		p.Detail = "too many artifact reads by peers at once; try another holder or later"
+		w.Header().Set("Retry-After", "1")
+		api.WriteProblem(w, p, 0)
+		return
+	}
+	f, err := cat.OpenArtifact(d)
 	if err != nil {
 		handleNotFound(w, r)
 		return
 	}
+	defer func() { _ = f.Close() }()
 	w.Header().Set("Content-Type", "application/wasm")
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	_, _ = w.Write(data)
+	http.ServeContent(w, r, "", time.Time{}, f)
 }
 
 // handlePeerReplicate fetches an artifact for a tenant from its holders, at
-// a peer's request before it publishes a release naming it.
+// a peer's request before it publishes a release naming it. The tenant must
+// be one of the live configuration (a reload adds and removes tenants);
+// the cluster grants the tenant ownership only for a digest a pending
+// release of that tenant names (cluster.Replicate): 403 not-pending
+// otherwise.
 func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 	d, err := catalog.ParseDigest(r.PathValue("digest"))
 	tenant := catalog.TenantID(r.PathValue("tenant"))
-	if _, known := n.cfg.Tenants[tenant]; err != nil || !known {
+	if _, known := n.prov.Policy().Tenants[tenant]; err != nil || !known {
 		api.WriteProblem(w, badRequest("invalid-target", "path", ""), 0)
 		return
 	}
 	if err := n.cluster.Replicate(r.Context(), tenant, d); err != nil {
 		n.log.Warn("cluster: replication refused", "tenant", string(tenant), "digest", string(d), "err", err)
+		if errors.Is(err, cluster.ErrNotPending) {
+			api.WriteProblem(w, api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, "not-pending",
+				admission.ScopeTenant, "cluster", false), 0)
+			return
+		}
 		p, _ := clusterProblem(errors.Mark(err, cluster.ErrUnavailable))
 		api.WriteProblem(w, p, 0)
 		return

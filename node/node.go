@@ -80,6 +80,7 @@ type Node struct {
 	deploys               tenantWrites     // deploys in flight, per tenant
 	tracer                *tracer          // nil when [tracing] is off
 	cluster               *cluster.Cluster // nil without [cluster]
+	peerReads             chan struct{}    // slots of artifact reads served to peers (cluster.go)
 	reload                reloader         // reload.go
 }
 
@@ -127,6 +128,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err
 	}
+	n.peerReads = make(chan struct{}, maxPeerArtifactReads)
 	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.appliedFromCluster); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/peerurl"
 	"github.com/latent-node/latent-node/runner"
 )
 
@@ -309,8 +310,9 @@ func (c *Config) checkCluster(v *checker) {
 	if !nodeIDPattern.MatchString(cl.NodeID) {
 		v.add("cluster.node_id", "must be 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
 	}
-	if u, err := url.Parse(cl.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
-		v.add("cluster.advertise_url", `must be the http or https URL of this node's API, such as "http://10.0.0.5:8080"`)
+	if err := peerurl.Check(cl.AdvertiseURL, c.Node.TLS.Enabled()); err != nil {
+		v.add("cluster.advertise_url", `must be this node's API as scheme://host:port such as "http://10.0.0.5:8080" (https with [node.tls]): `+
+			err.Error())
 	}
 	if cl.LeaseTTL < 2*time.Second || cl.LeaseTTL > time.Hour {
 		v.add("cluster.lease_ttl", "must be between 2s and 1h")
