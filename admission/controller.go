@@ -36,13 +36,11 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 		return nil, rej
 	}
 
-	// Authorization: exact tenant equality and allowlists.
+	// Authorization: exact tenant equality and allowlists (the rule the
+	// HTTP layer applies to every tenant-scoped route too; see Authorize).
 	pr := &req.Principal
-	tenant, ok := v.tenants[pr.Tenant]
-	if !ok || pr.Subject == "" || pr.Tenant != req.Revision.Tenant {
-		return nil, rejPrincipal
-	}
-	if _, ok := tenant.subjects[pr.Subject]; !ok || pr.Kind > KindService || tenant.kinds&(1<<pr.Kind) == 0 {
+	tenant := v.authorized(pr)
+	if tenant == nil || pr.Tenant != req.Revision.Tenant {
 		return nil, rejPrincipal
 	}
 	if pr.Kind == KindService && catalog.ValidateNameWithin(pr.ServiceIdentity, pol.Metadata.MaxIdentifierBytes) != nil {
@@ -134,6 +132,33 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 	}}
 	permit.track()
 	return permit, nil
+}
+
+// Authorize is the authorization rule of every tenant-scoped action
+// (upload, deploy, read, list, delete, the tenant's admission view,
+// invoke): under the current policy (a reload changes it for the next
+// call) the principal's tenant exists, its subjects allowlist names the
+// principal's subject and its kinds allowlist the principal's kind. It
+// returns nil or a *Rejection matching ErrPrincipalNotAuthorized, the
+// refusal Admit returns for the same principal.
+func (p *LocalQuotaProvider) Authorize(pr *Principal) error {
+	if p.view.Load().authorized(pr) == nil {
+		return rejPrincipal
+	}
+	return nil
+}
+
+// authorized returns the tenant pr acts for when the view's allowlists
+// admit pr, else nil.
+func (v *view) authorized(pr *Principal) *tenantState {
+	tenant, ok := v.tenants[pr.Tenant]
+	if !ok || pr.Subject == "" || pr.Kind > KindService || tenant.kinds&(1<<pr.Kind) == 0 {
+		return nil
+	}
+	if _, ok := tenant.subjects[pr.Subject]; !ok {
+		return nil
+	}
+	return tenant
 }
 
 // admitLocked runs the checks that must see the ledger and a fresh clock

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
 
 // The ingress governor against the real binary: requests are held open by
@@ -21,13 +23,16 @@ import (
 
 // startIngressNode serves the harness configuration with ingress appended
 // (TOML tables of [ingress]).
-func startIngressNode(t *testing.T, ingress string) *node {
+func startIngressNode(t *testing.T, ingress string, mods ...func(*nodeconf.Config)) *node {
 	t.Helper()
 	k, h := principalKeys(t)
 	p := defaults(t)
 	p.Hashes = h
 	cfg := harnessConfig(p)
 	cfg.Extra = ingress
+	for _, m := range mods {
+		m(&cfg)
+	}
 	path := filepath.Join(t.TempDir(), "node.toml")
 	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
 		t.Fatal(err)
@@ -167,8 +172,8 @@ func TestIngress_controlServedWhileDataFull(t *testing.T) {
 }
 
 // TestIngress_tenantBytes: while tenant acme holds its byte budget with
-// bodies that never arrive (sent by mallory, a principal of acme whom
-// admission would refuse once a body arrived), acme's alice is refused
+// bodies that never arrive (sent by mallory, a second principal of acme,
+// listed in its subjects here), acme's alice is refused
 // data-bytes, scope tenant, for a body one byte over what is left and
 // served for one that fits exactly, and another tenant's invocation is
 // served; the views show each tenant only its own bytes.
@@ -176,7 +181,8 @@ func TestIngress_tenantBytes(t *testing.T) {
 	// Two held 64KiB bodies model 2×(64KiB+4KiB) = 136KiB; the budget
 	// leaves 4KiB: exactly an empty body's overhead.
 	const held, budget = 2 * (64<<10 + 4<<10), 140 << 10
-	n := startIngressNode(t, "[ingress.data]\nbytes_per_tenant = \"140KiB\"\nbytes_per_principal = \"140KiB\"\n")
+	n := startIngressNode(t, "[ingress.data]\nbytes_per_tenant = \"140KiB\"\nbytes_per_principal = \"140KiB\"\n",
+		func(c *nodeconf.Config) { c.Tenants[0].Subjects = append(c.Tenants[0].Subjects, "mallory") })
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
 	for range 2 {

@@ -37,21 +37,27 @@ func (n *Node) Handler() http.Handler {
 	data, ctl := n.dataPool, n.controlPool
 	// Every method and a path suffix reach invoke: a WAGI revision takes
 	// them, a stdio revision refuses them once resolved (see wagi.go).
-	invoke := n.governed(data, payload, auth.Invoke, n.handleInvoke)
+	// Tenant-scoped routes meet one authorization rule before their
+	// handler runs (authorized); the admin and cluster routes are not a
+	// tenant's.
+	tenant := func(pool *ingressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
+		return n.governed(pool, routeCap, role, true, h)
+	}
+	invoke := tenant(data, payload, auth.Invoke, n.handleInvoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
-	mux.HandleFunc("PUT /v1/artifacts/{digest}", n.governed(ctl, module, auth.Deploy, n.handleArtifact))
-	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", n.governed(ctl, manifest, auth.Deploy, n.handleDeploy))
-	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleGetDeployment))
-	mux.HandleFunc("GET /v1/deployments/{tenant}", n.governed(ctl, none, auth.Deploy, n.handleListDeployments))
-	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", n.governed(ctl, none, auth.Deploy, n.handleDelete))
-	mux.HandleFunc("GET /v1/admission", n.governed(ctl, none, 0, n.handleAdmission))
-	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, n.handleAdminAdmission))
-	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, n.handleReload))
-	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, n.handleUI))
-	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, n.handleUIData))
-	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, n.handleNodes))
-	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, n.handleClusterStatus))
+	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.handleArtifact))
+	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.handleDeploy))
+	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleGetDeployment))
+	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.handleListDeployments))
+	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleDelete))
+	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
+	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
+	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
+	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, false, n.handleUI))
+	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, false, n.handleUIData))
+	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.handleNodes))
+	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
 	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
 	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.peerOnly(n.handlePeerApplied))
@@ -176,6 +182,27 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 		accessOf(r.Context()).tenant = p.Tenant
 		h(w, r, p)
 	}
+}
+
+// authorize is the one authorization rule of the tenant-scoped routes
+// (upload, deploy, get, list, delete, the tenant's admission view,
+// invoke), applied by governed after authentication and the route's role,
+// before the request counts against its tenant and before the handler
+// runs: a {tenant} in the path must be the principal's own, and the
+// current configuration (a reload changes it for the next request) must
+// list the principal's subject and kind for that tenant
+// (admission.LocalQuotaProvider.Authorize, the check admission repeats for
+// an invocation). A refusal is answered 403 principal-not-authorized, the
+// refusal of admission, held by the refusal pacer like a refused
+// invocation, and authorize returns false.
+func (n *Node) authorize(w http.ResponseWriter, r *http.Request, p *auth.Principal) bool {
+	pr := p.AdmissionPrincipal()
+	if t := r.PathValue("tenant"); (t != "" && catalog.TenantID(t) != p.Tenant) || n.prov.Authorize(&pr) != nil {
+		n.holdRefusal(r.Context(), p)
+		api.WriteProblem(w, api.FromRejection(principalNotAuthorized), 0)
+		return false
+	}
+	return true
 }
 
 func forbidden(reason string) api.Problem {

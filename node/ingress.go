@@ -195,9 +195,10 @@ func (p *ingressPool) usage(tenant catalog.TenantID, all bool) IngressUsage {
 
 // governed serves h in pool: a slot and modeled bytes before the body is
 // read or the credential checked (routeCap: the route's body bound), the
-// tenant and principal counts once the credential is verified, all held
-// until h returned.
-func (n *Node) governed(pool *ingressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
+// tenant and principal counts once the credential is verified (and, on a
+// tenant-scoped route, authorized: see authorize), all held until h
+// returned.
+func (n *Node) governed(pool *ingressPool, routeCap func() uint64, role auth.Roles, tenantScoped bool, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t, prob := pool.reserve(modeledBytes(r.ContentLength, routeCap()))
 		if prob != nil {
@@ -206,6 +207,9 @@ func (n *Node) governed(pool *ingressPool, routeCap func() uint64, role auth.Rol
 		}
 		defer t.release()
 		n.authed(role, func(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+			if tenantScoped && !n.authorize(w, r, p) {
+				return
+			}
 			if prob := t.bind(p.Tenant, p.Subject); prob != nil {
 				api.WriteProblem(w, *prob, writeRetryAfter)
 				return

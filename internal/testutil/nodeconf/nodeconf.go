@@ -19,6 +19,9 @@ type Config struct {
 	MaxOutputBytes string // node.max_output_bytes; "64KiB"
 	ShutdownGrace  string // node.shutdown_grace; "5s"
 	MaxConnections int    // node.max_connections; not written
+	// MaxConnectionsPerAddress is node.max_connections_per_address; not
+	// written when 0.
+	MaxConnectionsPerAddress int
 	// MaxSignaturesPerTenant is node.max_signatures_per_tenant; not written
 	// when 0.
 	MaxSignaturesPerTenant int
@@ -103,8 +106,11 @@ type Principal struct {
 	Subject string
 	Kind    string // "user"
 	Tenant  string
-	Roles   []string
-	APIKeys []string // key hashes
+	// ServiceIdentity is service_identity (a "service" principal's); not
+	// written when empty.
+	ServiceIdentity string
+	Roles           []string
+	APIKeys         []string // key hashes
 }
 
 // Overload is the [overload] table.
@@ -148,6 +154,9 @@ func (c Config) TOML() string {
 	w.str("shutdown_grace", or(c.ShutdownGrace, "5s"))
 	if c.MaxConnections != 0 {
 		w.int("max_connections", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerAddress != 0 {
+		w.int("max_connections_per_address", c.MaxConnectionsPerAddress)
 	}
 	if c.MaxSignaturesPerTenant != 0 {
 		w.int("max_signatures_per_tenant", c.MaxSignaturesPerTenant)
@@ -196,6 +205,9 @@ func (c Config) TOML() string {
 		w.str("subject", p.Subject)
 		w.str("kind", or(p.Kind, "user"))
 		w.str("tenant", p.Tenant)
+		if p.ServiceIdentity != "" {
+			w.str("service_identity", p.ServiceIdentity)
+		}
 		w.list("roles", p.Roles)
 		w.list("api_keys", p.APIKeys)
 	}
