@@ -31,6 +31,12 @@ import (
 //   - the TLS certificate, key and client CAs, read again from the same
 //     files (new connections get them).
 //
+// All of it or nothing: the TLS files and the principals are read and
+// checked first; when one fails (a key file replaced by a mismatched one
+// between the file's validation and the reload, say) the reload answers
+// 500 reload-failed and nothing changed, not even the configuration the
+// next reload is compared with.
+//
 // Every other table that differs from the running configuration (the
 // listener, the data directory, cell and queue classes, the scheduler,
 // ingress, catalog and deploy limits, tracing, cluster) is named in the
@@ -74,7 +80,11 @@ func (n *Node) SetReloadSource(src ReloadSource) {
 
 // Reload reads the configuration again and applies what can change live
 // (see the comment at the top of reload.go). With an invalid file nothing
-// changes and the error is the file's problems (*config.Error).
+// changes and the error is the file's problems (*config.Error). A reload
+// applies in full or not at all: it reads everything that can fail (the
+// principals' keys, the TLS files) before it changes anything, so a
+// failure leaves the node and the configuration later reloads compare
+// against as they were.
 func (n *Node) Reload() (ReloadResult, error) {
 	n.reload.mu.Lock()
 	defer n.reload.mu.Unlock()
@@ -91,6 +101,29 @@ func (n *Node) Reload() (ReloadResult, error) {
 		prev = n.cfg
 	}
 	res := ReloadResult{Applied: []string{}, RestartRequired: restartRequired(prev, next)}
+
+	// Prepare everything that can fail before anything changes: a failed
+	// reload leaves the principals, the admission tables, the TLS material
+	// and the recorded configuration exactly as they were.
+	var principals *auth.Authenticator
+	if !reflect.DeepEqual(prev.Principals, next.Principals) {
+		if principals, err = auth.New(next.Principals); err != nil { // validated by Load
+			return ReloadResult{}, errors.Wrap(err, "node: reload principals")
+		}
+	}
+	var tlsFiles *tlsMaterial
+	if t := n.reload.src.TLS; t != nil && next.Node.TLS == n.cfg.Node.TLS {
+		if tlsFiles, err = t.load(); err != nil {
+			// The file is valid, the certificate files are not readable as
+			// a pair right now.
+			n.log.Warn("TLS certificate reload failed; nothing changed", "err", err.Error())
+			return ReloadResult{}, errors.Wrap(err, "node: reload TLS")
+		}
+	}
+
+	// Apply. Admission goes first: it refuses a policy it cannot take (new
+	// cell or queue classes) without changing, and that refusal is a
+	// restart to report, not a failure; nothing after it can fail.
 	admissionApplied := false
 	if live := admissionChanges(prev, next); len(live) > 0 {
 		// The ledger takes the new policy with the running queue and cell
@@ -120,21 +153,12 @@ func (n *Node) Reload() (ReloadResult, error) {
 			n.metrics.access.addTenants(tenants)
 		}
 	}
-	if !reflect.DeepEqual(prev.Principals, next.Principals) {
-		a, err := auth.New(next.Principals)
-		if err != nil { // validated by Load; a failure here changes nothing either
-			return ReloadResult{}, errors.Wrap(err, "node: reload principals")
-		}
-		n.auth.Store(a)
+	if principals != nil {
+		n.auth.Store(principals)
 		res.Applied = append(res.Applied, "principals")
 	}
-	if t := n.reload.src.TLS; t != nil && next.Node.TLS == n.cfg.Node.TLS {
-		if err := t.Reload(); err != nil {
-			// The principals (already swapped) stay: the file is valid, the
-			// certificate files are not readable as a pair right now.
-			n.log.Warn("TLS certificate reload failed; the previous certificate stays", "err", err.Error())
-			return res, errors.Wrap(err, "node: reload TLS")
-		}
+	if tlsFiles != nil {
+		n.reload.src.TLS.store(tlsFiles)
 		res.Applied = append(res.Applied, "node.tls files")
 	}
 	// What runs now: the new file's live parts over the running rest.

@@ -20,8 +20,8 @@ type ServerTLS struct {
 	files config.NodeTLS
 	cert  atomic.Pointer[tls.Certificate]
 	cas   atomic.Pointer[x509.CertPool] // nil without client_ca_file
-	// reload serializes Reload, so two reloads never interleave their
-	// stores of the certificate and the CAs.
+	// reload serializes Reload and store, so two reloads never interleave
+	// their stores of the certificate and the CAs.
 	reload sync.Mutex
 }
 
@@ -45,19 +45,50 @@ func NewServerTLS(t config.NodeTLS) (*ServerTLS, error) {
 func (s *ServerTLS) Reload() error {
 	s.reload.Lock()
 	defer s.reload.Unlock()
+	m, err := s.load()
+	if err != nil {
+		return err
+	}
+	s.storeLocked(m)
+	return nil
+}
+
+// tlsMaterial is what the files held when load read them.
+type tlsMaterial struct {
+	cert tls.Certificate
+	cas  *x509.CertPool // nil without client_ca_file
+}
+
+// load reads the certificate, its key and the client CAs without using
+// them: a node reload reads them before it changes anything (store swaps
+// them in).
+func (s *ServerTLS) load() (*tlsMaterial, error) {
 	cert, err := config.LoadCertificate(s.files.CertFile, s.files.KeyFile)
 	if err != nil {
-		return errors.Wrap(err, "node: node.tls.cert_file/key_file")
+		return nil, errors.Wrap(err, "node: node.tls.cert_file/key_file")
 	}
 	var cas *x509.CertPool
 	if s.files.ClientCAFile != "" {
 		if cas, err = config.LoadClientCAs(s.files.ClientCAFile); err != nil {
-			return errors.Wrapf(err, "node: node.tls.client_ca_file %s", s.files.ClientCAFile)
+			return nil, errors.Wrapf(err, "node: node.tls.client_ca_file %s", s.files.ClientCAFile)
 		}
 	}
-	s.cert.Store(&cert)
-	s.cas.Store(cas)
-	return nil
+	return &tlsMaterial{cert: cert, cas: cas}, nil
+}
+
+// store makes m the material of the next handshakes.
+func (s *ServerTLS) store(m *tlsMaterial) {
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	s.storeLocked(m)
+}
+
+// storeLocked is store.
+//
+// REQUIRES: s.reload held.
+func (s *ServerTLS) storeLocked(m *tlsMaterial) {
+	s.cert.Store(&m.cert)
+	s.cas.Store(m.cas)
 }
 
 // Certificate returns the certificate in use.
