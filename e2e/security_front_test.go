@@ -1,15 +1,21 @@
 package e2e
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
@@ -133,4 +139,102 @@ func TestSecurityFront_revocation(t *testing.T) {
 		reload()
 		allowed(t, "alice")
 	})
+}
+
+// TestSecurityFront_writeDeadline: clients that pipeline requests and never
+// read their answers (a 1 KiB receive buffer) take every connection the node
+// allows (node.max_connections 8, all from 127.0.0.2); once their answers
+// could not be written within node.write_timeout (500ms) the node closes
+// them, and a new client from 127.0.0.3 is served /healthz. Negative
+// control: before the attack, and from the attacker's own address once
+// the attack is gone, /healthz answers.
+//
+// On 611fe67 (no write deadline; measured with the deadline disabled, the
+// key being new) the connections stayed open and busy, never shed: 30 s
+// later none had been closed and the probe's connection was reset at once.
+func TestSecurityFront_writeDeadline(t *testing.T) {
+	const conns = 8
+	_, h := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = h
+	cfg := harnessConfig(p)
+	cfg.MaxConnections, cfg.MaxConnectionsPerAddress, cfg.WriteTimeout = conns, conns, "500ms"
+	path := filepath.Join(t.TempDir(), "node.toml")
+	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := serve(t, path, calm)
+	addr := strings.TrimPrefix(n.url, "http://")
+	healthz := func(from byte) error {
+		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, from)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return &net.AddrError{Err: resp.Status, Addr: "/healthz"}
+		}
+		return nil
+	}
+	if err := healthz(3); err != nil {
+		t.Fatalf("/healthz before the attack: %v", err)
+	}
+
+	// The attack: each connection pipelines 404s (about 400 bytes of answer
+	// for 30 of request) until the node closes it.
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+		Control: func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+		}}
+	batch := strings.Repeat("GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 1000)
+	var wg sync.WaitGroup
+	closed := make(chan struct{}, conns)
+	var attack []net.Conn
+	defer func() {
+		for _, c := range attack {
+			_ = c.Close()
+		}
+		wg.Wait()
+	}()
+	for range conns {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		attack = append(attack, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if _, err := io.WriteString(c, batch); err != nil {
+					closed <- struct{}{}
+					return
+				}
+			}
+		}()
+	}
+	timeout := time.After(30 * time.Second)
+	for i := range conns {
+		select {
+		case <-closed:
+		case <-timeout:
+			t.Fatalf("after 30s the node had closed %d of the %d non-reading connections; a new client: %v", i, conns, healthz(3))
+		}
+	}
+	if err := healthz(3); err != nil {
+		t.Fatalf("/healthz from a new client once the non-reading connections were closed: %v", err)
+	}
+	if err := healthz(2); err != nil {
+		t.Fatalf("/healthz from the attacker's address afterwards: %v", err)
+	}
 }

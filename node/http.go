@@ -112,10 +112,18 @@ func cleanPath(p string) string {
 
 // recovered answers a handler's panic with a 500 problem (or, when the
 // answer had started, aborts the connection) and logs it, at most one line
-// a second.
+// a second. It also bounds the writing of the answer (node.write_timeout):
+// the connection's write deadline is set as the handler starts and again
+// as its answer starts, so a client that does not read its answers (a
+// pipelining client with a closed receive window) has its connection
+// closed instead of holding it busy forever; an invocation's answer starts
+// once its activation answered, so its bound follows the activation's
+// deadline. The server clears the deadline after each answer.
 func (n *Node) recovered(next http.Handler) http.Handler {
+	bound := n.cfg.Node.WriteTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &startedWriter{ResponseWriter: w}
+		sw := &startedWriter{ResponseWriter: w, rc: *http.NewResponseController(w), bound: bound}
+		sw.extend()
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -135,19 +143,37 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 	})
 }
 
-// startedWriter records whether the answer's status line was written.
+// startedWriter records whether the answer's status line was written, and
+// sets the connection's write deadline when it starts.
 type startedWriter struct {
 	http.ResponseWriter
+	rc      http.ResponseController
+	bound   time.Duration // node.write_timeout (0: no deadline)
 	started bool
 }
 
+// extend sets the write deadline bound from now. Socket deadlines are wall
+// clock time, whatever clock the node runs on.
+func (w *startedWriter) extend() {
+	if w.bound > 0 {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.bound))
+	}
+}
+
+func (w *startedWriter) start() {
+	if !w.started {
+		w.started = true
+		w.extend()
+	}
+}
+
 func (w *startedWriter) WriteHeader(status int) {
-	w.started = true
+	w.start()
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *startedWriter) Write(p []byte) (int, error) {
-	w.started = true
+	w.start()
 	return w.ResponseWriter.Write(p)
 }
 

@@ -37,6 +37,13 @@ type servedNode struct {
 
 func startServed(t testing.TB) *servedNode {
 	t.Helper()
+	return startServedWith(t, nil)
+}
+
+// startServedWith is startServed with the configuration changed by mod
+// (nil: none) before the node is made.
+func startServedWith(t testing.TB, mod func(*config.Config)) *servedNode {
+	t.Helper()
 	admin, adminHash, err := auth.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +56,9 @@ func startServed(t testing.TB) *servedNode {
 	cfg.Principals = append(cfg.Principals, config.Principal{Subject: "inv", Kind: admission.KindUser, Tenant: "demo",
 		Roles: config.RoleInvoke, APIKeys: []string{invHash}})
 	cfg.Overload.SampleInterval = 10 * time.Millisecond
+	if mod != nil {
+		mod(cfg)
+	}
 	logs := &syncBuffer{}
 	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {

@@ -45,6 +45,7 @@ const (
 	DefaultZone           = "local"
 	DefaultMaxOutputBytes = runner.DefaultMaxOutputBytes // 1 MiB
 	DefaultShutdownGrace  = 10 * time.Second
+	DefaultWriteTimeout   = 30 * time.Second
 
 	DefaultCPUThreshold      = 0.95
 	DefaultMemoryThreshold   = 0.90
@@ -219,6 +220,18 @@ type Node struct {
 	// past it, activations count in the tenant's overflow series (1 to
 	// 1,000,000, default 1000).
 	MaxMetricSeriesPerTenant int
+	// WriteTimeout bounds the writing of one answer: from the moment a
+	// request's handler starts, and again from the moment its answer
+	// starts (an invocation's once its activation answered), the answer
+	// must be written within it, or the connection is closed (1ms to 1h,
+	// default 30s). A client that does not read its answers holds a
+	// connection at most this long.
+	WriteTimeout time.Duration
+	// UIHosts are the host names the status page (/ui, /ui/data) answers
+	// under: a request whose Host is neither an IP address nor one of them
+	// is refused (DNS rebinding). Names compare without port and case;
+	// default "localhost" and the listen address's host when it is a name.
+	UIHosts []string
 	// TLS is [node.tls]: HTTPS on the API listener (off by default).
 	TLS NodeTLS
 }

@@ -95,7 +95,8 @@ var schema = map[reflect.Type][]key{
 		{"CompileConcurrency", "compile_concurrency", 0}, {"MaxRunningGuests", "max_running_guests", 0},
 		{"MaxSignaturesPerTenant", "max_signatures_per_tenant", 0},
 		{"MaxMetricSeriesPerTenant", "max_metric_series_per_tenant", 0},
-		{"MaxCompiledBytes", "max_compiled_bytes", asSize}, {"BudgetCeiling", "budget_ceiling", required},
+		{"MaxCompiledBytes", "max_compiled_bytes", asSize}, {"WriteTimeout", "write_timeout", 0},
+		{"UIHosts", "ui_hosts", 0}, {"BudgetCeiling", "budget_ceiling", required},
 		{"Limits", "limits", required}, {"TLS", "tls", 0}},
 	reflect.TypeFor[NodeTLS](): {{"CertFile", "cert_file", 0}, {"KeyFile", "key_file", 0},
 		{"ClientCAFile", "client_ca_file", 0}},
@@ -215,7 +216,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 	c := &Config{
 		Node: Node{
 			Listen: DefaultListen, Architecture: HostArchitecture(), Region: DefaultRegion, Zone: DefaultZone,
-			MaxOutputBytes: DefaultMaxOutputBytes, ShutdownGrace: DefaultShutdownGrace,
+			MaxOutputBytes: DefaultMaxOutputBytes, ShutdownGrace: DefaultShutdownGrace, WriteTimeout: DefaultWriteTimeout,
 			MaxConnections: DefaultMaxConnections, MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress,
 			CompileConcurrency: DefaultCompileConcurrency, MaxCompiledBytes: DefaultMaxCompiledBytes,
 			MaxSignaturesPerTenant: DefaultMaxSignaturesPerTenant, MaxMetricSeriesPerTenant: DefaultMaxMetricSeriesPerTenant,

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -282,6 +283,14 @@ func (c *Config) checkNode(v *checker) {
 	}
 	if n.ShutdownGrace < 0 {
 		v.add("node.shutdown_grace", "must not be negative")
+	}
+	if n.WriteTimeout < time.Millisecond || n.WriteTimeout > time.Hour {
+		v.add("node.write_timeout", "must be from 1ms to 1h")
+	}
+	for i, h := range n.UIHosts {
+		if strings.HasSuffix(h, ".") || catalog.ValidateName(strings.ToLower(h)) != nil && net.ParseIP(h) == nil {
+			v.add("node.ui_hosts["+strconv.Itoa(i)+"]", "must be a host name (no port) or an IP address")
+		}
 	}
 }
 

@@ -22,6 +22,8 @@ type Config struct {
 	// MaxConnectionsPerAddress is node.max_connections_per_address; not
 	// written when 0.
 	MaxConnectionsPerAddress int
+	WriteTimeout             string   // node.write_timeout; not written when empty
+	UIHosts                  []string // node.ui_hosts; not written when nil
 	// MaxSignaturesPerTenant is node.max_signatures_per_tenant; not written
 	// when 0.
 	MaxSignaturesPerTenant int
@@ -157,6 +159,12 @@ func (c Config) TOML() string {
 	}
 	if c.MaxConnectionsPerAddress != 0 {
 		w.int("max_connections_per_address", c.MaxConnectionsPerAddress)
+	}
+	if c.WriteTimeout != "" {
+		w.str("write_timeout", c.WriteTimeout)
+	}
+	if c.UIHosts != nil {
+		w.list("ui_hosts", c.UIHosts)
 	}
 	if c.MaxSignaturesPerTenant != 0 {
 		w.int("max_signatures_per_tenant", c.MaxSignaturesPerTenant)
