@@ -3,6 +3,8 @@ package e2e
 import (
 	"bufio"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
@@ -236,5 +239,219 @@ func TestSecurityFront_writeDeadline(t *testing.T) {
 	}
 	if err := healthz(2); err != nil {
 		t.Fatalf("/healthz from the attacker's address afterwards: %v", err)
+	}
+}
+
+// browserNode is a node serving TLS with client CAs, where ops (admin)
+// authenticates by the client certificate CN=ops,O=acme.
+type browserNode struct {
+	url        string
+	cfgPath    string
+	params     params
+	extra      string // the TLS table and the ops principal
+	dir        string // node.crt, node.key
+	ca         *testcert.CA
+	serverLeaf *testcert.Leaf
+	cert, anon *http.Client // with and without the client certificate
+}
+
+func startBrowserNode(t *testing.T) *browserNode {
+	t.Helper()
+	_, hashes := principalKeys(t)
+	b := &browserNode{dir: t.TempDir(), ca: testcert.NewCA(t, "front CA")}
+	b.serverLeaf = b.ca.Issue(t, testcert.Spec{})
+	certFile, keyFile := b.serverLeaf.Write(t, b.dir, "node")
+	caFile := filepath.Join(b.dir, "ca.pem")
+	testcert.WriteFile(t, caFile, b.ca.PEM)
+	client := b.ca.Issue(t, testcert.Spec{Subject: pkix.Name{CommonName: "ops", Organization: []string{"acme"}}, Client: true})
+	b.params = defaults(t)
+	b.params.Hashes = hashes
+	b.extra = "[node.tls]\ncert_file = \"" + certFile + "\"\nkey_file = \"" + keyFile + "\"\nclient_ca_file = \"" + caFile + "\"\n\n" +
+		"[[principals]]\nsubject = \"ops\"\nkind = \"user\"\ntenant = \"acme\"\nroles = [\"admin\"]\n" +
+		"client_certificate_subjects = [\"CN=ops,O=acme\"]\n"
+	b.cfgPath = filepath.Join(t.TempDir(), "node.toml")
+	b.write(t, nil)
+	p := start(t, calm, "serve", "--config", b.cfgPath, "--listen", "127.0.0.1:0")
+	line := p.stderr.wait(t, 30*time.Second, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) })
+	var rec struct {
+		Listen string `json:"listen"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Listen == "" {
+		t.Fatalf("serving line %q: %v", line, err)
+	}
+	b.url = "https://" + rec.Listen
+	tr := func(certs []tls.Certificate) *http.Client {
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+			RootCAs: b.ca.Pool(), Certificates: certs}}}
+	}
+	b.cert, b.anon = tr([]tls.Certificate{client.TLS(t)}), tr(nil)
+	if !poll(10*time.Second, 10*time.Millisecond, func() bool {
+		resp, err := b.anon.Get(b.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatal("/readyz never answered 200 over https")
+	}
+	return b
+}
+
+// write writes the configuration with more principals.
+func (b *browserNode) write(t *testing.T, more []nodeconf.Principal) {
+	t.Helper()
+	c := harnessConfig(b.params)
+	c.Principals = append(c.Principals, more...)
+	c.Extra = b.extra
+	if err := os.WriteFile(b.cfgPath, []byte(c.TOML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// do sends a request with the client (and the Host and headers given).
+func (b *browserNode) do(t *testing.T, hc *http.Client, method, path, host string, headers map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, b.url+path, strings.NewReader("a=b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, header: resp.Header, body: data}
+	_ = json.Unmarshal(data, &r.problem)
+	return r
+}
+
+// TestSecurityFront_browsers: a client certificate is an ambient
+// credential. A cross-site request that a browser sends with it (no
+// Authorization header) is refused 403 cross-site-request; the same
+// request from the node's own origin, or without browser headers, or with
+// an Authorization header, is served. The status page answers only under
+// node.ui_hosts or an address: a rebound name is refused 403
+// host-not-allowed even with the admin key.
+//
+// On 611fe67: the cross-site POST /v1/admin/reload answered 200, and
+// GET /ui/data under Host attacker.example answered 200.
+func TestSecurityFront_browsers(t *testing.T) {
+	keys, _ := principalKeys(t)
+	b := startBrowserNode(t)
+	own := strings.TrimPrefix(b.url, "https://")
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	with := func(kv ...string) map[string]string {
+		h := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	refused := []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"a cross-site form", with("Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")},
+		{"Sec-Fetch-Site cross-site", with("Sec-Fetch-Site", "cross-site")},
+		{"Sec-Fetch-Site same-site", with("Sec-Fetch-Site", "same-site")},
+		{"a foreign Origin", with("Origin", "https://evil.example")},
+		{"an opaque Origin", with("Origin", "null")},
+	}
+	for _, tt := range refused {
+		r := b.do(t, b.cert, "POST", "/v1/admin/reload", "", tt.headers)
+		if r.status != http.StatusForbidden || r.problem.Reason != "cross-site-request" {
+			t.Errorf("reload by certificate, %s: %d %s, want 403 cross-site-request", tt.name, r.status, r.body)
+		}
+	}
+	// The same request is refused on other authenticated routes too.
+	if r := b.do(t, b.cert, "GET", "/v1/admin/admission", "", with("Sec-Fetch-Site", "cross-site")); r.status != http.StatusForbidden {
+		t.Errorf("admin admission by certificate, cross-site: %d", r.status)
+	}
+	// Negative controls.
+	served := []struct {
+		name    string
+		client  *http.Client
+		headers map[string]string
+	}{
+		{"certificate, no browser headers", b.cert, form},
+		{"certificate, own origin", b.cert, with("Origin", "https://"+own, "Sec-Fetch-Site", "same-origin")},
+		{"certificate, user navigation", b.cert, with("Sec-Fetch-Site", "none")},
+		{"API key, cross-site", b.anon, with("Authorization", "Bearer "+keys["root"], "Origin", "https://evil.example",
+			"Sec-Fetch-Site", "cross-site")},
+	}
+	for _, tt := range served {
+		if r := b.do(t, tt.client, "POST", "/v1/admin/reload", "", tt.headers); r.status != http.StatusOK {
+			t.Errorf("reload, %s: %d %s, want 200", tt.name, r.status, r.body)
+		}
+	}
+
+	// DNS rebinding: the status page under a foreign name, with the admin
+	// key a credential-injecting proxy would add.
+	admin := map[string]string{"Authorization": "Bearer " + keys["root"]}
+	for _, path := range []string{"/ui", "/ui/data"} {
+		if r := b.do(t, b.anon, "GET", path, "attacker.example", admin); r.status != http.StatusForbidden ||
+			r.problem.Reason != "host-not-allowed" {
+			t.Errorf("%s under attacker.example: %d %q, want 403 host-not-allowed", path, r.status, r.problem.Reason)
+		}
+		for _, host := range []string{"localhost", own} {
+			if r := b.do(t, b.anon, "GET", path, host, admin); r.status != http.StatusOK {
+				t.Errorf("%s under %s: %d %s, want 200", path, host, r.status, r.body)
+			}
+		}
+	}
+}
+
+// TestSecurityFront_failedReloadChangesNothing: a reload of a file that
+// adds principal p2 while the node's key file does not match its
+// certificate fails and changes nothing: p2's key does not authenticate,
+// not after the failed reload nor after the operator repaired the key and
+// reloaded the original file; the same file with a good key pair adds p2.
+//
+// This passes on 611fe67 too: the file's validation reads the TLS files,
+// so the bad pair is refused before anything applies. The window this
+// guards (files changed between validation and apply) is a race, covered
+// without one by node's TestReload_failedTLSChangesNothing.
+func TestSecurityFront_failedReloadChangesNothing(t *testing.T) {
+	b := startBrowserNode(t)
+	key2, hash2 := keygen(t)
+	p2 := []nodeconf.Principal{{Subject: "p2", Tenant: "acme", Roles: []string{"deploy"}, APIKeys: []string{hash2}}}
+	p2key := map[string]string{"Authorization": "Bearer " + key2}
+	_, otherKey := b.ca.Issue(t, testcert.Spec{}).Write(t, t.TempDir(), "other")
+	data, err := os.ReadFile(otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.write(t, p2)
+	testcert.WriteFile(t, filepath.Join(b.dir, "node.key"), data)
+	if r := b.do(t, b.cert, "POST", "/v1/admin/reload", "", nil); r.status == http.StatusOK {
+		t.Fatalf("a reload with a mismatched key pair: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, b.anon, "GET", "/v1/admission", "", p2key); r.status != http.StatusUnauthorized {
+		t.Fatalf("p2 after the failed reload: %d, want 401", r.status)
+	}
+	b.serverLeaf.Write(t, b.dir, "node")
+	b.write(t, nil)
+	if r := b.do(t, b.cert, "POST", "/v1/admin/reload", "", nil); r.status != http.StatusOK {
+		t.Fatalf("reload of the repaired original: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, b.anon, "GET", "/v1/admission", "", p2key); r.status != http.StatusUnauthorized {
+		t.Fatalf("p2 after the revert: %d, want 401", r.status)
+	}
+	// Negative control: the file with a good pair adds p2 (acme lists no
+	// p2, so its tenant routes are refused 403, not 401).
+	b.write(t, p2)
+	if r := b.do(t, b.cert, "POST", "/v1/admin/reload", "", nil); r.status != http.StatusOK {
+		t.Fatalf("reload adding p2: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, b.anon, "GET", "/v1/admission", "", p2key); r.status != http.StatusForbidden {
+		t.Fatalf("p2 once added: %d %s, want 403 (authenticated, not listed by acme)", r.status, r.body)
 	}
 }

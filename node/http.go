@@ -54,8 +54,9 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
 	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
-	mux.HandleFunc("GET /ui", n.governed(ctl, none, auth.Admin, false, n.handleUI))
-	mux.HandleFunc("GET /ui/data", n.governed(ctl, none, auth.Admin, false, n.handleUIData))
+	hosts := uiHosts(n.cfg)
+	mux.HandleFunc("GET /ui", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
+	mux.HandleFunc("GET /ui/data", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.handleNodes))
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
@@ -184,13 +185,18 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principa
 
 // authed authenticates the caller from its API key (never from other
 // headers or the body), or, without an Authorization header, from a client
-// certificate the TLS handshake verified, and checks its role (0: any
-// authenticated principal).
+// certificate the TLS handshake verified unless a browser sent it for
+// another site (crossSite), and checks its role (0: any authenticated
+// principal).
 func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p *auth.Principal
 		var err error
 		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			if crossSite(r) { // an ambient credential sent for another site (browser.go)
+				api.WriteProblem(w, crossSiteRefusal(), 0)
+				return
+			}
 			p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
 		} else {
 			p, err = n.auth.Load().Authenticate(a)

@@ -248,7 +248,7 @@ func TestHTTP_problemsForUnknownPathsAndMethods(t *testing.T) {
 // bareNode is a node with only what the error paths need.
 func bareNode(t *testing.T) (*Node, *syncBuffer) {
 	logs := &syncBuffer{}
-	n := &Node{log: slog.New(slog.NewJSONHandler(logs, nil))}
+	n := &Node{log: slog.New(slog.NewJSONHandler(logs, nil)), cfg: &config.Config{}}
 	n.metrics = newMetrics(n)
 	n.panics = newRateLog(n.log, time.Second)
 	return n, logs
