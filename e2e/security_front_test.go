@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -144,101 +145,178 @@ func TestSecurityFront_revocation(t *testing.T) {
 	})
 }
 
+// slowReadNode serves the harness configuration with room for conns
+// connections in total and per address, and node.write_timeout.
+func slowReadNode(t *testing.T, conns int, writeTimeout string) *proc {
+	t.Helper()
+	_, h := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = h
+	cfg := harnessConfig(p)
+	cfg.MaxConnections, cfg.MaxConnectionsPerAddress, cfg.WriteTimeout = conns, conns, writeTimeout
+	path := filepath.Join(t.TempDir(), "node.toml")
+	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, path, calm)
+}
+
+// healthzFrom sends GET /healthz from 127.0.0.x on a new connection.
+func healthzFrom(addr string, x byte) error {
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, x)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &net.AddrError{Err: resp.Status, Addr: "/healthz"}
+	}
+	return nil
+}
+
+// slowReaders are connections from 127.0.0.2 with a 1 KiB receive buffer
+// that pipeline 404s (about 400 bytes of answer for 30 of request) and never
+// read, each until the node closes it (or the test ends).
+type slowReaders struct {
+	conns   []net.Conn
+	written []atomic.Int64 // bytes each has written
+	closed  chan int       // the index of each connection the node closed
+	wg      sync.WaitGroup
+}
+
+func startSlowReaders(t *testing.T, addr string, n int) *slowReaders {
+	t.Helper()
+	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
+		Control: func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+		}}
+	batch := strings.Repeat("GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 1000)
+	s := &slowReaders{written: make([]atomic.Int64, n), closed: make(chan int, n)}
+	t.Cleanup(func() {
+		for _, c := range s.conns {
+			_ = c.Close()
+		}
+		s.wg.Wait()
+	})
+	for i := range n {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.conns = append(s.conns, c)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for {
+				k, err := io.WriteString(c, batch)
+				s.written[i].Add(int64(k))
+				if err != nil {
+					s.closed <- i
+					return
+				}
+			}
+		}()
+	}
+	return s
+}
+
+// stuck waits (at most within) until no connection has written anything
+// for a second: the node stopped reading all of them.
+func (s *slowReaders) stuck(t *testing.T, within time.Duration) {
+	t.Helper()
+	last := make([]int64, len(s.written))
+	still := time.Now()
+	if !poll(within, 100*time.Millisecond, func() bool {
+		moved := false
+		for i := range s.written {
+			if w := s.written[i].Load(); w != last[i] {
+				last[i], moved = w, true
+			}
+		}
+		if moved {
+			still = time.Now()
+		}
+		return time.Since(still) >= time.Second
+	}) {
+		t.Fatalf("the slow readers' connections still move after %v", within)
+	}
+}
+
 // TestSecurityFront_writeDeadline: clients that pipeline requests and never
-// read their answers (a 1 KiB receive buffer) take every connection the node
-// allows (node.max_connections 8, all from 127.0.0.2); once their answers
-// could not be written within node.write_timeout (500ms) the node closes
-// them, and a new client from 127.0.0.3 is served /healthz. Negative
-// control: before the attack, and from the attacker's own address once
-// the attack is gone, /healthz answers.
+// read their answers take every connection the node allows
+// (node.max_connections 8, all from 127.0.0.2); once their answers could
+// not be written within node.write_timeout (500ms) the node closes them,
+// and a new client from 127.0.0.3 is served /healthz. Negative control:
+// /healthz answers before the attack, and from the attacker's own address
+// once the attack is gone.
 //
 // On 611fe67 (no write deadline; measured with the deadline disabled, the
 // key being new) the connections stayed open and busy, never shed: 30 s
 // later none had been closed and the probe's connection was reset at once.
 func TestSecurityFront_writeDeadline(t *testing.T) {
 	const conns = 8
-	_, h := principalKeys(t)
-	p := defaults(t)
-	p.Hashes = h
-	cfg := harnessConfig(p)
-	cfg.MaxConnections, cfg.MaxConnectionsPerAddress, cfg.WriteTimeout = conns, conns, "500ms"
-	path := filepath.Join(t.TempDir(), "node.toml")
-	if err := os.WriteFile(path, []byte(cfg.TOML()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := serve(t, path, calm)
+	n := slowReadNode(t, conns, "500ms")
 	addr := strings.TrimPrefix(n.url, "http://")
-	healthz := func(from byte) error {
-		d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, from)}}
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = c.Close() }()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return &net.AddrError{Err: resp.Status, Addr: "/healthz"}
-		}
-		return nil
-	}
-	if err := healthz(3); err != nil {
+	if err := healthzFrom(addr, 3); err != nil {
 		t.Fatalf("/healthz before the attack: %v", err)
 	}
-
-	// The attack: each connection pipelines 404s (about 400 bytes of answer
-	// for 30 of request) until the node closes it.
-	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
-		Control: func(_, _ string, c syscall.RawConn) error {
-			return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
-		}}
-	batch := strings.Repeat("GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 1000)
-	var wg sync.WaitGroup
-	closed := make(chan struct{}, conns)
-	var attack []net.Conn
-	defer func() {
-		for _, c := range attack {
-			_ = c.Close()
-		}
-		wg.Wait()
-	}()
-	for range conns {
-		c, err := d.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		attack = append(attack, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				if _, err := io.WriteString(c, batch); err != nil {
-					closed <- struct{}{}
-					return
-				}
-			}
-		}()
-	}
+	s := startSlowReaders(t, addr, conns)
 	timeout := time.After(30 * time.Second)
 	for i := range conns {
 		select {
-		case <-closed:
+		case <-s.closed:
 		case <-timeout:
-			t.Fatalf("after 30s the node had closed %d of the %d non-reading connections; a new client: %v", i, conns, healthz(3))
+			t.Fatalf("after 30s the node had closed %d of the %d non-reading connections; a new client: %v", i, conns,
+				healthzFrom(addr, 3))
 		}
 	}
-	if err := healthz(3); err != nil {
+	if err := healthzFrom(addr, 3); err != nil {
 		t.Fatalf("/healthz from a new client once the non-reading connections were closed: %v", err)
 	}
-	if err := healthz(2); err != nil {
+	if err := healthzFrom(addr, 2); err != nil {
 		t.Fatalf("/healthz from the attacker's address afterwards: %v", err)
+	}
+}
+
+// TestSecurityFront_stalledShed: while clients that never read hold every
+// connection the node allows, blocked in their answers' writes (the write
+// deadline, 10m here, far away), a new client is still served: at the
+// bound, a connection whose write has been blocked for a second is shed
+// for it, as an idle one would be (the node closed a slow reader's
+// connection).
+//
+// On 611fe67 (a connection serving a request was never shed; measured with
+// the stalled-write shedding disabled) the new client's connection was
+// reset at once.
+func TestSecurityFront_stalledShed(t *testing.T) {
+	const conns = 8
+	n := slowReadNode(t, conns, "10m")
+	addr := strings.TrimPrefix(n.url, "http://")
+	s := startSlowReaders(t, addr, conns)
+	s.stuck(t, 30*time.Second)
+	// A new client is served once a write has been blocked for a second
+	// (DefaultWriteStall; the slow readers' writes blocked at different
+	// moments).
+	for i := range 3 {
+		var err error
+		if !poll(5*time.Second, 100*time.Millisecond, func() bool { err = healthzFrom(addr, 3); return err == nil }) {
+			t.Fatalf("/healthz %d from a new client while the slow readers hold every connection: %v", i+1, err)
+		}
+	}
+	// The first new client took a slow reader's place; the others the
+	// place each one before them left.
+	if !poll(5*time.Second, 10*time.Millisecond, func() bool { return len(s.closed) >= 1 }) {
+		t.Fatal("the node served new clients at its bound without closing a slow reader's connection")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,8 @@ const (
 	DefaultMaxConnsCeiling = 4096
 	// DefaultMaxConnsPerAddr is the default of ConnLimits.MaxConnsPerAddr.
 	DefaultMaxConnsPerAddr = 256
+	// DefaultWriteStall is the default of ConnLimits.WriteStall.
+	DefaultWriteStall = time.Second
 	// connsFDReserve is what DefaultMaxConns leaves of RLIMIT_NOFILE to the
 	// data directory, the compile cache and the runtime.
 	connsFDReserve = 64
@@ -43,6 +46,10 @@ type ConnLimits struct {
 	// MaxConnsPerAddr bounds open connections from one remote IP address
 	// (0: DefaultMaxConnsPerAddr).
 	MaxConnsPerAddr int
+	// WriteStall is how long a connection's write must have been blocked
+	// (its client not reading) for the connection to be shed at a bound
+	// when no idle or fresh one can be (0: DefaultWriteStall).
+	WriteStall time.Duration
 }
 
 // DefaultMaxConns is min(DefaultMaxConnsCeiling, RLIMIT_NOFILE soft - 64),
@@ -68,6 +75,7 @@ func connLimits(cfg *config.Config, override ConnLimits) ConnLimits {
 	if override.MaxConnsPerAddr != 0 {
 		lim.MaxConnsPerAddr = override.MaxConnsPerAddr
 	}
+	lim.WriteStall = override.WriteStall
 	return lim
 }
 
@@ -78,6 +86,9 @@ func (c ConnLimits) withDefaults() ConnLimits {
 	if c.MaxConnsPerAddr <= 0 {
 		c.MaxConnsPerAddr = DefaultMaxConnsPerAddr
 	}
+	if c.WriteStall <= 0 {
+		c.WriteStall = DefaultWriteStall
+	}
 	return c
 }
 
@@ -87,7 +98,7 @@ type ConnStats struct {
 	Busy         int    // serving a request
 	Idle         int    // keep-alive connections between requests
 	New          int    // accepted, no request read yet
-	Shed         uint64 // idle or silent connections closed to make room
+	Shed         uint64 // idle, silent or stalled connections closed to make room
 	Refused      uint64 // connections accepted and closed at once: nothing could be shed
 	AcceptErrors uint64 // failed accepts (each retried after a back-off)
 }
@@ -97,27 +108,32 @@ type ConnStats struct {
 // a request, to make room for the new one: the longest-idle keep-alive
 // connection first, then the oldest connection that has not sent a request
 // yet (of the new connection's address when that address is at its bound,
-// else of the address that holds the most connections). Only when every
-// connection is serving a request is the new connection closed at once. A client that keeps a connection open
-// without using it therefore never locks out another, and /healthz keeps
-// answering at the bound.
+// else of the address that holds the most connections), and failing
+// those, the connection whose answer's write has been blocked the longest,
+// once for at least WriteStall (a client that stopped reading; its own
+// address's at its bound, else the most loaded address's). Only when every
+// connection is serving a request and writing, or waiting, normally is the
+// new connection closed at once. A client that keeps a connection open
+// without using it, or uses it without reading the answers, therefore
+// never locks out another, and /healthz keeps answering at the bound.
 //
 // It learns whether a connection serves a request from the http.Server's
 // ConnState hook (ConnState below), so the server must use it.
 type connLimiter struct {
 	lim      ConnLimits
 	acceptLg *rateLog
+	epoch    time.Time // of trackedConn.writing
 
 	mu struct {
 		sync.Mutex
 		open   int
 		byAddr map[string]*addrConns
-		// idle and fresh count every address's idle and not-yet-active
-		// connections.
-		idle, fresh int
-		shed        uint64
-		refused     uint64
-		acceptErrs  uint64
+		// idle, fresh and active count every address's idle,
+		// not-yet-active and active connections.
+		idle, fresh, active int
+		shed                uint64
+		refused             uint64
+		acceptErrs          uint64
 	}
 	// changed, when set (tests), is called after every state change, without
 	// the lock.
@@ -126,12 +142,12 @@ type connLimiter struct {
 
 // addrConns are one remote address's connections.
 type addrConns struct {
-	open        int
-	idle, fresh connList
+	open                int
+	idle, fresh, active connList
 }
 
 func newConnLimiter(lim ConnLimits, lg *slog.Logger) *connLimiter {
-	l := &connLimiter{lim: lim.withDefaults(), acceptLg: newRateLog(lg, time.Second)}
+	l := &connLimiter{lim: lim.withDefaults(), acceptLg: newRateLog(lg, time.Second), epoch: time.Now()}
 	l.mu.byAddr = map[string]*addrConns{}
 	return l
 }
@@ -152,6 +168,7 @@ const (
 	kindActive                 // serving a request (or hijacked)
 	kindIdle                   // keep-alive, between requests
 	kindClosed                 // removed
+	kindNone                   // on no list: being admitted or dropped
 )
 
 // trackedConn is an accepted connection the limiter counts. It sits in at
@@ -162,6 +179,10 @@ type trackedConn struct {
 	addr *addrConns
 	key  string
 	kind connKind // guarded by l.mu
+	// writing is when the Write in progress began (nanoseconds since the
+	// limiter's epoch, plus one), 0 when none is: a write blocked for
+	// long makes the connection sheddable (stalledLocked).
+	writing atomic.Int64
 	// Intrusive links of the address's list of its kind.
 	prev, next *trackedConn
 	closeOnce  sync.Once
@@ -199,7 +220,7 @@ func (q *connList) remove(c *trackedConn) {
 }
 
 // list returns c's address list of kind and the limiter's count of that
-// kind (nil, nil for active).
+// kind (nil, nil for none and closed).
 //
 // REQUIRES: l.mu held.
 func (l *connLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
@@ -208,6 +229,8 @@ func (l *connLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
 		return &c.addr.idle, &l.mu.idle
 	case kindFresh:
 		return &c.addr.fresh, &l.mu.fresh
+	case kindActive:
+		return &c.addr.active, &l.mu.active
 	}
 	return nil, nil
 }
@@ -260,11 +283,49 @@ func (l *connLimiter) heaviestLocked() *addrConns {
 	return most
 }
 
-// admit counts a newly accepted connection, closing victims to make room.
-// It returns nil when nothing could be shed.
+// stalledLocked returns the connection of a (nil: none) whose write has
+// been blocked the longest, if for at least the limits' WriteStall at now
+// (sinceEpoch): a client that stopped reading its answers.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
+	var worst *trackedConn
+	var since int64
+	for c := a.active.head; c != nil; c = c.next {
+		if w := c.writing.Load(); w != 0 && now-w >= int64(l.lim.WriteStall) && (worst == nil || w < since) {
+			worst, since = c, w
+		}
+	}
+	return worst
+}
+
+// stalledAnyLocked is stalledLocked of the address holding the most
+// connections among those with a stalled one.
+//
+// REQUIRES: l.mu held.
+func (l *connLimiter) stalledAnyLocked(now int64) *trackedConn {
+	var worst *trackedConn
+	for _, a := range l.mu.byAddr {
+		if worst != nil && a.open <= worst.addr.open {
+			continue
+		}
+		if c := l.stalledLocked(a, now); c != nil {
+			worst = c
+		}
+	}
+	return worst
+}
+
+// sinceEpoch is now for trackedConn.writing.
+func (l *connLimiter) sinceEpoch() int64 { return int64(time.Since(l.epoch)) + 1 }
+
+// admit counts a newly accepted connection, closing victims to make room:
+// an idle or fresh connection, else one whose answer's write has been
+// blocked for WriteStall. It returns nil when nothing could be shed.
 func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	key := addrKey(c.RemoteAddr())
 	var shed []*trackedConn
+	now := l.sinceEpoch()
 	l.mu.Lock()
 	a := l.mu.byAddr[key]
 	if a == nil {
@@ -272,7 +333,11 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	}
 	ok := true
 	if a.open >= l.lim.MaxConnsPerAddr {
-		if v := l.victim(a); v != nil {
+		v := l.victim(a)
+		if v == nil {
+			v = l.stalledLocked(a, now)
+		}
+		if v != nil {
 			l.dropLocked(v)
 			shed = append(shed, v)
 		} else {
@@ -280,7 +345,11 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 		}
 	}
 	if ok && l.mu.open >= l.lim.MaxConns {
-		if v := l.victim(l.heaviestLocked()); v != nil {
+		v := l.victim(l.heaviestLocked())
+		if v == nil {
+			v = l.stalledAnyLocked(now)
+		}
+		if v != nil {
 			l.dropLocked(v)
 			shed = append(shed, v)
 		} else {
@@ -293,7 +362,7 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 		if a.open == 0 {
 			l.mu.byAddr[key] = a
 		}
-		tc = &trackedConn{Conn: c, l: l, addr: a, key: key, kind: kindActive}
+		tc = &trackedConn{Conn: c, l: l, addr: a, key: key, kind: kindNone}
 		a.open++
 		l.mu.open++
 		l.setKind(tc, kindFresh)
@@ -315,7 +384,7 @@ func (l *connLimiter) dropLocked(c *trackedConn) {
 	if c.kind == kindClosed {
 		return
 	}
-	l.setKind(c, kindActive) // off every list
+	l.setKind(c, kindNone) // off every list
 	c.kind = kindClosed
 	c.addr.open--
 	l.mu.open--
@@ -351,6 +420,15 @@ func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
 	}
 	l.mu.Unlock()
 	l.notify()
+}
+
+// Write records when it began, so a write that stays blocked makes the
+// connection sheddable.
+func (c *trackedConn) Write(p []byte) (int, error) {
+	c.writing.Store(c.l.sinceEpoch())
+	n, err := c.Conn.Write(p)
+	c.writing.Store(0)
+	return n, err
 }
 
 // Close stops counting the connection and closes it.

@@ -1,0 +1,67 @@
+package node
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/errors"
+)
+
+// TestConnLimiter_shedsStalledWriter: at a bound where every connection is
+// serving a request, a connection whose write has been blocked for
+// WriteStall (a client that stopped reading) is shed for the new one; a
+// write blocked for less, or no write, is never shed.
+func TestConnLimiter_shedsStalledWriter(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  ConnLimits
+	}{
+		{"per-address bound", ConnLimits{MaxConns: 100, MaxConnsPerAddr: 2, WriteStall: time.Second}},
+		{"total bound", ConnLimits{MaxConns: 2, MaxConnsPerAddr: 100, WriteStall: time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newConnLimiter(tt.lim, nil)
+			var peers []net.Conn
+			admit := func() *trackedConn {
+				server, client := net.Pipe()
+				peers = append(peers, server, client)
+				tc := l.admit(server)
+				if tc != nil {
+					l.ConnState(tc, http.StateActive)
+				}
+				return tc
+			}
+			defer func() {
+				for _, c := range peers {
+					_ = c.Close()
+				}
+			}()
+			c1, c2 := admit(), admit()
+			if c1 == nil || c2 == nil {
+				t.Fatal("the first two connections were refused")
+			}
+			if admit() != nil {
+				t.Fatal("admitted at the bound with every connection busy and no write blocked")
+			}
+			c2.writing.Store(l.sinceEpoch()) // blocked just now
+			if admit() != nil {
+				t.Fatal("admitted by shedding a write blocked for less than WriteStall")
+			}
+			c1.writing.Store(l.sinceEpoch() - int64(2*time.Second))
+			if admit() == nil {
+				t.Fatal("refused although a write has been blocked for 2s")
+			}
+			_ = c1.Conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			if _, err := c1.Conn.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
+				t.Fatalf("the stalled connection was not closed: %v", err)
+			}
+			if st := l.Stats(); st.Shed != 1 || st.Open != 2 || st.Refused != 2 {
+				t.Fatalf("stats %+v, want 1 shed, 2 open, 2 refused", st)
+			}
+		})
+	}
+}
