@@ -9,14 +9,18 @@
 // # The path of an invocation
 //
 // A connection is accepted through WrapListener, which bounds connections
-// in total and per remote address (shedding idle ones first). Handler
-// cleans the path and recovers a handler's panic (answered 500, or the
-// connection cut if the answer had started; logged at most once a second).
-// The ingress governor (governed) then takes a slot of its pool
-// and the request's modeled bytes before the body is read or the key is
-// checked; authed authenticates the API key (node/auth) and checks the
-// route's role; the ticket is bound to the verified tenant and principal,
-// and it is held until the answer is written. handleInvoke parses the
+// in total and per remote address (shedding idle ones first, then one
+// stuck writing to a client that does not read). Handler cleans the path,
+// sets the answer's write deadline (node.write_timeout) and recovers a
+// handler's panic (answered 500, or the connection cut if the answer had
+// started; logged at most once a second). The ingress governor (governed)
+// then takes a slot of its pool and the request's modeled bytes before the
+// body is read or the key is checked; authed authenticates the API key
+// (node/auth), or a client certificate unless a browser sent it for
+// another site, and checks the route's role; on a tenant-scoped route
+// authorize applies the one authorization rule (own tenant, the current
+// subject and kind allowlists); the ticket is bound to the verified tenant
+// and principal, and it is held until the answer is written. handleInvoke parses the
 // Latent-* headers (node/api) and reads the body within the payload bound.
 //
 // The activation manager (invoke) refuses a target of another tenant before
@@ -76,6 +80,9 @@
 //     answers.
 //   - ingress.go: the ingress governor (pools, tickets, governed).
 //   - conns.go: the connection limiter and the rate-limited server log.
+//   - browser.go: cross-site refusal of client certificates, the status
+//     page's Host check.
+//   - reload.go: Reload, prepared in full before it applies.
 //   - tls.go: ServerTLS, the API listener's certificate and client CAs
 //     ([node.tls]), swapped by Reload.
 //   - frontyield.go: the front yield (pipe and sentinel).
