@@ -40,7 +40,7 @@ const (
 // logShardShare-th of the shared rates, so it cannot exhaust the bucket
 // and hide other clients' lines.
 const (
-	logShards     = 64
+	logShards     = 1024
 	logShardShare = 4
 )
 

@@ -116,7 +116,7 @@ func newMetrics(n *Node) *metrics {
 	m := &metrics{registry: prometheus.NewRegistry(), log: &n.rejections, tenants: map[string]*tenantSeries{},
 		classes: map[classKey]classSeries{}, requests: map[requestKey]prometheus.Observer{},
 		budget: DefaultMaxMetricSeriesPerTenant, deployed: n.deployed}
-	if n.cfg != nil {
+	if n.cfg != nil && n.cfg.Node.MaxMetricSeriesPerTenant > 0 {
 		m.budget = n.cfg.Node.MaxMetricSeriesPerTenant
 	}
 	m.activations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_activations_total",
@@ -392,7 +392,7 @@ var (
 	descConns = prometheus.NewDesc("latent_http_connections", "Open HTTP connections by state (busy, idle, new: no request read yet).",
 		[]string{"state"}, nil)
 	descConnsShed = prometheus.NewDesc("latent_http_connections_shed_total",
-		"Idle or silent HTTP connections closed to make room under the connection bounds.", nil, nil)
+		"Idle, silent or write-stalled HTTP connections closed to make room under the connection bounds.", nil, nil)
 	descConnsRefused = prometheus.NewDesc("latent_http_connections_refused_total",
 		"HTTP connections closed at once because every open connection was serving a request.", nil, nil)
 	descAcceptErrors = prometheus.NewDesc("latent_http_accept_errors_total",
