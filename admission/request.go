@@ -90,4 +90,8 @@ type Obligations struct {
 	// ABI is the revision's guest ABI (the runner builds the environment
 	// and reads the output by it).
 	ABI catalog.ABI
+	// Instance and Init are the revision's instance mode and initialisation
+	// export (the runner keeps warm instances by them).
+	Instance catalog.InstanceMode
+	Init     catalog.FunctionName
 }

@@ -33,6 +33,12 @@ type RevisionPolicy struct {
 	Random Randomness
 	// ABI is the revision's guest ABI (manifest "abi").
 	ABI ABI
+	// Instance is how activations get their instance (manifest "instance").
+	Instance InstanceMode
+	// Init is the initialisation export a snapshot or reuse instance runs
+	// once (manifest "init"); empty: "_initialize" when the module exports
+	// it, else none.
+	Init FunctionName
 }
 
 // RevisionRef names a revision of a deployed release.

@@ -119,6 +119,52 @@ func ParseRandomness(s string) (Randomness, error) {
 	return 0, errors.New(`unknown random source (want "secure" or "deterministic")`)
 }
 
+// InstanceMode is how a revision's activations get their module instance.
+// The zero value is InstanceFresh.
+type InstanceMode uint8
+
+// Instance modes. Fresh is the default.
+const (
+	// InstanceFresh: every activation instantiates the module and runs its
+	// initialisation (the start function, or a reactor's _initialize).
+	InstanceFresh InstanceMode = iota
+	// InstanceSnapshot: the node initialises the module once and keeps the
+	// result (linear memory as an image, mutable globals); every activation
+	// starts from that snapshot and calls the route's function. Nothing an
+	// activation writes is visible to the next.
+	InstanceSnapshot
+	// InstanceReuse: a warm instance of the revision is called activation
+	// after activation; state persists between activations of the same
+	// revision (never across revisions or tenants) until it is recycled.
+	InstanceReuse
+)
+
+// String returns the manifest name.
+func (m InstanceMode) String() string {
+	switch m {
+	case InstanceFresh:
+		return "fresh"
+	case InstanceSnapshot:
+		return "snapshot"
+	case InstanceReuse:
+		return "reuse"
+	}
+	return "instance(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseInstanceMode parses a manifest name.
+func ParseInstanceMode(s string) (InstanceMode, error) {
+	switch s {
+	case "fresh":
+		return InstanceFresh, nil
+	case "snapshot":
+		return InstanceSnapshot, nil
+	case "reuse":
+		return InstanceReuse, nil
+	}
+	return 0, errors.New(`unknown instance mode (want "fresh", "snapshot" or "reuse")`)
+}
+
 // ABI is how a revision's guests talk to their caller. The zero value is
 // ABIStdio.
 type ABI uint8

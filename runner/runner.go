@@ -25,6 +25,10 @@ const (
 	DefaultFuelSlice          = 1 << 20 // ≈ 1 ms of compiled code between context checks
 	DefaultCompileConcurrency = 1
 	DefaultMaxCompiledBytes   = 1 << 30
+
+	DefaultMaxSnapshotBytesPerTenant = 256 << 20
+	DefaultReuseMaxActivations       = 1000
+	DefaultWarmIdleTimeout           = time.Minute
 )
 
 // Limits are the deploy limits a module must stay within (the
@@ -77,6 +81,17 @@ type Config struct {
 	// (catalog.DeployingTenant); re-inspection and applied releases are
 	// counted.
 	MaxSignaturesPerTenant int
+	// MaxSnapshotBytesPerTenant bounds the snapshot images (linear memory
+	// after initialisation) of one tenant's snapshot revisions that the
+	// runner holds (default DefaultMaxSnapshotBytesPerTenant); a deploy
+	// past it is refused.
+	MaxSnapshotBytesPerTenant uint64
+	// ReuseMaxActivations is how many activations a reuse instance serves
+	// before it is recycled (default DefaultReuseMaxActivations).
+	ReuseMaxActivations int
+	// WarmIdleTimeout is how long a warm instance (snapshot or reuse) may
+	// stay unused before it is closed (default DefaultWarmIdleTimeout).
+	WarmIdleTimeout time.Duration
 	// OnCacheDiscard, if set, is called when Inspect found a corrupt entry
 	// in the on-disk compilation cache, discarded it and compiled again (so
 	// the caller can log a warning). Its error names no host path.
