@@ -53,6 +53,8 @@ type ManifestRevision struct {
 	Threading  string             `json:"threading,omitempty"` // "single" (default) or "shared"
 	Random     string             `json:"random,omitempty"`    // random_get: "secure" (default) or "deterministic" (replayable)
 	ABI        string             `json:"abi,omitempty"`       // guest ABI: "stdio" (default) or "wagi" (CGI over HTTP)
+	Instance   string             `json:"instance,omitempty"`  // "fresh" (default), "snapshot" or "reuse"
+	Init       FunctionName       `json:"init,omitempty"`      // initialisation export of a snapshot or reuse instance
 	Features   []string           `json:"features,omitempty"`  // required features
 	Ceiling    *ManifestCeiling   `json:"ceiling"`             // deployment ceiling, required
 	Placement  *ManifestPlacement `json:"placement,omitempty"`
@@ -240,6 +242,8 @@ type revisionSpec struct {
 	threading  Threading
 	random     Randomness
 	abi        ABI
+	instance   InstanceMode
+	init       FunctionName
 	features   FeatureSet
 	ceiling    Budget
 	placement  Placement
@@ -401,6 +405,23 @@ func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
 			p.addErr(f+".abi", err)
 		}
 		rs.abi = abi
+	}
+	instanceOK := true
+	if r.Instance != "" {
+		mode, err := ParseInstanceMode(r.Instance)
+		if err != nil {
+			p.addErr(f+".instance", err)
+			instanceOK = false
+		}
+		rs.instance = mode
+	}
+	if r.Init != "" {
+		rs.init = r.Init
+		if err := ValidateName(string(r.Init)); err != nil {
+			p.addErr(f+".init", err)
+		} else if instanceOK && rs.instance == InstanceFresh {
+			p.add(f+".init", `an initialisation export needs instance = "snapshot" or "reuse" (a fresh instance runs the module's own start)`)
+		}
 	}
 	if len(r.Features) > int(numFeatures) {
 		p.add(f+".features", "at most %d features", numFeatures)

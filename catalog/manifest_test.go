@@ -355,6 +355,10 @@ func FuzzDecodeManifest(f *testing.F) {
 		`","trust_class":"t","ceiling":{"cpu_fuel":1,"memory_bytes":"1MiB","wall_time":"1s"}}],` +
 		`"routes":[{"name":"r","targets":[{"revision":"v1","weight":1}]}]}`))
 	f.Add([]byte(`{"revisions":[{"ceiling":{"memory_bytes":123}}],"routes":[{"targets":[{"weight":-1}]}]}`))
+	f.Add([]byte(`{"tenant":"acme","service":"images","revisions":[{"name":"v1","artifact":"` + string(digestA) +
+		`","trust_class":"t","instance":"snapshot","init":"wizer.initialize",` +
+		`"ceiling":{"cpu_fuel":1,"memory_bytes":"1MiB","wall_time":"1s"}}],` +
+		`"routes":[{"name":"r","function":"handle","targets":[{"revision":"v1","weight":1}]}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeManifest(strings.NewReader(string(data)))

@@ -133,7 +133,10 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 			Capsule: Capsule{MinMemoryBytes: mod.MinMemoryBytes + mod.FixedMemoryBytes,
 				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + CallStackBytes},
 			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
-			Placement:    r.placement, Random: r.random, ABI: r.abi,
+			Placement:    r.placement, Random: r.random, ABI: r.abi, Instance: r.instance, Init: r.init,
+		}
+		if r.init != "" && !mod.exports(r.init) {
+			p.add(f+".init", "the module does not export this function")
 		}
 		svc.attributes[i] = r.attributes
 		svc.byID[id] = i
@@ -161,8 +164,8 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 // spellings ("32MiB" or 33554432) and attribute order do not matter, and the
 // same content gives the same id on every run. The "rev1"/"rel1" prefixes
 // version the derivation; a change to it must change the prefix. (A field
-// encoded only when it is not its default, such as the random source or the
-// guest ABI, is no change: every id derived before it existed stays the
+// encoded only when it is not its default, such as the random source, the
+// guest ABI or the instance mode, is no change: every id derived before it existed stays the
 // same.)
 
 type canon struct{ h hash.Hash }
@@ -226,6 +229,18 @@ func revisionID(s spec, r revisionSpec) RevisionID {
 	if r.abi != ABIStdio {
 		c.str("abi")
 		c.u64(uint64(r.abi))
+	}
+	// The same for the instance mode and the initialisation export, after
+	// the guest ABI (each only when set: the default mode is "fresh", the
+	// default export none, and init is refused unless the mode is not
+	// fresh).
+	if r.instance != InstanceFresh {
+		c.str("instance")
+		c.u64(uint64(r.instance))
+	}
+	if r.init != "" {
+		c.str("init")
+		c.str(string(r.init))
 	}
 	return RevisionID(revisionIDPrefix + c.hex())
 }
