@@ -227,6 +227,18 @@ type Node struct {
 	// default 30s). A client that does not read its answers holds a
 	// connection at most this long.
 	WriteTimeout time.Duration
+	// MaxSnapshotBytesPerTenant bounds the snapshot images (linear memory
+	// after initialisation) the node keeps for one tenant's revisions with
+	// instance = "snapshot"; a deploy past it is refused (default 256 MiB,
+	// at least 1 MiB).
+	MaxSnapshotBytesPerTenant uint64
+	// ReuseMaxActivations is how many activations a warm instance of a
+	// revision with instance = "reuse" serves before it is recycled (1 to
+	// 1,000,000, default 1000).
+	ReuseMaxActivations int
+	// WarmIdleTimeout is how long a warm instance (snapshot or reuse) may
+	// stay unused before it is closed (1s to 24h, default 60s).
+	WarmIdleTimeout time.Duration
 	// UIHosts are the host names the status page (/ui, /ui/data) answers
 	// under: a request whose Host is neither an IP address nor one of them
 	// is refused (DNS rebinding). Names compare without port and case;
@@ -518,12 +530,13 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 
 // RunnerConfig returns the runner configuration: the compile cache in
 // dataDir/compile-cache (normally dataDir is c.Node.DataDir; an empty
-// dataDir keeps the cache in memory), the output cap, the deploy limits and
-// the compile bounds. The fuel slice is the runner's default.
+// dataDir keeps the cache in memory), the output cap, the deploy limits,
+// the compile bounds and the bounds of warm instances. The fuel slice is the runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
 	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits, FuelSlice: GuestFuelSlice,
 		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes,
-		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant}
+		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant, MaxSnapshotBytesPerTenant: c.Node.MaxSnapshotBytesPerTenant,
+		ReuseMaxActivations: c.Node.ReuseMaxActivations, WarmIdleTimeout: c.Node.WarmIdleTimeout}
 	if dataDir != "" {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}

@@ -88,6 +88,18 @@ const (
 	maxMetricSeriesPerTenant        = 1_000_000
 )
 
+// Defaults and bounds of the [node] keys of warm instances (revisions with
+// instance = "snapshot" or "reuse").
+const (
+	DefaultMaxSnapshotBytesPerTenant = runner.DefaultMaxSnapshotBytesPerTenant
+	minSnapshotBytesPerTenant        = 1 << 20
+	DefaultReuseMaxActivations       = runner.DefaultReuseMaxActivations
+	maxReuseActivations              = 1_000_000
+	DefaultWarmIdleTimeout           = runner.DefaultWarmIdleTimeout
+	minWarmIdleTimeout               = time.Second
+	maxWarmIdleTimeout               = 24 * time.Hour
+)
+
 func (c *Config) checkHardening(v *checker) {
 	for _, k := range deployLimitKeys(&c.DeployLimits) {
 		if *k.dst < 1 {
@@ -138,6 +150,15 @@ func (c *Config) checkHardening(v *checker) {
 	}
 	if n.MaxMetricSeriesPerTenant < 1 || n.MaxMetricSeriesPerTenant > maxMetricSeriesPerTenant {
 		v.add("node.max_metric_series_per_tenant", "must be from 1 to "+strconv.Itoa(maxMetricSeriesPerTenant))
+	}
+	if n.MaxSnapshotBytesPerTenant < minSnapshotBytesPerTenant {
+		v.add("node.max_snapshot_bytes_per_tenant", "must be at least 1MiB")
+	}
+	if n.ReuseMaxActivations < 1 || n.ReuseMaxActivations > maxReuseActivations {
+		v.add("node.reuse_max_activations", "must be from 1 to 1000000")
+	}
+	if n.WarmIdleTimeout < minWarmIdleTimeout || n.WarmIdleTimeout > maxWarmIdleTimeout {
+		v.add("node.warm_idle_timeout", "must be from 1s to 24h")
 	}
 }
 
