@@ -15,8 +15,9 @@
 // # Contract with the host
 //
 // The instrumented module imports three functions from module
-// ImportModule ("latent_fuel") and exports three globals and, if the
-// original has a start function, that function:
+// ImportModule ("latent_fuel") and exports three globals, the module's own
+// mutable globals and, if the original has a start function, that
+// function:
 //
 //   - FuelExport ("__latent_fuel"), a mutable i64: the fuel the guest may
 //     still spend. It starts at 0. Outside a charge it is never negative.
@@ -50,6 +51,21 @@
 //     instrumented module has no start section, so instantiating it runs no
 //     guest code; the host sets the stack globals, then calls this export,
 //     then the entry point.
+//   - GlobalExport(i) ("__latent_global_<i>", i in decimal): every mutable
+//     global of the module other than the three above, imported or
+//     defined, under its index in the instrumented module's global index
+//     space (the same index as in the original; Info.MutableGlobals lists
+//     them, ascending). A global the module exports itself is exported
+//     under this name too. They let a host that keeps an instance's state
+//     (a snapshot after initialisation) read the globals after
+//     initialisation and restore them before each activation; immutable
+//     globals never change and are not exported. Info.MutatesTables and
+//     Info.PassiveSegments tell such a host whether the code can change
+//     what these exports and the memory do not cover: a table or an
+//     element segment (table.set, table.grow, table.fill, table.copy,
+//     table.init, elem.drop), or a data segment (memory.init, data.drop,
+//     or a passive or declarative segment at all). The three latent
+//     globals are not among them: the host sets those itself.
 //
 // Host functions that do work proportional to their input (WASI writes,
 // reads) charge it the same way: subtract from the global and tick when it
@@ -209,8 +225,9 @@
 // and ref.func in global initializers. Types for the imports are reused if
 // the module has them, else appended, so existing type indices stay. The
 // three globals (fuel, stack, low-water mark) are appended after the
-// module's globals, so no global index moves. Their exports, and the start
-// function's, are appended; the start section is dropped. A defined table
+// module's globals, so no global index moves. Their exports, the start
+// function's and the mutable globals' (GlobalExport) are appended, in that
+// order; the start section is dropped. The exports add bytes but no code. A defined table
 // whose maximum is absent or above Limits.TableElements gets that maximum
 // (table.grow beyond a table's maximum returns -1, for any maximum).
 // Info.TableBytes (8 bytes per element of every table's largest size) and
@@ -262,8 +279,9 @@
 //
 // Refused with ErrReserved: imports from "latent_fuel", an export named
 // "__latent_fuel", "__latent_stack", "__latent_stack_low" or
-// "__latent_start". Refused with ErrUnsupported: more than one memory,
-// memory64 and table64, shared memory and atomics (threads), tail calls,
+// "__latent_start", or an export whose name begins with "__latent_global_".
+// Refused with ErrUnsupported: more than one memory, memory64 and table64,
+// shared memory and atomics (threads), tail calls,
 // exception handling, typed function references and GC, any opcode or
 // encoding the decoder does not know, and modules beyond the JavaScript
 // API's implementation limits (50000 locals per function, 1000 parameters,
@@ -298,4 +316,7 @@
 //	// "__latent_stack_low" to the stack budget; call "__latent_start" if
 //	// exported, then the entry; read "__latent_fuel" to account for the
 //	// fuel left and "__latent_stack_low" for the stack peak.
+//	// To snapshot an instance, read fuel.GlobalExport(i) for each i in
+//	// res.Info.MutableGlobals after initialisation and set them back
+//	// before each activation.
 package fuel

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
@@ -31,6 +32,13 @@ const (
 	// The instrumented module has no start section: the host calls this
 	// export after instantiating (and after setting the stack globals).
 	StartExport = "__latent_start"
+	// GlobalExportPrefix begins the name under which every mutable global
+	// of the instrumented module other than the three above is exported:
+	// GlobalExport(i), the prefix followed by the global's index in decimal
+	// (see Info.MutableGlobals). A host that snapshots an instance reads
+	// and restores the guest's globals through them. Exports of the
+	// original module whose names begin with it are refused (ErrReserved).
+	GlobalExportPrefix = "__latent_global_"
 	// TickName is the slow path, func () -> (): called when the fuel global
 	// went negative. The host adds the next slice of the budget to the
 	// global, checks its context, and traps when the budget is spent.
@@ -44,9 +52,23 @@ const (
 	DepthName = "depth_exceeded"
 )
 
-// reservedExports are the export names the instrumenter adds.
+// reservedExports are the export names the instrumenter adds, besides
+// those beginning with GlobalExportPrefix.
 var reservedExports = map[string]bool{
 	FuelExport: true, StackExport: true, StackLowExport: true, StartExport: true,
+}
+
+// reservedExport reports whether an export of the original module named
+// name is refused: it is or could be one the instrumenter adds.
+func reservedExport(name string) bool {
+	return reservedExports[name] || strings.HasPrefix(name, GlobalExportPrefix)
+}
+
+// GlobalExport is the name of the export of global i of the instrumented
+// module: GlobalExportPrefix followed by i in decimal, e.g.
+// "__latent_global_3".
+func GlobalExport(i uint32) string {
+	return GlobalExportPrefix + strconv.FormatUint(uint64(i), 10)
 }
 
 // DefaultMaxStackBytes is the initial value of the stack globals when
@@ -61,7 +83,7 @@ const DefaultMaxCallDepth = 10_000
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
-const Version = "latent-fuel/3 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export"
+const Version = "latent-fuel/4 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export globals=export"
 
 // BulkShift is the dynamic charge of bulk memory and table operations:
 // memory.fill, memory.copy, memory.init, table.fill, table.copy and
@@ -81,7 +103,8 @@ var (
 	ErrUnsupported = errors.New("fuel: unsupported module")
 	// ErrReserved marks a module that imports from ImportModule or exports
 	// one of the names the instrumenter adds (FuelExport, StackExport,
-	// StackLowExport, StartExport).
+	// StackLowExport, StartExport) or a name beginning with
+	// GlobalExportPrefix.
 	ErrReserved = errors.New("fuel: reserved name")
 	// ErrLimit marks a module over one of the deploy limits (Limits). The
 	// error wraps a *LimitError naming the limit.
@@ -363,6 +386,22 @@ type Info struct {
 	// minimums: the elements allocated at instantiation.
 	TableBytes       uint64
 	TableMinElements uint64
+	// MutableGlobals are the indices, ascending, of the mutable globals
+	// the instrumented module exports as GlobalExport(i): every mutable
+	// global, imported or defined, but the three the rewrite adds. Global
+	// indices are the same in the original and the instrumented module
+	// (the rewrite appends its globals after the module's). A global the
+	// module exports itself is exported under that name too.
+	MutableGlobals []uint32
+	// MutatesTables reports whether the code contains table.set,
+	// table.grow, table.fill, table.copy, table.init or elem.drop: whether
+	// an activation can change a table or an element segment. Dead code
+	// counts.
+	MutatesTables bool
+	// PassiveSegments reports whether the module has a passive or
+	// declarative data or element segment, or its code contains
+	// memory.init or data.drop. Dead code counts.
+	PassiveSegments bool
 }
 
 // Result is an instrumented module.
@@ -452,7 +491,10 @@ func (m *module) tableMax(t tableEntry) uint64 {
 }
 
 func (m *module) info() Info {
-	info := Info{Features: m.features, DataBytes: m.dataBytes, ElemCount: m.elemCount, MaxFrameBytes: m.maxFrame}
+	info := Info{
+		Features: m.features, DataBytes: m.dataBytes, ElemCount: m.elemCount, MaxFrameBytes: m.maxFrame,
+		MutableGlobals: m.mutableGlobals(), MutatesTables: m.mutatesTables, PassiveSegments: m.passiveSegments,
+	}
 	for _, imp := range m.imports {
 		i := Import{Module: imp.module, Name: imp.name, Kind: imp.kind}
 		if imp.kind == ExternFunc {

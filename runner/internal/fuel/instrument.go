@@ -194,7 +194,8 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 	if m.start != nil {
 		added++
 	}
-	sec.u32(uint32(len(m.exports) + added))
+	mutable := m.mutableGlobals()
+	sec.u32(uint32(len(m.exports) + added + len(mutable)))
 	for _, e := range m.exports {
 		sec.name(e.name)
 		sec.byte(byte(e.kind))
@@ -218,6 +219,12 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		sec.name(StartExport)
 		sec.byte(byte(ExternFunc))
 		sec.u32(m.shift(*m.start))
+	}
+	// The module's mutable globals, for a host that snapshots the instance.
+	for _, g := range mutable {
+		sec.name(GlobalExport(g))
+		sec.byte(byte(ExternGlobal))
+		sec.u32(g)
 	}
 	emit(secExport)
 	if m.elems != nil {
@@ -569,6 +576,13 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			scratch = max(scratch, 1)
 		case prefixMisc<<8 | miscTableGrow:
 			scratch = 2
+		}
+		switch in.op {
+		case opTableSet, prefixMisc<<8 | miscTableGrow, prefixMisc<<8 | miscTableFill,
+			prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscElemDrop:
+			rw.m.mutatesTables = true
+		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscDataDrop:
+			rw.m.passiveSegments = true
 		}
 	}
 	if !r.eof() {

@@ -142,12 +142,16 @@ type module struct {
 	elemCount   uint64 // element segment entries
 	maxFrame    uint64 // largest FrameCost of a defined function (set by instrument)
 	loopWork    uint64 // see Limits.LoopLocalWork (set by instrument)
+
+	mutatesTables   bool // see Info.MutatesTables (set by instrument)
+	passiveSegments bool // see Info.PassiveSegments (segments by decode, code by instrument)
 }
 
 type importEntry struct {
 	module, name string
 	kind         ExternKind
 	typeIdx      uint32 // functions
+	mutable      bool   // globals
 	raw          []byte // the whole entry
 }
 
@@ -168,6 +172,27 @@ func (m *module) numFuncs() uint32   { return m.numImportedFuncs + uint32(len(m.
 func (m *module) numTables() uint32  { return uint32(len(m.tables)) }
 func (m *module) numGlobals() uint32 { return m.numImportedGlobals + uint32(len(m.globals)) }
 func (m *module) numElems() uint32   { return uint32(len(m.elems)) }
+
+// mutableGlobals returns the indices of the module's mutable globals,
+// imported and defined, ascending (see Info.MutableGlobals).
+func (m *module) mutableGlobals() []uint32 {
+	var out []uint32
+	var g uint32
+	for _, imp := range m.imports {
+		if imp.kind == ExternGlobal {
+			if imp.mutable {
+				out = append(out, g)
+			}
+			g++
+		}
+	}
+	for i, d := range m.globals {
+		if d.mutable {
+			out = append(out, m.numImportedGlobals+uint32(i))
+		}
+	}
+	return out
+}
 
 var wasmMagic = []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 
@@ -393,7 +418,7 @@ func (m *module) decodeImports(r *reader) {
 			m.numImportedMems++
 		case ExternGlobal:
 			m.noteValType(r.valType())
-			r.mutability()
+			imp.mutable = r.mutability()
 			if n := uint64(m.numImportedGlobals) + 1; n > m.lim.Globals {
 				r.fail(limitError("globals", m.lim.Globals, n, "module declares at least "+itoa(n)+" globals"))
 				return
@@ -511,7 +536,7 @@ func (m *module) decodeExports(r *reader) {
 		at := r.offset()
 		var e export
 		e.name = r.name()
-		if reservedExports[e.name] {
+		if reservedExport(e.name) {
 			r.fail(errors.Wrapf(ErrReserved, "offset %#x: export %q uses a reserved name", at, e.name))
 			return
 		}
@@ -605,6 +630,9 @@ func (m *module) decodeElems(r *reader) {
 		e := elemSegment{flags: byte(flags)}
 		if flags != 0 {
 			m.features |= FeatureBulkMemory
+		}
+		if !e.active() {
+			m.passiveSegments = true // passive or declarative
 		}
 		if flags == 3 || flags == 7 {
 			m.features |= FeatureReferenceTypes // declarative segments
@@ -808,6 +836,7 @@ func (m *module) decodeData(r *reader) {
 			m.constExpr(r, m.numGlobals())
 		case 1:
 			m.features |= FeatureBulkMemory
+			m.passiveSegments = true
 		default:
 			r.invalidAt(at, "data segment flags %d", flags)
 			return
