@@ -52,6 +52,12 @@ type module struct {
 	tableBytes        uint64 // fuel.Info.TableBytes: the tables' Go heap, charged to the grant
 	instantiationFuel uint64
 	cacheID           [32]byte // wazero's module id of the instrumented module (see cachegc.go)
+	// globals are the exports of the module's mutable globals
+	// (fuel.GlobalExport), which a snapshot keeps; mutatesTables is set when
+	// its code can change a table or drop a segment, which a snapshot
+	// cannot put back (its instances are recreated after each activation).
+	globals       []string
+	mutatesTables bool
 }
 
 // ref takes a reference unless the module is not compiled yet or dead.
@@ -100,6 +106,8 @@ func (r *Runner) unref(m *module) {
 	}
 	r.compiledBytes -= m.bytes
 	r.mu.Unlock()
+	// No activation holds m any longer, so its warm instances are idle.
+	r.closeWarm(r.warm.dropDigest(m.digest))
 	_ = m.compiled.Close(context.Background()) // wazero's Close never fails
 }
 
@@ -183,6 +191,10 @@ func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.R
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
 			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info), cacheID: moduleCacheID(res.Module)}
 		m.info.Exports = slices.Clone(info.Exports) // the caller may keep and change its own
+		for _, g := range res.Info.MutableGlobals {
+			m.globals = append(m.globals, fuel.GlobalExport(g))
+		}
+		m.mutatesTables = res.Info.MutatesTables || res.Info.PassiveSegments
 		r.modules[digest] = m
 		r.compiledBytes += est
 		r.mu.Unlock()

@@ -92,6 +92,14 @@ type Config struct {
 	// WarmIdleTimeout is how long a warm instance (snapshot or reuse) may
 	// stay unused before it is closed (default DefaultWarmIdleTimeout).
 	WarmIdleTimeout time.Duration
+	// MaxWarmInstances bounds the idle warm instances of snapshot and reuse
+	// revisions the runner keeps (default DefaultMaxWarmInstances).
+	MaxWarmInstances int
+	// InitFuel and InitTimeout bound the initialisation of a snapshot
+	// (defaults DefaultInitFuel and DefaultInitTimeout); its memory is
+	// bounded by the revision's grant.
+	InitFuel    uint64
+	InitTimeout time.Duration
 	// OnCacheDiscard, if set, is called when Inspect found a corrupt entry
 	// in the on-disk compilation cache, discarded it and compiled again (so
 	// the caller can log a warning). Its error names no host path.
@@ -156,6 +164,8 @@ type Runner struct {
 
 	sigs *signatureLedger // the function signatures the runtime holds
 
+	warm *warmPool // warm instances and snapshots (warm.go)
+
 	mu            sync.RWMutex
 	modules       map[catalog.Digest]*module
 	compiledBytes uint64 // estimated size of every entry in modules
@@ -182,6 +192,24 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	if cfg.MaxCompiledBytes == 0 {
 		cfg.MaxCompiledBytes = DefaultMaxCompiledBytes
 	}
+	if cfg.MaxSnapshotBytesPerTenant == 0 {
+		cfg.MaxSnapshotBytesPerTenant = DefaultMaxSnapshotBytesPerTenant
+	}
+	if cfg.ReuseMaxActivations <= 0 {
+		cfg.ReuseMaxActivations = DefaultReuseMaxActivations
+	}
+	if cfg.WarmIdleTimeout <= 0 {
+		cfg.WarmIdleTimeout = DefaultWarmIdleTimeout
+	}
+	if cfg.MaxWarmInstances <= 0 {
+		cfg.MaxWarmInstances = DefaultMaxWarmInstances
+	}
+	if cfg.InitFuel == 0 {
+		cfg.InitFuel = DefaultInitFuel
+	}
+	if cfg.InitTimeout <= 0 {
+		cfg.InitTimeout = DefaultInitTimeout
+	}
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
 		var err error
@@ -204,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
 		base: base, compileSlots: make(chan struct{}, cfg.CompileConcurrency),
-		modules: map[catalog.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant)}, nil
+		modules: map[catalog.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -270,18 +298,17 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 		}
 	}
 	var exports []catalog.FunctionName
-	hasMemory, hasStart := false, false
+	hasMemory := false
 	for _, e := range in.Exports {
 		switch {
 		case e.Kind == fuel.ExternFunc:
 			exports = append(exports, catalog.FunctionName(e.Name))
-			hasStart = hasStart || e.Name == "_start"
 		case e.Kind == fuel.ExternMemory && e.Name == "memory":
 			hasMemory = true
 		}
 	}
-	if !hasMemory || !hasStart {
-		return catalog.ModuleInfo{}, errors.New(`runner: a wasi-stdio guest exports "_start" and "memory"`)
+	if !hasMemory || len(exports) == 0 {
+		return catalog.ModuleInfo{}, errors.New(`runner: a guest exports "memory" and its functions ("_start" for a command, the route's function for a reactor)`)
 	}
 	slices.Sort(exports)
 	info := catalog.ModuleInfo{
@@ -346,7 +373,6 @@ type Input struct {
 // answer: Outcome.Response, or the outcome MalformedResponse.
 func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, in Input) (out Outcome) {
 	start := time.Now()
-	input := in.Body
 	defer func() {
 		if p := recover(); p != nil {
 			out = Outcome{Kind: PlatformFailure, Quarantine: true, ExecutionTime: time.Since(start),
@@ -373,6 +399,10 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			Err: errors.Newf("runner: the grant (%d bytes) is below the initial memory (%d bytes) plus the tables (%d bytes)",
 				budget.MemoryBytes, pm.minMemoryBytes, pm.tableBytes)}
 	}
+	if ob.Instance != catalog.InstanceFresh {
+		out = r.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel))
+		return r.finish(out, ob)
+	}
 	if pm.instantiationFuel > budget.CPUFuel {
 		// Instantiating would cost more than the whole budget: nothing is
 		// instantiated, and the budget counts as spent.
@@ -380,20 +410,8 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 	}
 
-	// The deadline is checked on the slow path and when sleeping, not by a
-	// context timer: no timer per activation.
-	a := &activation{remaining: budget.CPUFuel - pm.instantiationFuel, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice, pause: in.OnSlice,
-		deadline: exec.Deadline(), started: start, grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: input,
-		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
-		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
-		random:  ob.Random, revision: ob.Revision,
-	}
-	if ob.ABI == catalog.ABIWAGI {
-		a.environ.extra = in.Environ
-	}
-	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
-	runCtx := context.WithValue(ctx, activationKey{}, a)
-	a.ctx = runCtx
+	a := r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-pm.instantiationFuel)
+	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
 	b := r.bind(a)
@@ -402,7 +420,11 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
-		err = a.start(callCtx, mod, string(ob.Function))
+		init := ""
+		if ob.Function != catalog.DefaultFunction {
+			init = string(initExport(pm, ob)) // a reactor: initialised before its function
+		}
+		err = a.start(callCtx, mod, true, init, string(ob.Function))
 	}
 	stopped := time.Now()
 	elapsed := stopped.Sub(start)
@@ -419,7 +441,32 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}
-	if kind == Success && ob.ABI == catalog.ABIWAGI {
+	return r.finish(out, ob)
+}
+
+// newActivation is the host-side state of exec's activation with fuel of
+// its budget left to hand out; its context (a.ctx) carries it.
+func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPermit, in Input, pm *module, start time.Time, fuelLeft uint64) *activation {
+	ob, budget := exec.Obligations(), exec.Budget()
+	// The deadline is checked on the slow path and when sleeping, not by a
+	// context timer: no timer per activation.
+	a := &activation{remaining: fuelLeft, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice, pause: in.OnSlice,
+		deadline: exec.Deadline(), started: start, grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: in.Body,
+		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
+		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
+		random:  ob.Random, revision: ob.Revision,
+	}
+	if ob.ABI == catalog.ABIWAGI {
+		a.environ.extra = in.Environ
+	}
+	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
+	a.ctx = context.WithValue(ctx, activationKey{}, a)
+	return a
+}
+
+// finish parses a WAGI revision's successful output as its CGI answer.
+func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
+	if out.Kind == Success && ob.ABI == catalog.ABIWAGI {
 		resp, err := ParseCGIResponse(out.Stdout)
 		if err != nil {
 			out.Kind, out.Err = MalformedResponse, err
@@ -431,9 +478,11 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	return out
 }
 
-// start sets up the instantiated module's stack budget, runs the original
-// start function (exported by the instrumenter) and calls the entrypoint.
-func (a *activation) start(ctx context.Context, mod api.Module, entry string) error {
+// start sets up the instantiated module's stack budget and calls, in
+// order, the original start function (exported by the instrumenter) when
+// first is set, the initialisation export init and the entrypoint entry
+// (each when not empty).
+func (a *activation) start(ctx context.Context, mod api.Module, first bool, init, entry string) error {
 	a.mod = mod
 	a.stack, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
 	a.stackLow, _ = mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
@@ -451,17 +500,26 @@ func (a *activation) start(ctx context.Context, mod api.Module, entry string) er
 	budget := a.grant - min(linear+a.tableBytes, a.grant)
 	a.stack.Set(budget)
 	a.stackLow.Set(budget)
-	if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
+	if first {
+		if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
+			if _, err := fn.Call(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range [2]string{init, entry} {
+		if name == "" {
+			continue
+		}
+		fn := mod.ExportedFunction(name)
+		if fn == nil {
+			return errors.AssertionFailedf("runner: %s not exported", name)
+		}
 		if _, err := fn.Call(ctx); err != nil {
 			return err
 		}
 	}
-	fn := mod.ExportedFunction(entry)
-	if fn == nil {
-		return errors.AssertionFailedf("runner: entrypoint not exported")
-	}
-	_, err := fn.Call(ctx)
-	return err
+	return nil
 }
 
 // memoryPeak is the most of the grant the guest used at once: the grant

@@ -46,6 +46,7 @@ var fixtures = []string{
 	"random",
 	"recursion",
 	"sleep",
+	"state",
 	"trap_divzero",
 	"trap_oob",
 	"trap_unreachable",
@@ -162,8 +163,9 @@ var engines = []struct {
 }
 
 // TestFixturesAreCommands checks the shape every guest must have: exports
-// "_start" () -> () and "memory", and imports only from
-// wasi_snapshot_preview1 (bad_import also imports env.host_log).
+// "_start" () -> () and "memory" (a reactor, listed in reactors, exports
+// "_initialize" instead), and imports only from wasi_snapshot_preview1
+// (bad_import also imports env.host_log).
 func TestFixturesAreCommands(t *testing.T) {
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
@@ -175,7 +177,11 @@ func TestFixturesAreCommands(t *testing.T) {
 				t.Fatalf("compile: %v", err)
 			}
 			defer compiled.Close(ctx)
-			checkCommand(t, compiled)
+			entry := "_start"
+			if slices.Contains(reactors, n) {
+				entry = "_initialize"
+			}
+			checkEntry(t, compiled, entry)
 			var foreign []string
 			for _, f := range compiled.ImportedFunctions() {
 				if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
@@ -197,13 +203,18 @@ func TestFixturesAreCommands(t *testing.T) {
 	}
 }
 
-func checkCommand(t *testing.T, compiled wazero.CompiledModule) {
+// reactors are the fixtures that are reactors, not commands.
+var reactors = []string{"state"}
+
+func checkCommand(t *testing.T, compiled wazero.CompiledModule) { checkEntry(t, compiled, "_start") }
+
+func checkEntry(t *testing.T, compiled wazero.CompiledModule, entry string) {
 	t.Helper()
-	start, ok := compiled.ExportedFunctions()["_start"]
+	start, ok := compiled.ExportedFunctions()[entry]
 	if !ok {
-		t.Errorf("no _start export")
+		t.Errorf("no %s export", entry)
 	} else if len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
-		t.Errorf("_start has type %v -> %v, want () -> ()", start.ParamTypes(), start.ResultTypes())
+		t.Errorf("%s has type %v -> %v, want () -> ()", entry, start.ParamTypes(), start.ResultTypes())
 	}
 	if _, ok := compiled.ExportedMemories()["memory"]; !ok {
 		t.Errorf("no memory export")

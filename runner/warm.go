@@ -1,0 +1,562 @@
+// Warm instances: the snapshot and reuse instance modes.
+//
+// A fresh revision instantiates its module for every activation and runs the
+// guest's initialisation each time. A snapshot or reuse revision keeps warm
+// instances instead, one per activation running at once, in a pool keyed by
+// tenant and revision (never shared across revisions or tenants):
+//
+//   - snapshot: the module is instantiated once per tenant, digest and
+//     initialisation export and initialised under the deploy-time bounds
+//     (Config.InitFuel, Config.InitTimeout); its linear memory and mutable
+//     globals are kept as the snapshot. A warm instance starts from the
+//     snapshot, and after every activation its memory and globals are put
+//     back, so nothing one activation writes reaches the next. An instance
+//     that cannot be put back exactly (its memory grew, its module can
+//     change tables or drop segments, or the activation did not succeed) is
+//     closed and the next activation recreates one from the snapshot,
+//     without running the initialisation again.
+//   - reuse: the warm instance keeps its state from one activation to the
+//     next, until it has served Config.ReuseMaxActivations, an activation
+//     did not succeed, its memory passed three quarters of the grant, or it
+//     stayed idle for Config.WarmIdleTimeout.
+//
+// The pool holds at most Config.MaxWarmInstances idle instances (the
+// longest idle goes first) and closes the instances of a module when its
+// last reference goes.
+
+package runner
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner/internal/fuel"
+)
+
+// Defaults of the warm-instance configuration.
+const (
+	DefaultMaxWarmInstances = 16
+	DefaultInitFuel         = 1 << 32
+	DefaultInitTimeout      = 10 * time.Second
+)
+
+// InitializeExport is a reactor's initialisation export, called before the
+// route's function when the revision names no other.
+const InitializeExport catalog.FunctionName = "_initialize"
+
+// ErrInitFailed marks a snapshot whose initialisation did not succeed (it
+// trapped, exited, or exceeded the deploy-time bounds): the module's fault.
+var ErrInitFailed = errors.New("runner: initialisation failed")
+
+// ErrSnapshotQuota marks a snapshot refused because the tenant's snapshot
+// images would exceed Config.MaxSnapshotBytesPerTenant.
+var ErrSnapshotQuota = errors.New("runner: snapshot bytes quota exceeded")
+
+// WarmStats counts the warm-instance pool's work since the runner started,
+// and what it holds now.
+type WarmStats struct {
+	// Snapshots created (an initialisation run) and snapshot activations
+	// started on an instance put back from its snapshot (Restored) or
+	// recreated from it (Recreated: a new instance whose memory and globals
+	// were set from the snapshot).
+	Snapshots, Restored, Recreated uint64
+	// Reuse activations on an instance that served before (Reused), on a new
+	// one (Created), and instances recycled (Recycled: closed after an
+	// activation, at the activation bound, for memory or an unsuccessful
+	// outcome, or for idleness).
+	Reused, Created, Recycled uint64
+	// Idle is the instances the pool holds; SnapshotBytes the bytes of the
+	// snapshot images it holds.
+	Idle          int
+	SnapshotBytes uint64
+}
+
+// warmKey is a pool's key: instances are never shared across tenants or
+// revisions.
+type warmKey struct {
+	tenant catalog.TenantID
+	rev    catalog.RevisionID
+}
+
+// snapKey identifies a snapshot: the same module initialised by the same
+// export for the same tenant. Tenants never share one: what a guest derived
+// at initialisation (hash seeds, for one) is in its image.
+type snapKey struct {
+	tenant catalog.TenantID
+	digest catalog.Digest
+	init   catalog.FunctionName
+}
+
+// snapshot is a module's state after its initialisation.
+type snapshot struct {
+	key   snapKey
+	ready chan struct{} // closed once memory, globals and err are set
+	// memory is linear memory after initialisation; globals the values of
+	// the module's mutable globals (module.globals, in order).
+	memory  []byte
+	globals []uint64
+	err     error // the initialisation's failure, reported to every activation
+}
+
+// warmInstance is an instantiated module of one tenant's revision.
+type warmInstance struct {
+	key       warmKey
+	m         *module
+	snap      *snapshot // snapshot mode; nil for reuse
+	mod       api.Module
+	b         *binding
+	globals   []api.MutableGlobal // m.globals
+	fuel      api.MutableGlobal
+	served    int
+	idleSince time.Time
+}
+
+// warmPool holds the idle warm instances and the snapshots.
+type warmPool struct {
+	mu        sync.Mutex
+	idle      map[warmKey][]*warmInstance // most recently used last
+	n         int                         // idle instances
+	snaps     map[snapKey]*snapshot
+	snapBytes map[catalog.TenantID]uint64
+	stats     WarmStats
+}
+
+func newWarmPool() *warmPool {
+	return &warmPool{idle: map[warmKey][]*warmInstance{}, snaps: map[snapKey]*snapshot{},
+		snapBytes: map[catalog.TenantID]uint64{}}
+}
+
+// WarmStats returns the warm-instance counters and sizes.
+func (r *Runner) WarmStats() WarmStats {
+	p := r.warm
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Idle = p.n
+	for _, b := range p.snapBytes {
+		s.SnapshotBytes += b
+	}
+	return s
+}
+
+// SnapshotBytes returns the bytes of tenant's snapshot images.
+func (r *Runner) SnapshotBytes(tenant catalog.TenantID) uint64 {
+	p := r.warm
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapBytes[tenant]
+}
+
+// take returns an idle instance of k (the most recently used), or nil.
+func (p *warmPool) take(k warmKey) *warmInstance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.idle[k]
+	if len(list) == 0 {
+		return nil
+	}
+	w := list[len(list)-1]
+	list[len(list)-1] = nil
+	if list = list[:len(list)-1]; len(list) == 0 {
+		delete(p.idle, k)
+	} else {
+		p.idle[k] = list
+	}
+	p.n--
+	return w
+}
+
+// put returns w to the pool and gives back the instances to close: those
+// idle longer than idle, and the longest idle ones while the pool holds
+// more than max.
+func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Duration) []*warmInstance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.idleSince = now
+	p.idle[w.key] = append(p.idle[w.key], w)
+	p.n++
+	var closing []*warmInstance
+	for k, list := range p.idle {
+		i := 0
+		for i < len(list) && now.Sub(list[i].idleSince) > idle {
+			closing = append(closing, list[i])
+			i++
+		}
+		p.drop(k, list, i)
+	}
+	for p.n > max {
+		var oldest warmKey
+		var at time.Time
+		for k, list := range p.idle {
+			if at.IsZero() || list[0].idleSince.Before(at) {
+				oldest, at = k, list[0].idleSince
+			}
+		}
+		closing = append(closing, p.idle[oldest][0])
+		p.drop(oldest, p.idle[oldest], 1)
+	}
+	p.stats.Recycled += uint64(len(closing))
+	return closing
+}
+
+// drop removes the first i instances of k's list.
+// REQUIRES: p.mu held.
+func (p *warmPool) drop(k warmKey, list []*warmInstance, i int) {
+	if i == 0 {
+		return
+	}
+	p.n -= i
+	if i == len(list) {
+		delete(p.idle, k)
+		return
+	}
+	p.idle[k] = slices.Delete(list, 0, i)
+}
+
+// dropDigest removes the idle instances and the snapshots of a module whose
+// last reference went, and gives back the instances to close.
+func (p *warmPool) dropDigest(d catalog.Digest) []*warmInstance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var closing []*warmInstance
+	for k, list := range p.idle {
+		if list[0].m.digest != d {
+			continue
+		}
+		closing = append(closing, list...)
+		p.drop(k, list, len(list))
+	}
+	for k, s := range p.snaps {
+		if k.digest == d {
+			delete(p.snaps, k)
+			p.uncharge(s)
+		}
+	}
+	return closing
+}
+
+// uncharge gives a ready snapshot's bytes back to its tenant.
+// REQUIRES: p.mu held.
+func (p *warmPool) uncharge(s *snapshot) {
+	select {
+	case <-s.ready:
+	default:
+		return // its creator charges nothing until it is ready
+	}
+	if s.err != nil {
+		return
+	}
+	if left := p.snapBytes[s.key.tenant] - uint64(len(s.memory)); left > 0 {
+		p.snapBytes[s.key.tenant] = left
+	} else {
+		delete(p.snapBytes, s.key.tenant)
+	}
+}
+
+// closeWarm closes instances the pool gave back.
+func (r *Runner) closeWarm(ws []*warmInstance) {
+	for _, w := range ws {
+		r.closeInstance(w)
+	}
+}
+
+func (r *Runner) closeInstance(w *warmInstance) {
+	_ = w.mod.Close(context.Background())
+	r.release(w.b)
+}
+
+// initExport is the initialisation export of a revision: the one it names,
+// else a reactor's _initialize when the module exports it, else none.
+func initExport(m *module, ob admission.Obligations) catalog.FunctionName {
+	if ob.Init != "" {
+		return ob.Init
+	}
+	if _, ok := slices.BinarySearch(m.info.Exports, InitializeExport); ok {
+		return InitializeExport
+	}
+	return ""
+}
+
+// snapshotFor returns the snapshot of ob's tenant, module and
+// initialisation export, creating it (once; concurrent callers wait) on
+// first use. grant bounds the initialisation's memory.
+func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
+	k := snapKey{ob.Tenant, m.digest, initExport(m, ob)}
+	p := r.warm
+	p.mu.Lock()
+	s := p.snaps[k]
+	if s == nil {
+		s = &snapshot{key: k, ready: make(chan struct{})}
+		p.snaps[k] = s
+		p.mu.Unlock()
+		r.initialise(ctx, m, ob, s, grant)
+		p.mu.Lock()
+		if s.err == nil {
+			used := p.snapBytes[k.tenant]
+			if used+uint64(len(s.memory)) > r.cfg.MaxSnapshotBytesPerTenant {
+				s.err = errors.Mark(errors.Newf("runner: the snapshot (%d bytes) would take tenant %s past node.max_snapshot_bytes_per_tenant (%d of %d bytes in use)",
+					len(s.memory), k.tenant, used, r.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
+			} else {
+				p.snapBytes[k.tenant] = used + uint64(len(s.memory))
+				p.stats.Snapshots++
+			}
+		}
+		if s.err != nil && p.snaps[k] == s {
+			// A failure is not kept: the next activation (or a deploy that
+			// fixed the quota) tries again.
+			delete(p.snaps, k)
+		}
+		close(s.ready)
+		p.mu.Unlock()
+		return s, s.err
+	}
+	p.mu.Unlock()
+	select {
+	case <-s.ready:
+		return s, s.err
+	case <-ctx.Done():
+		return nil, errors.Wrap(ctx.Err(), "runner: waiting for a snapshot")
+	}
+}
+
+// initialise instantiates m and runs its initialisation for s under the
+// deploy-time bounds, then keeps its memory and mutable globals.
+func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligations, s *snapshot, grant uint64) {
+	start := time.Now()
+	a := &activation{remaining: r.cfg.InitFuel, budget: r.cfg.InitFuel, slice: r.cfg.FuelSlice,
+		deadline: start.Add(r.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
+		args:    wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
+		environ: wasiList{n: 1, parts: [2][2]string{{"LATENT_REVISION=", string(ob.Revision)}}},
+		random:  ob.Random, revision: ob.Revision}
+	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
+	runCtx := context.WithValue(ctx, activationKey{}, a)
+	a.ctx = runCtx
+	b := r.bind(a)
+	defer r.release(b)
+	fail := func(err error) {
+		kind, code, trap := classify(a, err, time.Now(), a.mod == nil)
+		detail := string(kind)
+		switch {
+		case kind == Trap:
+			detail += " (" + trap + ")"
+		case kind == DeclaredError:
+			detail += " (exit status " + strconv.FormatUint(uint64(code), 10) + ")"
+		}
+		if kind == Success {
+			detail = "it exited"
+		}
+		msg := "runner: initialising the module (%s) failed: %s"
+		if tail := a.stderr.Bytes(); len(tail) > 0 {
+			msg += "; stderr: " + string(tail)
+		}
+		s.err = errors.Mark(errors.Newf(msg, s.key.init, detail), ErrInitFailed)
+	}
+	mod, err := r.rt.InstantiateModule(runCtx, m.compiled, b.cfg)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer func() { _ = mod.Close(runCtx) }()
+	if err := a.start(runCtx, mod, true, string(s.key.init), ""); err != nil {
+		fail(err)
+		return
+	}
+	if a.memRefused || a.stdout.overflow {
+		fail(nil)
+		return
+	}
+	if mem := mod.Memory(); mem != nil {
+		view, _ := mem.Read(0, mem.Size())
+		s.memory = slices.Clone(view)
+	}
+	s.globals = make([]uint64, len(m.globals))
+	for i, name := range m.globals {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+		if !ok {
+			s.err = errors.AssertionFailedf("runner: instrumented module without global %s", name)
+			return
+		}
+		s.globals[i] = g.Get()
+	}
+}
+
+// newWarm instantiates an instance for k, from s when it is a snapshot
+// instance. The activation a is bound to it.
+func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
+	b := r.bind(a)
+	mod, err := r.rt.InstantiateModule(ctx, m.compiled, b.cfg)
+	if err != nil {
+		r.release(b)
+		return nil, err
+	}
+	w := &warmInstance{key: k, m: m, snap: s, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
+	w.fuel, _ = mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
+	for i, name := range m.globals {
+		w.globals[i], _ = mod.ExportedGlobal(name).(api.MutableGlobal)
+	}
+	if w.fuel == nil || slices.Contains(w.globals, nil) {
+		r.closeInstance(w)
+		return nil, errors.AssertionFailedf("runner: instrumented module without its exported globals")
+	}
+	if s != nil {
+		if err := w.restore(); err != nil {
+			r.closeInstance(w)
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// restore puts a snapshot instance's memory and globals back to its
+// snapshot. It fails when the memory cannot be made the snapshot's size.
+func (w *warmInstance) restore() error {
+	mem := w.mod.Memory()
+	want := uint32(len(w.snap.memory))
+	if mem == nil {
+		if want != 0 {
+			return errors.AssertionFailedf("runner: a snapshot with memory of a module without")
+		}
+	} else {
+		size := mem.Size()
+		if size > want {
+			return errors.New("runner: memory grew past the snapshot")
+		}
+		if size < want {
+			if _, ok := mem.Grow((want - size) / catalog.WasmPageBytes); !ok {
+				return errors.New("runner: cannot grow memory to the snapshot's size")
+			}
+		}
+		if !mem.Write(0, w.snap.memory) {
+			return errors.AssertionFailedf("runner: restoring memory")
+		}
+	}
+	for i, g := range w.globals {
+		g.Set(w.snap.globals[i])
+	}
+	w.fuel.Set(0)
+	return nil
+}
+
+// runWarm is RunWith for a snapshot or reuse revision, from the point where
+// the activation a is set up.
+func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation) Outcome {
+	k := warmKey{ob.Tenant, ob.Revision}
+	var s *snapshot
+	if ob.Instance == catalog.InstanceSnapshot {
+		var err error
+		if s, err = r.snapshotFor(ctx, m, ob, a.grant); err != nil {
+			return r.initOutcome(a, err)
+		}
+	}
+	w := r.warm.take(k)
+	created := w == nil
+	if created {
+		var err error
+		if w, err = r.newWarm(a.ctx, m, k, s, a); err != nil {
+			kind, code, trap := classify(a, err, time.Now(), true)
+			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: time.Since(a.started), Err: err}
+		}
+		r.warm.count(s != nil, true)
+	} else {
+		w.b.a, w.b.seeded = a, false
+		r.warm.count(s != nil, false)
+	}
+	linear := uint64(0)
+	if mem := w.mod.Memory(); mem != nil {
+		linear = uint64(mem.Size())
+	}
+	if linear+a.tableBytes > a.grant {
+		r.closeInstance(w)
+		return Outcome{Kind: MemoryExhausted, ExecutionTime: time.Since(a.started),
+			Err: errors.Newf("runner: the grant (%d bytes) is below the instance's memory (%d bytes) plus the tables (%d bytes)",
+				a.grant, linear, a.tableBytes)}
+	}
+	w.fuel.Set(0)
+	// A new reuse instance is initialised by its first activation (which is
+	// charged for it, as a fresh one is); a snapshot instance never is.
+	first, init := created && s == nil, ""
+	if first {
+		init = string(initExport(m, ob))
+	}
+	err := a.start(a.ctx, w.mod, first, init, string(ob.Function))
+	stopped := time.Now()
+	kind, code, trap := classify(a, err, stopped, false)
+	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: stopped.Sub(a.started),
+		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
+	if kind == PlatformFailure {
+		out.Quarantine = true
+	}
+	w.b.a = nil
+	if r.keep(w, kind, a.grant) {
+		r.closeWarm(r.warm.put(w, stopped, r.cfg.MaxWarmInstances, r.cfg.WarmIdleTimeout))
+	} else {
+		r.closeInstance(w)
+		r.warm.recycled()
+	}
+	return out
+}
+
+// keep decides whether w may serve another activation, and puts a snapshot
+// instance back to its snapshot.
+func (r *Runner) keep(w *warmInstance, kind Kind, grant uint64) bool {
+	if kind != Success {
+		return false
+	}
+	if w.snap != nil {
+		return !w.m.mutatesTables && w.restore() == nil
+	}
+	w.served++
+	if w.served >= r.cfg.ReuseMaxActivations {
+		return false
+	}
+	mem := w.mod.Memory()
+	return mem == nil || uint64(mem.Size()) <= grant/4*3
+}
+
+// count records an activation started on a new (created) or a kept
+// instance.
+func (p *warmPool) count(snapshot, created bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case snapshot && created:
+		p.stats.Recreated++
+	case snapshot:
+		p.stats.Restored++
+	case created:
+		p.stats.Created++
+	default:
+		p.stats.Reused++
+	}
+}
+
+func (p *warmPool) recycled() {
+	p.mu.Lock()
+	p.stats.Recycled++
+	p.mu.Unlock()
+}
+
+// initOutcome is the outcome of an activation whose snapshot could not be
+// made: the module's initialisation failed (a trap of kind
+// "instantiation"), or the tenant's snapshot quota is full
+// (memory-exhausted), or the wait was cancelled.
+func (r *Runner) initOutcome(a *activation, err error) Outcome {
+	out := Outcome{Kind: Trap, TrapKind: TrapInstantiation, ExecutionTime: time.Since(a.started), Err: err}
+	switch {
+	case errors.Is(err, ErrSnapshotQuota):
+		out.Kind, out.TrapKind = MemoryExhausted, ""
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		out.Kind, out.TrapKind = Cancelled, ""
+	case !errors.Is(err, ErrInitFailed):
+		out.Kind, out.TrapKind, out.Quarantine = PlatformFailure, "", false
+	}
+	return out
+}

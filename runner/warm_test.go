@@ -1,0 +1,87 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testwasm"
+)
+
+// deployReactor deploys wasm as service name whose route "run" calls
+// function on a revision of the given instance mode.
+func (e *env) deployReactor(name string, wasm []byte, instance, function string) {
+	e.t.Helper()
+	d := catalog.DigestOf(sha256.Sum256(wasm))
+	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
+		e.t.Fatal(err)
+	}
+	c := ceiling(1<<30, 1<<20, 10*time.Second)
+	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: instance}},
+		Routes: []catalog.ManifestRoute{{Name: "run", Function: catalog.FunctionName(function),
+			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+	if _, err := e.cat.Deploy(context.Background(), m); err != nil {
+		e.t.Fatalf("deploy %s: %v", name, err)
+	}
+}
+
+// TestRun_instanceModes: the state fixture answers "<counter> <inited>
+// <secret>" and then keeps its input as the secret. A fresh and a snapshot
+// activation always start from the initialised module ("0 1 ........"),
+// whatever the activations before them wrote to memory and globals; a
+// reuse activation sees the state of the one before (the negative control:
+// the fixture does leak when state is kept).
+func TestRun_instanceModes(t *testing.T) {
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10}))
+	wasm := testwasm.Bytes(t, "state")
+	for _, mode := range []string{"fresh", "snapshot", "reuse"} {
+		e.deployReactor("state-"+mode, wasm, mode, "handle")
+	}
+	tests := []struct {
+		mode string
+		want []string // the answers to "secret-1", "secret-2", "secret-3"
+	}{
+		{"fresh", []string{"0 1 ........\n", "0 1 ........\n", "0 1 ........\n"}},
+		{"snapshot", []string{"0 1 ........\n", "0 1 ........\n", "0 1 ........\n"}},
+		{"reuse", []string{"0 1 ........\n", "1 1 secret-1\n", "2 1 secret-2\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			var fuel []uint64
+			for i, want := range tc.want {
+				out := e.run("state-"+tc.mode, "secret-"+itoa(i+1), admission.BudgetRequest{})
+				if out.Kind != Success || string(out.Stdout) != want {
+					t.Fatalf("activation %d: %s %q (%v), want success %q", i+1, out.Kind, out.Stdout, out.Err, want)
+				}
+				fuel = append(fuel, out.FuelUsed)
+			}
+			if tc.mode != "reuse" && (fuel[0] != fuel[1] || fuel[1] != fuel[2]) {
+				t.Errorf("fuel %v: want the same for every activation", fuel)
+			}
+		})
+	}
+	s := e.r.WarmStats()
+	if s.Snapshots != 1 || s.Restored != 2 || s.Recreated != 1 || s.Created != 1 || s.Reused != 2 {
+		t.Errorf("stats %+v: want 1 snapshot, 1 recreated and 2 restored activations, 1 created and 2 reused", s)
+	}
+	if s.SnapshotBytes != catalog.WasmPageBytes || e.r.SnapshotBytes("acme") != catalog.WasmPageBytes {
+		t.Errorf("snapshot bytes %d (acme %d), want one page", s.SnapshotBytes, e.r.SnapshotBytes("acme"))
+	}
+}
+
+// newRunner is a runner of the test's own (the shared one keeps warm
+// instances and statistics across tests).
+func newRunner(t *testing.T, cfg Config) *Runner {
+	t.Helper()
+	r, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
