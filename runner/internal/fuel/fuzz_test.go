@@ -22,12 +22,23 @@ func FuzzInstrument(f *testing.F) {
 	f.Add(bulkModule())
 	f.Add(fibModule())
 	f.Add(countModule())
+	f.Add(globalsModule())
+	f.Add(importedGlobalsModule())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
 		res, err := Instrument(wasm, Config{MaxStackBytes: 100_000})
 		switch {
 		case err == nil:
 			if err := validate(res.Module); err != nil {
 				t.Fatalf("output does not validate: %v", err)
+			}
+			exported := globalExports(t, res.Module)
+			for k, i := range res.Info.MutableGlobals {
+				if k > 0 && i <= res.Info.MutableGlobals[k-1] {
+					t.Fatalf("MutableGlobals %v not ascending", res.Info.MutableGlobals)
+				}
+				if g, ok := exported[GlobalExport(i)]; !ok || g != i {
+					t.Fatalf("%s not exported as global %d", GlobalExport(i), i)
+				}
 			}
 			if _, err := Instrument(res.Module, Config{}); !errors.Is(err, ErrReserved) {
 				t.Fatalf("re-instrumenting: %v", err)
