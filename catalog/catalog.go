@@ -419,7 +419,38 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 	if err != nil {
 		return spec{}, nil, nil, err
 	}
+	if err := c.prepareSnapshots(ctx, s); err != nil {
+		c.release(refs)
+		return spec{}, nil, nil, err
+	}
 	return s, modules, refs, nil
+}
+
+// prepareSnapshots has the inspector initialise the module of every
+// snapshot revision of s (SnapshotPreparer).
+func (c *Catalog) prepareSnapshots(ctx context.Context, s spec) error {
+	sp, ok := c.opts.Inspector.(SnapshotPreparer)
+	if !ok {
+		return nil
+	}
+	var p problems
+	for i, r := range s.revisions {
+		if r.instance != InstanceSnapshot {
+			continue
+		}
+		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.tenant, Artifact: r.artifact, Init: r.init,
+			Random: r.random, MemoryBytes: r.ceiling.MemoryBytes})
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return errors.Wrap(ctx.Err(), "catalog: prepare snapshot")
+		case errors.Is(err, ErrHostFault), errors.Is(err, ErrStorageFull):
+			return err
+		default:
+			p.addErr("revisions["+strconv.Itoa(i)+"].instance", err)
+		}
+	}
+	return p.err()
 }
 
 // publish builds, persists and publishes the service under the next

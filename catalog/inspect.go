@@ -47,6 +47,30 @@ type ModuleReleaser interface {
 	ReleaseModule(digest Digest)
 }
 
+// SnapshotPreparer is an optional interface of a ModuleInspector that
+// initialises modules at deploy time (the runner's snapshot instance mode).
+// The catalog calls PrepareSnapshot for each revision of instance mode
+// InstanceSnapshot, after its module was inspected and before the release
+// is published; an error refuses the deploy as that revision's problem (one
+// marked ErrHostFault or ErrStorageFull as the host's). The snapshot's
+// lifetime is the preparer's business (the runner keeps it while it keeps
+// the module).
+type SnapshotPreparer interface {
+	PrepareSnapshot(ctx context.Context, s SnapshotSpec) error
+}
+
+// SnapshotSpec is what a snapshot is made of: the tenant's module, the
+// initialisation export (empty: the module's _initialize, if any), the
+// random source, and the memory the initialisation may use (the revision's
+// ceiling).
+type SnapshotSpec struct {
+	Tenant      TenantID
+	Artifact    Digest
+	Init        FunctionName
+	Random      Randomness
+	MemoryBytes uint64
+}
+
 // ModuleInfo is what inspection learns from a module's binary.
 type ModuleInfo struct {
 	// MinMemoryBytes and MaxMemoryBytes are the module's own memory limits

@@ -87,12 +87,13 @@ type warmKey struct {
 }
 
 // snapKey identifies a snapshot: the same module initialised by the same
-// export for the same tenant. Tenants never share one: what a guest derived
+// export with the same random source for the same tenant. Tenants never share one: what a guest derived
 // at initialisation (hash seeds, for one) is in its image.
 type snapKey struct {
 	tenant catalog.TenantID
 	digest catalog.Digest
 	init   catalog.FunctionName
+	random catalog.Randomness
 }
 
 // snapshot is a module's state after its initialisation.
@@ -289,7 +290,7 @@ func initExport(m *module, ob admission.Obligations) catalog.FunctionName {
 // initialisation export, creating it (once; concurrent callers wait) on
 // first use. grant bounds the initialisation's memory.
 func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
-	k := snapKey{ob.Tenant, m.digest, initExport(m, ob)}
+	k := snapKey{ob.Tenant, m.digest, initExport(m, ob), ob.Random}
 	p := r.warm
 	p.mu.Lock()
 	s := p.snaps[k]
@@ -327,15 +328,30 @@ func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obliga
 	}
 }
 
+// PrepareSnapshot initialises a snapshot revision's module at deploy
+// (catalog.SnapshotPreparer): the snapshot is kept for the activations, and
+// an initialisation that fails refuses the deploy with what went wrong.
+func (r *Runner) PrepareSnapshot(ctx context.Context, spec catalog.SnapshotSpec) error {
+	m := r.acquire(spec.Artifact)
+	if m == nil {
+		return errors.Mark(errors.AssertionFailedf("runner: snapshot of %s before its module was prepared", spec.Artifact), catalog.ErrHostFault)
+	}
+	defer r.unref(m)
+	_, err := r.snapshotFor(ctx, m, admission.Obligations{Tenant: spec.Tenant, Artifact: spec.Artifact, Init: spec.Init,
+		Random: spec.Random}, spec.MemoryBytes)
+	return err
+}
+
+var _ catalog.SnapshotPreparer = (*Runner)(nil)
+
 // initialise instantiates m and runs its initialisation for s under the
 // deploy-time bounds, then keeps its memory and mutable globals.
 func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligations, s *snapshot, grant uint64) {
 	start := time.Now()
 	a := &activation{remaining: r.cfg.InitFuel, budget: r.cfg.InitFuel, slice: r.cfg.FuelSlice,
 		deadline: start.Add(r.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
-		args:    wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
-		environ: wasiList{n: 1, parts: [2][2]string{{"LATENT_REVISION=", string(ob.Revision)}}},
-		random:  ob.Random, revision: ob.Revision}
+		args:   wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
+		random: ob.Random, revision: catalog.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
@@ -376,6 +392,11 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 	if mem := mod.Memory(); mem != nil {
 		view, _ := mem.Read(0, mem.Size())
 		s.memory = slices.Clone(view)
+	}
+	if uint64(len(s.memory))+m.tableBytes > grant {
+		s.err = errors.Mark(errors.Newf("runner: after initialisation the module's memory (%d bytes) and tables (%d bytes) exceed the memory ceiling (%d bytes)",
+			len(s.memory), m.tableBytes, grant), ErrInitFailed)
+		return
 	}
 	s.globals = make([]uint64, len(m.globals))
 	for i, name := range m.globals {

@@ -16,17 +16,56 @@ import (
 // function on a revision of the given instance mode.
 func (e *env) deployReactor(name string, wasm []byte, instance, function string) {
 	e.t.Helper()
+	if err := e.tryDeployReactor(name, wasm, instance, "", function); err != nil {
+		e.t.Fatalf("deploy %s: %v", name, err)
+	}
+}
+
+// tryDeployReactor is deployReactor with an initialisation export, returning
+// the deploy's error.
+func (e *env) tryDeployReactor(name string, wasm []byte, instance, init, function string) error {
+	e.t.Helper()
 	d := catalog.DigestOf(sha256.Sum256(wasm))
 	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
 		e.t.Fatal(err)
 	}
 	c := ceiling(1<<30, 1<<20, 10*time.Second)
 	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
-		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: instance}},
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: instance,
+			Init: catalog.FunctionName(init)}},
 		Routes: []catalog.ManifestRoute{{Name: "run", Function: catalog.FunctionName(function),
 			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
-	if _, err := e.cat.Deploy(context.Background(), m); err != nil {
-		e.t.Fatalf("deploy %s: %v", name, err)
+	_, err := e.cat.Deploy(context.Background(), m)
+	return err
+}
+
+// TestPrepareSnapshot_refusesDeploy: a snapshot whose initialisation traps,
+// exits with an error, or runs out of the initialisation's fuel refuses the
+// deploy, naming the revision's instance field and what went wrong; the same
+// modules deploy as fresh revisions (the control).
+func TestPrepareSnapshot_refusesDeploy(t *testing.T) {
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10, InitFuel: 1 << 20}))
+	tests := []struct {
+		name, fixture, want string
+	}{
+		{"trap", "trap_unreachable", "trap (unreachable)"},
+		{"exit", "complain", "declared-error (exit status 3); stderr: complaint: bad input"},
+		{"fuel", "infinite", "fuel-exhausted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wasm := testwasm.Bytes(t, tc.fixture)
+			err := e.tryDeployReactor("init-"+tc.name, wasm, "snapshot", "_start", "_start")
+			if err == nil || !strings.Contains(err.Error(), "revisions[0].instance") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("deploy: %v, want a problem at revisions[0].instance saying %q", err, tc.want)
+			}
+			if err := e.tryDeployReactor("init-"+tc.name, wasm, "fresh", "", "_start"); err != nil {
+				t.Fatalf("fresh deploy: %v", err)
+			}
+		})
+	}
+	if n := e.r.SnapshotBytes("acme"); n != 0 {
+		t.Errorf("%d snapshot bytes held after failed initialisations, want 0", n)
 	}
 }
 
