@@ -1,0 +1,145 @@
+// The Linux backing: a sealed memfd mapped MAP_PRIVATE into each memory.
+
+package image
+
+import (
+	"bytes"
+	"unsafe"
+
+	"github.com/cockroachdb/errors"
+	"golang.org/x/sys/unix"
+)
+
+// memfdBacking holds the image in a memfd, written once and sealed against
+// any further change of contents or size. All-zero OS pages of the image
+// are not written: they stay holes of the file (which read as zero).
+type memfdBacking struct {
+	fd int
+	n  uint64
+}
+
+// seals make the memfd immutable: no write (write(2) or a shared writable
+// mapping), no resize, no further change of seals. MAP_PRIVATE mappings
+// with PROT_WRITE stay allowed: their writes are private copies.
+const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+
+func newBacking(data []byte) (backing, error) {
+	fd, err := unix.MemfdCreate("latent-image", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, errors.Wrap(err, "memfd_create")
+	}
+	b := &memfdBacking{fd: fd, n: uint64(len(data))}
+	if err := b.fill(data); err != nil {
+		_ = unix.Close(fd)
+		return nil, err
+	}
+	return b, nil
+}
+
+// fill sizes the file, writes every run of OS pages that is not all zero,
+// and seals it.
+func (b *memfdBacking) fill(data []byte) error {
+	if err := unix.Ftruncate(b.fd, int64(len(data))); err != nil {
+		return errors.Wrap(err, "ftruncate")
+	}
+	ps := int(osPageSize)
+	for off := 0; off < len(data); {
+		if isZero(data[off : off+ps]) {
+			off += ps
+			continue
+		}
+		end := off + ps
+		for end < len(data) && !isZero(data[end:end+ps]) {
+			end += ps
+		}
+		if err := pwriteAll(b.fd, data[off:end], int64(off)); err != nil {
+			return err
+		}
+		off = end
+	}
+	if _, err := unix.FcntlInt(uintptr(b.fd), unix.F_ADD_SEALS, seals); err != nil {
+		return errors.Wrap(err, "seal")
+	}
+	return nil
+}
+
+func pwriteAll(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pwrite(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return errors.Wrap(err, "pwrite")
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+var zeroPage = make([]byte, 64<<10)
+
+func isZero(p []byte) bool {
+	for len(p) > 0 {
+		n := min(len(p), len(zeroPage))
+		if !bytes.Equal(p[:n], zeroPage[:n]) {
+			return false
+		}
+		p = p[n:]
+	}
+	return true
+}
+
+// reserve maps max bytes PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_NORESERVE
+// (address space only), then maps the memfd MAP_PRIVATE|MAP_FIXED,
+// PROT_READ|PROT_WRITE over the first n bytes: copy-on-write.
+func (b *memfdBacking) reserve(max uint64) (region, error) {
+	mem, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, errors.Wrap(err, "mmap reservation")
+	}
+	if b.n > 0 {
+		if _, err := unix.MmapPtr(b.fd, 0, unsafe.Pointer(unsafe.SliceData(mem)), uintptr(b.n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED); err != nil {
+			_ = unix.Munmap(mem)
+			return nil, errors.Wrap(err, "mmap image")
+		}
+	}
+	return &mmapRegion{mem: mem}, nil
+}
+
+func (b *memfdBacking) size() (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(b.fd, &st); err != nil {
+		return 0, errors.Wrap(err, "fstat")
+	}
+	return uint64(st.Blocks) * 512, nil
+}
+
+func (b *memfdBacking) close() error {
+	return errors.Wrap(unix.Close(b.fd), "close memfd")
+}
+
+// mmapRegion is one memory's reservation: [0, image length) a private
+// mapping of the memfd, the rest anonymous, PROT_NONE until granted.
+type mmapRegion struct {
+	mem []byte // as returned by unix.Mmap (unix.Munmap needs it)
+}
+
+func (r *mmapRegion) bytes() []byte { return r.mem }
+
+func (r *mmapRegion) grant(from, to uint64) error {
+	return errors.Wrap(unix.Mprotect(r.mem[from:to], unix.PROT_READ|unix.PROT_WRITE), "mprotect")
+}
+
+// reset drops the private pages of [0, to): over the memfd mapping the
+// range reads as the image again, over the anonymous part as zero.
+func (r *mmapRegion) reset(_, to uint64) error {
+	if to == 0 {
+		return nil
+	}
+	return errors.Wrap(unix.Madvise(r.mem[:to], unix.MADV_DONTNEED), "madvise")
+}
+
+func (r *mmapRegion) release() error {
+	return errors.Wrap(unix.Munmap(r.mem), "munmap")
+}

@@ -1,0 +1,137 @@
+// Linux specifics: the memfd is sealed, zero pages are holes, and pages
+// beyond what wazero was handed stay inaccessible.
+
+package image
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestImage_sealed: the memfd refuses writes, resizes and new seals, so
+// nothing can change an image after New; a private writable mapping (what a
+// Memory is) is still allowed.
+func TestImage_sealed(t *testing.T) {
+	img := mustImage(t, make([]byte, PageSize))
+	fd := img.mu.b.(*memfdBacking).fd
+	have, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if have != seals {
+		t.Fatalf("seals %#x, want %#x", have, seals)
+	}
+	if _, err := unix.Pwrite(fd, []byte{1}, 0); err != unix.EPERM {
+		t.Fatalf("pwrite to the image: %v, want EPERM", err)
+	}
+	if err := unix.Ftruncate(fd, 2*PageSize); err != unix.EPERM {
+		t.Fatalf("ftruncate of the image: %v, want EPERM", err)
+	}
+	if _, err := unix.Mmap(fd, 0, PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != unix.EPERM {
+		t.Fatalf("shared writable mapping of the image: %v, want EPERM", err)
+	}
+	// Negative control: the private writable mapping a Memory uses works.
+	_, b := mustMemory(t, img, PageSize)
+	b[0] = 1
+}
+
+// TestImage_size: Size is the memfd's page cache; all-zero OS pages are left
+// as holes and cost nothing.
+func TestImage_size(t *testing.T) {
+	tests := []struct {
+		name string
+		fill func([]byte)
+		want uint64
+	}{
+		{"all zero", func([]byte) {}, 0},
+		{"one byte", func(b []byte) { b[PageSize+1] = 1 }, osPageSize},
+		{"first and last byte", func(b []byte) { b[0], b[len(b)-1] = 1, 1 }, 2 * osPageSize},
+		{"all set", func(b []byte) {
+			for i := range b {
+				b[i] = 0xff
+			}
+		}, 4 * PageSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := make([]byte, 4*PageSize)
+			tc.fill(data)
+			img := mustImage(t, data)
+			have, err := img.Size()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if have != tc.want {
+				t.Fatalf("Size %d, want %d", have, tc.want)
+			}
+			// The holes read as zero through a memory.
+			_, b := mustMemory(t, img, img.Len())
+			if d := firstDiff(b, data); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// protection returns the permissions ("rw-p", "---p", …) of the mapping
+// that contains addr, from /proc/self/maps, or "" if none does.
+func protection(t *testing.T, addr uintptr) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok || len(fields) < 2 {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 == nil && err2 == nil && uint64(addr) >= start && uint64(addr) < end {
+			return fields[1]
+		}
+	}
+	return ""
+}
+
+// TestMemory_protection: the image part is a private writable mapping, the
+// reservation beyond it is inaccessible until wazero is handed it, and the
+// whole reservation is gone after Close.
+func TestMemory_protection(t *testing.T) {
+	img := mustImage(t, make([]byte, 2*PageSize))
+	m, err := img.NewMemory(8 * PageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.mu.r.bytes())))
+	at := func(page uintptr) string { return protection(t, base+page*PageSize) }
+	for page, want := range []string{"rw-p", "rw-p", "---p", "---p", "---p", "---p", "---p", "---p"} {
+		if have := at(uintptr(page)); have != want {
+			t.Fatalf("page %d: %q, want %q", page, have, want)
+		}
+	}
+	m.Allocate(0, 0)
+	m.Reallocate(3 * PageSize)
+	if at(2) != "rw-p" || at(3) != "---p" {
+		t.Fatalf("after growing to 3 pages: page 2 %q, page 3 %q", at(2), at(3))
+	}
+	m.Free()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for page := range uintptr(8) {
+		if have := at(page); have != "" {
+			t.Fatalf("page %d still mapped (%q) after Close", page, have)
+		}
+	}
+}
