@@ -51,6 +51,18 @@
 // returns ErrGrown: wazero's length cannot shrink, so the caller replaces the
 // instance (a new Memory, a new InstantiateModule, Attach).
 //
+// Restore() reaches the same state without unmapping: it reads
+// /proc/self/pagemap for the image's range, finds the pages the memory
+// holds privately (every page any activation wrote) and preads the image's
+// bytes back over them from the memfd. Those pages stay mapped and
+// writable, so the next activation takes no fault on them; the cost is a
+// copy per page ever written (not only since the last reset) and those pages
+// stay resident with the instance. Page faults are expensive in the VMs the
+// node runs in (6–20 µs each measured on the development machine, against
+// about 1 µs to pread a page), so Restore wins as soon as a guest writes
+// more than a handful of pages per activation; Reset returns the memory to
+// the OS. bench_test.go measures both.
+//
 // Close unmaps the reservation; while wazero holds the memory (Allocate
 // without Free) it refuses with ErrInUse and keeps the mapping, so a live
 // module instance can never fault on unmapped memory. After an
@@ -59,7 +71,9 @@
 //
 // # Not restored here
 //
-// Only linear memory. Mutable globals (which the fuel rewriter exports as
+// Only linear memory. Reset and Restore must not run while a guest call
+// executes on the memory (the caller serialises them with activations).
+// Mutable globals (which the fuel rewriter exports as
 // __latent_global_<index>), tables, and dropped data or element segments are
 // instance state on wazero's side; restoring them, or recreating an instance
 // that mutates them, is the runner's job. So are the image's accounting (the
@@ -67,8 +81,9 @@
 //
 // # Non-goals
 //
-// Dirty-page tracking (which pages an activation wrote: /proc/self/pagemap
-// is too slow to read per activation), shrinking a memory, memory64,
+// Exact dirty-page tracking (which pages this activation wrote: soft-dirty
+// bits are process-wide, userfaultfd write protection costs a fault per
+// page), shrinking a memory, memory64,
 // shared memories. Off Linux a heap fallback keeps the package building: each
 // memory is a full copy of the image (max bytes allocated), Reset copies the
 // image back; no sharing, for development only.
@@ -81,7 +96,9 @@
 //     region, the readable-and-writable prefix, wazero's length, and the
 //     Allocate/Free/Close flags.
 //   - backing and region: memfdBacking and mmapRegion (image_linux.go:
-//     memfd_create, pwrite, fcntl seals, mmap, mprotect, madvise, munmap), or
+//     memfd_create, pwrite, fcntl seals, mmap, mprotect, madvise, munmap,
+//     pagemap and pread for Restore; each region has its own duplicate of
+//     the memfd so the Image can close first), or
 //     heapBacking and heapRegion (image_other.go).
 //
 // # Usage
@@ -102,7 +119,7 @@
 //	err = mem.Attach(mod.Memory()) // + restore globals
 //	for each activation {
 //		... call the entry export ...
-//		if err := mem.Reset(); err != nil { // ErrGrown or a failed madvise
+//		if _, err := mem.Restore(); err != nil { // or Reset; ErrGrown, or a failed syscall
 //			_ = mod.Close(ctx) // wazero calls Free
 //			_ = mem.Close()
 //			... replace the instance ...

@@ -4,6 +4,9 @@ package image
 
 import (
 	"bytes"
+	"encoding/binary"
+	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/cockroachdb/errors"
@@ -94,17 +97,25 @@ func isZero(p []byte) bool {
 // (address space only), then maps the memfd MAP_PRIVATE|MAP_FIXED,
 // PROT_READ|PROT_WRITE over the first n bytes: copy-on-write.
 func (b *memfdBacking) reserve(max uint64) (region, error) {
+	// The memory's own descriptor, for Restore: the image's may be closed
+	// first.
+	fd, err := unix.FcntlInt(uintptr(b.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, errors.Wrap(err, "dup memfd")
+	}
 	mem, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
+		_ = unix.Close(fd)
 		return nil, errors.Wrap(err, "mmap reservation")
 	}
 	if b.n > 0 {
-		if _, err := unix.MmapPtr(b.fd, 0, unsafe.Pointer(unsafe.SliceData(mem)), uintptr(b.n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED); err != nil {
+		if _, err := unix.MmapPtr(fd, 0, unsafe.Pointer(unsafe.SliceData(mem)), uintptr(b.n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED); err != nil {
 			_ = unix.Munmap(mem)
+			_ = unix.Close(fd)
 			return nil, errors.Wrap(err, "mmap image")
 		}
 	}
-	return &mmapRegion{mem: mem}, nil
+	return &mmapRegion{mem: mem, fd: fd}, nil
 }
 
 func (b *memfdBacking) size() (uint64, error) {
@@ -122,7 +133,9 @@ func (b *memfdBacking) close() error {
 // mmapRegion is one memory's reservation: [0, image length) a private
 // mapping of the memfd, the rest anonymous, PROT_NONE until granted.
 type mmapRegion struct {
-	mem []byte // as returned by unix.Mmap (unix.Munmap needs it)
+	mem     []byte // as returned by unix.Mmap (unix.Munmap needs it)
+	fd      int    // a duplicate of the image's memfd
+	pagemap []byte // restore's scratch: one pagemap entry per OS page
 }
 
 func (r *mmapRegion) bytes() []byte { return r.mem }
@@ -140,6 +153,106 @@ func (r *mmapRegion) reset(_, to uint64) error {
 	return errors.Wrap(unix.Madvise(r.mem[:to], unix.MADV_DONTNEED), "madvise")
 }
 
+// restore copies the image back over the private pages of [0, imageLen)
+// (pread from the memfd, one call per run of private pages) and drops
+// [imageLen, to).
+func (r *mmapRegion) restore(imageLen, to uint64) (uint64, error) {
+	var copied uint64
+	if imageLen > 0 {
+		pages := imageLen / osPageSize
+		if uint64(len(r.pagemap)) < 8*pages {
+			r.pagemap = make([]byte, 8*pages)
+		}
+		entries := r.pagemap[:8*pages]
+		if err := readPagemap(uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))), entries); err != nil {
+			return 0, err
+		}
+		for p := uint64(0); p < pages; {
+			if !private(entries, p) {
+				p++
+				continue
+			}
+			end := p + 1
+			for end < pages && private(entries, end) {
+				end++
+			}
+			from, to := p*osPageSize, end*osPageSize
+			if err := preadAll(r.fd, r.mem[from:to], int64(from)); err != nil {
+				return copied, err
+			}
+			copied += to - from
+			p = end
+		}
+	}
+	if to > imageLen {
+		if err := unix.Madvise(r.mem[imageLen:to], unix.MADV_DONTNEED); err != nil {
+			return copied, errors.Wrap(err, "madvise")
+		}
+	}
+	return copied, nil
+}
+
+// Bits of a /proc/self/pagemap entry (Documentation/admin-guide/mm/pagemap.rst).
+const (
+	pmPresent = 1 << 63
+	pmSwapped = 1 << 62
+	pmFile    = 1 << 61 // a page of the page cache (here: the image) or shared anonymous
+)
+
+// private reports whether OS page p of a private file mapping holds a page
+// of its own: a copy made by a write (present or swapped out, and not the
+// file's page). A page that is not mapped reads as the file.
+func private(entries []byte, p uint64) bool {
+	e := binary.NativeEndian.Uint64(entries[8*p:])
+	return e&(pmPresent|pmSwapped) != 0 && e&pmFile == 0
+}
+
+// pagemap is /proc/self/pagemap, opened once per process.
+var pagemap struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// readPagemap fills entries with the pagemap entries of the OS pages from
+// addr on.
+func readPagemap(addr uintptr, entries []byte) error {
+	pagemap.once.Do(func() { pagemap.f, pagemap.err = os.Open("/proc/self/pagemap") })
+	if pagemap.err != nil {
+		return errors.Wrap(pagemap.err, "open pagemap")
+	}
+	off := int64(uint64(addr) / osPageSize * 8)
+	for len(entries) > 0 {
+		n, err := pagemap.f.ReadAt(entries, off)
+		if err != nil {
+			return errors.Wrap(err, "read pagemap")
+		}
+		entries, off = entries[n:], off+int64(n)
+	}
+	return nil
+}
+
+func preadAll(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := unix.Pread(fd, p, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return errors.Wrap(err, "pread image")
+		}
+		if n == 0 {
+			return errors.AssertionFailedf("pread image: end of file at %d", off)
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
 func (r *mmapRegion) release() error {
-	return errors.Wrap(unix.Munmap(r.mem), "munmap")
+	err := unix.Munmap(r.mem)
+	if cerr := unix.Close(r.fd); err == nil {
+		err = cerr
+	}
+	return errors.Wrap(err, "munmap")
 }

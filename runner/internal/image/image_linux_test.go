@@ -5,6 +5,7 @@ package image
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -133,5 +134,61 @@ func TestMemory_protection(t *testing.T) {
 		if have := at(page); have != "" {
 			t.Fatalf("page %d still mapped (%q) after Close", page, have)
 		}
+	}
+}
+
+// TestMemory_restoreKeepsPages: Restore copies back exactly the pages the
+// memory holds privately and leaves them mapped (the next activation takes
+// no fault on them), where Reset unmaps them. Pages only read stay the
+// image's and are not copied.
+func TestMemory_restoreKeepsPages(t *testing.T) {
+	data := bytes.Repeat([]byte{0x3c}, 2*PageSize)
+	img := mustImage(t, data)
+	m, b := mustMemory(t, img, img.Len())
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	entries := make([]byte, 8*len(b)/int(osPageSize))
+	privatePages := func() (n int) {
+		t.Helper()
+		if err := readPagemap(base, entries); err != nil {
+			t.Fatal(err)
+		}
+		for p := range uint64(len(b)) / osPageSize {
+			if private(entries, p) {
+				n++
+			}
+		}
+		return n
+	}
+	var sink byte
+	for i := 0; i < len(b); i += int(osPageSize) {
+		sink += b[i] // read every page: maps the image, copies nothing
+	}
+	_ = sink
+	written := []int{0, 5 * int(osPageSize), 17*int(osPageSize) + 9, len(b) - 1}
+	for _, at := range written {
+		b[at] = 0
+	}
+	if have := privatePages(); have != len(written) {
+		t.Fatalf("%d private pages after %d writes", have, len(written))
+	}
+	copied, err := m.Restore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(len(written)) * osPageSize; copied != want {
+		t.Fatalf("Restore copied %d bytes, want %d", copied, want)
+	}
+	if d := firstDiff(b, data); d != "" {
+		t.Fatal(d)
+	}
+	if have := privatePages(); have != len(written) {
+		t.Fatalf("%d private pages after Restore, want them kept (%d)", have, len(written))
+	}
+	// Negative control: Reset drops them.
+	if err := m.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if have := privatePages(); have != 0 {
+		t.Fatalf("%d private pages after Reset, want 0", have)
 	}
 }

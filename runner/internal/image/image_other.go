@@ -44,6 +44,10 @@ func (r *heapRegion) reset(imageLen, to uint64) error {
 	return nil
 }
 
+func (r *heapRegion) restore(imageLen, to uint64) (uint64, error) {
+	return imageLen, r.reset(imageLen, to)
+}
+
 func (r *heapRegion) release() error {
 	r.mem, r.image = nil, nil
 	return nil

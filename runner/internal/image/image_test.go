@@ -123,6 +123,22 @@ func TestNew_length(t *testing.T) {
 // cannot pass vacuously (a Reset that did nothing fails it: see
 // TestMemory_resetProperty_control).
 func TestMemory_resetProperty(t *testing.T) {
+	for _, s := range strategies {
+		t.Run(s.name, func(t *testing.T) { testResetProperty(t, s.reset) })
+	}
+}
+
+// strategies are the two ways back to the image, which every property must
+// hold for.
+var strategies = []struct {
+	name  string
+	reset func(*Memory) error
+}{
+	{"Reset", (*Memory).Reset},
+	{"Restore", func(m *Memory) error { _, err := m.Restore(); return err }},
+}
+
+func testResetProperty(t *testing.T, reset func(*Memory) error) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -144,11 +160,11 @@ func TestMemory_resetProperty(t *testing.T) {
 			if d := firstDiff(other, want); d != "" {
 				t.Fatalf("iteration %d round %d: a write reached the image: the other memory's %s", it, round, d)
 			}
-			if err := m.Reset(); err != nil {
-				t.Fatalf("Reset: %v", err)
+			if err := reset(m); err != nil {
+				t.Fatalf("reset: %v", err)
 			}
 			if d := firstDiff(b, want); d != "" {
-				t.Fatalf("iteration %d round %d (%d pages): after Reset %s", it, round, pages, d)
+				t.Fatalf("iteration %d round %d (%d pages): after the reset %s", it, round, pages, d)
 			}
 		}
 	}
@@ -199,15 +215,21 @@ func TestMemory_resetProperty_control(t *testing.T) {
 }
 
 // TestMemory_growth: pages beyond the image are anonymous and zero, growth
-// stops at the cap, and Reset after growth resets everything but says the
-// instance must be replaced (ErrGrown).
+// stops at the cap, and Reset (or Restore) after growth resets everything
+// but says the instance must be replaced (ErrGrown).
 func TestMemory_growth(t *testing.T) {
+	for _, s := range strategies {
+		t.Run(s.name, func(t *testing.T) { testGrowth(t, s.reset) })
+	}
+}
+
+func testGrowth(t *testing.T, reset func(*Memory) error) {
 	want := bytes.Repeat([]byte{0xA5}, 2*PageSize)
 	img := mustImage(t, want)
 	m, _ := mustMemory(t, img, 5*PageSize)
 
-	if err := m.Reset(); err != nil {
-		t.Fatalf("Reset at the image's length: %v", err)
+	if err := reset(m); err != nil {
+		t.Fatalf("reset at the image's length: %v", err)
 	}
 	b := m.Reallocate(4 * PageSize)
 	if len(b) != 4*PageSize || cap(b) != 4*PageSize {
@@ -225,9 +247,9 @@ func TestMemory_growth(t *testing.T) {
 	if m.Len() != 4*PageSize {
 		t.Fatalf("Len %d after growth", m.Len())
 	}
-	err := m.Reset()
+	err := reset(m)
 	if !errors.Is(err, ErrGrown) {
-		t.Fatalf("Reset after growth: %v, want ErrGrown", err)
+		t.Fatalf("reset after growth: %v, want ErrGrown", err)
 	}
 	if d := firstDiff(b[:2*PageSize], want); d != "" {
 		t.Fatalf("image part after Reset: %s", d)
@@ -259,6 +281,9 @@ func TestMemory_lifecycle(t *testing.T) {
 	}
 	if err := m.Reset(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Reset after Close: %v, want ErrClosed", err)
+	}
+	if _, err := m.Restore(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Restore after Close: %v, want ErrClosed", err)
 	}
 
 	m, err = img.NewMemory(2 * PageSize)
@@ -315,14 +340,16 @@ func TestImage_close(t *testing.T) {
 	if _, err := img.Size(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Size after Close: %v, want ErrClosed", err)
 	}
-	for i := range b {
-		b[i]++
-	}
-	if err := m.Reset(); err != nil {
-		t.Fatal(err)
-	}
-	if d := firstDiff(b, want); d != "" {
-		t.Fatalf("after the image closed, Reset: %s", d)
+	for _, s := range strategies {
+		for i := range b {
+			b[i]++
+		}
+		if err := s.reset(m); err != nil {
+			t.Fatal(err)
+		}
+		if d := firstDiff(b, want); d != "" {
+			t.Fatalf("after the image closed, %s: %s", s.name, d)
+		}
 	}
 }
 

@@ -71,7 +71,8 @@ func (p peek) store(addr uint32, v byte) { p.call("store", uint64(addr), uint64(
 // TestWazero_snapshot runs the life cycle the runner follows: an image of a
 // two-page memory ("snapshot" at 0, a marker in the second page, which the
 // module's one-page minimum does not reach); instantiate peek on a Memory
-// with no start function; Attach; activations that write and Reset; growth
+// with no start function; Attach; activations that write, then Reset or
+// Restore; growth
 // that makes Reset say ErrGrown; a second instance of the same image that
 // never sees the first one's writes; Close after the module closed.
 //
@@ -124,7 +125,7 @@ func TestWazero_snapshot(t *testing.T) {
 	m, p := instantiate()
 	m2, p2 := instantiate()
 
-	for activation := range 3 {
+	for activation := range 4 {
 		if have := p.call("pages"); have != 2 {
 			t.Fatalf("activation %d: %d pages, want 2", activation, have)
 		}
@@ -137,8 +138,9 @@ func TestWazero_snapshot(t *testing.T) {
 		if p.load(0) != 'X' || p2.load(0) != 's' || p2.load(at) != marker || p2.load(2*PageSize-1) != 0 {
 			t.Fatal("a write reached the other instance of the same image")
 		}
-		if err := m.Reset(); err != nil {
-			t.Fatalf("Reset: %v", err)
+		s := strategies[activation%len(strategies)]
+		if err := s.reset(m); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
 		}
 	}
 
