@@ -35,10 +35,12 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/image"
 )
 
 // Defaults of the warm-instance configuration.
@@ -100,9 +102,11 @@ type snapKey struct {
 type snapshot struct {
 	key   snapKey
 	ready chan struct{} // closed once memory, globals and err are set
-	// memory is linear memory after initialisation; globals the values of
+	// img is linear memory after initialisation (a sealed memfd that every
+	// instance maps copy-on-write), size its length; globals the values of
 	// the module's mutable globals (module.globals, in order).
-	memory  []byte
+	img     *image.Image
+	size    uint64
 	globals []uint64
 	err     error // the initialisation's failure, reported to every activation
 }
@@ -111,7 +115,8 @@ type snapshot struct {
 type warmInstance struct {
 	key       warmKey
 	m         *module
-	snap      *snapshot // snapshot mode; nil for reuse
+	snap      *snapshot     // snapshot mode; nil for reuse
+	mem       *image.Memory // a snapshot instance's memory, over snap.img
 	mod       api.Module
 	b         *binding
 	globals   []api.MutableGlobal // m.globals
@@ -239,6 +244,9 @@ func (p *warmPool) dropDigest(d catalog.Digest) []*warmInstance {
 		if k.digest == d {
 			delete(p.snaps, k)
 			p.uncharge(s)
+			if s.img != nil {
+				_ = s.img.Close() // the instances closing keep their own mappings
+			}
 		}
 	}
 	return closing
@@ -255,7 +263,7 @@ func (p *warmPool) uncharge(s *snapshot) {
 	if s.err != nil {
 		return
 	}
-	if left := p.snapBytes[s.key.tenant] - uint64(len(s.memory)); left > 0 {
+	if left := p.snapBytes[s.key.tenant] - s.size; left > 0 {
 		p.snapBytes[s.key.tenant] = left
 	} else {
 		delete(p.snapBytes, s.key.tenant)
@@ -271,6 +279,9 @@ func (r *Runner) closeWarm(ws []*warmInstance) {
 
 func (r *Runner) closeInstance(w *warmInstance) {
 	_ = w.mod.Close(context.Background())
+	if w.mem != nil {
+		_ = w.mem.Close()
+	}
 	r.release(w.b)
 }
 
@@ -302,13 +313,16 @@ func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obliga
 		p.mu.Lock()
 		if s.err == nil {
 			used := p.snapBytes[k.tenant]
-			if used+uint64(len(s.memory)) > r.cfg.MaxSnapshotBytesPerTenant {
+			if used+s.size > r.cfg.MaxSnapshotBytesPerTenant {
 				s.err = errors.Mark(errors.Newf("runner: the snapshot (%d bytes) would take tenant %s past node.max_snapshot_bytes_per_tenant (%d of %d bytes in use)",
-					len(s.memory), k.tenant, used, r.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
+					s.size, k.tenant, used, r.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
 			} else {
-				p.snapBytes[k.tenant] = used + uint64(len(s.memory))
+				p.snapBytes[k.tenant] = used + s.size
 				p.stats.Snapshots++
 			}
+		}
+		if s.err != nil && s.img != nil {
+			_ = s.img.Close()
 		}
 		if s.err != nil && p.snaps[k] == s {
 			// A failure is not kept: the next activation (or a deploy that
@@ -389,15 +403,21 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 		fail(nil)
 		return
 	}
+	var view []byte
 	if mem := mod.Memory(); mem != nil {
-		view, _ := mem.Read(0, mem.Size())
-		s.memory = slices.Clone(view)
+		view, _ = mem.Read(0, mem.Size())
 	}
-	if uint64(len(s.memory))+m.tableBytes > grant {
+	if s.size = uint64(len(view)); s.size+m.tableBytes > grant {
 		s.err = errors.Mark(errors.Newf("runner: after initialisation the module's memory (%d bytes) and tables (%d bytes) exceed the memory ceiling (%d bytes)",
-			len(s.memory), m.tableBytes, grant), ErrInitFailed)
+			s.size, m.tableBytes, grant), ErrInitFailed)
 		return
 	}
+	img, err := image.New(view)
+	if err != nil {
+		s.err = errors.Mark(errors.Wrap(err, "runner: keep the snapshot's memory"), catalog.ErrHostFault)
+		return
+	}
+	s.img = img
 	s.globals = make([]uint64, len(m.globals))
 	for i, name := range m.globals {
 		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
@@ -412,13 +432,25 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 // newWarm instantiates an instance for k, from s when it is a snapshot
 // instance. The activation a is bound to it.
 func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
+	var mem *image.Memory
+	if s != nil {
+		var err error
+		if mem, err = s.img.NewMemory(m.info.MaxMemoryBytes); err != nil {
+			return nil, err
+		}
+		ctx = experimental.WithMemoryAllocator(ctx, mem)
+	}
 	b := r.bind(a)
 	mod, err := r.rt.InstantiateModule(ctx, m.compiled, b.cfg)
 	if err != nil {
 		r.release(b)
+		if mem != nil {
+			mem.Free() // wazero dropped the instance without freeing its memory
+			_ = mem.Close()
+		}
 		return nil, err
 	}
-	w := &warmInstance{key: k, m: m, snap: s, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
+	w := &warmInstance{key: k, m: m, snap: s, mem: mem, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
 	w.fuel, _ = mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
 	for i, name := range m.globals {
 		w.globals[i], _ = mod.ExportedGlobal(name).(api.MutableGlobal)
@@ -428,41 +460,39 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 		return nil, errors.AssertionFailedf("runner: instrumented module without its exported globals")
 	}
 	if s != nil {
-		if err := w.restore(); err != nil {
+		if err := mem.Attach(mod.Memory()); err != nil {
 			r.closeInstance(w)
 			return nil, err
 		}
+		w.setGlobals()
 	}
 	return w, nil
 }
 
-// restore puts a snapshot instance's memory and globals back to its
-// snapshot. It fails when the memory cannot be made the snapshot's size.
-func (w *warmInstance) restore() error {
-	mem := w.mod.Memory()
-	want := uint32(len(w.snap.memory))
-	if mem == nil {
-		if want != 0 {
-			return errors.AssertionFailedf("runner: a snapshot with memory of a module without")
-		}
-	} else {
-		size := mem.Size()
-		if size > want {
-			return errors.New("runner: memory grew past the snapshot")
-		}
-		if size < want {
-			if _, ok := mem.Grow((want - size) / catalog.WasmPageBytes); !ok {
-				return errors.New("runner: cannot grow memory to the snapshot's size")
-			}
-		}
-		if !mem.Write(0, w.snap.memory) {
-			return errors.AssertionFailedf("runner: restoring memory")
-		}
-	}
+// setGlobals sets a snapshot instance's mutable globals to the snapshot's
+// and its fuel to none.
+func (w *warmInstance) setGlobals() {
 	for i, g := range w.globals {
 		g.Set(w.snap.globals[i])
 	}
 	w.fuel.Set(0)
+}
+
+// restore puts a snapshot instance's memory and globals back to its
+// snapshot: the pages any activation wrote are copied back from the image
+// (image.Memory.Restore; Reset, which drops them, where /proc/self/pagemap
+// cannot be read). It fails when the memory grew past the image: wazero
+// cannot shrink it, so the instance is recreated.
+func (w *warmInstance) restore() error {
+	if _, err := w.mem.Restore(); err != nil {
+		if errors.Is(err, image.ErrGrown) || errors.Is(err, image.ErrClosed) {
+			return err
+		}
+		if err := w.mem.Reset(); err != nil {
+			return err
+		}
+	}
+	w.setGlobals()
 	return nil
 }
 

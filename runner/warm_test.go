@@ -115,7 +115,7 @@ func TestRun_instanceModes(t *testing.T) {
 
 // newRunner is a runner of the test's own (the shared one keeps warm
 // instances and statistics across tests).
-func newRunner(t *testing.T, cfg Config) *Runner {
+func newRunner(t testing.TB, cfg Config) *Runner {
 	t.Helper()
 	r, err := New(context.Background(), cfg)
 	if err != nil {
