@@ -399,18 +399,24 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			Err: errors.Newf("runner: the grant (%d bytes) is below the initial memory (%d bytes) plus the tables (%d bytes)",
 				budget.MemoryBytes, pm.minMemoryBytes, pm.tableBytes)}
 	}
-	if ob.Instance != catalog.InstanceFresh {
-		out = r.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel))
-		return r.finish(out, ob)
+	// Every fresh and snapshot activation pays for an instance (a snapshot's
+	// costs the node what a fresh one would, and charging it keeps their
+	// fuel equal); a reuse activation pays only when it gets a new one.
+	instFuel := pm.instantiationFuel
+	if ob.Instance == catalog.InstanceReuse {
+		instFuel = 0
 	}
-	if pm.instantiationFuel > budget.CPUFuel {
+	if instFuel > budget.CPUFuel {
 		// Instantiating would cost more than the whole budget: nothing is
 		// instantiated, and the budget counts as spent.
 		return Outcome{Kind: FuelExhausted, FuelUsed: budget.CPUFuel, ExecutionTime: time.Since(start),
 			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 	}
+	if ob.Instance != catalog.InstanceFresh {
+		return r.finish(r.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)), ob)
+	}
 
-	a := r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-pm.instantiationFuel)
+	a := r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 

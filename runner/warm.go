@@ -516,6 +516,14 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: time.Since(a.started), Err: err}
 		}
 		r.warm.count(s != nil, true)
+		if s == nil {
+			if a.remaining < m.instantiationFuel {
+				r.closeInstance(w)
+				return Outcome{Kind: FuelExhausted, FuelUsed: a.budget, ExecutionTime: time.Since(a.started),
+					Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
+			}
+			a.remaining -= m.instantiationFuel
+		}
 	} else {
 		w.b.a, w.b.seeded = a, false
 		r.warm.count(s != nil, false)
@@ -546,7 +554,9 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 		out.Quarantine = true
 	}
 	w.b.a = nil
-	if r.keep(w, kind, a.grant) {
+	// An activation that exited (proc_exit, even with status 0) closed its
+	// module: only one that returned from its function may keep it.
+	if r.keep(w, kind, err, a.grant) {
 		r.closeWarm(r.warm.put(w, stopped, r.cfg.MaxWarmInstances, r.cfg.WarmIdleTimeout))
 	} else {
 		r.closeInstance(w)
@@ -557,8 +567,8 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 
 // keep decides whether w may serve another activation, and puts a snapshot
 // instance back to its snapshot.
-func (r *Runner) keep(w *warmInstance, kind Kind, grant uint64) bool {
-	if kind != Success {
+func (r *Runner) keep(w *warmInstance, kind Kind, err error, grant uint64) bool {
+	if kind != Success || err != nil {
 		return false
 	}
 	if w.snap != nil {

@@ -124,3 +124,68 @@ func newRunner(t testing.TB, cfg Config) *Runner {
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	return r
 }
+
+// TestRun_snapshotDifferential runs every command fixture as a fresh and
+// as a snapshot revision (no initialisation export: the snapshot is the
+// instantiated module before its start), twice each, and requires the same
+// outcome, exit status, trap kind, output and fuel from both modes and both
+// activations: a snapshot activation is indistinguishable from a fresh
+// instance. Fixtures whose output is not a function of their input (clocks,
+// random bytes, the activation id) or that run for their deadline are left
+// out; oob_data cannot be instantiated, so its snapshot refuses the deploy.
+func TestRun_snapshotDifferential(t *testing.T) {
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10}))
+	tests := []struct {
+		fixture, input string
+	}{
+		{"echo", "hello there"},
+		{"hello", "ada\n"},
+		{"compute", "1000"},
+		{"fib", "20"},
+		{"trivial", ""},
+		{"exit", "0"},
+		{"exit", "42"},
+		{"complain", ""},
+		{"hostcalls", "cwsy"},
+		{"trap_unreachable", ""},
+		{"trap_divzero", ""},
+		{"trap_oob", ""},
+		{"recursion", ""},
+		{"infinite", ""},
+		{"grow", ""},
+		{"flood", ""},
+	}
+	budget := admission.BudgetRequest{CPUFuel: 50_000_000, HasCPUFuel: true}
+	deployed := map[string]bool{}
+	for _, tc := range tests {
+		t.Run(tc.fixture+"/"+tc.input, func(t *testing.T) {
+			if !deployed[tc.fixture] {
+				wasm := testwasm.Bytes(t, tc.fixture)
+				for _, mode := range []string{"fresh", "snapshot"} {
+					if err := e.tryDeployReactor(tc.fixture+"-"+mode, wasm, mode, "", "_start"); err != nil {
+						t.Fatalf("deploy %s: %v", mode, err)
+					}
+				}
+				deployed[tc.fixture] = true
+			}
+			var outs []Outcome
+			for _, mode := range []string{"fresh", "snapshot", "fresh", "snapshot"} {
+				outs = append(outs, e.run(tc.fixture+"-"+mode, tc.input, budget))
+			}
+			want := outs[0]
+			for i, out := range outs[1:] {
+				if out.Kind != want.Kind || out.ExitCode != want.ExitCode || out.TrapKind != want.TrapKind ||
+					out.FuelUsed != want.FuelUsed || string(out.Stdout) != string(want.Stdout) ||
+					string(out.StderrTail) != string(want.StderrTail) {
+					t.Fatalf("activation %d: %s/%d/%q fuel %d stdout %d bytes (%v); the first fresh one: %s/%d/%q fuel %d stdout %d bytes",
+						i+2, out.Kind, out.ExitCode, out.TrapKind, out.FuelUsed, len(out.Stdout), out.Err,
+						want.Kind, want.ExitCode, want.TrapKind, want.FuelUsed, len(want.Stdout))
+				}
+			}
+		})
+	}
+	if err := e.tryDeployReactor("oob-snapshot", testwasm.Bytes(t, "oob_data"), "snapshot", "", "_start"); err == nil ||
+		!strings.Contains(err.Error(), "revisions[0].instance") {
+		t.Errorf("snapshot of a module that cannot be instantiated: %v, want the deploy refused", err)
+	}
+}
