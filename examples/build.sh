@@ -1,7 +1,9 @@
 #!/bin/sh
 # build.sh LANG OUTDIR builds the examples of LANG (go, rust or c), a stdio
 # function and a WAGI handler, into OUTDIR/<name>.wasm with the toolchain
-# found on this machine.
+# found on this machine, and each again as a reactor (a module exporting
+# _initialize and an entry function instead of _start, for the instance
+# modes snapshot and reuse) into OUTDIR/<name>-reactor.wasm.
 # Exit status: 0 built; 3 the toolchain is missing (the message on stdout
 # says what to install); anything else a failed build.
 # Overrides: GO, RUSTC, WASI_CC, WASI_SYSROOT.
@@ -51,7 +53,11 @@ go)
 	cd "$here/go"
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -trimpath -ldflags=-buildid= -o "$out/greet.wasm" .
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -trimpath -ldflags=-buildid= -o "$out/router.wasm" ./router
-	echo "examples/go: built $out/greet.wasm and $out/router.wasm"
+	# The reactors: reactor.go exports the same function (greet) and handler
+	# (web); Go 1.24 or later.
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -tags reactor -buildmode=c-shared -trimpath -ldflags=-buildid= -o "$out/greet-reactor.wasm" .
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 "$go" build -tags reactor -buildmode=c-shared -trimpath -ldflags=-buildid= -o "$out/router-reactor.wasm" ./router
+	echo "examples/go: built $out/greet.wasm, $out/router.wasm and their -reactor.wasm"
 	;;
 rust)
 	# The first rustc that links a WASI program: $RUSTC, rustc on PATH
@@ -71,7 +77,10 @@ rust)
 	set -- $found
 	"$1" --edition 2021 -O -C strip=debuginfo --target "$2" -o "$out/wordfreq.wasm" "$here/rust/wordfreq.rs"
 	"$1" --edition 2021 -O -C strip=debuginfo --target "$2" -o "$out/count.wasm" "$here/rust/count.rs"
-	echo "examples/rust: built $out/wordfreq.wasm and $out/count.wasm ($1 --target $2)"
+	# The reactors: the same sources with reactor.rs (exports wordfreq, web).
+	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/wordfreq-reactor.wasm" "$here/rust/wordfreq.rs"
+	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/count-reactor.wasm" "$here/rust/count.rs"
+	echo "examples/rust: built $out/wordfreq.wasm, $out/count.wasm and their -reactor.wasm ($1 --target $2)"
 	;;
 c)
 	# clang with the wasm32 back end, wasm-ld, compiler-rt's wasm32 builtins
@@ -94,7 +103,10 @@ c)
 	[ -n "$found" ] || missing "no clang that links for wasm32-wasi; install one: apt-get install clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32 (or set WASI_CC and WASI_SYSROOT)"
 	cc_wasi "$found" -O2 -Wall -Werror -o "$out/upper.wasm" "$here/c/upper.c"
 	cc_wasi "$found" -O2 -Wall -Werror -o "$out/case.wasm" "$here/c/case.c"
-	echo "examples/c: built $out/upper.wasm and $out/case.wasm ($found)"
+	# The reactors: the same sources with reactor.h (exports upper, web).
+	cc_wasi "$found" -O2 -Wall -Werror -DREACTOR -mexec-model=reactor -o "$out/upper-reactor.wasm" "$here/c/upper.c"
+	cc_wasi "$found" -O2 -Wall -Werror -DREACTOR -mexec-model=reactor -o "$out/case-reactor.wasm" "$here/c/case.c"
+	echo "examples/c: built $out/upper.wasm, $out/case.wasm and their -reactor.wasm ($found)"
 	;;
 *)
 	echo "build.sh: unknown example language $lang (want go, rust or c)" >&2

@@ -11,14 +11,24 @@
  * `X-Repeat: N` (1 to 9) writes a GET's text N times, one per line. Every
  * answer carries `X-Example: c-case`, a success also `X-Transform`; another
  * path answers 404, another method 405.
+ *
+ * Built with -DREACTOR -mexec-model=reactor it is a reactor exporting the
+ * same handler as "web" (see reactor.h).
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef REACTOR
+#include "reactor.h"
+#define GETENV reactor_getenv
+#else
+#define GETENV getenv
+#endif
+
 static const char *var(const char *name) {
-	const char *v = getenv(name);
+	const char *v = GETENV(name);
 	return v ? v : "";
 }
 
@@ -67,7 +77,8 @@ static long query_text(const char *query, char *out, size_t cap) {
 	return -1;
 }
 
-int main(void) {
+/* serve answers the request; it returns the exit status. */
+static int serve(void) {
 	static char buf[4096];
 	const char *path = var("PATH_INFO"), *method = var("REQUEST_METHOD");
 	int upper;
@@ -102,3 +113,23 @@ int main(void) {
 	}
 	return ferror(stdin) || fflush(stdout) ? 1 : 0;
 }
+
+#ifdef REACTOR
+/* web is the entry function of the reactor build (see reactor.h), called
+ * once per request: the CGI variables are read from the host now, stdin's
+ * end-of-file of the previous request is forgotten, and stdout is flushed
+ * before returning (exit status 0) or exiting through proc_exit. */
+__attribute__((export_name("web"))) void web(void) {
+	reactor_environ();
+	clearerr(stdin);
+	int status = serve();
+	if (fflush(stdout) != 0 && status == 0)
+		status = 1;
+	if (status != 0)
+		exit(status);
+}
+#else
+int main(void) {
+	return serve();
+}
+#endif

@@ -10,6 +10,9 @@
  * memory does not grow with the body. An empty body is reported on stderr
  * (the node returns stderr's tail in the problem) with exit status 2, which
  * the node reports as declared-error with exit_code 2.
+ *
+ * Built with -DREACTOR -mexec-model=reactor it is a reactor exporting the
+ * same function as "upper" (see reactor.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,8 @@ static int write_all(int fd, const char *p, size_t n) {
 	return 0;
 }
 
-int main(void) {
+/* run is the function; it returns the exit status. */
+static int run(void) {
 	size_t total = 0;
 	for (;;) {
 		ssize_t n = read(0, buf, sizeof buf);
@@ -54,3 +58,19 @@ int main(void) {
 	}
 	return 0;
 }
+
+#ifdef REACTOR
+/* upper is the entry function of the reactor build (see reactor.h), called
+ * once per activation: returning is exit status 0, a failure exits through
+ * proc_exit. It writes with write(2), unbuffered, and reads with read(2),
+ * which keeps no end-of-file state. */
+__attribute__((export_name("upper"))) void upper(void) {
+	int status = run();
+	if (status != 0)
+		exit(status);
+}
+#else
+int main(void) {
+	return run();
+}
+#endif

@@ -12,6 +12,8 @@
 // such an object it writes the reason to stderr (the node returns stderr's
 // tail in the problem) and exits with status 2, which the node reports as
 // the outcome declared-error with exit_code 2.
+//
+// reactor.go is the same function as a reactor's export (see there).
 package main
 
 import (
@@ -35,12 +37,13 @@ type response struct {
 var salutations = map[string]string{"en": "hello", "fr": "bonjour", "de": "hallo", "es": "hola"}
 
 func main() {
-	os.Exit(run(os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
 // run is the function: the request on stdin, the answer on stdout, the
-// diagnostics on stderr; it returns the exit status.
-func run(stdin io.Reader, stdout, stderr io.Writer) int {
+// diagnostics on stderr, the environment through getenv; it returns the exit
+// status.
+func run(stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	var req request
 	dec := json.NewDecoder(stdin)
 	dec.DisallowUnknownFields()
@@ -63,7 +66,7 @@ func run(stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// The node passes the activation's id in the environment.
-	resp := response{Greeting: hello + ", " + name, Activation: os.Getenv("LATENT_ACTIVATION_ID")}
+	resp := response{Greeting: hello + ", " + name, Activation: getenv("LATENT_ACTIVATION_ID")}
 	if err := json.NewEncoder(stdout).Encode(resp); err != nil {
 		fmt.Fprintf(stderr, "greet: write answer: %v\n", err)
 		return 1

@@ -11,12 +11,41 @@
 //! `{"count":4,"unit":"words"}` instead of the plain `4 words`. Every answer
 //! carries `X-Example: rust-count`, a success also `X-Count`; another path
 //! answers 404, another method 405, a body that is not UTF-8 400.
+//!
+//! Built with `--cfg reactor --crate-type cdylib` it is a reactor exporting
+//! the same handler as `web` (see reactor.rs).
 
-use std::env;
 use std::io::{self, Read, Write};
 
+#[cfg(reactor)]
+mod reactor;
+
+// A command (the default build) answers one request per activation, reading
+// its environment as it started.
+#[cfg(not(reactor))]
 fn main() {
-    let (status, content_type, extra, body) = handle();
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    if respond(handle(&var)).is_err() {
+        std::process::exit(1);
+    }
+}
+
+/// web is the entry function of the reactor build (`--cfg reactor
+/// --crate-type cdylib`, see reactor.rs), called once per request: the CGI
+/// variables are read from the host now, since `std::env` would answer with
+/// the environment seen at `_initialize`. Returning is exit status 0.
+#[cfg(reactor)]
+#[no_mangle]
+pub extern "C" fn web() {
+    let env = reactor::environ();
+    let var = |name: &str| env.get(name).cloned().unwrap_or_default();
+    if respond(handle(&var)).is_err() {
+        std::process::exit(1);
+    }
+}
+
+/// respond writes the CGI answer to stdout and flushes it.
+fn respond((status, content_type, extra, body): (u16, &str, Vec<(&str, String)>, String)) -> io::Result<()> {
     let mut out = io::stdout().lock();
     let mut head = format!(
         "Status: {}\nContent-Type: {}\nX-Example: rust-count\n",
@@ -26,17 +55,13 @@ fn main() {
         head.push_str(&format!("{}: {}\n", name, value));
     }
     head.push('\n');
-    if out.write_all(head.as_bytes()).and_then(|_| out.write_all(body.as_bytes())).is_err() {
-        std::process::exit(1);
-    }
-}
-
-fn var(name: &str) -> String {
-    env::var(name).unwrap_or_default()
+    out.write_all(head.as_bytes())?;
+    out.write_all(body.as_bytes())?;
+    out.flush()
 }
 
 /// handle answers the request: status, Content-Type, other headers, body.
-fn handle() -> (u16, &'static str, Vec<(&'static str, String)>, String) {
+fn handle(var: &dyn Fn(&str) -> String) -> (u16, &'static str, Vec<(&'static str, String)>, String) {
     let path = var("PATH_INFO");
     let unit = match path.as_str() {
         "" | "/" | "/words" => "words",

@@ -11,6 +11,9 @@
 //! characters or apostrophes. A body that is not UTF-8 or has no words is
 //! reported on stderr (the node returns stderr's tail in the problem) with
 //! exit status 2, which the node reports as declared-error with exit_code 2.
+//!
+//! Built with `--cfg reactor --crate-type cdylib` it is a reactor exporting
+//! the same function as `wordfreq` (see reactor.rs).
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -18,15 +21,36 @@ use std::process;
 
 const TOP: usize = 10;
 
+#[cfg(reactor)]
+mod reactor;
+
+// A command (the default build) runs main once per activation.
+#[cfg(not(reactor))]
 fn main() {
-    let mut input = Vec::new();
-    if let Err(e) = io::stdin().read_to_end(&mut input) {
-        fail(1, &format!("read stdin: {}", e));
+    if let Err((code, msg)) = run() {
+        fail(code, &msg);
     }
-    let text = match String::from_utf8(input) {
-        Ok(t) => t,
-        Err(e) => fail(2, &format!("the body is not UTF-8 text: {}", e)),
-    };
+}
+
+/// wordfreq is the entry function of the reactor build (`--cfg reactor
+/// --crate-type cdylib`, see reactor.rs), called once per activation:
+/// returning is exit status 0, a failure exits through proc_exit.
+#[cfg(reactor)]
+#[no_mangle]
+pub extern "C" fn wordfreq() {
+    if let Err((code, msg)) = run() {
+        fail(code, &msg);
+    }
+}
+
+/// run reads the text on stdin and writes the ranking to stdout (flushed);
+/// Err holds the exit status and the reason.
+fn run() -> Result<(), (i32, String)> {
+    let mut input = Vec::new();
+    io::stdin()
+        .read_to_end(&mut input)
+        .map_err(|e| (1, format!("read stdin: {}", e)))?;
+    let text = String::from_utf8(input).map_err(|e| (2, format!("the body is not UTF-8 text: {}", e)))?;
     let mut counts: HashMap<String, u64> = HashMap::new();
     for word in text
         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
@@ -36,19 +60,16 @@ fn main() {
         *counts.entry(word.to_lowercase()).or_insert(0) += 1;
     }
     if counts.is_empty() {
-        fail(2, "the body has no words");
+        return Err((2, "the body has no words".to_string()));
     }
     let mut ranked: Vec<(String, u64)> = counts.into_iter().collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let mut out = io::BufWriter::new(io::stdout().lock());
     for (word, n) in ranked.iter().take(TOP) {
-        if let Err(e) = writeln!(out, "{} {}", n, word) {
-            fail(1, &format!("write answer: {}", e));
-        }
+        writeln!(out, "{} {}", n, word).map_err(|e| (1, format!("write answer: {}", e)))?;
     }
-    if let Err(e) = out.flush() {
-        fail(1, &format!("write answer: {}", e));
-    }
+    // Flushes the BufWriter and the process-wide stdout behind it.
+    out.flush().map_err(|e| (1, format!("write answer: {}", e)))
 }
 
 /// fail writes msg to stderr and exits with status code.

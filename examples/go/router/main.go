@@ -16,6 +16,8 @@
 //
 // Every answer carries X-Example: go-router. Another path answers 404,
 // another method on a known path 405, both as JSON.
+//
+// reactor.go is the same handler as a reactor's export (see there).
 package main
 
 import (

@@ -1,0 +1,33 @@
+//go:build reactor
+
+// The reactor build of greet: the same function, exported as "greet" from a
+// module the node initialises once (instance = "snapshot" or "reuse" in the
+// manifest) and calls per activation:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -tags reactor -buildmode=c-shared -o greet-reactor.wasm .
+//
+// _initialize runs the Go runtime's and the packages' initialisation, not
+// main; the node then calls greet once per activation with that activation's
+// stdin, stdout, stderr and environment.
+
+package main
+
+import (
+	"os"
+
+	"github.com/latent-node/latent-node/examples/go/wasienv"
+)
+
+// greet is the reactor's entry: returning is exit status 0, a failure exits
+// with run's status through os.Exit (WASI proc_exit), which also ends this
+// instance.
+//
+//go:wasmexport greet
+func greet() {
+	// os.Stdin, os.Stdout and os.Stderr are unbuffered WASI descriptors:
+	// each call reads and writes its own activation's streams. The
+	// environment is read now (os.Getenv would answer from _initialize's).
+	if code := run(os.Stdin, os.Stdout, os.Stderr, wasienv.Lookup()); code != 0 {
+		os.Exit(code)
+	}
+}
