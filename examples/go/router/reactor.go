@@ -13,7 +13,9 @@
 package main
 
 import (
+	"io"
 	"os"
+	"strings"
 
 	"github.com/latent-node/latent-node/examples/go/wasienv"
 )
@@ -28,4 +30,15 @@ func web() {
 	if code := serve(wasienv.Lookup(), os.Stdin, os.Stdout); code != 0 {
 		os.Exit(code)
 	}
+}
+
+// init runs in _initialize, so in the snapshot the node takes after it: one
+// request served to nowhere builds what the first request would otherwise
+// build lazily (encoding/json's encoder for the answer, ...), once for all
+// activations instead of in each. Measured with plain wazero: the first
+// call after _initialize took 380-480 µs without it, 80-100 µs with it
+// (later calls on the same instance 20-60 µs).
+func init() {
+	req := map[string]string{"REQUEST_METHOD": "GET", "PATH_INFO": "/hello", "QUERY_STRING": "name=Ada"}
+	serve(func(k string) string { return req[k] }, strings.NewReader(""), io.Discard)
 }
