@@ -76,7 +76,8 @@ clean:
 	rm -rf bin
 
 # The guest examples (examples/README.md): each into examples/<lang>/ with
-# its own toolchain; an example whose toolchain is missing is skipped with
+# its own toolchain, as a command (<name>.wasm) and as a reactor
+# (<name>-reactor.wasm); an example whose toolchain is missing is skipped with
 # what to install (Debian: rustc libstd-rust-dev-wasm32 for Rust; clang-14
 # lld-14 wasi-libc libclang-rt-14-dev-wasm32 for C).
 .PHONY: examples

@@ -10,9 +10,9 @@
 //!
 //! - `_initialize`: rustc links a `cdylib` for WASI without wasi-libc's
 //!   reactor start file, so the module would export no `_initialize` and
-//!   wasm-ld would wrap every export in the constructors and destructors
-//!   (rust-lang/rust#108097). Defining it here, calling the constructors once,
-//!   makes the module a reactor.
+//!   wasm-ld would wrap every export in the constructors and destructors,
+//!   run again on each call. Defining it here, calling the constructors
+//!   once, makes the module a reactor (and removes the wrappers).
 //! - the environment: `std::env::var` reads wasi-libc's `environ`, which is
 //!   copied from the host once (at `_initialize` or at first use) and never
 //!   again, while the node hands every activation its own environment
