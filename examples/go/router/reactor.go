@@ -24,6 +24,7 @@ import (
 // through os.Exit (WASI proc_exit), which also ends this instance.
 //
 //go:wasmexport web
+//lint:ignore U1000 called by the host, through the export
 func web() {
 	// The CGI variables are this request's only if read now: os.Getenv
 	// answers from the environment _initialize saw.
