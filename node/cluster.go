@@ -81,6 +81,7 @@ func (n *Node) appliedFromCluster(t catalog.TenantID, s catalog.ServiceName) {
 		keep = d.Revisions
 	}
 	n.metrics.keepRevisions(t, s, keep)
+	n.retainSnapshots(t)
 }
 
 // Cluster is the actor that keeps the node in its cluster (membership,

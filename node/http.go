@@ -513,6 +513,7 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	case err == nil:
 		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))
 		n.metrics.keepRevisions(t, s, d.Revisions)
+		n.retainSnapshots(t)
 		writeJSON(w, http.StatusOK, d)
 	case errors.As(err, &ve):
 		// Module refusals are field problems too: they name the deploy limit
@@ -563,6 +564,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		n.writeAnswer(w, n.internal(err))
 	default:
 		n.metrics.keepRevisions(t, s, nil)
+		n.retainSnapshots(t)
 		writeJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
 	}
 }
@@ -580,7 +582,8 @@ func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.P
 }
 
 func (n *Node) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true)})
+	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true),
+		Instances: n.instances()})
 }
 
 // handleHealthz is liveness with its own small bound: it never waits behind

@@ -407,13 +407,22 @@ var (
 		"What the load samples measure: PSI stall time or utilization, host-wide or of the node's cgroup.", []string{"kind"}, nil)
 	descPauses = prometheus.NewDesc("latent_scheduler_pauses_total",
 		"Running activations that paused, at a fuel check, for a newly arrived tenant's activation the fair queue put first.", nil, nil)
+	descInstances = prometheus.NewDesc("latent_instance_activations_total",
+		"Activations of snapshot and reuse revisions by how they got their instance: restored (a snapshot instance put back), recreated (made from the snapshot), reused, created.",
+		[]string{"mode", "path"}, nil)
+	descRecycled = prometheus.NewDesc("latent_instances_recycled_total",
+		"Warm instances closed: after an unsuccessful activation, a grown memory, the reuse bound, idleness or their revision going.", nil, nil)
+	descWarmIdle      = prometheus.NewDesc("latent_instances_idle", "Warm instances waiting for an activation.", nil, nil)
+	descSnapshotBytes = prometheus.NewDesc("latent_snapshot_bytes",
+		"Bytes of the snapshot images the node holds (linear memory after initialisation).", nil, nil)
 	descCompiled = prometheus.NewDesc("latent_compiled_bytes",
 		"Estimated size of the compiled code the runner keeps (bounded by node.max_compiled_bytes).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCells, descWindow, descWaiting, descLoad, descAge, descLeak,
-		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource, descIngress, descPauses} {
+		descConns, descConnsShed, descConnsRefused, descAcceptErrors, descReplaced, descReplaceFailures, descCompiled, descLoadSource, descIngress, descPauses,
+		descInstances, descRecycled, descWarmIdle, descSnapshotBytes} {
 		ch <- d
 	}
 }
@@ -429,6 +438,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descReplaceFailures, prometheus.CounterValue, float64(st.ReplaceFailures), cc)
 	}
 	ch <- prometheus.MustNewConstMetric(descCompiled, prometheus.GaugeValue, float64(n.run.CompiledBytes()))
+	ws := n.run.WarmStats()
+	ch <- prometheus.MustNewConstMetric(descInstances, prometheus.CounterValue, float64(ws.Restored), "snapshot", "restored")
+	ch <- prometheus.MustNewConstMetric(descInstances, prometheus.CounterValue, float64(ws.Recreated), "snapshot", "recreated")
+	ch <- prometheus.MustNewConstMetric(descInstances, prometheus.CounterValue, float64(ws.Reused), "reuse", "reused")
+	ch <- prometheus.MustNewConstMetric(descInstances, prometheus.CounterValue, float64(ws.Created), "reuse", "created")
+	ch <- prometheus.MustNewConstMetric(descRecycled, prometheus.CounterValue, float64(ws.Recycled))
+	ch <- prometheus.MustNewConstMetric(descWarmIdle, prometheus.GaugeValue, float64(ws.Idle))
+	ch <- prometheus.MustNewConstMetric(descSnapshotBytes, prometheus.GaugeValue, float64(ws.SnapshotBytes))
 	ch <- prometheus.MustNewConstMetric(descLoadSource, prometheus.GaugeValue, 1, n.loadKind)
 	for name, u := range n.ingressUsage("", true) {
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Slots), name, "slots")

@@ -39,7 +39,8 @@ type uiData struct {
 // adminAdmission is the answer of GET /v1/admin/admission.
 type adminAdmission struct {
 	admission.QuotaSnapshot
-	Ingress map[string]IngressUsage `json:"ingress"`
+	Ingress   map[string]IngressUsage `json:"ingress"`
+	Instances instancesView           `json:"instances"`
 }
 
 // uiTable is one table of the page: its header and its rows, already
@@ -56,7 +57,7 @@ const rejectionsMetric = "latent_rejections_total"
 
 // uiSnapshot reads every component once and lays the tables out.
 func (n *Node) uiSnapshot() uiData {
-	adm := adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true)}
+	adm := adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true), Instances: n.instances()}
 	d := uiData{Admission: adm}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	i := strconv.Itoa
@@ -87,13 +88,19 @@ func (n *Node) uiSnapshot() uiData {
 	pin := n.cat.Pin()
 	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
 	tenants := uiTable{Name: "tenants", Title: "Tenants",
-		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services"}}
+		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services",
+			"snapshot bytes"}}
 	for _, t := range adm.Tenants {
 		id := catalog.TenantID(t.Name)
 		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
 			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
-			i(len(pin.Services(id)))})
+			i(len(pin.Services(id))), u(adm.Instances.Tenants[t.Name])})
 	}
+	in := adm.Instances
+	instances := uiTable{Name: "instances", Title: "Warm instances",
+		Head: []string{"snapshot bytes", "snapshots", "idle", "restored", "recreated", "reused", "created", "recycled"},
+		Rows: [][]string{{u(in.SnapshotBytes), u(in.Snapshots), i(in.Idle), u(in.Restored), u(in.Recreated), u(in.Reused),
+			u(in.Created), u(in.Recycled)}}}
 	nd := adm.Node
 	node := uiTable{Name: "node", Title: "Node", Head: []string{"scope", "live", "queued", "max live", "max queued"},
 		Rows: [][]string{{nd.Name, u(nd.Usage.LiveActivations), u(nd.Usage.Queued), u(nd.Limits.MaxLiveActivations),
@@ -115,7 +122,7 @@ func (n *Node) uiSnapshot() uiData {
 		Rows: [][]string{{n.loadKind, strconv.FormatFloat(ls.Last.CPU, 'f', 3, 64),
 			strconv.FormatFloat(ls.Last.Memory, 'f', 3, 64), strconv.FormatInt(ls.Age.Milliseconds(), 10), state}}}
 
-	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, n.uiRefusals()}
+	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, instances, n.uiRefusals()}
 	return d
 }
 

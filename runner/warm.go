@@ -76,9 +76,10 @@ type WarmStats struct {
 	// outcome, or for idleness).
 	Reused, Created, Recycled uint64
 	// Idle is the instances the pool holds; SnapshotBytes the bytes of the
-	// snapshot images it holds.
+	// snapshot images it holds, in all and per tenant.
 	Idle          int
 	SnapshotBytes uint64
+	Tenants       map[catalog.TenantID]uint64
 }
 
 // warmKey is a pool's key: instances are never shared across tenants or
@@ -147,10 +148,61 @@ func (r *Runner) WarmStats() WarmStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Idle = p.n
-	for _, b := range p.snapBytes {
+	s.Tenants = make(map[catalog.TenantID]uint64, len(p.snapBytes))
+	for t, b := range p.snapBytes {
 		s.SnapshotBytes += b
+		s.Tenants[t] = b
 	}
 	return s
+}
+
+// RetainSnapshots drops the snapshots of tenant that none of keep (the
+// tenant's snapshot revisions deployed now) would use, with their idle
+// instances; instances running on a dropped snapshot are closed when they
+// finish. The node calls it after each deploy or delete of one of the
+// tenant's services, so a snapshot goes with the last revision using it.
+func (r *Runner) RetainSnapshots(tenant catalog.TenantID, keep []catalog.SnapshotSpec) {
+	used := map[snapKey]bool{}
+	for _, spec := range keep {
+		if m := r.acquire(spec.Artifact); m != nil {
+			used[snapKey{tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random}] = true
+			r.unref(m)
+		}
+	}
+	p := r.warm
+	p.mu.Lock()
+	var closing []*warmInstance
+	for k, s := range p.snaps {
+		if k.tenant != tenant || used[k] {
+			continue
+		}
+		select {
+		case <-s.ready:
+		default:
+			continue // being made by a deploy that has not published yet
+		}
+		delete(p.snaps, k)
+		p.uncharge(s)
+		if s.img != nil {
+			_ = s.img.Close() // the instances keep their own mappings
+		}
+		for wk, list := range p.idle {
+			if wk.tenant == tenant && list[0].snap == s {
+				closing = append(closing, list...)
+				p.drop(wk, list, len(list))
+			}
+		}
+	}
+	p.stats.Recycled += uint64(len(closing))
+	p.mu.Unlock()
+	r.closeWarm(closing)
+}
+
+// current reports whether s is still the pool's snapshot for its key.
+func (p *warmPool) current(s *snapshot) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snaps[s.key] == s
 }
 
 // SnapshotBytes returns the bytes of tenant's snapshot images.
@@ -572,7 +624,7 @@ func (r *Runner) keep(w *warmInstance, kind Kind, err error, grant uint64) bool 
 		return false
 	}
 	if w.snap != nil {
-		return !w.m.mutatesTables && w.restore() == nil
+		return !w.m.mutatesTables && r.warm.current(w.snap) && w.restore() == nil
 	}
 	w.served++
 	if w.served >= r.cfg.ReuseMaxActivations {

@@ -1,0 +1,72 @@
+// Warm instances in the node: dropping a tenant's snapshots with the last
+// revision that uses them, and what the admission view, the status page
+// and the metrics show of them.
+
+package node
+
+import (
+	"github.com/latent-node/latent-node/catalog"
+)
+
+// instancesView is the "instances" part of GET /v1/admin/admission: the
+// runner's warm instances of snapshot and reuse revisions.
+type instancesView struct {
+	// SnapshotBytes is the bytes of the snapshot images the node holds, in
+	// all and per tenant (charged to node.max_snapshot_bytes_per_tenant).
+	SnapshotBytes uint64            `json:"snapshot_bytes"`
+	Tenants       map[string]uint64 `json:"tenant_snapshot_bytes"`
+	// Snapshots is how many initialisations made a snapshot; Idle the warm
+	// instances waiting for an activation.
+	Snapshots uint64 `json:"snapshots"`
+	Idle      int    `json:"idle"`
+	// Activations by how they got their instance: a snapshot instance put
+	// back (restored) or made from the snapshot (recreated), a reuse
+	// instance that served before (reused) or a new one (created);
+	// Recycled counts instances closed.
+	Restored  uint64 `json:"restored"`
+	Recreated uint64 `json:"recreated"`
+	Reused    uint64 `json:"reused"`
+	Created   uint64 `json:"created"`
+	Recycled  uint64 `json:"recycled"`
+}
+
+func (n *Node) instances() instancesView {
+	s := n.run.WarmStats()
+	v := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
+		Snapshots: s.Snapshots, Idle: s.Idle, Restored: s.Restored, Recreated: s.Recreated, Reused: s.Reused,
+		Created: s.Created, Recycled: s.Recycled}
+	for t, b := range s.Tenants {
+		v.Tenants[string(t)] = b
+	}
+	return v
+}
+
+// retainSnapshots lets the runner drop tenant t's snapshots that no
+// snapshot revision of t deployed now uses: called after each deploy or
+// delete of one of t's services (locally or applied from the cluster). It
+// reads t's manifests in the current pin (bounded by the tenant's service
+// quota).
+func (n *Node) retainSnapshots(t catalog.TenantID) {
+	if n.run == nil || n.cat == nil {
+		return
+	}
+	pin := n.cat.Pin()
+	var keep []catalog.SnapshotSpec
+	for _, d := range pin.Services(t) {
+		m, ok := pin.Manifest(t, d.Service)
+		if !ok {
+			continue
+		}
+		for _, r := range m.Revisions {
+			if r.Instance != catalog.InstanceSnapshot.String() {
+				continue
+			}
+			random := catalog.RandomSecure
+			if r.Random != "" {
+				random, _ = catalog.ParseRandomness(r.Random) // validated at deploy
+			}
+			keep = append(keep, catalog.SnapshotSpec{Tenant: t, Artifact: r.Artifact, Init: r.Init, Random: random})
+		}
+	}
+	n.run.RetainSnapshots(t, keep)
+}
