@@ -489,23 +489,11 @@ func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
 // first is set, the initialisation export init and the entrypoint entry
 // (each when not empty).
 func (a *activation) start(ctx context.Context, mod api.Module, first bool, init, entry string) error {
-	a.mod = mod
-	a.stack, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
-	a.stackLow, _ = mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
-	if a.stack == nil || a.stackLow == nil {
-		return errors.AssertionFailedf("runner: instrumented module without mutable stack globals")
+	stack, _ := mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
+	stackLow, _ := mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
+	if err := a.bindModule(mod, stack, stackLow); err != nil {
+		return err
 	}
-	linear := uint64(0)
-	if m := mod.Memory(); m != nil {
-		linear = uint64(m.Size())
-	}
-	// The grant covers the linear memory, the tables (at their largest
-	// size) and the call stack together: the guest may take whatever the
-	// memory and the tables do not use as stack, and grow takes its pages
-	// from the same budget.
-	budget := a.grant - min(linear+a.tableBytes, a.grant)
-	a.stack.Set(budget)
-	a.stackLow.Set(budget)
 	if first {
 		if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
 			if _, err := fn.Call(ctx); err != nil {
@@ -525,6 +513,27 @@ func (a *activation) start(ctx context.Context, mod api.Module, first bool, init
 			return err
 		}
 	}
+	return nil
+}
+
+// bindModule makes mod, with its stack globals, the activation's module and
+// gives the guest the stack budget its grant leaves.
+func (a *activation) bindModule(mod api.Module, stack, stackLow api.MutableGlobal) error {
+	a.mod, a.stack, a.stackLow = mod, stack, stackLow
+	if a.stack == nil || a.stackLow == nil {
+		return errors.AssertionFailedf("runner: instrumented module without mutable stack globals")
+	}
+	linear := uint64(0)
+	if m := mod.Memory(); m != nil {
+		linear = uint64(m.Size())
+	}
+	// The grant covers the linear memory, the tables (at their largest
+	// size) and the call stack together: the guest may take whatever the
+	// memory and the tables do not use as stack, and grow takes its pages
+	// from the same budget.
+	budget := a.grant - min(linear+a.tableBytes, a.grant)
+	a.stack.Set(budget)
+	a.stackLow.Set(budget)
 	return nil
 }
 

@@ -122,6 +122,11 @@ type warmInstance struct {
 	b         *binding
 	globals   []api.MutableGlobal // m.globals
 	fuel      api.MutableGlobal
+	stack     api.MutableGlobal // fuel.StackExport
+	stackLow  api.MutableGlobal // fuel.StackLowExport
+	// fns are the functions activations called, kept: wazero's
+	// ExportedFunction makes a new call engine (with its stack) each time.
+	fns map[string]api.Function
 	served    int
 	idleSince time.Time
 }
@@ -504,6 +509,9 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 	}
 	w := &warmInstance{key: k, m: m, snap: s, mem: mem, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
 	w.fuel, _ = mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
+	w.stack, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
+	w.stackLow, _ = mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
+	w.fns = map[string]api.Function{}
 	for i, name := range m.globals {
 		w.globals[i], _ = mod.ExportedGlobal(name).(api.MutableGlobal)
 	}
@@ -519,6 +527,19 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 		w.setGlobals()
 	}
 	return w, nil
+}
+
+// call calls w's exported function name.
+func (w *warmInstance) call(ctx context.Context, name string) error {
+	fn := w.fns[name]
+	if fn == nil {
+		if fn = w.mod.ExportedFunction(name); fn == nil {
+			return errors.AssertionFailedf("runner: %s not exported", name)
+		}
+		w.fns[name] = fn
+	}
+	_, err := fn.Call(ctx)
+	return err
 }
 
 // setGlobals sets a snapshot instance's mutable globals to the snapshot's
@@ -593,11 +614,12 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 	w.fuel.Set(0)
 	// A new reuse instance is initialised by its first activation (which is
 	// charged for it, as a fresh one is); a snapshot instance never is.
-	first, init := created && s == nil, ""
-	if first {
-		init = string(initExport(m, ob))
+	var err error
+	if created && s == nil {
+		err = a.start(a.ctx, w.mod, true, string(initExport(m, ob)), string(ob.Function))
+	} else if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
+		err = w.call(a.ctx, string(ob.Function))
 	}
-	err := a.start(a.ctx, w.mod, first, init, string(ob.Function))
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, false)
 	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: stopped.Sub(a.started),
