@@ -114,19 +114,19 @@ type snapshot struct {
 
 // warmInstance is an instantiated module of one tenant's revision.
 type warmInstance struct {
-	key       warmKey
-	m         *module
-	snap      *snapshot     // snapshot mode; nil for reuse
-	mem       *image.Memory // a snapshot instance's memory, over snap.img
-	mod       api.Module
-	b         *binding
-	globals   []api.MutableGlobal // m.globals
-	fuel      api.MutableGlobal
-	stack     api.MutableGlobal // fuel.StackExport
-	stackLow  api.MutableGlobal // fuel.StackLowExport
+	key      warmKey
+	m        *module
+	snap     *snapshot     // snapshot mode; nil for reuse
+	mem      *image.Memory // a snapshot instance's memory, over snap.img
+	mod      api.Module
+	b        *binding
+	globals  []api.MutableGlobal // m.globals
+	fuel     api.MutableGlobal
+	stack    api.MutableGlobal // fuel.StackExport
+	stackLow api.MutableGlobal // fuel.StackLowExport
 	// fns are the functions activations called, kept: wazero's
 	// ExportedFunction makes a new call engine (with its stack) each time.
-	fns map[string]api.Function
+	fns       map[string]api.Function
 	served    int
 	idleSince time.Time
 }
