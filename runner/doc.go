@@ -118,6 +118,21 @@
 // grant minus the low-water mark, so it includes the tables. The cell's
 // allocator caps the linear memory as well.
 //
+// # Instance modes
+//
+// A revision's instance mode (admission.Obligations.Instance) decides what
+// an activation runs on. Fresh: the above, a new instance each time (a
+// reactor's _initialize, or the revision's init, runs before the route's
+// function). Snapshot and reuse run on warm instances kept per tenant and
+// revision (warm.go): a snapshot is the module initialised once (at deploy,
+// PrepareSnapshot, under Config.InitFuel, InitTimeout and the revision's
+// memory ceiling), its memory a sealed copy-on-write image
+// (runner/internal/image) and its mutable globals (exported by the
+// rewriter) kept; a snapshot instance is put back to it after every
+// activation, or recreated from it when it cannot be. A reuse instance
+// keeps its state between activations of its revision until it is
+// recycled. RetainSnapshots drops the snapshots no deployed revision uses.
+//
 // # Outcomes
 //
 // classify orders what the host observed before how the guest stopped:
@@ -162,10 +177,14 @@
 //     and bindings: module configurations built once, lent to one
 //     activation at a time, whose stdio, sleep and random source forward
 //     to it.
+//   - warm.go: the snapshot and reuse instance modes: snapshots, warm
+//     instances and their pool, PrepareSnapshot, RetainSnapshots,
+//     WarmStats.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - cgi.go: the WAGI ABI: the CGI environment of a request
 //     (CGIRequest.Environ) and the parser of a guest's header block.
 //   - internal/fuel: the module rewriter.
+//   - internal/image: linear memory over a copy-on-write snapshot image.
 //
 // # Usage
 //
