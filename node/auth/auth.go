@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,6 +46,8 @@ var (
 	errNoCert      = errors.Mark(errors.New("auth: unauthenticated: no client certificate"), ErrUnauthenticated)
 	errCertUnknown = errors.Mark(errors.New("auth: unauthenticated: no principal lists the client certificate's subject"),
 		ErrUnauthenticated)
+	errCertIssuer = errors.Mark(errors.New("auth: unauthenticated: the client certificate's issuer is not one its principal lists"),
+		ErrUnauthenticated)
 )
 
 // Principal is an authenticated caller, as configured. Authenticate returns
@@ -56,6 +59,9 @@ type Principal struct {
 	Tenant          catalog.TenantID
 	ServiceIdentity string // set exactly for admission.KindService
 	Roles           Roles
+	// issuers, when not empty, are the RFC 2253 issuers one of which must
+	// have issued a client certificate of the principal.
+	issuers map[string]bool
 }
 
 // Can reports whether p holds every role of want (Can(0) is false).
@@ -95,6 +101,12 @@ func New(principals []config.Principal) (*Authenticator, error) {
 			}
 			a.byHash[d] = p
 		}
+		if len(cp.ClientCertificateIssuers) > 0 {
+			p.issuers = make(map[string]bool, len(cp.ClientCertificateIssuers))
+			for _, s := range cp.ClientCertificateIssuers {
+				p.issuers[s] = true
+			}
+		}
 		for j, s := range cp.ClientCertificateSubjects {
 			if other, dup := a.bySubject[s]; dup && other != p {
 				return nil, errors.Newf("auth: principals[%d].client_certificate_subjects[%d]: the subject belongs to another principal too", i, j)
@@ -117,27 +129,43 @@ func New(principals []config.Principal) (*Authenticator, error) {
 // certificate whose subject holds another CN before ci; that rendering
 // still matches, for configurations written against it, but only a subject
 // whose RDNs have one attribute each, of types that do not repeat (then it
-// shows every attribute and only their order differs). Any CA in
-// client_ca_file vouches for any subject: the issuer is not compared. The
-// caller must pass only a verified certificate. Every failure matches
-// ErrUnauthenticated.
+// shows every attribute and only their order differs). A principal that
+// lists client_certificate_issuers accepts only certificates whose issuer,
+// compared the same way, is one of them; otherwise any CA in
+// client_ca_file vouches for any subject. The caller must pass only a
+// verified certificate. Every failure matches ErrUnauthenticated.
 func (a *Authenticator) AuthenticateCertificate(cert *x509.Certificate) (*Principal, error) {
 	if cert == nil {
 		return nil, errNoCert
 	}
-	var rdns pkix.RDNSequence
-	if rest, err := asn1.Unmarshal(cert.RawSubject, &rdns); err != nil || len(rest) > 0 {
-		return nil, errCertUnknown
-	}
-	if p, ok := a.bySubject[rdns.String()]; ok {
-		return p, nil
-	}
-	if unambiguous(rdns) {
-		if p, ok := a.bySubject[cert.Subject.String()]; ok {
-			return p, nil
+	var p *Principal
+	for _, k := range dnKeys(cert.RawSubject, cert.Subject) {
+		if p = a.bySubject[k]; p != nil {
+			break
 		}
 	}
-	return nil, errCertUnknown
+	if p == nil {
+		return nil, errCertUnknown
+	}
+	if len(p.issuers) > 0 && !slices.ContainsFunc(dnKeys(cert.RawIssuer, cert.Issuer), func(k string) bool { return p.issuers[k] }) {
+		return nil, errCertIssuer
+	}
+	return p, nil
+}
+
+// dnKeys are the renderings a distinguished name (raw, as parsed into name)
+// is looked up by: the RFC 2253 form of the whole name, and
+// pkix.Name.String when that shows every attribute (unambiguous). None when
+// raw does not parse.
+func dnKeys(raw []byte, name pkix.Name) []string {
+	var rdns pkix.RDNSequence
+	if rest, err := asn1.Unmarshal(raw, &rdns); err != nil || len(rest) > 0 {
+		return nil
+	}
+	if unambiguous(rdns) {
+		return []string{rdns.String(), name.String()}
+	}
+	return []string{rdns.String()}
 }
 
 // unambiguous reports whether every RDN of rdns has one attribute and no

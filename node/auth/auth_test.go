@@ -343,6 +343,11 @@ func TestAuthenticateCertificate(t *testing.T) {
 		{Subject: "ci", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"CN=ci,O=acme"}},
 		{Subject: "ops", Kind: admission.KindUser, Tenant: "acme", Roles: Admin, APIKeys: []string{hash}},
 		{Subject: "bot", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke, ClientCertificateSubjects: []string{"O=acme,CN=bot"}},
+		// certWith's certificates are self-signed: the issuer is the subject.
+		{Subject: "pinned", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke,
+			ClientCertificateSubjects: []string{"CN=pin,O=acme"}, ClientCertificateIssuers: []string{"CN=Acme CA,O=acme", "CN=pin,O=acme"}},
+		{Subject: "pinned-elsewhere", Kind: admission.KindUser, Tenant: "acme", Roles: Invoke,
+			ClientCertificateSubjects: []string{"CN=pin2,O=acme"}, ClientCertificateIssuers: []string{"CN=Acme CA,O=acme"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -370,6 +375,8 @@ func TestAuthenticateCertificate(t *testing.T) {
 		// Otherwise the order is part of the subject.
 		{"openssl's order listed, the other presented", certWith(t, one("O=acme"), one("CN=bot")), ""},
 		{"no certificate", nil, ""},
+		{"issuer listed", certWith(t, one("O=acme"), one("CN=pin")), "pinned"},
+		{"issuer not listed", certWith(t, one("O=acme"), one("CN=pin2")), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := a.AuthenticateCertificate(tc.cert)

@@ -319,6 +319,12 @@ type Principal struct {
 	// node.tls.client_ca_file verifies them. A subject belongs to one
 	// principal only. A principal has at least one API key or subject.
 	ClientCertificateSubjects []string
+	// ClientCertificateIssuers, when set, are the issuers (RFC 2253
+	// distinguished names, compared like subjects) one of which must have
+	// issued the client certificate: a certificate with a listed subject
+	// from another CA of client_ca_file does not authenticate. Empty: any
+	// CA of client_ca_file vouches for the subjects.
+	ClientCertificateIssuers []string
 }
 
 // Overload is the [overload] table.

@@ -136,6 +136,15 @@ func (c *Config) checkTLS(v *checker) {
 	}
 	owners := map[string]int{}
 	for i, p := range c.Principals {
+		fi := "principals[" + strconv.Itoa(i) + "].client_certificate_issuers"
+		if len(p.ClientCertificateIssuers) > 0 && len(p.ClientCertificateSubjects) == 0 {
+			v.add(fi, "needs client_certificate_subjects: issuers narrow which certificates of those subjects authenticate")
+		}
+		for j, s := range p.ClientCertificateIssuers {
+			if !validSubject(s) {
+				v.add(fi+"["+strconv.Itoa(j)+"]", `must be a distinguished name in RFC 2253 form such as "CN=Acme CA,O=acme" (as "openssl x509 -noout -issuer -nameopt RFC2253" prints it, without "issuer=")`)
+			}
+		}
 		f := "principals[" + strconv.Itoa(i) + "].client_certificate_subjects"
 		if len(p.ClientCertificateSubjects) > 0 && t.ClientCAFile == "" {
 			v.add(f, "needs node.tls.client_ca_file: without it no client certificate is verified")

@@ -70,6 +70,14 @@ client_certificate_subjects = ` + subjects + "\n"
 			tlsTable("cert_file = "+q(cert), "key_file = "+q(key), "client_ca_file = "+q(caFile)),
 			[]string{"principals[1].client_certificate_subjects[0]"}},
 		{"neither key nor subject", certPrincipal(`[]`, ""), "", []string{"principals[0].api_keys"}},
+		{"issuers", certPrincipal(`["CN=ci"]`, apiKey) + `client_certificate_issuers = ["CN=Acme CA,O=acme"]` + "\n",
+			tlsTable("cert_file = "+q(cert), "key_file = "+q(key), "client_ca_file = "+q(caFile)), nil},
+		{"malformed issuer", certPrincipal(`["CN=ci"]`, apiKey) + `client_certificate_issuers = ["Acme CA"]` + "\n",
+			tlsTable("cert_file = "+q(cert), "key_file = "+q(key), "client_ca_file = "+q(caFile)),
+			[]string{"principals[0].client_certificate_issuers[0]"}},
+		{"issuers without subjects", certPrincipal(`[]`, apiKey) + `client_certificate_issuers = ["CN=Acme CA"]` + "\n",
+			tlsTable("cert_file = "+q(cert), "key_file = "+q(key), "client_ca_file = "+q(caFile)),
+			[]string{"principals[0].client_certificate_issuers"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			set := map[string]string{}
