@@ -35,10 +35,11 @@ func newPoolClient(conns int) *http.Client {
 
 // target is what a client group sends.
 type target struct {
-	hc    *http.Client
-	url   string // full invoke URL
-	key   string
-	input []byte
+	hc     *http.Client
+	method string // empty: POST with input as the body
+	url    string // full invoke URL
+	key    string
+	input  []byte
 }
 
 // tally is one client group's results in the measurement window.
@@ -87,7 +88,12 @@ type outcome struct {
 
 // send sends tg's request and reads the whole answer.
 func send(ctx context.Context, tg target) outcome {
-	req, err := http.NewRequestWithContext(ctx, "POST", tg.url, bytes.NewReader(tg.input))
+	var body io.Reader
+	method := tg.method
+	if method == "" {
+		method, body = "POST", bytes.NewReader(tg.input)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, tg.url, body)
 	if err != nil {
 		return outcome{err: err}
 	}

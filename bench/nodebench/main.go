@@ -8,7 +8,9 @@
 // tenants flood the node (Jain's fairness index of their rates). Finally
 // closed-loop clients flood the echo guest on the node, on a bare
 // net/http + wazero server and on a bare net/http server without wasm
-// (both are this program in its -serve-bare mode). The compute guest's N
+// (both are this program in its -serve-bare mode), and closed-loop clients
+// ask the Go example's WAGI router (examples/go/router) for a greeting,
+// deployed as a fresh command and as a snapshot reactor. The compute guest's N
 // is chosen so that one activation executes in about -target-exec. Rounds
 // interleave the scenarios; figures are medians over rounds. Results go to
 // bench/results/node.json and tables on stdout. See README.md in this
@@ -70,6 +72,9 @@ type options struct {
 	floodGuests []string
 	floodRepeat int           // measurements of each flood server per round
 	floodDur    time.Duration // each one's length
+
+	router        bool // the router scenario: the Go example router, fresh and snapshot
+	routerClients int
 }
 
 func main() {
@@ -96,6 +101,8 @@ func main() {
 	flag.IntVar(&o.floodBody, "flood-body", 64, "request body bytes of the echo flood")
 	flag.IntVar(&o.floodRepeat, "flood-repeat", 2, "measurements of each flood server per round, the servers taking turns (the node/bare ratio is judged per turn)")
 	flag.DurationVar(&o.floodDur, "flood-duration", 2*time.Second, "measured duration of each flood measurement")
+	flag.BoolVar(&o.router, "router", true, "the router scenario: the Go example's WAGI router as a fresh command and as a snapshot reactor (skipped when the Go toolchain cannot build it)")
+	flag.IntVar(&o.routerClients, "router-clients", 8, "closed-loop keep-alive clients of the router scenario")
 	floodG := flag.String("flood-guests", "echo", "guests of the flood scenarios, comma-separated: echo, compute")
 	serveMode := flag.String("serve-bare", "", "internal: serve a baseline (wazero or nowasm) instead of benchmarking")
 	listen := flag.String("listen", "127.0.0.1:0", "internal: the -serve-bare listen address")
@@ -140,8 +147,8 @@ func main() {
 		os.Exit(2)
 	}
 	if o.openLoad < 0 || o.openLoad > 1 || o.openNoisy < 0 || o.openConns < 1 || o.jainTenants < 0 || o.jainClients < 1 ||
-		o.flood < 0 || o.floodBody < 0 || o.floodBody > maxBareBody || o.floodRepeat < 1 || o.floodDur <= 0 {
-		fmt.Fprintln(os.Stderr, "nodebench: want 0 ≤ -open-load ≤ 1, -open-conns ≥ 1, -jain-clients ≥ 1, 0 ≤ -flood-body ≤ 64KiB, -flood-repeat ≥ 1, -flood-duration > 0, no negative counts")
+		o.flood < 0 || o.floodBody < 0 || o.floodBody > maxBareBody || o.floodRepeat < 1 || o.floodDur <= 0 || o.routerClients < 1 {
+		fmt.Fprintln(os.Stderr, "nodebench: want 0 ≤ -open-load ≤ 1, -open-conns ≥ 1, -jain-clients ≥ 1, 0 ≤ -flood-body ≤ 64KiB, -flood-repeat ≥ 1, -flood-duration > 0, -router-clients ≥ 1, no negative counts")
 		os.Exit(2)
 	}
 	if err := run(context.Background(), o); err != nil {
@@ -287,6 +294,7 @@ type results struct {
 	OpenLoop    *openSection      `json:"open_loop,omitempty"`
 	Jain        *jainSection      `json:"jain,omitempty"`
 	Flood       []floodSection    `json:"flood,omitempty"`
+	Router      *routerSection    `json:"router,omitempty"`
 }
 
 // hostCPUs counts the host's processors in /proc/cpuinfo (runtime.NumCPU
@@ -363,6 +371,30 @@ func run(ctx context.Context, o options) error {
 	for i, t := range tenants {
 		allKeys[i] = keys[t]
 	}
+	// The router scenario's examples and tenant (not one of tenants: those
+	// after quiet and noisy are the Jain scenario's).
+	var router *routerSection
+	var routerDir string
+	if o.router {
+		dir, reason, err := buildRouter(ctx)
+		if err != nil {
+			return err
+		}
+		if reason != "" {
+			fmt.Fprintf(os.Stderr, "nodebench: router scenario skipped: %s\n", reason)
+			router = &routerSection{Skipped: reason}
+		} else {
+			defer func() { _ = os.RemoveAll(dir) }()
+			routerDir = dir
+			key, hash, err := keygen(ctx, o.bin)
+			if err != nil {
+				return err
+			}
+			keys[routerTenant] = key
+			cfgTenants = append(cfgTenants, tenantConfig{name: routerTenant, keyHash: hash})
+			allKeys = append(allKeys, key)
+		}
+	}
 	dataDir, err := os.MkdirTemp("", "nodebench-data-")
 	if err != nil {
 		return errors.Wrap(err, "nodebench: data dir")
@@ -399,6 +431,16 @@ func run(ctx context.Context, o options) error {
 			}
 			defer b.stop()
 			bare[mode] = b
+		}
+	}
+
+	var routerT []target
+	if routerDir != "" {
+		if err := deployRouter(ctx, n.url, keys[routerTenant], routerDir); err != nil {
+			return errors.Wrapf(err, "%s", n.stderr())
+		}
+		if router, routerT, err = routerTargets(ctx, n.url, keys[routerTenant], o.routerClients); err != nil {
+			return errors.Wrapf(err, "%s", n.stderr())
 		}
 	}
 
@@ -550,6 +592,19 @@ func run(ctx context.Context, o options) error {
 				f.TurnRatios = append(f.TurnRatios, ratio(turn[floodNode], turn[floodBareWazero]))
 			}
 		}
+		for j := range routerT {
+			// The modes take turns, the order alternating every round.
+			mi := (j + r) % len(routerT)
+			m := &router.Modes[mi]
+			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
+				return errors.Wrapf(err, "%s", n.stderr())
+			}
+			t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: routerT[mi], clients: o.routerClients, keepLat: true}}, n.pid, pinnedCPU)
+			rr := summarizeRouter(t[0], o.duration, cpu)
+			m.Rounds = append(m.Rounds, rr)
+			fmt.Fprintf(os.Stderr, "round %d/%d %-20s %.0f/s, p50 %.3f ms p99 %.3f ms, exec p50 %.3f ms, refusals %.0f errors %.0f\n",
+				r+1, o.rounds, "router-"+m.Name, rr.RPS, rr.P50Ms, rr.P99Ms, rr.ExecP50Ms, rr.Refusals, rr.Errors)
+		}
 	}
 	select {
 	case <-n.exited:
@@ -581,6 +636,9 @@ func run(ctx context.Context, o options) error {
 		}
 		floods[fi].judge()
 	}
+	if len(routerT) > 0 {
+		router.judge()
+	}
 
 	out := results{
 		Date: time.Now().UTC().Format(time.RFC3339),
@@ -599,7 +657,9 @@ func run(ctx context.Context, o options) error {
 			"flood_body_bytes":        o.floodBody,
 			"flood_repeat":            o.floodRepeat,
 			"flood_duration_s":        o.floodDur.Seconds(),
-			"flood_guests":            o.floodGuests},
+			"flood_guests":            o.floodGuests,
+			"router":                  o.router,
+			"router_clients":          o.routerClients},
 		Pinning:     map[string]string{"node_cpus": nodeCPU, "generator_cpus": ""},
 		Calibration: cal,
 		Scenarios:   res,
@@ -607,6 +667,7 @@ func run(ctx context.Context, o options) error {
 		OpenLoop:    open,
 		Jain:        jain,
 		Flood:       floods,
+		Router:      router,
 		Notes: []string{
 			"closed loop: each client sends its next request when the previous answer arrived; keep-alive connections",
 			"refusals are answered non-2xx requests; errors are transport errors",
@@ -617,9 +678,13 @@ func run(ctx context.Context, o options) error {
 			"open_loop: quiet sends at Poisson arrivals of load_fraction × the round's capacity, each request on its own goroutine over a bounded pool of keep-alive connections; requests scheduled in the window count and their answers are awaited",
 			"jain: equal tenants each with the same closed-loop clients on the compute guest; jain_index = (Σx)²/(N·Σx²) of their 2xx rates",
 			"flood: the same closed-loop clients and body against the node (tenant noisy), a bare net/http + wazero server and a bare net/http server without wasm, each pinned to the node's CPU, one after another in every round",
+			"router: closed-loop keep-alive clients send GET <route>/hello?name=Ada to the Go example's WAGI router (examples/go/router, tenant router), deployed as a fresh command revision and as a snapshot reactor revision, one mode after the other in every round; exec is the node's Server-Timing",
 		},
 	}
 	extendSummary(out.Summary, open, jain, floods)
+	if router != nil {
+		router.summarize(out.Summary)
+	}
 	if nodeCPU != "" {
 		out.Pinning["generator_cpus"] = cpuList(allowedCPUs())
 	}
@@ -632,6 +697,9 @@ func run(ctx context.Context, o options) error {
 	}
 	printTable(res, cal)
 	printExtra(open, jain, floods)
+	if router != nil {
+		router.print()
+	}
 	fmt.Printf("wrote %s\n", o.out)
 	if o.svg != "" {
 		svgPath := o.svg
