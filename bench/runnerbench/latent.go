@@ -140,18 +140,37 @@ func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 	if err := e.publishLoad(); err != nil {
 		return err
 	}
-	ceiling := catalog.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: catalog.Duration(10 * time.Minute)}
 	for name, wasm := range guests {
-		d := catalog.DigestOf(sha256.Sum256(wasm))
-		if err := e.cat.PutArtifact(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
-			return errors.Wrapf(err, "runnerbench: put %s", name)
+		if err := e.deploy(ctx, name, wasm, deployment{}); err != nil {
+			return err
 		}
-		m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
-			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &ceiling}},
-			Routes:    []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
-		if _, err := e.cat.Deploy(ctx, m); err != nil {
-			return errors.Wrapf(err, "runnerbench: deploy %s", name)
-		}
+	}
+	return nil
+}
+
+// deployment is how a service runs its module: the revision's instance
+// mode and guest ABI ("": fresh, stdio) and the route's function ("":
+// _start).
+type deployment struct {
+	instance, abi string
+	function      catalog.FunctionName
+}
+
+// deploy deploys wasm as service with one revision v1 and one route "run".
+// A snapshot revision is initialised here (the catalog's SnapshotPreparer).
+func (e *latentEnv) deploy(ctx context.Context, service string, wasm []byte, how deployment) error {
+	ceiling := catalog.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: catalog.Duration(10 * time.Minute)}
+	d := catalog.DigestOf(sha256.Sum256(wasm))
+	if err := e.cat.PutArtifact(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
+		return errors.Wrapf(err, "runnerbench: put %s", service)
+	}
+	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(service),
+		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &ceiling,
+			Instance: how.instance, ABI: how.abi}},
+		Routes: []catalog.ManifestRoute{{Name: "run", Function: how.function,
+			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+	if _, err := e.cat.Deploy(ctx, m); err != nil {
+		return errors.Wrapf(err, "runnerbench: deploy %s", service)
 	}
 	return nil
 }
@@ -190,9 +209,15 @@ func (e *latentEnv) permit(service string) (*admission.Permit, error) {
 }
 
 // activate is one whole latent activation: resolve and admit, lease a cell
-// from cells, start execution, run (instantiate, _start, classify, close),
-// release the cell and the permit.
+// from cells, start execution, run (a fresh revision: instantiate, _start,
+// classify, close), release the cell and the permit.
 func (e *latentEnv) activate(ctx context.Context, cells cellSource, service string, input []byte) (runner.Outcome, error) {
+	return e.activateWith(ctx, cells, service, runner.Input{Body: input})
+}
+
+// activateWith is activate with the whole input (a WAGI revision's CGI
+// environment), through Runner.RunWith as the node calls it.
+func (e *latentEnv) activateWith(ctx context.Context, cells cellSource, service string, in runner.Input) (runner.Outcome, error) {
 	p, err := e.permit(service)
 	if err != nil {
 		return runner.Outcome{}, err
@@ -211,7 +236,7 @@ func (e *latentEnv) activate(ctx context.Context, cells cellSource, service stri
 		_ = cells.release(cell, false)
 		return runner.Outcome{}, errors.Wrap(err, "runnerbench: start execution")
 	}
-	out := e.r.Run(ctx, x, cell, input)
+	out := e.r.RunWith(ctx, x, cell, in)
 	err = cells.release(cell, out.Quarantine)
 	if rerr := x.Release(); rerr != nil {
 		err = errors.CombineErrors(err, errors.Wrap(rerr, "runnerbench: release permit"))

@@ -46,6 +46,8 @@ type options struct {
 	procs      int
 	cpuProfile string
 	cell       string
+	reactors   string
+	examples   string
 }
 
 func main() {
@@ -62,6 +64,8 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 2, "goroutines issuing activations in the throughput measurement")
 	flag.IntVar(&o.procs, "procs", 2, "GOMAXPROCS (cores) for the throughput measurement")
 	flag.StringVar(&o.cell, "cell", "pool", "cells of the latent runner: pool (cellpool) or default (wazero's allocator)")
+	flag.StringVar(&o.reactors, "reactors", "go,rust,c", "languages of the reactor examples measured in the instance modes (built by examples/build.sh; a missing toolchain skips its language); empty: none")
+	flag.StringVar(&o.examples, "examples", "", "directory of already built examples (examples/build.sh LANG DIR); empty: build them into a temporary directory")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
@@ -149,8 +153,11 @@ type report struct {
 	OtherRatios map[string]*float64    `json:"other_ratios"`
 	Throughput  map[string]*throughput `json:"throughput"`
 	Cases       map[string]caseResult  `json:"cases"`
-	PeerError   string                 `json:"peer_error,omitempty"`
-	Notes       []string               `json:"notes"`
+	// InstanceModes summarises the instance-mode series (their figures
+	// are in Cases too).
+	InstanceModes *instanceModes `json:"instance_modes,omitempty"`
+	PeerError     string         `json:"peer_error,omitempty"`
+	Notes         []string       `json:"notes"`
 }
 
 func run(ctx context.Context, o options) error {
@@ -180,6 +187,26 @@ func run(ctx context.Context, o options) error {
 			return errors.Wrap(err, "runnerbench: read guest")
 		}
 		paths[c.name] = p
+	}
+	prev := readPrevious(o.out)
+	im := &instanceModes{Skipped: map[string]string{}, Guests: map[string]*instanceGuestInfo{}, Targets: map[string]instanceTarget{}}
+	var langs []string
+	for _, l := range strings.Split(o.reactors, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			langs = append(langs, l)
+		}
+	}
+	exampleDir := o.examples
+	if exampleDir == "" && len(langs) > 0 {
+		dir, err := os.MkdirTemp("", "runnerbench-examples-")
+		if err != nil {
+			return errors.Wrap(err, "runnerbench: temp dir")
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		if im.Skipped, err = buildReactors(ctx, langs, dir); err != nil {
+			return err
+		}
+		exampleDir = dir
 	}
 	lat, err := newLatentEnv(ctx, guests)
 	if err != nil {
@@ -275,6 +302,16 @@ func run(ctx context.Context, o options) error {
 		rep.Cases[c.name] = cr
 	}
 
+	// The instance modes: the reactors and trivial as fresh, snapshot and
+	// reuse revisions, and plain wazero fresh and warm on the same modules.
+	ie := &instanceEnv{fixtures: guests, lat: lat, wz: wz, cells: cells, summary: im}
+	defer ie.close(ctx)
+	more, err := setupInstances(ctx, ie, rep, langs, exampleDir, warm, round)
+	if err != nil {
+		return err
+	}
+	order = append(order, more...)
+
 	// Throughput of trivial activations on o.procs cores.
 	trivial := cs[0]
 	tpLatent := &throughput{Workers: o.workers, GOMAXPROCS: o.procs}
@@ -332,6 +369,11 @@ func run(ctx context.Context, o options) error {
 	}
 	rep.Machine["loadavg_end"] = loadavg()
 	computeRatios(rep, o)
+	im.WarmStats = lat.r.WarmStats()
+	summarizeInstances(rep, im, prev)
+	im.Notes = instanceNotes(langs)
+	rep.InstanceModes = im
+	fmt.Fprint(os.Stderr, "runnerbench: instance modes (medians over rounds)\n"+instanceTable(rep, im))
 	return write(o.out, rep)
 }
 

@@ -28,7 +28,15 @@ type series struct {
 	RoundsAllocs     []float64 `json:"-"`
 	AllocBytesOp     float64   `json:"alloc_bytes_per_op,omitempty"`
 	AllocsPerOp      float64   `json:"allocs_per_op,omitempty"`
-	activationFunc   op
+	// Per activation (each timed on its own): the 50th and 90th
+	// percentile of each round, and their medians over rounds.
+	RoundsP50Ns []float64 `json:"rounds_p50_ns,omitempty"`
+	RoundsP90Ns []float64 `json:"rounds_p90_ns,omitempty"`
+	MedianP50Ns float64   `json:"median_p50_ns,omitempty"`
+	MedianP90Ns float64   `json:"median_p90_ns,omitempty"`
+
+	activationFunc op
+	samples        []time.Duration // one round's activations, reused
 }
 
 // calibrate runs f for warmup (at least three times) and sizes a round to
@@ -50,13 +58,20 @@ func (s *series) round() error {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	if cap(s.samples) < s.Iters {
+		s.samples = make([]time.Duration, s.Iters)
+	}
+	samples := s.samples[:s.Iters]
 	cpu0, t0 := cpuTime(), time.Now()
-	for i := 0; i < s.Iters; i++ {
+	last := t0
+	for i := range samples {
 		if err := s.activationFunc(); err != nil {
 			return err
 		}
+		now := time.Now()
+		samples[i], last = now.Sub(last), now
 	}
-	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	elapsed, cpu := last.Sub(t0), cpuTime()-cpu0
 	runtime.ReadMemStats(&after)
 	n := float64(s.Iters)
 	s.RoundsNsPerOp = append(s.RoundsNsPerOp, float64(elapsed.Nanoseconds())/n)
@@ -65,7 +80,16 @@ func (s *series) round() error {
 	}
 	s.RoundsBytes = append(s.RoundsBytes, float64(after.TotalAlloc-before.TotalAlloc)/n)
 	s.RoundsAllocs = append(s.RoundsAllocs, float64(after.Mallocs-before.Mallocs)/n)
+	slices.Sort(samples)
+	s.RoundsP50Ns = append(s.RoundsP50Ns, float64(percentile(samples, 50)))
+	s.RoundsP90Ns = append(s.RoundsP90Ns, float64(percentile(samples, 90)))
 	return nil
+}
+
+// percentile is the p-th percentile (nearest rank) of sorted, not empty.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	i := (len(sorted)*p + 99) / 100 // the rank, 1-based
+	return sorted[max(i, 1)-1]
 }
 
 func (s *series) finish() {
@@ -76,6 +100,9 @@ func (s *series) finish() {
 	}
 	s.AllocBytesOp = median(s.RoundsBytes)
 	s.AllocsPerOp = median(s.RoundsAllocs)
+	s.MedianP50Ns = median(s.RoundsP50Ns)
+	s.MedianP90Ns = median(s.RoundsP90Ns)
+	s.samples = nil
 }
 
 func median(xs []float64) float64 {
