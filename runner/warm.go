@@ -356,8 +356,19 @@ func initExport(m *module, ob admission.Obligations) catalog.FunctionName {
 
 // snapshotFor returns the snapshot of ob's tenant, module and
 // initialisation export, creating it (once; concurrent callers wait) on
-// first use. grant bounds the initialisation's memory.
+// first use, on a compile worker (bounded, lower priority: an
+// initialisation is deploy-time work). grant bounds the initialisation's
+// memory, and a snapshot made earlier must fit it too.
 func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
+	s, err := r.makeSnapshot(ctx, m, ob, grant)
+	if err == nil && s.size+m.tableBytes > grant {
+		err = errors.Mark(errors.Newf("runner: the snapshot's memory (%d bytes) and tables (%d bytes) exceed the memory ceiling (%d bytes)",
+			s.size, m.tableBytes, grant), ErrInitFailed)
+	}
+	return s, err
+}
+
+func (r *Runner) makeSnapshot(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
 	k := snapKey{ob.Tenant, m.digest, initExport(m, ob), ob.Random}
 	p := r.warm
 	p.mu.Lock()
@@ -366,8 +377,14 @@ func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obliga
 		s = &snapshot{key: k, ready: make(chan struct{})}
 		p.snaps[k] = s
 		p.mu.Unlock()
-		r.initialise(ctx, m, ob, s, grant)
+		werr := r.onWorker(ctx, func() error {
+			r.initialise(ctx, m, ob, s, grant)
+			return nil
+		})
 		p.mu.Lock()
+		if werr != nil && s.err == nil {
+			s.err = errors.Wrap(werr, "runner: initialise") // cancelled while waiting, or a panic (a host fault)
+		}
 		if s.err == nil {
 			used := p.snapBytes[k.tenant]
 			if used+s.size > r.cfg.MaxSnapshotBytesPerTenant {
