@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,7 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
 // The instance modes end to end: the examples' snapshot routes answer what
@@ -197,4 +204,238 @@ func logExecTimes(t *testing.T, n *node, prefix string, c wagiCase, calls int) {
 	}
 	fresh, snap := median(c.path), median(snapPath)
 	t.Logf("%s %s%s: exec median of %d: fresh %.3f ms, snapshot %.3f ms", c.method, prefix, c.path, calls, fresh, snap)
+}
+
+// stateRev is one revision of a release of the state reactor.
+type stateRev struct{ name, instance, init string }
+
+// putRelease deploys tenant/service: the guest's module as the revisions,
+// each on a route of its own name that calls function. It returns the
+// answer to the PUT.
+func (n *node) putRelease(t *testing.T, who, tenant, service, guest, function string, revs ...stateRev) reply {
+	t.Helper()
+	digest, err := n.client(t, who).UploadArtifact(context.Background(), testwasm.Bytes(t, guest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revisions, routes []any
+	for _, r := range revs {
+		rv := map[string]any{"name": r.name, "artifact": digest, "trust_class": "untrusted", "instance": r.instance,
+			"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "5s"}}
+		if r.init != "" {
+			rv["init"] = r.init
+		}
+		revisions = append(revisions, rv)
+		routes = append(routes, map[string]any{"name": r.name, "function": function,
+			"targets": []any{map[string]any{"revision": r.name, "weight": 1}}})
+	}
+	body, err := json.Marshal(map[string]any{"tenant": tenant, "service": service, "revisions": revisions, "routes": routes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.do(t, "PUT", "/v1/deployments/"+tenant+"/"+service, who, bytes.NewReader(body), nil)
+}
+
+// deployState deploys tenant/service with the state reactor (route
+// function handle), one revision and route per name, all in mode.
+func (n *node) deployState(t *testing.T, who, tenant, service, mode string, names ...string) {
+	t.Helper()
+	var revs []stateRev
+	for _, name := range names {
+		revs = append(revs, stateRev{name: name, instance: mode})
+	}
+	if r := n.putRelease(t, who, tenant, service, "state", "handle", revs...); r.status != 200 {
+		t.Fatalf("deploy %s/%s (%s): %d %s", tenant, service, mode, r.status, r.body)
+	}
+}
+
+// stateTarget is a route of the state reactor and the secrets sent to it:
+// prefix (2 bytes) and a 6-digit number.
+type stateTarget struct {
+	who, target, prefix string
+}
+
+// untouched is the state reactor's answer from an instance no activation
+// ran in before (after _initialize).
+const untouched = "0 1 ........\n"
+
+// callState sends secret to the target and returns the reactor's answer.
+func (n *node) callState(t *testing.T, s stateTarget, secret string) string {
+	t.Helper()
+	r := n.invoke(t, s.who, s.target, secret, nil)
+	if r.status != 200 || r.header.Get("Latent-Outcome") != "success" {
+		t.Fatalf("%s: %d %s", s.target, r.status, r.body)
+	}
+	return string(r.body)
+}
+
+// secretOf is the <secret> of a state answer "<counter> <inited> <secret>\n".
+func secretOf(t *testing.T, answer string) string {
+	t.Helper()
+	f := strings.Fields(answer)
+	if len(f) != 3 || len(f[2]) != 8 || f[1] != "1" || !strings.HasSuffix(answer, "\n") {
+		t.Fatalf("not an answer of the state reactor: %q", answer)
+	}
+	return f[2]
+}
+
+// interleave calls the targets in turn, rounds times each, sequentially:
+// each target's warm instance (reuse mode) must answer with its own
+// previous activation's secret and counter, and never another target's.
+// Then workers goroutines per target call them all at once: every answer's
+// secret is untouched or the target's own.
+func interleave(t *testing.T, n *node, rounds, workers int, targets ...stateTarget) {
+	t.Helper()
+	prev := make([]string, len(targets))
+	for r := 0; r < rounds; r++ {
+		for i, s := range targets {
+			secret := fmt.Sprintf("%s%06d", s.prefix, r)
+			want := fmt.Sprintf("%d 1 %s\n", r%10, cmp.Or(prev[i], "........"))
+			if have := n.callState(t, s, secret); have != want {
+				t.Fatalf("round %d, %s: answer %q, want %q (the previous secret sent to it)", r, s.target, have, want)
+			}
+			prev[i] = secret
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(targets)*workers)
+	for _, s := range targets {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := 0; r < rounds; r++ {
+					secret := fmt.Sprintf("%s%d%05d", s.prefix, w, r)
+					res, err := n.try("POST", "/v1/invoke/"+s.target, s.who, strings.NewReader(secret), nil)
+					switch {
+					case err != nil:
+						errs <- err
+						return
+					case res.status != 200:
+						errs <- fmt.Errorf("%s: %d %s", s.target, res.status, res.body)
+						return
+					}
+					f := strings.Fields(string(res.body))
+					if len(f) != 3 || f[2] != "........" && !strings.HasPrefix(f[2], s.prefix) {
+						errs <- fmt.Errorf("%s (secrets %s…) answered %q: another target's secret", s.target, s.prefix, res.body)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestInstances checks with the state reactor (testdata/wasm/state.wat:
+// handle answers "<counter> <inited> <secret>\n", then counts and keeps the
+// first 8 bytes of its input as the secret) what an activation sees of the
+// ones before it in each instance mode, on one node: fresh and snapshot
+// activations see nothing; reuse activations see their revision's previous
+// activation (the documented weaker isolation) and never another
+// revision's, service's or tenant's. Then a snapshot whose initialisation
+// fails refuses its deploy.
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	n, _ := startNode(t, func(p *params) { p.BetaLive = 4 }, calm)
+
+	t.Run("fresh and snapshot activations start untouched", func(t *testing.T) {
+		for _, mode := range []string{"fresh", "snapshot"} {
+			n.deployState(t, "alice", "acme", "state-"+mode, mode, "v1")
+			s := stateTarget{who: "alice", target: "acme/state-" + mode + "/v1"}
+			for i := 0; i < 20; i++ {
+				if have := n.callState(t, s, fmt.Sprintf("%s%06d", mode[:2], i)); have != untouched {
+					t.Fatalf("%s, call %d: answer %q, want %q", mode, i, have, untouched)
+				}
+			}
+			// Concurrently (two activations at once on the tiny cells).
+			var wg sync.WaitGroup
+			answers := make(chan string, 4*10)
+			for w := 0; w < 4; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; i < 10; i++ {
+						r, err := n.try("POST", "/v1/invoke/"+s.target, s.who, strings.NewReader(fmt.Sprintf("c%d%06d", w, i)), nil)
+						if err != nil {
+							answers <- err.Error()
+							return
+						}
+						answers <- string(r.body)
+					}
+				}()
+			}
+			wg.Wait()
+			close(answers)
+			for a := range answers {
+				if a != untouched {
+					t.Fatalf("%s, concurrent: answer %q, want %q", mode, a, untouched)
+				}
+			}
+		}
+	})
+
+	// The negative control: a reuse instance shows its previous activation,
+	// counter and secret.
+	t.Run("reuse activations see the one before", func(t *testing.T) {
+		n.deployState(t, "alice", "acme", "state-reuse", "reuse", "v1")
+		interleave(t, n, 12, 0, stateTarget{"alice", "acme/state-reuse/v1", "r:"})
+	})
+
+	t.Run("reuse instances are per revision", func(t *testing.T) {
+		n.deployState(t, "alice", "acme", "two-revisions", "reuse", "a", "b")
+		interleave(t, n, 12, 2, stateTarget{"alice", "acme/two-revisions/a", "a:"},
+			stateTarget{"alice", "acme/two-revisions/b", "b:"})
+	})
+
+	t.Run("reuse instances are per service", func(t *testing.T) {
+		n.deployState(t, "alice", "acme", "one", "reuse", "v1")
+		n.deployState(t, "alice", "acme", "other", "reuse", "v1")
+		interleave(t, n, 12, 2, stateTarget{"alice", "acme/one/v1", "1:"}, stateTarget{"alice", "acme/other/v1", "2:"})
+	})
+
+	t.Run("reuse instances are per tenant", func(t *testing.T) {
+		// The same module bytes, service and revision names in two tenants.
+		n.deployState(t, "alice", "acme", "shared", "reuse", "v1")
+		n.deployState(t, "bob", "beta", "shared", "reuse", "v1")
+		interleave(t, n, 12, 2, stateTarget{"alice", "acme/shared/v1", "A:"}, stateTarget{"bob", "beta/shared/v1", "B:"})
+	})
+
+	t.Run("a snapshot whose initialisation fails refuses the deploy", func(t *testing.T) {
+		// trap_unreachable's _start traps: as the snapshot's
+		// initialisation it fails at deploy, naming the revision's mode.
+		r := n.putRelease(t, "alice", "acme", "init-traps", "trap_unreachable", "_start",
+			stateRev{name: "v1", instance: "snapshot", init: "_start"})
+		checkRefusal(t, r, 422, "invalid-manifest")
+		var p struct {
+			Fields []struct{ Field, Problem string } `json:"invalid_fields"`
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil || len(p.Fields) != 1 || p.Fields[0].Field != "revisions[0].instance" ||
+			!strings.Contains(p.Fields[0].Problem, "_start") || !strings.Contains(p.Fields[0].Problem, "unreachable") {
+			t.Fatalf("field problems: %s", r.body)
+		}
+		t.Logf("%s: %s", p.Fields[0].Field, p.Fields[0].Problem)
+		if r := n.do(t, "GET", "/v1/deployments/acme/init-traps", "alice", nil, nil); r.status != 404 {
+			t.Fatalf("the refused release was published: %d %s", r.status, r.body)
+		}
+		// The controls: the same module deploys fresh, and as a snapshot
+		// without the initialisation (the instance before _start); both
+		// trap in every activation instead.
+		for _, rev := range []stateRev{{name: "fresh", instance: "fresh"}, {name: "snap", instance: "snapshot"}} {
+			r := n.putRelease(t, "alice", "acme", "init-traps-"+rev.name, "trap_unreachable", "_start", rev)
+			if r.status != 200 {
+				t.Fatalf("%s: %d %s", rev.instance, r.status, r.body)
+			}
+			for i := 0; i < 2; i++ {
+				r = n.invoke(t, "alice", "acme/init-traps-"+rev.name+"/"+rev.name, "", nil)
+				if r.status != 502 || r.problem.Outcome != "trap" || r.problem.TrapKind != "unreachable" {
+					t.Fatalf("%s, activation %d: %d %s", rev.instance, i, r.status, r.body)
+				}
+			}
+		}
+	})
 }
