@@ -338,7 +338,7 @@ func interleave(t *testing.T, n *node, rounds, workers int, targets ...stateTarg
 // activations see nothing; reuse activations see their revision's previous
 // activation (the documented weaker isolation) and never another
 // revision's, service's or tenant's. Then a snapshot whose initialisation
-// fails refuses its deploy.
+// fails refuses its deploy, and the metrics count the warm instances' work.
 func TestInstances(t *testing.T) {
 	t.Parallel()
 	n, _ := startNode(t, func(p *params) { p.BetaLive = 4 }, calm)
@@ -436,6 +436,61 @@ func TestInstances(t *testing.T) {
 					t.Fatalf("%s, activation %d: %d %s", rev.instance, i, r.status, r.body)
 				}
 			}
+		}
+	})
+
+	t.Run("metrics count the warm instances' work", func(t *testing.T) {
+		n.deployState(t, "alice", "acme", "metrics-snap", "snapshot", "v1")
+		n.deployState(t, "alice", "acme", "metrics-reuse", "reuse", "v1")
+		if r := n.putRelease(t, "alice", "acme", "metrics-trap", "trap_unreachable", "_start",
+			stateRev{name: "v1", instance: "snapshot"}); r.status != 200 {
+			t.Fatalf("deploy: %d %s", r.status, r.body)
+		}
+		before := n.scrape(t)
+		for i := 0; i < 5; i++ {
+			n.callState(t, stateTarget{who: "alice", target: "acme/metrics-snap/v1"}, "")
+		}
+		for i := 0; i < 5; i++ {
+			n.callState(t, stateTarget{who: "alice", target: "acme/metrics-reuse/v1"}, "")
+		}
+		for i := 0; i < 2; i++ {
+			if r := n.invoke(t, "alice", "acme/metrics-trap/v1", "", nil); r.status != 502 {
+				t.Fatalf("trap: %d %s", r.status, r.body)
+			}
+		}
+		after := n.scrape(t)
+		value := func(samples []sample, name string, labels ...string) float64 {
+			want := map[string]string{}
+			for i := 0; i+1 < len(labels); i += 2 {
+				want[labels[i]] = labels[i+1]
+			}
+			return sum(samples, name, want)
+		}
+		// A new revision's first activation makes its instance (from the
+		// snapshot, or a new reuse instance); the next ones take it back.
+		// Each trapped activation's instance is recreated, then closed.
+		for _, c := range []struct {
+			mode, path string
+			want       float64
+		}{{"snapshot", "recreated", 1 + 2}, {"snapshot", "restored", 4}, {"reuse", "created", 1}, {"reuse", "reused", 4}} {
+			d := value(after, "latent_instance_activations_total", "mode", c.mode, "path", c.path) -
+				value(before, "latent_instance_activations_total", "mode", c.mode, "path", c.path)
+			if d != c.want {
+				t.Errorf("latent_instance_activations_total{mode=%q,path=%q} went up by %v, want %v", c.mode, c.path, d, c.want)
+			}
+		}
+		// At least the two trapped instances closed (the pool may also
+		// close its longest idle ones: it keeps 16).
+		if d := value(after, "latent_instances_recycled_total") - value(before, "latent_instances_recycled_total"); d < 2 {
+			t.Errorf("latent_instances_recycled_total went up by %v, want at least 2", d)
+		}
+		// metrics-snap's and metrics-reuse's instances wait; acme's state
+		// snapshots share one 64 KiB image (one module, one tenant).
+		if v := value(after, "latent_instances_idle"); v < 2 {
+			t.Errorf("latent_instances_idle %v, want at least 2", v)
+		}
+		if v := value(after, "latent_snapshot_bytes"); v < 64<<10 {
+			t.Errorf("latent_snapshot_bytes %v, want at least 65536", v)
 		}
 	})
 }
