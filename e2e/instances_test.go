@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -269,16 +271,6 @@ func (n *node) callState(t *testing.T, s stateTarget, secret string) string {
 	return string(r.body)
 }
 
-// secretOf is the <secret> of a state answer "<counter> <inited> <secret>\n".
-func secretOf(t *testing.T, answer string) string {
-	t.Helper()
-	f := strings.Fields(answer)
-	if len(f) != 3 || len(f[2]) != 8 || f[1] != "1" || !strings.HasSuffix(answer, "\n") {
-		t.Fatalf("not an answer of the state reactor: %q", answer)
-	}
-	return f[2]
-}
-
 // interleave calls the targets in turn, rounds times each, sequentially:
 // each target's warm instance (reuse mode) must answer with its own
 // previous activation's secret and counter, and never another target's.
@@ -312,12 +304,12 @@ func interleave(t *testing.T, n *node, rounds, workers int, targets ...stateTarg
 						errs <- err
 						return
 					case res.status != 200:
-						errs <- fmt.Errorf("%s: %d %s", s.target, res.status, res.body)
+						errs <- errors.Newf("%s: %d %s", s.target, res.status, res.body)
 						return
 					}
 					f := strings.Fields(string(res.body))
 					if len(f) != 3 || f[2] != "........" && !strings.HasPrefix(f[2], s.prefix) {
-						errs <- fmt.Errorf("%s (secrets %s…) answered %q: another target's secret", s.target, s.prefix, res.body)
+						errs <- errors.Newf("%s (secrets %s…) answered %q: another target's secret", s.target, s.prefix, res.body)
 						return
 					}
 				}
