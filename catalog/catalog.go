@@ -419,7 +419,7 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 	if err != nil {
 		return spec{}, nil, nil, err
 	}
-	if err := c.prepareSnapshots(ctx, s); err != nil {
+	if err := c.prepareSnapshots(ctx, s, modules); err != nil {
 		c.release(refs)
 		return spec{}, nil, nil, err
 	}
@@ -427,15 +427,17 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 }
 
 // prepareSnapshots has the inspector initialise the module of every
-// snapshot revision of s (SnapshotPreparer).
-func (c *Catalog) prepareSnapshots(ctx context.Context, s spec) error {
+// snapshot revision of s (SnapshotPreparer). A revision whose module does
+// not export its init is left to the release's validation, which names the
+// field.
+func (c *Catalog) prepareSnapshots(ctx context.Context, s spec, modules []ModuleInfo) error {
 	sp, ok := c.opts.Inspector.(SnapshotPreparer)
 	if !ok {
 		return nil
 	}
 	var p problems
 	for i, r := range s.revisions {
-		if r.instance != InstanceSnapshot {
+		if r.instance != InstanceSnapshot || (r.init != "" && !modules[i].exports(r.init)) {
 			continue
 		}
 		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.tenant, Artifact: r.artifact, Init: r.init,
