@@ -70,7 +70,8 @@ func TestPrepareSnapshot_refusesDeploy(t *testing.T) {
 }
 
 // TestRun_instanceModes: the state fixture answers "<counter> <inited>
-// <secret>" and then keeps its input as the secret. A fresh and a snapshot
+// <secret>" and then keeps its input as the secret (memory and a global);
+// the tablestate fixture answers by a table entry it then changes. A fresh and a snapshot
 // activation always start from the initialised module ("0 1 ........"),
 // whatever the activations before them wrote to memory and globals; a
 // reuse activation sees the state of the one before (the negative control:
@@ -104,12 +105,36 @@ func TestRun_instanceModes(t *testing.T) {
 			}
 		})
 	}
+	// A table the activation changed: put back in snapshot mode (by
+	// recreating the instance: a module that can change tables is never
+	// kept), kept in reuse mode.
+	tables := testwasm.Bytes(t, "tablestate")
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"fresh", []string{"A\n", "A\n", "A\n"}},
+		{"snapshot", []string{"A\n", "A\n", "A\n"}},
+		{"reuse", []string{"A\n", "B\n", "B\n"}},
+	} {
+		e.deployReactor("tables-"+tc.mode, tables, tc.mode, "handle")
+		for i, want := range tc.want {
+			if out := e.run("tables-"+tc.mode, "", admission.BudgetRequest{}); out.Kind != Success || string(out.Stdout) != want {
+				t.Errorf("tables %s, activation %d: %s %q (%v), want %q", tc.mode, i+1, out.Kind, out.Stdout, out.Err, want)
+			}
+		}
+	}
 	s := e.r.WarmStats()
+	// The table module's snapshot activations all recreate their instance.
+	s.Recreated -= 3
+	s.Snapshots--
+	s.Created--
+	s.Reused -= 2
 	if s.Snapshots != 1 || s.Restored != 2 || s.Recreated != 1 || s.Created != 1 || s.Reused != 2 {
 		t.Errorf("stats %+v: want 1 snapshot, 1 recreated and 2 restored activations, 1 created and 2 reused", s)
 	}
-	if s.SnapshotBytes != catalog.WasmPageBytes || e.r.SnapshotBytes("acme") != catalog.WasmPageBytes {
-		t.Errorf("snapshot bytes %d (acme %d), want one page", s.SnapshotBytes, e.r.SnapshotBytes("acme"))
+	if s.SnapshotBytes != 2*catalog.WasmPageBytes || e.r.SnapshotBytes("acme") != 2*catalog.WasmPageBytes {
+		t.Errorf("snapshot bytes %d (acme %d), want one page per snapshot", s.SnapshotBytes, e.r.SnapshotBytes("acme"))
 	}
 }
 

@@ -47,6 +47,7 @@ var fixtures = []string{
 	"recursion",
 	"sleep",
 	"state",
+	"tablestate",
 	"trap_divzero",
 	"trap_oob",
 	"trap_unreachable",
@@ -204,7 +205,7 @@ func TestFixturesAreCommands(t *testing.T) {
 }
 
 // reactors are the fixtures that are reactors, not commands.
-var reactors = []string{"state"}
+var reactors = []string{"state", "tablestate"}
 
 func checkCommand(t *testing.T, compiled wazero.CompiledModule) { checkEntry(t, compiled, "_start") }
 

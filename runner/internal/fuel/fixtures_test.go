@@ -25,7 +25,7 @@ func TestInstrument_fixtures(t *testing.T) {
 				t.Errorf("memory info = %+v", res.Info)
 			}
 			entry := "_start"
-			if name == "state" { // the one reactor among the fixtures
+			if name == "state" || name == "tablestate" { // the reactors among the fixtures
 				entry = "_initialize"
 			}
 			if !slices.Contains(res.Info.Exports, Export{Name: entry, Kind: ExternFunc}) {
