@@ -13,13 +13,13 @@ build:
 	$(GO) build -o bin/latent-node ./cmd/latent-node
 
 # The README's test command: race detector, -short (long tests live in stress/).
-# The cluster tests (the cluster package and e2e/cluster_test.go, built
-# only without -race) run embedded etcd without the race detector: a -race
-# build of etcd's server takes minutes on two cores.
+# The cluster tests (the cluster package, every test of which is named
+# TestCluster…, and e2e's TestCluster… tests, built only without -race) run
+# embedded etcd without the race detector: a -race build of etcd's server
+# takes minutes on two cores. One go test runs both packages, side by side.
 test:
 	$(GO) test -race -short -timeout 9m $$($(GO) list ./... | grep -v '/cluster$$')
-	$(GO) test -short -timeout 3m ./cluster/
-	$(GO) test -short -timeout 3m -run '^TestCluster' ./e2e/
+	$(GO) test -short -timeout 3m -run '^TestCluster' ./cluster/ ./e2e/
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

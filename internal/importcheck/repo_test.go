@@ -1,3 +1,6 @@
+// Checks that what the repository says of itself (docs/threat-model.md, the
+// Makefile's test selection) still matches its tests.
+
 package importcheck
 
 import (
@@ -59,5 +62,33 @@ func TestThreatModel_namesTests(t *testing.T) {
 		if !found {
 			t.Errorf("docs/threat-model.md names %s, which no test file defines", m[0])
 		}
+	}
+}
+
+// TestClusterTestNames: make test runs the cluster package's tests with
+// -run '^TestCluster' (together with e2e's cluster tests, without the race
+// detector), so a test of the package named otherwise would never run
+// there. Every Test function of cluster/ must start with TestCluster.
+func TestClusterTestNames(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "cluster", "*_test.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cluster test files: %v", err)
+	}
+	testFunc := regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(`)
+	n := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range testFunc.FindAllStringSubmatch(string(src), -1) {
+			n++
+			if name := m[1]; name != "TestMain" && !strings.HasPrefix(name, "TestCluster") {
+				t.Errorf("%s: %s does not start with TestCluster, so make test never runs it", filepath.Base(f), name)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d test functions in cluster/; the pattern no longer reads them", n)
 	}
 }
