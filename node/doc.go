@@ -91,6 +91,9 @@
 //   - accesslog.go: one log line per request (rate-limited per tenant);
 //     counts every refusal and the request's duration.
 //   - metrics.go: the Prometheus metrics.
+//   - instances.go: the warm instances of snapshot and reuse revisions in
+//     the admission view, and dropping a tenant's snapshots with the last
+//     revision that uses them (retainSnapshots).
 //   - demo.go: the embedded demo guest of `serve --demo`.
 //
 // Sub-packages: node/api (headers and problem bodies), node/auth (API keys
