@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
 // exampleCase is one invocation of an example and what it must answer.
@@ -193,7 +195,8 @@ func buildExample(sh, lang, dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sh, filepath.Join("..", "examples", "build.sh"), lang, dir)
-	out, err := cmd.CombinedOutput()
+	var out []byte
+	err := testwasm.WithBuildLock(func() (err error) { out, err = cmd.CombinedOutput(); return err })
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 3 {
 		return skipError(strings.TrimSpace(string(out)))

@@ -39,7 +39,8 @@ func BuildExamples(ctx context.Context, lang, outDir string) error {
 	ctx, cancel := context.WithTimeout(ctx, examplesTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sh, filepath.Join(ExamplesDir(), "build.sh"), lang, outDir)
-	out, err := cmd.CombinedOutput()
+	var out []byte
+	err = WithBuildLock(func() (err error) { out, err = cmd.CombinedOutput(); return err })
 	if err == nil {
 		return nil
 	}

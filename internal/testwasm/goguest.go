@@ -70,7 +70,8 @@ func buildGoGuest(goBin, outDir string) (wasm []byte, failure string) {
 	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-buildid=", "-o", out, pkgDir)
 	cmd.Dir = pkgDir
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	if output, err := cmd.CombinedOutput(); err != nil {
+	var output []byte
+	if err := WithBuildLock(func() (err error) { output, err = cmd.CombinedOutput(); return err }); err != nil {
 		return nil, fmt.Sprintf("building Go guest (GOOS=wasip1 GOARCH=wasm %s): %v\n%s", cmd, err, output)
 	}
 	b, err := os.ReadFile(out)
