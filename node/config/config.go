@@ -239,6 +239,10 @@ type Node struct {
 	// WarmIdleTimeout is how long a warm instance (snapshot or reuse) may
 	// stay unused before it is closed (1s to 24h, default 60s).
 	WarmIdleTimeout time.Duration
+	// MaxWarmInstances bounds the idle warm instances the node keeps
+	// across all snapshot and reuse revisions; the longest idle goes first
+	// (1 to 100,000, default 16). Each holds up to its linear memory.
+	MaxWarmInstances int
 	// UIHosts are the host names the status page (/ui, /ui/data) answers
 	// under: a request whose Host is neither an IP address nor one of them
 	// is refused (DNS rebinding). Names compare without port and case;
@@ -542,7 +546,8 @@ func (c *Config) RunnerConfig(dataDir string) runner.Config {
 	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits, FuelSlice: GuestFuelSlice,
 		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes,
 		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant, MaxSnapshotBytesPerTenant: c.Node.MaxSnapshotBytesPerTenant,
-		ReuseMaxActivations: c.Node.ReuseMaxActivations, WarmIdleTimeout: c.Node.WarmIdleTimeout}
+		ReuseMaxActivations: c.Node.ReuseMaxActivations, WarmIdleTimeout: c.Node.WarmIdleTimeout,
+		MaxWarmInstances: c.Node.MaxWarmInstances}
 	if dataDir != "" {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}

@@ -98,6 +98,8 @@ const (
 	DefaultWarmIdleTimeout           = runner.DefaultWarmIdleTimeout
 	minWarmIdleTimeout               = time.Second
 	maxWarmIdleTimeout               = 24 * time.Hour
+	DefaultMaxWarmInstances          = runner.DefaultMaxWarmInstances
+	maxWarmInstances                 = 100_000
 )
 
 func (c *Config) checkHardening(v *checker) {
@@ -159,6 +161,9 @@ func (c *Config) checkHardening(v *checker) {
 	}
 	if n.WarmIdleTimeout < minWarmIdleTimeout || n.WarmIdleTimeout > maxWarmIdleTimeout {
 		v.add("node.warm_idle_timeout", "must be from 1s to 24h")
+	}
+	if n.MaxWarmInstances < 1 || n.MaxWarmInstances > maxWarmInstances {
+		v.add("node.max_warm_instances", "must be from 1 to "+strconv.Itoa(maxWarmInstances))
 	}
 }
 

@@ -24,7 +24,7 @@ func TestParse_warmInstances(t *testing.T) {
 	}{
 		{name: "defaults", snapshot: runner.DefaultMaxSnapshotBytesPerTenant, reuse: runner.DefaultReuseMaxActivations,
 			idle: runner.DefaultWarmIdleTimeout, runnerCfg: true},
-		{name: "set", node: "max_snapshot_bytes_per_tenant = \"2GiB\"\nreuse_max_activations = 128\nwarm_idle_timeout = \"5m\"\n",
+		{name: "set", node: "max_snapshot_bytes_per_tenant = \"2GiB\"\nreuse_max_activations = 128\nwarm_idle_timeout = \"5m\"\nmax_warm_instances = 64\n",
 			snapshot: 2 << 30, reuse: 128, idle: 5 * time.Minute, runnerCfg: true},
 		{name: "lower bounds", node: "max_snapshot_bytes_per_tenant = \"1MiB\"\nreuse_max_activations = 1\nwarm_idle_timeout = \"1s\"\n",
 			snapshot: 1 << 20, reuse: 1, idle: time.Second},
@@ -43,6 +43,7 @@ func TestParse_warmInstances(t *testing.T) {
 		{name: "idle zero", node: "warm_idle_timeout = \"0s\"\n", want: []string{"node.warm_idle_timeout"}},
 		{name: "idle above 24h", node: "warm_idle_timeout = \"24h1s\"\n", want: []string{"node.warm_idle_timeout"}},
 		{name: "idle not a duration", node: "warm_idle_timeout = 60\n", want: []string{"node.warm_idle_timeout"}},
+		{name: "warm instances out of range", node: "max_warm_instances = 0\n", want: []string{"node.max_warm_instances"}},
 		{name: "all three out of range", node: "max_snapshot_bytes_per_tenant = 1\nreuse_max_activations = 0\nwarm_idle_timeout = \"1ms\"\n",
 			want: []string{"node.max_snapshot_bytes_per_tenant", "node.reuse_max_activations", "node.warm_idle_timeout"}},
 	}
@@ -62,6 +63,10 @@ func TestParse_warmInstances(t *testing.T) {
 			if n.MaxSnapshotBytesPerTenant != tc.snapshot || n.ReuseMaxActivations != tc.reuse || n.WarmIdleTimeout != tc.idle {
 				t.Fatalf("have %d, %d, %s; want %d, %d, %s", n.MaxSnapshotBytesPerTenant, n.ReuseMaxActivations, n.WarmIdleTimeout,
 					tc.snapshot, tc.reuse, tc.idle)
+			}
+			if want := map[bool]int{false: runner.DefaultMaxWarmInstances, true: 64}[tc.name == "set"]; n.MaxWarmInstances != want ||
+				cfg.RunnerConfig("").MaxWarmInstances != want {
+				t.Fatalf("max warm instances %d (runner %d), want %d", n.MaxWarmInstances, cfg.RunnerConfig("").MaxWarmInstances, want)
 			}
 			if tc.runnerCfg {
 				rc := cfg.RunnerConfig("")
