@@ -285,17 +285,7 @@ func longestLine(p *proc) int {
 // UTF-8"). The request naming beta started a span with latent.tenant=beta.
 func TestSecurityObs_tracePoisoning(t *testing.T) {
 	t.Parallel()
-	col := startCollector(t)
-	k, h := principalKeys(t)
-	p := defaults(t)
-	p.Hashes = h
-	cfg := configTOML(p) + "\n[tracing]\nenabled = true\nendpoint = \"" + col.srv.URL + "/v1/traces\"\n" +
-		"service_name = \"e2e\"\ntimeout = \"5s\"\nbatch_timeout = \"1s\"\n"
-	cfgPath := filepath.Join(t.TempDir(), "node.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := &node{proc: serve(t, cfgPath, calm), keys: k}
+	n, col := startTracedNode(t, "1s")
 	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
 
 	const t1, t2, t3 = "11111111111111111111111111111111", "22222222222222222222222222222222", "33333333333333333333333333333333"

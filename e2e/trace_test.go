@@ -194,6 +194,23 @@ func sum(samples []sample, name string, want map[string]string) float64 {
 	return total
 }
 
+// startTracedNode serves the harness configuration with tracing on,
+// exporting to a collector of its own with batchTimeout between batches.
+func startTracedNode(t *testing.T, batchTimeout string) (*node, *otlpCollector) {
+	t.Helper()
+	col := startCollector(t)
+	k, h := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = h
+	cfg := configTOML(p) + "\n[tracing]\nenabled = true\nendpoint = \"" + col.srv.URL + "/v1/traces\"\n" +
+		"service_name = \"e2e\"\ntimeout = \"5s\"\nbatch_timeout = \"" + batchTimeout + "\"\n"
+	cfgPath := filepath.Join(t.TempDir(), "node.toml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &node{proc: serve(t, cfgPath, calm), keys: k}, col
+}
+
 // TestTrace_followActivation follows one completed and two refused
 // activations (a route that does not exist, and a body over the node's
 // payload bound, refused before admission) by the activation id of their
@@ -202,17 +219,7 @@ func sum(samples []sample, name string, want map[string]string) float64 {
 // traceparent.
 func TestTrace_followActivation(t *testing.T) {
 	t.Parallel()
-	col := startCollector(t)
-	k, h := principalKeys(t)
-	p := defaults(t)
-	p.Hashes = h
-	cfg := configTOML(p) + "\n[tracing]\nenabled = true\nendpoint = \"" + col.srv.URL + "/v1/traces\"\n" +
-		"service_name = \"e2e\"\ntimeout = \"5s\"\nbatch_timeout = \"20ms\"\n"
-	cfgPath := filepath.Join(t.TempDir(), "node.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := &node{proc: serve(t, cfgPath, calm), keys: k}
+	n, col := startTracedNode(t, "20ms")
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 
 	for _, tc := range []struct {
