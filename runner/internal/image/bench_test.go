@@ -28,31 +28,17 @@ func benchData() []byte {
 // BenchmarkReset: an activation writes one byte in each of n OS pages spread
 // over a 4 MiB image (each a copy-on-write fault), then Reset. n=0 is Reset
 // alone.
-func BenchmarkReset(b *testing.B) {
-	img := mustImage(b, benchData())
-	for _, n := range []int{0, 16, 256} {
-		b.Run(fmt.Sprintf("dirty=%d", n), func(b *testing.B) {
-			m, mem := mustMemory(b, img, img.Len())
-			pages := len(mem) / int(osPageSize)
-			stride := 1
-			if n > 0 {
-				stride = pages / n
-			}
-			for b.Loop() {
-				for i := range n {
-					mem[i*stride*int(osPageSize)]++
-				}
-				if err := m.Reset(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+func BenchmarkReset(b *testing.B) { benchDirtyThen(b, (*Memory).Reset) }
 
 // BenchmarkRestore: BenchmarkReset with Restore. In the steady state the
 // pages written stay private and mapped: no faults, a pread each.
 func BenchmarkRestore(b *testing.B) {
+	benchDirtyThen(b, func(m *Memory) error { _, err := m.Restore(); return err })
+}
+
+// benchDirtyThen writes one byte in each of n OS pages spread over a 4 MiB
+// image and then puts the memory back with back, for n = 0, 16 and 256.
+func benchDirtyThen(b *testing.B, back func(*Memory) error) {
 	img := mustImage(b, benchData())
 	for _, n := range []int{0, 16, 256} {
 		b.Run(fmt.Sprintf("dirty=%d", n), func(b *testing.B) {
@@ -66,7 +52,7 @@ func BenchmarkRestore(b *testing.B) {
 				for i := range n {
 					mem[i*stride*int(osPageSize)]++
 				}
-				if _, err := m.Restore(); err != nil {
+				if err := back(m); err != nil {
 					b.Fatal(err)
 				}
 			}
