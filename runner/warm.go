@@ -218,13 +218,19 @@ func (r *Runner) SnapshotBytes(tenant catalog.TenantID) uint64 {
 	return p.snapBytes[tenant]
 }
 
-// take returns an idle instance of k (the most recently used), or nil.
-func (p *warmPool) take(k warmKey) *warmInstance {
+// take returns an idle instance of k (the most recently used), counted
+// as restored (snapshot) or reused, or nil.
+func (p *warmPool) take(k warmKey, snapshot bool) *warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	list := p.idle[k]
 	if len(list) == 0 {
 		return nil
+	}
+	if snapshot {
+		p.stats.Restored++
+	} else {
+		p.stats.Reused++
 	}
 	w := list[len(list)-1]
 	list[len(list)-1] = nil
@@ -597,7 +603,7 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 			return r.initOutcome(a, err)
 		}
 	}
-	w := r.warm.take(k)
+	w := r.warm.take(k, s != nil)
 	created := w == nil
 	if created {
 		var err error
@@ -605,7 +611,7 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 			kind, code, trap := classify(a, err, time.Now(), true)
 			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: time.Since(a.started), Err: err}
 		}
-		r.warm.count(s != nil, true)
+		r.warm.created(s != nil)
 		if s == nil {
 			if a.remaining < m.instantiationFuel {
 				r.closeInstance(w)
@@ -616,7 +622,6 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 		}
 	} else {
 		w.b.a, w.b.seeded = a, false
-		r.warm.count(s != nil, false)
 	}
 	linear := uint64(0)
 	if mem := w.mod.Memory(); mem != nil {
@@ -673,20 +678,15 @@ func (r *Runner) keep(w *warmInstance, kind Kind, err error, grant uint64) bool 
 	return mem == nil || uint64(mem.Size()) <= grant/4*3
 }
 
-// count records an activation started on a new (created) or a kept
-// instance.
-func (p *warmPool) count(snapshot, created bool) {
+// created counts an activation started on a new instance: made from its
+// snapshot (recreated) or a new reuse instance. take counts the others.
+func (p *warmPool) created(snapshot bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case snapshot && created:
+	if snapshot {
 		p.stats.Recreated++
-	case snapshot:
-		p.stats.Restored++
-	case created:
+	} else {
 		p.stats.Created++
-	default:
-		p.stats.Reused++
 	}
 }
 
