@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil/tartest"
 )
 
 // countingSource counts the bytes Restore reads from its entries: every
@@ -58,7 +60,7 @@ func FuzzRestore(f *testing.F) {
 		}
 		f.Add(b.Bytes())
 	}
-	f.Add(append(sparseTarEntry(artifactsDir+"/"+a.Hex(), 1<<20), make([]byte, 1024)...))
+	f.Add(append(tartest.Sparse(artifactsDir+"/"+a.Hex(), 1<<20), make([]byte, 1024)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		grand := t.TempDir()
 		parent := filepath.Join(grand, "p")

@@ -5,62 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil/tartest"
 )
-
-// paxRecord is one "LEN key=value\n" record of a PAX extended header.
-func paxRecord(k, v string) string {
-	s := " " + k + "=" + v + "\n"
-	n := len(s)
-	for {
-		l := len(strconv.Itoa(n)) + len(s)
-		if l == n {
-			return strconv.Itoa(n) + s
-		}
-		n = l
-	}
-}
-
-// rawTarEntry is one tar entry of any typeflag (archive/tar's writer
-// refuses to write PAX headers by hand), its data padded to a block.
-func rawTarEntry(name string, flag byte, data []byte) []byte {
-	var hb bytes.Buffer
-	if err := tar.NewWriter(&hb).WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)),
-		Mode: 0o600, Format: tar.FormatUSTAR}); err != nil {
-		panic(err)
-	}
-	h := hb.Bytes()[:512]
-	h[156] = flag
-	copy(h[148:156], "        ")
-	sum := 0
-	for _, b := range h {
-		sum += int(b)
-	}
-	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	out := append(append([]byte(nil), h...), data...)
-	if pad := len(data) % 512; pad != 0 {
-		out = append(out, make([]byte, 512-pad)...)
-	}
-	return out
-}
-
-// sparseTarEntry is a PAX GNU sparse 1.0 entry name of realSize bytes of
-// zeros that takes 2 KiB of the stream.
-func sparseTarEntry(name string, realSize int64) []byte {
-	pax := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
-		paxRecord("GNU.sparse.name", name) + paxRecord("GNU.sparse.realsize", strconv.FormatInt(realSize, 10))
-	sparseMap := make([]byte, 512)
-	copy(sparseMap, "0\n") // no data segments: all zeros
-	return append(rawTarEntry("PaxHeaders/"+pathBase(name), 'x', []byte(pax)), rawTarEntry(name, '0', sparseMap)...)
-}
 
 // replaceEntry replaces (or adds) entry name and lists it in the manifest.
 func replaceEntry(e []tarEntry, name string, data []byte) []tarEntry {
@@ -170,7 +124,7 @@ func TestRestore_untrustedInput(t *testing.T) {
 				_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e[0].name, Size: int64(len(e[0].data)), Mode: 0o600})
 				_, _ = tw.Write(e[0].data)
 				_ = tw.Flush()
-				out := append(b.Bytes(), sparseTarEntry(e[firstOf(e, artifactsDir)].name, 1<<20)...)
+				out := append(b.Bytes(), tartest.Sparse(e[firstOf(e, artifactsDir)].name, 1<<20)...)
 				return append(out, make([]byte, 1024)...)
 			}()},
 		{name: "signed, with its key (control)", input: signed.Bytes(), opts: func(o *RestoreOptions) { o.SignKey = key }},

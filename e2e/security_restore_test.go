@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/internal/testutil/tartest"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
@@ -23,112 +22,31 @@ import (
 // acme/echo, acme/hello and beta/hello (acme and beta both own the hello
 // module), backed up as a tar stream, unsigned and signed.
 
-// tarFile is one entry of a tar stream.
-type tarFile struct {
-	name string
-	data []byte
-}
-
-func readTarFiles(t *testing.T, stream []byte) []tarFile {
-	t.Helper()
-	var out []tarFile
-	tr := tar.NewReader(bytes.NewReader(stream))
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tarFile{hdr.Name, data})
-	}
-}
-
-func writeTarFiles(t *testing.T, files []tarFile) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Size: int64(len(f.data)), Mode: 0o600}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // withoutEntry drops entry name and its line in BACKUP-MANIFEST (the first
 // entry, or the last in backups of the binary before the fix): the
 // manifest holds plain sha256 sums, so anyone can keep it consistent.
-func withoutEntry(t *testing.T, files []tarFile, name string) []tarFile {
+func withoutEntry(t *testing.T, files []tartest.Entry, name string) []tartest.Entry {
 	t.Helper()
-	var out []tarFile
+	var out []tartest.Entry
 	found := false
 	for _, f := range files {
 		switch {
-		case f.name == name:
+		case f.Name == name:
 			found = true
 			continue
-		case f.name == "BACKUP-MANIFEST":
+		case f.Name == "BACKUP-MANIFEST":
 			var lines []string
-			for _, l := range strings.SplitAfter(string(f.data), "\n") {
+			for _, l := range strings.SplitAfter(string(f.Data), "\n") {
 				if !strings.HasSuffix(l, " "+name+"\n") {
 					lines = append(lines, l)
 				}
 			}
-			f.data = []byte(strings.Join(lines, ""))
+			f.Data = []byte(strings.Join(lines, ""))
 		}
 		out = append(out, f)
 	}
 	if !found {
 		t.Fatalf("no entry %s in the backup", name)
-	}
-	return out
-}
-
-// paxRec is one "LEN key=value\n" record of a PAX extended header.
-func paxRec(k, v string) string {
-	s := " " + k + "=" + v + "\n"
-	n := len(s)
-	for {
-		if l := len(strconv.Itoa(n)) + len(s); l != n {
-			n = l
-			continue
-		}
-		return strconv.Itoa(n) + s
-	}
-}
-
-// rawTar is one tar entry of any typeflag, its data padded to a block
-// (archive/tar's writer refuses to write GNU sparse PAX records).
-func rawTar(t *testing.T, name string, flag byte, data []byte) []byte {
-	t.Helper()
-	var hb bytes.Buffer
-	if err := tar.NewWriter(&hb).WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: int64(len(data)),
-		Mode: 0o600, Format: tar.FormatUSTAR}); err != nil {
-		t.Fatal(err)
-	}
-	h := hb.Bytes()[:512]
-	h[156] = flag
-	copy(h[148:156], "        ")
-	sum := 0
-	for _, b := range h {
-		sum += int(b)
-	}
-	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	out := append(append([]byte(nil), h...), data...)
-	if pad := len(data) % 512; pad != 0 {
-		out = append(out, make([]byte, 512-pad)...)
 	}
 	return out
 }
@@ -140,16 +58,10 @@ func sparseArtifacts(t *testing.T, n int) []byte {
 	var out []byte
 	for i := range n {
 		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
-		name := "artifacts/sha256/" + hex.EncodeToString(sum[:])
-		pax := paxRec("GNU.sparse.major", "1") + paxRec("GNU.sparse.minor", "0") + paxRec("GNU.sparse.name", name) +
-			paxRec("GNU.sparse.realsize", strconv.Itoa(16<<20))
-		sparseMap := make([]byte, 512)
-		copy(sparseMap, "0\n") // no data segments: all zeros
-		out = append(out, rawTar(t, "PaxHeaders/"+strconv.Itoa(i), 'x', []byte(pax))...)
-		out = append(out, rawTar(t, name, '0', sparseMap)...)
+		out = append(out, tartest.Sparse("artifacts/sha256/"+hex.EncodeToString(sum[:]), 16<<20)...)
 	}
 	manifest := []byte("latent-node backup v1\ngeneration 1\n")
-	out = append(out, rawTar(t, "BACKUP-MANIFEST", '0', manifest)...)
+	out = append(out, tartest.Raw("BACKUP-MANIFEST", '0', manifest)...)
 	return append(out, make([]byte, 1024)...)
 }
 
@@ -275,7 +187,7 @@ func TestSecurityRestore(t *testing.T) {
 		// acme/hello names the hello module, which (without acme's
 		// ownership record) only beta owns. On 611fe67: exit 0, "restored
 		// generation … 3 services", and acme runs beta's module.
-		crafted := writeTarFiles(t, withoutEntry(t, readTarFiles(t, stream), acmeOwnsHello))
+		crafted := tartest.Write(t, withoutEntry(t, tartest.Read(t, stream), acmeOwnsHello))
 		code, out, made := restore(t, crafted, "")
 		if code != 1 || made || !strings.Contains(out, `not owned by tenant "acme"`) {
 			t.Fatalf("restore: %d %s (directory made: %v)", code, out, made)
@@ -299,9 +211,9 @@ func TestSecurityRestore(t *testing.T) {
 		if code, out, made := restore(t, stream, "", "--sign-key-file", keyFile); code != 1 || made || !strings.Contains(out, "not signed") {
 			t.Fatalf("unsigned backup with a key: %d %s", code, out)
 		}
-		files := readTarFiles(t, signed)
-		files[0].data = bytes.Replace(files[0].data, []byte("\ngeneration "), []byte("\ngeneration 9"), 1)
-		if code, out, made := restore(t, writeTarFiles(t, files), "", "--sign-key-file", keyFile); code != 1 || made ||
+		files := tartest.Read(t, signed)
+		files[0].Data = bytes.Replace(files[0].Data, []byte("\ngeneration "), []byte("\ngeneration 9"), 1)
+		if code, out, made := restore(t, tartest.Write(t, files), "", "--sign-key-file", keyFile); code != 1 || made ||
 			!strings.Contains(out, "signature") {
 			t.Fatalf("tampered signed backup: %d %s", code, out)
 		}

@@ -4,5 +4,6 @@
 // need a package's types live in subpackages named after it: catalogtest (a
 // module inspector) and admissiontest (a valid admission policy); nodeconf
 // renders a node's TOML configuration for tests and benchmarks that start
-// the real binary.
+// the real binary; tartest builds and reads tar streams (crafted ones too)
+// for the backup and restore tests.
 package testutil
