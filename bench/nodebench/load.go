@@ -367,19 +367,9 @@ func serverTiming(h, name string) (time.Duration, error) {
 // checkAnswer sends tg's request once and wants 200, and with echo the
 // request body back.
 func checkAnswer(ctx context.Context, tg target, echo bool) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", tg.url, bytes.NewReader(tg.input))
+	resp, body, err := sendOnce(ctx, tg)
 	if err != nil {
-		return errors.Wrap(err, "nodebench: request")
-	}
-	req.Header.Set("Authorization", "Bearer "+tg.key)
-	resp, err := tg.hc.Do(req)
-	if err != nil {
-		return errors.Wrap(err, "nodebench: send")
-	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return errors.Wrap(err, "nodebench: answer body")
+		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return errors.Newf("nodebench: %s answered %d %s", tg.url, resp.StatusCode, bytes.TrimSpace(body))
@@ -388,4 +378,29 @@ func checkAnswer(ctx context.Context, tg target, echo bool) error {
 		return errors.Newf("nodebench: %s answered %q, not the body %q", tg.url, body, tg.input)
 	}
 	return nil
+}
+
+// sendOnce sends tg's request (as send does) and returns the answer with
+// its whole body, for the checks before a scenario.
+func sendOnce(ctx context.Context, tg target) (*http.Response, []byte, error) {
+	var reqBody io.Reader
+	method := tg.method
+	if method == "" {
+		method, reqBody = "POST", bytes.NewReader(tg.input)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, tg.url, reqBody)
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "nodebench: request")
+	}
+	req.Header.Set("Authorization", "Bearer "+tg.key)
+	resp, err := tg.hc.Do(req)
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "nodebench: send")
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "nodebench: answer body")
+	}
+	return resp, body, nil
 }

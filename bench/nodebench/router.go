@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -162,19 +161,9 @@ func routerTargets(ctx context.Context, nodeURL, key string, clients int) (*rout
 // checkRouter sends tg's request once and wants 200, the greeting and a
 // Server-Timing exec.
 func checkRouter(ctx context.Context, tg target) error {
-	req, err := http.NewRequestWithContext(ctx, tg.method, tg.url, nil)
+	resp, body, err := sendOnce(ctx, tg)
 	if err != nil {
-		return errors.Wrap(err, "nodebench: request")
-	}
-	req.Header.Set("Authorization", "Bearer "+tg.key)
-	resp, err := tg.hc.Do(req)
-	if err != nil {
-		return errors.Wrap(err, "nodebench: send")
-	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return errors.Wrap(err, "nodebench: answer body")
+		return err
 	}
 	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(routerGreeting)) {
 		return errors.Newf("nodebench: %s answered %d %s, want 200 and %s", tg.url, resp.StatusCode, bytes.TrimSpace(body), routerGreeting)
