@@ -186,11 +186,7 @@ func (r *Runner) RetainSnapshots(tenant catalog.TenantID, keep []catalog.Snapsho
 		default:
 			continue // being made by a deploy that has not published yet
 		}
-		delete(p.snaps, k)
-		p.uncharge(s)
-		if s.img != nil {
-			_ = s.img.Close() // the instances keep their own mappings
-		}
+		p.dropSnapshotLocked(s)
 		for wk, list := range p.idle {
 			if wk.tenant == tenant && list[0].snap == s {
 				closing = append(closing, list...)
@@ -305,14 +301,21 @@ func (p *warmPool) dropDigest(d catalog.Digest) []*warmInstance {
 	}
 	for k, s := range p.snaps {
 		if k.digest == d {
-			delete(p.snaps, k)
-			p.uncharge(s)
-			if s.img != nil {
-				_ = s.img.Close() // the instances closing keep their own mappings
-			}
+			p.dropSnapshotLocked(s)
 		}
 	}
 	return closing
+}
+
+// dropSnapshotLocked forgets s, gives its bytes back to its tenant and
+// closes its image (instances made from it keep their own mappings).
+// REQUIRES: p.mu held.
+func (p *warmPool) dropSnapshotLocked(s *snapshot) {
+	delete(p.snaps, s.key)
+	p.uncharge(s)
+	if s.img != nil {
+		_ = s.img.Close()
+	}
 }
 
 // uncharge gives a ready snapshot's bytes back to its tenant.
