@@ -3,11 +3,8 @@ package catalog
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"io/fs"
-	"maps"
 	"os"
-	"slices"
 
 	"github.com/cockroachdb/errors"
 )
@@ -84,7 +81,12 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 	}
 	if cur := c.cur.Load(); cur.generation == gen {
 		c.release(refs)
-		if maps.EqualFunc(cur.services, prepared, func(svc *service, p *preparedService) bool { return svc.release == releaseID(p.s) }) {
+		same := cur.len() == len(prepared)
+		for k, p := range prepared {
+			svc, ok := cur.get(k)
+			same = same && ok && p != nil && svc.release == releaseID(p.s)
+		}
+		if same {
 			return nil
 		}
 		return errors.Wrapf(ErrGenerationNotNewer, "catalog: replace at generation %d with other services than the catalog's", gen)
@@ -154,51 +156,65 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 	if gen <= c.mu.generation {
 		return nil, errors.Wrapf(ErrGenerationNotNewer, "catalog: generation %d, the catalog is at %d", gen, c.mu.generation)
 	}
-	next := map[serviceKey]*service{}
-	if !whole {
-		next = maps.Clone(old.services)
-	}
+	// Everything is built before anything is written or changed: a
+	// manifest that does not build leaves the catalog as it was.
+	built := make(map[serviceKey]*service, len(prepared))
 	for k, p := range prepared {
 		if p == nil {
-			delete(next, k)
 			continue
 		}
 		svc, err := buildService(p.s, p.m, p.modules, gen)
 		if err != nil {
 			return nil, err
 		}
-		next[k] = svc
+		built[k] = svc
 	}
-	if err := c.commitGenerationLocked(gen); err != nil {
-		return nil, err
-	}
-	var replaced []Digest
-	for k, prev := range old.services {
-		if _, kept := next[k]; !kept {
-			if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
-				return nil, err
+	// Removing a record needs the generation on disk first (a restart
+	// must not issue it again); a written record carries its own.
+	var removed []serviceKey
+	if whole {
+		old.each(func(svc *service) bool {
+			if k := (serviceKey{svc.tenant, svc.name}); built[k] == nil {
+				removed = append(removed, k)
+			}
+			return true
+		})
+	} else {
+		for k, p := range prepared {
+			if _, ok := old.get(k); ok && p == nil {
+				removed = append(removed, k)
 			}
 		}
-		if next[k] != prev {
-			replaced = append(replaced, prev.artifacts()...)
-		}
 	}
-	for k, p := range prepared {
-		if p == nil {
-			continue
-		}
-		svc := next[k]
-		rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: gen, Release: svc.release,
-			Revisions: svc.deployment().Revisions, Modules: svc.modules, Manifest: svc.manifest}
-		payload, err := json.Marshal(rec)
-		if err != nil {
-			return nil, errors.Wrap(err, "catalog: encode record")
-		}
-		if err := c.store.writeAtomic(serviceRecordPath(k.tenant, k.service), encodeRecord("service", payload)); err != nil {
+	commit := c.markGenerationLocked
+	if len(removed) > 0 {
+		commit = c.commitGenerationLocked
+	}
+	if err := commit(gen); err != nil {
+		return nil, err
+	}
+	for _, k := range removed {
+		if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
 			return nil, err
 		}
 	}
-	c.cur.Store(&snapshot{generation: gen, services: next})
+	for _, svc := range built {
+		if err := c.writeServiceLocked(svc); err != nil {
+			return nil, err
+		}
+	}
+	var replaced []Digest
+	for _, k := range removed {
+		if prev, ok := c.removeLocked(k); ok {
+			replaced = append(replaced, prev.artifacts()...)
+		}
+	}
+	for _, svc := range built {
+		if prev, ok := c.putLocked(svc); ok {
+			replaced = append(replaced, prev.artifacts()...)
+		}
+	}
+	c.publishLocked(gen)
 	return replaced, nil
 }
 
@@ -207,18 +223,9 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 // computed once per snapshot.
 func (p Pin) Hash() string {
 	if p.s == nil {
-		return newCanon("catalog v1").hex()
+		return indexSum{}.hash(0)
 	}
-	p.s.hash.once.Do(func() {
-		keys := slices.SortedFunc(maps.Keys(p.s.services), compareKeys)
-		h := newCanon("catalog v1")
-		for _, k := range keys {
-			h.str(string(k.tenant))
-			h.str(string(k.service))
-			h.str(string(p.s.services[k].release))
-		}
-		p.s.hash.v = h.hex()
-	})
+	p.s.hash.once.Do(func() { p.s.hash.v = p.s.sum.hash(p.s.len()) })
 	return p.s.hash.v
 }
 
@@ -230,15 +237,10 @@ func compareKeys(a, b serviceKey) int {
 // AllServices returns the deployments of every service in the view,
 // ordered by tenant and service.
 func (p Pin) AllServices() []Deployment {
-	if p.s == nil {
-		return nil
-	}
-	out := make([]Deployment, 0, len(p.s.services))
-	for _, svc := range p.s.services {
+	out := make([]Deployment, 0, p.s.len())
+	p.s.each(func(svc *service) bool {
 		out = append(out, svc.deployment())
-	}
-	slices.SortFunc(out, func(a, b Deployment) int {
-		return compareKeys(serviceKey{a.Tenant, a.Service}, serviceKey{b.Tenant, b.Service})
+		return true
 	})
 	return out
 }

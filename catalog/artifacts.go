@@ -277,21 +277,13 @@ func (c *Catalog) PlanGarbage(now time.Time) GCStats {
 func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply bool) (GCStats, error) {
 	var st GCStats
 	dropped := map[Digest]int{} // ownerships a dry run would drop, per artifact
-	used := map[TenantID]map[Digest]bool{}
-	for k, svc := range c.cur.Load().services {
-		if used[k.tenant] == nil {
-			used[k.tenant] = map[Digest]bool{}
-		}
-		for _, p := range svc.policies {
-			used[k.tenant][p.Artifact] = true
-		}
-	}
+	used := func(t TenantID, d Digest) bool { u := c.mu.use[t]; return u != nil && u.artifacts[d] > 0 }
 	tenants := slices.Sorted(maps.Keys(c.mu.owners))
 	for _, t := range tenants {
 		digests := slices.Sorted(maps.Keys(c.mu.owners[t].owned))
 		for _, d := range digests {
 			o := c.mu.owners[t].owned[d]
-			if used[t][d] || now.Sub(o.uploaded) <= c.opts.ArtifactGrace {
+			if used(t, d) || now.Sub(o.uploaded) <= c.opts.ArtifactGrace {
 				continue
 			}
 			if !apply {
@@ -396,25 +388,30 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 // ownership (stamped now; a data directory written before artifacts had
 // owners), and a stored artifact nobody owns (a crash between writing it and
 // its ownership record, or between removing both) is deleted.
-func (c *Catalog) settleArtifacts(snap *snapshot) error {
-	keys := slices.SortedFunc(maps.Keys(snap.services), func(a, b serviceKey) int {
-		return strings.Compare(string(a.tenant)+"\x00"+string(a.service), string(b.tenant)+"\x00"+string(b.service))
-	})
-	for _, k := range keys {
-		for _, d := range snap.services[k].artifacts() {
-			if c.ownsLocked(k.tenant, d) {
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
+	var err error
+	snap.each(func(svc *service) bool {
+		for _, d := range svc.artifacts() {
+			if c.ownsLocked(svc.tenant, d) {
 				continue
 			}
-			fi, err := os.Stat(c.store.artifactPath(d))
-			if err != nil {
-				return errors.Wrap(err, "catalog: adopt artifact")
+			var fi os.FileInfo
+			if fi, err = os.Stat(c.store.artifactPath(d)); err != nil {
+				err = errors.Wrap(err, "catalog: adopt artifact")
+				return false
 			}
 			o := ownership{size: uint64(fi.Size()), uploaded: c.opts.Clock.Now()}
-			if err := c.writeOwnerLocked(k.tenant, d, o); err != nil {
-				return err
+			if err = c.writeOwnerLocked(svc.tenant, d, o); err != nil {
+				return false
 			}
-			c.addOwnerLocked(k.tenant, d, o)
+			c.addOwnerLocked(svc.tenant, d, o)
 		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	dir := c.store.path(artifactsDir)
 	entries, err := os.ReadDir(dir)

@@ -562,7 +562,7 @@ func TestModuleReferences(t *testing.T) {
 				outcomes["deploy deployed-bytes"]++
 			}
 			want := map[Digest]int{}
-			for _, svc := range fx.cat.Pin().s.services {
+			for _, svc := range fx.cat.Pin().all() {
 				for _, d := range svc.artifacts() {
 					want[d]++
 				}
@@ -667,7 +667,7 @@ func TestQuota_deployedBytes(t *testing.T) {
 		if have := fx.insp.held(); !reflect.DeepEqual(have, held) {
 			t.Fatalf("references held %v, want %v", have, held)
 		}
-		if _, ok := fx.cat.Pin().s.services[serviceKey{"acme", "four"}]; ok {
+		if fx.cat.Pin().svc(serviceKey{"acme", "four"}) != nil {
 			t.Fatal("the refused service was published")
 		}
 		// Another tenant is unaffected by acme being at its bound.

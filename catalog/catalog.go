@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/google/btree"
 )
 
 // Sentinels of the catalog.
@@ -112,11 +112,15 @@ type Catalog struct {
 	store    diskStore
 	arts     artifactStore
 	releaser ModuleReleaser // nil: the inspector hands out no references
+	acquirer ModuleAcquirer // nil: every deploy reads and inspects its modules
 	cur      atomic.Pointer[snapshot]
 
 	mu struct {
 		sync.Mutex
-		generation Generation // last generation issued (persisted before use)
+		generation Generation              // last generation issued (persisted before use)
+		index      *btree.BTreeG[entry]    // the services; published as clones (index.go)
+		use        map[TenantID]*tenantUse // what each tenant's services in index use
+		sum        indexSum                // of index
 		owners     map[TenantID]*tenantArtifacts
 		blobOwners map[Digest]int // number of tenants owning each stored artifact
 	}
@@ -143,24 +147,35 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	c := &Catalog{opts: opts, store: diskStore{root: opts.Dir}}
 	c.arts = c.store
 	c.releaser, _ = opts.Inspector.(ModuleReleaser)
+	if c.releaser != nil {
+		c.acquirer, _ = opts.Inspector.(ModuleAcquirer)
+	}
 	if err := c.store.init(); err != nil {
 		return nil, err
 	}
 	if err := c.loadOwners(); err != nil {
 		return nil, err
 	}
-	snap, err := c.load(ctx)
+	c.mu.Lock()
+	c.resetIndexLocked()
+	gen, err := c.loadLocked(ctx)
+	if err == nil {
+		c.mu.generation = gen
+		c.publishLocked(gen)
+		err = c.settleArtifactsLocked(c.cur.Load())
+	}
+	var refs []Digest
 	if err != nil {
+		c.mu.index.Ascend(func(e entry) bool {
+			refs = append(refs, e.svc.artifacts()...)
+			return true
+		})
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.release(refs)
 		return nil, err
 	}
-	if err := c.settleArtifacts(snap); err != nil {
-		for _, svc := range snap.services {
-			c.release(svc.artifacts())
-		}
-		return nil, err
-	}
-	c.mu.generation = snap.generation
-	c.cur.Store(snap)
 	return c, nil
 }
 
@@ -178,56 +193,63 @@ type serviceRecord struct {
 	Manifest   Manifest      `json:"manifest"`
 }
 
-// load rebuilds the persisted services. On error it releases the module
-// references it took.
-func (c *Catalog) load(ctx context.Context) (_ *snapshot, err error) {
-	snap := &snapshot{services: map[serviceKey]*service{}}
-	defer func() {
-		if err != nil {
-			for _, svc := range snap.services {
-				c.release(svc.artifacts())
-			}
-		}
-	}()
+// loadLocked rebuilds the persisted services into the writer's index and
+// returns the last generation issued: the state record's, or a service
+// record's if higher (a deploy writes only its service's record). On error
+// the caller releases the module references of the index.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) loadLocked(ctx context.Context) (Generation, error) {
+	var last Generation
 	statePath := c.store.path(stateFile)
 	data, err := readBounded(statePath, 4096)
 	haveState := err == nil
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return nil, err
+		return 0, err
 	default:
 		var st stateRecord
 		if err := decodeRecord("state", data, &st); err != nil {
-			return nil, errors.Mark(errors.Wrapf(err, "catalog: %s", statePath), ErrCorruptRecord)
+			return 0, errors.Mark(errors.Wrapf(err, "catalog: %s", statePath), ErrCorruptRecord)
 		}
-		snap.generation = st.Generation
+		last = st.Generation
 	}
 
 	dir := c.store.path(servicesDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, errors.Wrapf(err, "catalog: read %s", dir)
+		return 0, errors.Wrapf(err, "catalog: read %s", dir)
+	}
+	if !haveState && len(entries) == 0 {
+		// A new catalog: its state record exists from the start, so a
+		// service record without one is always a damaged directory.
+		if err := c.commitGenerationLocked(0); err != nil {
+			return 0, err
+		}
+		haveState = true
+	}
+	if len(entries) > c.opts.MaxServices {
+		return 0, errors.WithHint(errors.Wrapf(ErrCatalogFull, "catalog: %d services persisted", len(entries)),
+			"raise the catalog's service bound or delete services")
 	}
 	for _, e := range entries {
 		name := filepath.Join(dir, e.Name())
 		if !haveState {
-			return nil, errors.Wrapf(ErrCorruptRecord, "catalog: %s exists but %s is missing", name, statePath)
+			return 0, errors.Wrapf(ErrCorruptRecord, "catalog: %s exists but %s is missing", name, statePath)
 		}
-		svc, err := c.loadService(ctx, e.Name(), snap.generation)
+		svc, err := c.loadService(ctx, e.Name())
 		if err != nil {
-			return nil, errors.Mark(errors.Wrapf(err, "catalog: %s", name), ErrCorruptRecord)
+			return 0, errors.Mark(errors.Wrapf(err, "catalog: %s", name), ErrCorruptRecord)
 		}
-		snap.services[serviceKey{svc.tenant, svc.name}] = svc
+		c.putLocked(svc)
+		last = max(last, svc.generation)
 	}
-	if len(snap.services) > c.opts.MaxServices {
-		return nil, errors.WithHint(errors.Wrapf(ErrCatalogFull, "catalog: %d services persisted", len(snap.services)),
-			"raise the catalog's service bound or delete services")
-	}
-	return snap, nil
+	return last, nil
 }
 
-func (c *Catalog) loadService(ctx context.Context, file string, last Generation) (*service, error) {
+// loadService loads and checks one service record.
+func (c *Catalog) loadService(ctx context.Context, file string) (*service, error) {
 	if !strings.HasSuffix(file, ".rec") {
 		return nil, errors.New("not a service record (unexpected file in the catalog directory)")
 	}
@@ -248,8 +270,8 @@ func (c *Catalog) loadService(ctx context.Context, file string, last Generation)
 		return nil, errors.New("record names another service than its manifest")
 	case servicesDir+"/"+file != serviceRecordPath(s.tenant, s.service):
 		return nil, errors.New("record is stored under another service's name")
-	case rec.Generation == 0 || rec.Generation > last:
-		return nil, errors.New("record generation is newer than the catalog state")
+	case rec.Generation == 0:
+		return nil, errors.New("record has no generation")
 	case len(rec.Modules) != len(s.revisions):
 		return nil, errors.New("record has module facts for another number of revisions")
 	}
@@ -325,6 +347,13 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Di
 		if owns != nil && !owns(s.tenant, r.artifact) {
 			p.add(f, unknownArtifact)
 			continue
+		}
+		if c.acquirer != nil {
+			if info, ok := c.acquirer.AcquireModule(r.artifact); ok {
+				refs = append(refs, r.artifact)
+				modules[i], done[r.artifact] = info, i
+				continue
+			}
 		}
 		data, err := c.arts.get(r.artifact, c.opts.MaxArtifactBytes)
 		switch {
@@ -406,11 +435,11 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 	if err != nil {
 		return spec{}, nil, nil, err
 	}
-	if err := c.serviceRoom(c.cur.Load(), s.tenant, s.service); err != nil {
-		return spec{}, nil, nil, err
-	}
 	c.mu.Lock()
-	err = c.deployedRoomLocked(c.cur.Load(), s)
+	err = c.serviceRoomLocked(s.tenant, s.service)
+	if err == nil {
+		err = c.deployedRoomLocked(s)
+	}
 	c.mu.Unlock()
 	if err != nil {
 		return spec{}, nil, nil, err
@@ -463,9 +492,7 @@ func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []Mod
 	if err := ctx.Err(); err != nil {
 		return Deployment{}, nil, errors.Wrap(err, "catalog: deploy")
 	}
-	old := c.cur.Load()
-	key := serviceKey{s.tenant, s.service}
-	if err := c.serviceRoom(old, s.tenant, s.service); err != nil {
+	if err := c.serviceRoomLocked(s.tenant, s.service); err != nil {
 		return Deployment{}, nil, err
 	}
 	// Garbage collection may have taken an artifact since it was inspected:
@@ -479,7 +506,7 @@ func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []Mod
 	if err := p.err(); err != nil {
 		return Deployment{}, nil, err
 	}
-	if err := c.deployedRoomLocked(old, s); err != nil {
+	if err := c.deployedRoomLocked(s); err != nil {
 		return Deployment{}, nil, err
 	}
 	gen := c.mu.generation + 1
@@ -487,45 +514,53 @@ func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []Mod
 	if err != nil {
 		return Deployment{}, nil, err
 	}
-	rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: gen, Release: svc.release,
-		Revisions: svc.deployment().Revisions, Modules: modules, Manifest: m}
-	payload, err := json.Marshal(rec)
-	if err != nil {
-		return Deployment{}, nil, errors.Wrap(err, "catalog: encode record")
-	}
-	if err := c.commitGenerationLocked(gen); err != nil {
+	if err := c.markGenerationLocked(gen); err != nil {
 		return Deployment{}, nil, err
 	}
-	if err := c.store.writeAtomic(serviceRecordPath(s.tenant, s.service), encodeRecord("service", payload)); err != nil {
+	if err := c.writeServiceLocked(svc); err != nil {
 		return Deployment{}, nil, err
 	}
-	next := &snapshot{generation: gen, services: maps.Clone(old.services)}
-	next.services[key] = svc
-	c.cur.Store(next)
 	var replaced []Digest
-	if prev, ok := old.services[key]; ok {
+	if prev, ok := c.putLocked(svc); ok {
 		replaced = prev.artifacts()
 	}
+	c.publishLocked(gen)
 	return svc.deployment(), replaced, nil
 }
 
-// serviceRoom reports whether snap has room for the tenant's service: an
-// existing service can always be replaced; a new one needs room in the
-// tenant's quota and in the node's bound.
-func (c *Catalog) serviceRoom(snap *snapshot, tenant TenantID, name ServiceName) error {
-	if _, exists := snap.services[serviceKey{tenant, name}]; exists {
+// writeServiceLocked persists svc's record. The record carries its
+// generation, so a deploy fsyncs one file: Open takes the highest
+// generation of the state and the service records as the last issued.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) writeServiceLocked(svc *service) error {
+	rec := serviceRecord{Tenant: svc.tenant, Service: svc.name, Generation: svc.generation, Release: svc.release,
+		Revisions: svc.deployment().Revisions, Modules: svc.modules, Manifest: svc.manifest}
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return errors.Wrap(err, "catalog: encode record")
+	}
+	return c.store.writeAtomic(serviceRecordPath(svc.tenant, svc.name), encodeRecord("service", payload))
+}
+
+// serviceRoomLocked reports whether the catalog has room for the tenant's
+// service: an existing service can always be replaced; a new one needs
+// room in the tenant's quota and in the node's bound. It reads counters:
+// O(log N).
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) serviceRoomLocked(tenant TenantID, name ServiceName) error {
+	if c.mu.index.Has(entry{key: serviceKey{tenant, name}}) {
 		return nil
 	}
 	used := 0
-	for k := range snap.services {
-		if k.tenant == tenant {
-			used++
-		}
+	if u := c.mu.use[tenant]; u != nil {
+		used = u.services
 	}
 	if used >= c.opts.MaxServicesPerTenant {
 		return &QuotaError{Dimension: QuotaServices, Limit: uint64(c.opts.MaxServicesPerTenant), Used: uint64(used)}
 	}
-	if len(snap.services) >= c.opts.MaxServices {
+	if c.mu.index.Len() >= c.opts.MaxServices {
 		return errors.WithHint(ErrCatalogFull, "delete unused services or raise the node's service bound")
 	}
 	return nil
@@ -533,15 +568,16 @@ func (c *Catalog) serviceRoom(snap *snapshot, tenant TenantID, name ServiceName)
 
 // deployedRoomLocked reports whether the tenant's deployed bytes stay within
 // Options.MaxDeployedBytesPerTenant once s replaces the tenant's service of
-// the same name in snap. The deployed bytes are the sum of the sizes (from
-// the ownership records) of the distinct artifacts the tenant's services
-// use; an artifact shared by several services or revisions counts once. A
+// the same name. The deployed bytes are the sum of the sizes (from the
+// ownership records) of the distinct artifacts the tenant's services use;
+// an artifact shared by several services or revisions counts once. A
 // deploy that does not grow them always fits, so a tenant above a lowered
 // bound can still shrink. An artifact the tenant does not own counts zero:
-// the deploy is refused as unknown anyway.
+// the deploy is refused as unknown anyway. It reads the tenant's artifact
+// counters: O(the tenant's distinct artifacts), not O(services).
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) deployedRoomLocked(snap *snapshot, s spec) error {
+func (c *Catalog) deployedRoomLocked(s spec) error {
 	ta := c.mu.owners[s.tenant]
 	size := func(d Digest) uint64 {
 		if ta == nil {
@@ -549,26 +585,28 @@ func (c *Catalog) deployedRoomLocked(snap *snapshot, s spec) error {
 		}
 		return ta.owned[d].size
 	}
-	before, after := map[Digest]bool{}, map[Digest]bool{}
+	var inUse map[Digest]int
+	if u := c.mu.use[s.tenant]; u != nil {
+		inUse = u.artifacts
+	}
+	var prev []Digest // the artifacts of the release s replaces
+	if e, ok := c.mu.index.Get(entry{key: serviceKey{s.tenant, s.service}}); ok {
+		prev = e.svc.artifacts()
+	}
 	var used, next uint64
-	for k, svc := range snap.services {
-		if k.tenant != s.tenant {
-			continue
-		}
-		for _, p := range svc.policies {
-			if !before[p.Artifact] {
-				before[p.Artifact] = true
-				used += size(p.Artifact)
-			}
-			if k.service != s.service && !after[p.Artifact] {
-				after[p.Artifact] = true
-				next += size(p.Artifact)
-			}
+	for d, n := range inUse {
+		used += size(d)
+		if n > 1 || !slices.Contains(prev, d) {
+			next += size(d) // still used by another service
 		}
 	}
+	added := map[Digest]bool{}
 	for _, r := range s.revisions {
-		if !after[r.artifact] {
-			after[r.artifact] = true
+		if added[r.artifact] {
+			continue
+		}
+		added[r.artifact] = true
+		if n := inUse[r.artifact]; n == 0 || (n == 1 && slices.Contains(prev, r.artifact)) {
 			next += size(r.artifact)
 		}
 	}
@@ -595,10 +633,8 @@ func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName)
 	if err := ctx.Err(); err != nil {
 		return 0, nil, errors.Wrap(err, "catalog: delete")
 	}
-	old := c.cur.Load()
 	key := serviceKey{tenant, name}
-	svc, ok := old.services[key]
-	if !ok {
+	if !c.mu.index.Has(entry{key: key}) {
 		return 0, nil, ErrServiceNotFound
 	}
 	gen := c.mu.generation + 1
@@ -608,10 +644,27 @@ func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName)
 	if err := c.store.remove(serviceRecordPath(tenant, name)); err != nil {
 		return 0, nil, err
 	}
-	next := &snapshot{generation: gen, services: maps.Clone(old.services)}
-	delete(next.services, key)
-	c.cur.Store(next)
+	svc, _ := c.removeLocked(key)
+	c.publishLocked(gen)
 	return gen, svc.artifacts(), nil
+}
+
+// markGenerationLocked issues gen for a write that persists it in a
+// service record: the state record is updated without fsync (a marker for
+// a concurrent backup; after a crash Open takes the generation from the
+// records). A failed write issued nothing new on disk but burns gen.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) markGenerationLocked(gen Generation) error {
+	payload, err := json.Marshal(stateRecord{Generation: gen})
+	if err != nil {
+		return errors.Wrap(err, "catalog: encode state")
+	}
+	if err := c.store.writeMarker(stateFile, encodeRecord("state", payload)); err != nil {
+		return err
+	}
+	c.mu.generation = gen
+	return nil
 }
 
 // commitGenerationLocked persists gen as the last generation issued. It is

@@ -179,7 +179,7 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 	if len(stableRev.Attributes) != 1 || stableRev.Attributes[0] != (Attribute{"team", "media"}) {
 		t.Fatalf("attributes not resolved: %+v", stableRev.Attributes)
 	}
-	v2 := pin.s.services[serviceKey{"acme", "images"}].policies[1].ID
+	v2 := pin.svc(serviceKey{"acme", "images"}).policies[1].ID
 
 	tests := []struct {
 		name   string
@@ -429,11 +429,11 @@ func TestRestart(t *testing.T) {
 	if !reflect.DeepEqual(before.s.generation, after.s.generation) || after.Generation() != 5 {
 		t.Fatalf("generation: before %d after %d", before.Generation(), after.Generation())
 	}
-	if len(after.s.services) != 3 {
-		t.Fatalf("want 3 services after restart, have %d", len(after.s.services))
+	if len(after.all()) != 3 {
+		t.Fatalf("want 3 services after restart, have %d", len(after.all()))
 	}
-	for key, svc := range before.s.services {
-		re := after.s.services[key]
+	for key, svc := range before.all() {
+		re := after.svc(key)
 		if re == nil {
 			t.Fatalf("%v lost on restart", key)
 		}
@@ -518,13 +518,6 @@ func TestOpen_corruption(t *testing.T) {
 			name := filepath.Join(fx.dir, stateFile)
 			edit(t, name, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
 			return name
-		}},
-		{"state behind the records", func(t *testing.T, fx *fixture, rec string) string {
-			name := filepath.Join(fx.dir, stateFile)
-			if err := os.WriteFile(name, encodeRecord("state", []byte(`{"generation":0}`)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return rec
 		}},
 		{"artifact modified", func(t *testing.T, fx *fixture, rec string) string {
 			d := DigestOf(sha256.Sum256([]byte("a")))
@@ -911,7 +904,7 @@ func TestRestart_fixedMemoryNotCompared(t *testing.T) {
 	info.FixedMemoryBytes = 2 * WasmPageBytes
 	fx.insp.set(a, info)
 	reopened := fx.open()
-	pol := reopened.Pin().s.services[serviceKey{"acme", "images"}].policies[0]
+	pol := reopened.Pin().svc(serviceKey{"acme", "images"}).policies[0]
 	if pol.Artifact != a {
 		t.Fatalf("revision 0 runs %s, want %s", pol.Artifact, a)
 	}

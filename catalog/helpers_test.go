@@ -207,3 +207,19 @@ func problemFields(t *testing.T, err error) []string {
 }
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// all returns the services of the pin as a map (tests compare views).
+func (p Pin) all() map[serviceKey]*service {
+	out := map[serviceKey]*service{}
+	p.s.each(func(svc *service) bool {
+		out[serviceKey{svc.tenant, svc.name}] = svc
+		return true
+	})
+	return out
+}
+
+// svc returns the service under k in the pin, nil when there is none.
+func (p Pin) svc(k serviceKey) *service {
+	svc, _ := p.s.get(k)
+	return svc
+}

@@ -47,6 +47,18 @@ type ModuleReleaser interface {
 	ReleaseModule(digest Digest)
 }
 
+// ModuleAcquirer is an optional interface of a ModuleInspector that is
+// also a ModuleReleaser: AcquireModule hands out another reference to a
+// module it holds already (inspected and not yet released by every
+// holder), with its ModuleInfo, without the module's bytes; false when it
+// holds none. The catalog tries it before reading and inspecting an
+// artifact, so deploying or loading the thousandth service of a shared
+// module neither reads nor hashes the module again. Ownership is checked
+// before, as for Inspect.
+type ModuleAcquirer interface {
+	AcquireModule(digest Digest) (ModuleInfo, bool)
+}
+
 // SnapshotPreparer is an optional interface of a ModuleInspector that
 // initialises modules at deploy time (the runner's snapshot instance mode).
 // The catalog calls PrepareSnapshot for each revision of instance mode

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/errors"
+	"github.com/google/btree"
 )
 
 // ErrRevisionNotAvailable is returned when a target or a resolved revision does
@@ -33,9 +34,10 @@ type serviceKey struct {
 
 // snapshot is one immutable state of the catalog.
 type snapshot struct {
-	generation Generation // the latest generation issued when the snapshot was made
-	services   map[serviceKey]*service
-	hash       struct { // Pin.Hash, computed on first use
+	generation Generation           // the latest generation issued when the snapshot was made
+	services   *btree.BTreeG[entry] // a clone of the writer's index, never changed (nil: empty)
+	sum        indexSum             // of services
+	hash       struct {             // Pin.Hash, computed on first use
 		once sync.Once
 		v    string
 	}
@@ -78,11 +80,7 @@ type ResolvedRevision struct {
 }
 
 func (p Pin) service(t TenantID, s ServiceName) (*service, bool) {
-	if p.s == nil {
-		return nil, false
-	}
-	svc, ok := p.s.services[serviceKey{t, s}]
-	return svc, ok
+	return p.s.get(serviceKey{t, s})
 }
 
 // Resolve picks the revision of target for routingKey. A weighted route picks
@@ -151,41 +149,40 @@ func (p Pin) Manifest(tenant TenantID, name ServiceName) (Manifest, bool) {
 	return cloneManifest(svc.manifest), true
 }
 
-// Services returns the deployments of a tenant in this view, ordered by service name.
+// Services returns the deployments of a tenant in this view, ordered by
+// service name: O(log N + the tenant's services).
 func (p Pin) Services(tenant TenantID) []Deployment {
-	var out []Deployment
-	if p.s == nil {
-		return out
-	}
-	for k, svc := range p.s.services {
-		if k.tenant == tenant {
-			out = append(out, svc.deployment())
-		}
-	}
-	slices.SortFunc(out, func(a, b Deployment) int {
-		switch {
-		case a.Service < b.Service:
-			return -1
-		case a.Service > b.Service:
-			return 1
-		}
-		return 0
-	})
+	out, _ := p.ServicesPage(tenant, "", 0)
 	return out
 }
 
+// ServicesPage returns at most limit (all when limit <= 0) of the tenant's
+// deployments named after after (from the first when after is empty),
+// ordered by service name, and whether more follow: O(log N + limit).
+func (p Pin) ServicesPage(tenant TenantID, after ServiceName, limit int) (_ []Deployment, more bool) {
+	out := []Deployment{}
+	p.s.tenantFrom(tenant, after, func(svc *service) bool {
+		if limit > 0 && len(out) == limit {
+			more = true
+			return false
+		}
+		out = append(out, svc.deployment())
+		return true
+	})
+	return out, more
+}
+
 // Artifacts returns the digests every deployed revision of this view uses,
-// sorted and without duplicates (for preparing modules after a restart).
+// sorted and without duplicates (for preparing modules after a restart):
+// O(N).
 func (p Pin) Artifacts() []Digest {
 	var out []Digest
-	if p.s == nil {
-		return out
-	}
-	for _, svc := range p.s.services {
+	p.s.each(func(svc *service) bool {
 		for _, pol := range svc.policies {
 			out = append(out, pol.Artifact)
 		}
-	}
+		return true
+	})
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -29,7 +29,7 @@ const recordWithoutRandom = `{"tenant":"acme","service":"images","generation":1,
 // policies returns the revision policies of acme/images in fx's catalog.
 func policies(t *testing.T, c *Catalog) []RevisionPolicy {
 	t.Helper()
-	svc := c.Pin().s.services[serviceKey{"acme", "images"}]
+	svc := c.Pin().svc(serviceKey{"acme", "images"})
 	if svc == nil {
 		t.Fatal("acme/images is not deployed")
 	}

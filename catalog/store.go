@@ -194,7 +194,16 @@ func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
 }
 
 // writeAtomic replaces the file rel with data: temp file, fsync, rename, fsync dir.
-func (s diskStore) writeAtomic(rel string, data []byte) error {
+func (s diskStore) writeAtomic(rel string, data []byte) error { return s.write(rel, data, true) }
+
+// writeMarker replaces the file rel with data through a temporary file and
+// a rename, without fsync: readers in this process and others see the new
+// content at once, but a crash may leave the old one. The catalog's state
+// record is written so on a deploy: it tells a concurrent backup that the
+// catalog moved, while the service record carries the durable generation.
+func (s diskStore) writeMarker(rel string, data []byte) error { return s.write(rel, data, false) }
+
+func (s diskStore) write(rel string, data []byte, durable bool) error {
 	name := s.path(rel)
 	dir := filepath.Dir(name)
 	tmp, err := s.newTemp(dir, tmpPrefix+filepath.Base(name)+"-*")
@@ -203,7 +212,7 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	_, err = tmp.Write(data)
-	if err == nil {
+	if err == nil && durable {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
@@ -212,7 +221,7 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 	if err == nil {
 		err = os.Rename(tmp.Name(), name)
 	}
-	if err == nil {
+	if err == nil && durable {
 		err = syncDir(dir)
 	}
 	return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")

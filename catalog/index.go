@@ -1,0 +1,248 @@
+package catalog
+
+import (
+	"encoding/binary"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/btree"
+)
+
+// The services of the catalog live in a copy-on-write B-tree ordered by
+// tenant, then service name (github.com/google/btree: Clone is O(1), and a
+// later change copies only the nodes on its path). The writer owns one
+// mutable tree (Catalog.mu.index); every published snapshot holds a clone of
+// it that nobody changes again. So a deploy or a delete costs O(log N) in
+// time and allocated bytes, a pin is one pointer, and an old pin keeps
+// alive only the nodes the catalog has replaced since (not a copy of the
+// catalog). What the deploy path checks (a tenant's service count, the
+// artifacts its services use, the snapshots they need) is kept in counters
+// beside the tree, updated with it.
+
+// indexDegree is the B-tree's degree: nodes hold 15 to 31 services, a tree
+// of 100,000 services is 4 levels deep, and a change copies about 4 nodes
+// of at most 31 entries.
+const indexDegree = 16
+
+// entry is one service of the index. The key is a copy of the service's
+// identity so that a lookup compares strings without loading the service.
+type entry struct {
+	key serviceKey
+	svc *service
+}
+
+func lessEntry(a, b entry) bool { return compareKeys(a.key, b.key) < 0 }
+
+// newIndex returns an empty index. It keeps no free list: a node freed by
+// the writer could still be reachable from a published clone.
+func newIndex() *btree.BTreeG[entry] {
+	return btree.NewWithFreeListG(indexDegree, lessEntry, btree.NewFreeListG[entry](0))
+}
+
+// get returns the service under k in the snapshot.
+func (s *snapshot) get(k serviceKey) (*service, bool) {
+	if s == nil || s.services == nil {
+		return nil, false
+	}
+	e, ok := s.services.Get(entry{key: k})
+	return e.svc, ok
+}
+
+// len returns the number of services in the snapshot.
+func (s *snapshot) len() int {
+	if s == nil || s.services == nil {
+		return 0
+	}
+	return s.services.Len()
+}
+
+// each calls fn for every service in tenant and name order until fn
+// returns false.
+func (s *snapshot) each(fn func(*service) bool) {
+	if s == nil || s.services == nil {
+		return
+	}
+	s.services.Ascend(func(e entry) bool { return fn(e.svc) })
+}
+
+// tenantFrom calls fn for tenant's services named after after (all of them
+// when after is empty), in name order, until fn returns false: O(log N)
+// to find the first, then O(1) per service.
+func (s *snapshot) tenantFrom(tenant TenantID, after ServiceName, fn func(*service) bool) {
+	if s == nil || s.services == nil {
+		return
+	}
+	s.services.AscendGreaterOrEqual(entry{key: serviceKey{tenant, after}}, func(e entry) bool {
+		if e.key.tenant != tenant {
+			return false
+		}
+		if after != "" && e.key.service == after {
+			return true
+		}
+		return fn(e.svc)
+	})
+}
+
+// indexSum is an order-independent digest of the services and their
+// releases: the lane-wise sum (mod 2^64) of a sha256 per service, so that
+// adding or removing a service updates it in O(1). Pin.Hash is derived from
+// it. It identifies content for comparing nodes that trust each other; it
+// is not a defence against someone choosing service names to collide.
+type indexSum [4]uint64
+
+func serviceSum(svc *service) indexSum {
+	h := newCanon("catalog service v1")
+	h.str(string(svc.tenant))
+	h.str(string(svc.name))
+	h.str(string(svc.release))
+	b := h.h.Sum(nil)
+	var s indexSum
+	for i := range s {
+		s[i] = binary.BigEndian.Uint64(b[8*i:])
+	}
+	return s
+}
+
+func (s *indexSum) add(svc *service) {
+	v := serviceSum(svc)
+	for i := range s {
+		s[i] += v[i]
+	}
+}
+
+func (s *indexSum) sub(svc *service) {
+	v := serviceSum(svc)
+	for i := range s {
+		s[i] -= v[i]
+	}
+}
+
+func (s indexSum) hash(services int) string {
+	h := newCanon("catalog v2")
+	h.u64(uint64(services))
+	for _, v := range s {
+		h.u64(v)
+	}
+	return h.hex()
+}
+
+// tenantUse is what a tenant's services use, counted as they are added to
+// and removed from the writer's index: the deploy path's quota checks and
+// garbage collection read these instead of walking the catalog.
+type tenantUse struct {
+	name      TenantID // the tenant, one copy shared by its index entries
+	services  int
+	artifacts map[Digest]int       // services of the tenant that use each artifact
+	snapshots map[SnapshotSpec]int // snapshot revisions that need each snapshot
+}
+
+// snapshotKey is the snapshot a revision of instance mode snapshot needs,
+// as the runner keys it (MemoryBytes zero).
+func snapshotKey(p RevisionPolicy) SnapshotSpec {
+	return SnapshotSpec{Tenant: p.Tenant, Artifact: p.Artifact, Init: p.Init, Random: p.Random}
+}
+
+// count adds (delta 1) or removes (delta -1) svc's uses.
+func (u *tenantUse) count(svc *service, delta int) {
+	u.services += delta
+	for _, d := range svc.artifacts() {
+		bump(u.artifacts, d, delta)
+	}
+	for _, p := range svc.policies {
+		if p.Instance == InstanceSnapshot {
+			bump(u.snapshots, snapshotKey(p), delta)
+		}
+	}
+}
+
+func bump[K comparable](m map[K]int, k K, delta int) {
+	if m[k] += delta; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
+// putLocked makes svc the service under its key in the writer's index and
+// returns the one it replaced.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) putLocked(svc *service) (*service, bool) {
+	// The entry's tenant shares the tenant's one copy of the name: a lookup
+	// compares it without touching memory of its own per service.
+	tenant := svc.tenant
+	if u := c.mu.use[tenant]; u != nil {
+		tenant = u.name
+	}
+	prev, replaced := c.mu.index.ReplaceOrInsert(entry{key: serviceKey{tenant, svc.name}, svc: svc})
+	if replaced {
+		c.uncountLocked(prev.svc)
+	}
+	u := c.mu.use[tenant]
+	if u == nil {
+		u = &tenantUse{name: tenant, artifacts: map[Digest]int{}, snapshots: map[SnapshotSpec]int{}}
+		c.mu.use[tenant] = u
+	}
+	u.count(svc, 1)
+	c.mu.sum.add(svc)
+	return prev.svc, replaced
+}
+
+// removeLocked removes the service under k from the writer's index and
+// returns it.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) removeLocked(k serviceKey) (*service, bool) {
+	prev, ok := c.mu.index.Delete(entry{key: k})
+	if ok {
+		c.uncountLocked(prev.svc)
+	}
+	return prev.svc, ok
+}
+
+// REQUIRES: c.mu held.
+func (c *Catalog) uncountLocked(svc *service) {
+	u := c.mu.use[svc.tenant]
+	u.count(svc, -1)
+	if u.services == 0 {
+		delete(c.mu.use, svc.tenant)
+	}
+	c.mu.sum.sub(svc)
+}
+
+// publishLocked publishes the writer's index as the view of generation gen.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) publishLocked(gen Generation) {
+	c.cur.Store(&snapshot{generation: gen, services: c.mu.index.Clone(), sum: c.mu.sum})
+}
+
+// resetIndexLocked empties the writer's index and its counters.
+//
+// REQUIRES: c.mu held.
+func (c *Catalog) resetIndexLocked() {
+	c.mu.index = newIndex()
+	c.mu.use = map[TenantID]*tenantUse{}
+	c.mu.sum = indexSum{}
+}
+
+// SnapshotsInUse returns the snapshots the tenant's deployed services need
+// now (one per artifact, init and random source of its snapshot
+// revisions, MemoryBytes zero), sorted: what a runner keeps for the tenant.
+// It reads a counter kept with the catalog, not the services.
+func (c *Catalog) SnapshotsInUse(tenant TenantID) []SnapshotSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.mu.use[tenant]
+	if u == nil {
+		return nil
+	}
+	return slices.SortedFunc(maps.Keys(u.snapshots), func(a, b SnapshotSpec) int {
+		switch {
+		case a.Artifact != b.Artifact:
+			return strings.Compare(string(a.Artifact), string(b.Artifact))
+		case a.Init != b.Init:
+			return strings.Compare(string(a.Init), string(b.Init))
+		}
+		return int(a.Random) - int(b.Random)
+	})
+}

@@ -1,0 +1,411 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+)
+
+// acquiringInspector is the fake inspector with ModuleAcquirer: a digest
+// it holds a reference to is acquired without its bytes.
+type acquiringInspector struct {
+	*fakeInspector
+	acquired int
+}
+
+func (a *acquiringInspector) AcquireModule(d Digest) (ModuleInfo, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refs[d] == 0 || a.errs[d] != nil {
+		return ModuleInfo{}, false
+	}
+	a.refs[d]++
+	a.acquired++
+	info, ok := a.infos[d]
+	if !ok {
+		info = defaultInfo()
+	}
+	return info, true
+}
+
+// shapedManifest is service i of a tenant as a platform deploys many: one
+// to three revisions over a few shared artifacts, one to four routes, a
+// snapshot revision now and then. variant changes the release.
+func shapedManifest(tenant TenantID, service ServiceName, i, variant int, arts []Digest) Manifest {
+	m := Manifest{Tenant: tenant, Service: service}
+	for r := range 1 + i%3 {
+		rev := revision("v"+strconv.Itoa(r), arts[(i+r)%len(arts)])
+		rev.Ceiling.CPUFuel += uint64(variant)
+		if (i+r)%5 == 0 {
+			rev.Instance = "snapshot"
+		}
+		m.Revisions = append(m.Revisions, rev)
+	}
+	for k := range 1 + i%4 {
+		rt := mroute("r" + strconv.Itoa(k))
+		for r := range m.Revisions {
+			rt.Targets = append(rt.Targets, target(string(m.Revisions[r].Name), int64(1+r)))
+		}
+		m.Routes = append(m.Routes, rt)
+	}
+	return m
+}
+
+// oracleView is the catalog as a plain map, copied whole at every
+// generation: what the copy-on-write index must always agree with.
+type oracleView struct {
+	generation Generation
+	releases   map[serviceKey]ReleaseID
+}
+
+// checkView compares a pin with the oracle: every service (through
+// lookups and through the ordered walks), the per-tenant listing and its
+// pages, the count.
+func checkView(t *testing.T, label string, p Pin, want oracleView, tenants []TenantID) {
+	t.Helper()
+	if p.Generation() != want.generation {
+		t.Fatalf("%s: generation %d, want %d", label, p.Generation(), want.generation)
+	}
+	have := map[serviceKey]ReleaseID{}
+	for _, d := range p.AllServices() {
+		have[serviceKey{d.Tenant, d.Service}] = d.Release
+	}
+	if !maps.Equal(have, want.releases) {
+		t.Fatalf("%s: services %v, want %v", label, have, want.releases)
+	}
+	for k, rel := range want.releases {
+		d, ok := p.Deployment(k.tenant, k.service)
+		if !ok || d.Release != rel {
+			t.Fatalf("%s: %v: deployment %v %v, want release %s", label, k, ok, d.Release, rel)
+		}
+	}
+	for _, tenant := range tenants {
+		var names []ServiceName
+		for k := range want.releases {
+			if k.tenant == tenant {
+				names = append(names, k.service)
+			}
+		}
+		slices.Sort(names)
+		var listed []ServiceName
+		for _, d := range p.Services(tenant) {
+			listed = append(listed, d.Service)
+		}
+		if !slices.Equal(listed, names) {
+			t.Fatalf("%s: %s lists %v, want %v", label, tenant, listed, names)
+		}
+		// Pages of 3 cover the same list, in order, once.
+		var paged []ServiceName
+		after := ServiceName("")
+		for {
+			page, more := p.ServicesPage(tenant, after, 3)
+			for _, d := range page {
+				paged = append(paged, d.Service)
+			}
+			if !more {
+				break
+			}
+			after = page[len(page)-1].Service
+		}
+		if !slices.Equal(paged, names) {
+			t.Fatalf("%s: %s pages %v, want %v", label, tenant, paged, names)
+		}
+	}
+}
+
+// TestIndex_againstOracle runs random deploys, replacements, deletes and
+// pins against the oracle: every pin, including pins held across many later
+// generations, keeps matching the oracle's copy of its generation; the
+// counters the deploy path reads match a recount; the hash depends only on
+// the content; a reopened catalog matches the last view.
+func TestIndex_againstOracle(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 12; o.MaxServices = 30 })
+			tenants := []TenantID{"acme", "beta", "gamma"}
+			arts := map[TenantID][]Digest{}
+			for _, tenant := range tenants {
+				for i := range 4 {
+					arts[tenant] = append(arts[tenant], fx.moduleFor(tenant, string(tenant)+strconv.Itoa(i)))
+				}
+			}
+			cur := oracleView{releases: map[serviceKey]ReleaseID{}}
+			type held struct {
+				pin  Pin
+				want oracleView
+			}
+			var pins []held
+			for step := range 300 {
+				ti := rng.IntN(len(tenants))
+				tenant := tenants[ti]
+				// acme has up to 16 services, beta 4, gamma 1: tenants
+				// that keep going from none to one service and back.
+				name := ServiceName("s" + strconv.Itoa(rng.IntN(16>>(2*ti))))
+				k := serviceKey{tenant, name}
+				label := fmt.Sprintf("step %d", step)
+				switch op := rng.IntN(10); {
+				case op < 6:
+					m := shapedManifest(tenant, name, rng.IntN(12), rng.IntN(3), arts[tenant])
+					d, err := fx.cat.Deploy(context.Background(), m)
+					_, exists := cur.releases[k]
+					perTenant := 0
+					for o := range cur.releases {
+						if o.tenant == tenant {
+							perTenant++
+						}
+					}
+					switch {
+					case !exists && perTenant >= 12:
+						if !errors.Is(err, ErrTenantQuota) {
+							t.Fatalf("%s: deploy over the tenant's quota: %v", label, err)
+						}
+					case !exists && len(cur.releases) >= 30:
+						if !errors.Is(err, ErrCatalogFull) {
+							t.Fatalf("%s: deploy into a full catalog: %v", label, err)
+						}
+					case err != nil:
+						t.Fatalf("%s: deploy: %v", label, err)
+					default:
+						cur = oracleView{generation: d.Generation, releases: maps.Clone(cur.releases)}
+						cur.releases[k] = d.Release
+					}
+				case op < 8:
+					gen, err := fx.cat.Delete(context.Background(), tenant, name)
+					if _, exists := cur.releases[k]; !exists {
+						if !errors.Is(err, ErrServiceNotFound) {
+							t.Fatalf("%s: delete of a missing service: %v", label, err)
+						}
+						break
+					} else if err != nil {
+						t.Fatalf("%s: delete: %v", label, err)
+					}
+					cur = oracleView{generation: gen, releases: maps.Clone(cur.releases)}
+					delete(cur.releases, k)
+				default:
+					pins = append(pins, held{fx.cat.Pin(), cur})
+				}
+				checkView(t, label, fx.cat.Pin(), cur, tenants)
+				checkCounters(t, label, fx.cat)
+				if step%25 == 0 {
+					for i, h := range pins {
+						checkView(t, fmt.Sprintf("%s, pin %d", label, i), h.pin, h.want, tenants)
+					}
+				}
+			}
+			// The hash is the content's: a catalog filled in another order
+			// with the same releases has it too.
+			other := newFixture(t)
+			keys := slices.Collect(maps.Keys(cur.releases))
+			rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+			for _, k := range keys {
+				m, _ := fx.cat.Pin().Manifest(k.tenant, k.service)
+				for _, r := range m.Revisions {
+					other.moduleFor(k.tenant, string(k.tenant)+artifactIndex(arts[k.tenant], r.Artifact))
+				}
+				other.deploy(m)
+			}
+			if fx.cat.Pin().Hash() != other.cat.Pin().Hash() {
+				t.Fatal("the same releases deployed in another order hash differently")
+			}
+			if len(keys) > 0 {
+				if _, err := other.cat.Delete(context.Background(), keys[0].tenant, keys[0].service); err != nil {
+					t.Fatal(err)
+				}
+				if fx.cat.Pin().Hash() == other.cat.Pin().Hash() {
+					t.Fatal("a catalog with a service less hashes the same (negative control)")
+				}
+			}
+			// A restart rebuilds the same view, counters and generation.
+			before := fx.cat.Pin()
+			fx.cat = fx.open()
+			checkView(t, "reopened", fx.cat.Pin(), cur, tenants)
+			if fx.cat.Pin().Hash() != before.Hash() {
+				t.Fatal("the reopened catalog hashes differently")
+			}
+			checkCounters(t, "reopened", fx.cat)
+		})
+	}
+}
+
+func artifactIndex(arts []Digest, d Digest) string {
+	return strconv.Itoa(slices.Index(arts, d))
+}
+
+// checkCounters recounts what the writer's counters say from the
+// published view.
+func checkCounters(t *testing.T, label string, c *Catalog) {
+	t.Helper()
+	want := map[TenantID]*tenantUse{}
+	c.Pin().s.each(func(svc *service) bool {
+		u := want[svc.tenant]
+		if u == nil {
+			u = &tenantUse{name: svc.tenant, artifacts: map[Digest]int{}, snapshots: map[SnapshotSpec]int{}}
+			want[svc.tenant] = u
+		}
+		u.count(svc, 1)
+		return true
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !reflect.DeepEqual(c.mu.use, want) {
+		t.Fatalf("%s: counters %+v, recount %+v", label, c.mu.use, want)
+	}
+	if c.mu.index.Len() != c.Pin().s.len() {
+		t.Fatalf("%s: the writer has %d services, the view %d", label, c.mu.index.Len(), c.Pin().s.len())
+	}
+}
+
+// TestSnapshotsInUse: the snapshots a tenant needs follow its deploys and
+// deletes, one per artifact, init and random source, and only the tenant's.
+func TestSnapshotsInUse(t *testing.T) {
+	fx := newFixture(t)
+	a, b := fx.module("a"), fx.module("b")
+	other := fx.moduleFor("beta", "c")
+	snap := func(m Manifest) Manifest {
+		for i := range m.Revisions {
+			m.Revisions[i].Instance = "snapshot"
+		}
+		return m
+	}
+	fx.deploy(snap(oneRevision("acme", "one", a)))
+	fx.deploy(snap(oneRevision("acme", "two", a)))
+	fx.deploy(oneRevision("acme", "three", b)) // fresh: needs no snapshot
+	fx.deploy(snap(oneRevision("beta", "one", other)))
+	want := []SnapshotSpec{{Tenant: "acme", Artifact: a, Random: RandomSecure}}
+	if have := fx.cat.SnapshotsInUse("acme"); !reflect.DeepEqual(have, want) {
+		t.Fatalf("in use %+v, want %+v", have, want)
+	}
+	if _, err := fx.cat.Delete(context.Background(), "acme", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if have := fx.cat.SnapshotsInUse("acme"); !reflect.DeepEqual(have, want) {
+		t.Fatalf("after deleting one of two users: %+v, want %+v", have, want)
+	}
+	fx.deploy(oneRevision("acme", "two", a)) // replaced by a fresh revision
+	if have := fx.cat.SnapshotsInUse("acme"); len(have) != 0 {
+		t.Fatalf("after the last user went: %+v", have)
+	}
+}
+
+// TestAcquire_skipsTheBytes: with a ModuleAcquirer, deploying another
+// service of a module the inspector holds reads no artifact, and the
+// references still balance.
+func TestAcquire_skipsTheBytes(t *testing.T) {
+	insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+	fx := &fixture{t: t, dir: t.TempDir(), insp: insp.fakeInspector}
+	c, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.cat = c
+	a := fx.module("a")
+	fx.deploy(oneRevision("acme", "one", a))
+	calls := insp.calls.Load()
+	fx.deploy(oneRevision("acme", "two", a))
+	if insp.calls.Load() != calls || insp.acquired != 1 {
+		t.Fatalf("second service: %d inspections, %d acquisitions", insp.calls.Load()-calls, insp.acquired)
+	}
+	if have := insp.held()[a]; have != 2 {
+		t.Fatalf("%d references held, want 2", have)
+	}
+	if _, err := c.Delete(context.Background(), "acme", "one"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(context.Background(), "acme", "two"); err != nil {
+		t.Fatal(err)
+	}
+	if have := insp.held(); len(have) != 0 || insp.overReleased != 0 {
+		t.Fatalf("references left %v, over-released %d", have, insp.overReleased)
+	}
+	// Nothing held: the next deploy reads and inspects again.
+	fx.deploy(oneRevision("acme", "three", a))
+	if insp.calls.Load() != calls+1 {
+		t.Fatal("a module nobody holds was acquired instead of inspected")
+	}
+}
+
+// benchDir is where the catalog benchmarks keep their data: tmpfs when
+// the machine has one, so that fsync (about 0.75 ms here, the same at every
+// size) does not hide what the catalog's own work costs.
+func benchDir(b *testing.B) string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "latent-catalog-bench-")
+		if err == nil {
+			b.Cleanup(func() { _ = os.RemoveAll(dir) })
+			return dir
+		}
+	}
+	return b.TempDir()
+}
+
+// BenchmarkDeploy replaces services of one tenant in a catalog of N
+// services (shaped manifests over 8 shared artifacts): ns/op and B/op must
+// not grow with N.
+func BenchmarkDeploy(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+			c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
+				MaxServices: n, MaxServicesPerTenant: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
+			var arts []Digest
+			for i := range 8 {
+				arts = append(arts, fx.module("module "+strconv.Itoa(i)))
+			}
+			for i := range n {
+				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				j := (i * 7919) % n
+				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(j)), j, 1+i%2, arts))
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkResolve resolves a route in a catalog of N services.
+func BenchmarkResolve(b *testing.B) {
+	for _, n := range []int{1_000, 100_000} {
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+			c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
+				MaxServices: n, MaxServicesPerTenant: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
+			arts := []Digest{fx.module("m")}
+			for i := range n {
+				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+			}
+			pin := c.Pin()
+			runtime.GC() // the fill's garbage is not the loop's
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				target := Target{Tenant: "acme", Service: ServiceName("svc-" + strconv.Itoa((i*7919)%n)), Route: "r0"}
+				if _, err := pin.Resolve(target, "key"); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
