@@ -1,7 +1,9 @@
 package fuel
 
 import (
+	"bytes"
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -211,4 +213,100 @@ func name(metered bool) string {
 		return "metered"
 	}
 	return "plain"
+}
+
+// reactor is a warm instance of a WAGI reactor ($LATENT_BENCH_ROUTER) whose
+// export is called activation after activation, as the runner's reuse mode
+// does, with nothing reset but stdout.
+type reactor struct {
+	ctx    context.Context
+	f      api.Function
+	me     *meter
+	stdin  bytes.Reader
+	stdout bytes.Buffer
+}
+
+func newReactor(b *testing.B, wasm []byte, fn string) *reactor {
+	e := getEngine(b, true)
+	r := &reactor{me: newMeter(1 << 62)}
+	r.me.pageCap = 1 << 16
+	r.ctx = context.WithValue(context.Background(), meterKey{}, r.me)
+	cm, err := e.rt.CompileModule(r.ctx, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStdin(&r.stdin).WithStdout(&r.stdout).
+		WithEnv("LATENT_ACTIVATION_ID", "bench").WithEnv("LATENT_REVISION", "v1").
+		WithEnv("REQUEST_METHOD", "GET").WithEnv("PATH_INFO", "/hello").WithEnv("QUERY_STRING", "name=Ada").
+		WithEnv("SERVER_PROTOCOL", "HTTP/1.1").WithEnv("HTTP_ACCEPT_LANGUAGE", "fr-CH, fr;q=0.9, en;q=0.8").
+		WithSysWalltime().WithSysNanotime()
+	mod, err := e.rt.InstantiateModule(r.ctx, cm, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = mod.Close(context.Background()) })
+	for _, init := range []string{StartExport, "_initialize"} {
+		if f := mod.ExportedFunction(init); f != nil {
+			if _, err := f.Call(r.ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if r.f = mod.ExportedFunction(fn); r.f == nil {
+		b.Fatalf("no export %q", fn)
+	}
+	for range 3 {
+		r.call(b)
+	}
+	return r
+}
+
+func (r *reactor) call(b *testing.B) time.Duration {
+	r.stdout.Reset()
+	r.stdin.Reset(nil)
+	start := time.Now()
+	if _, err := r.f.Call(r.ctx); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	if r.stdout.Len() == 0 {
+		b.Fatal("no output")
+	}
+	return d
+}
+
+// BenchmarkReactor calls the Go router reactor named by
+// $LATENT_BENCH_ROUTER warm (one instance, export web per call), plain and
+// instrumented with the test host's tick, grow and depth functions,
+// alternately: what metering costs a reuse activation without the runner.
+// It reports the median per-call times and the median of the per-pair
+// ratios.
+func BenchmarkReactor(b *testing.B) {
+	p := os.Getenv("LATENT_BENCH_ROUTER")
+	if p == "" {
+		b.Skip("LATENT_BENCH_ROUTER not set")
+	}
+	wasm, err := os.ReadFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := Instrument(wasm, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain := newReactor(b, wasm, "web")
+	metered := newReactor(b, res.Module, "web")
+	var ratios, tps, tms []float64
+	f0 := metered.me.used()
+	for b.Loop() {
+		p := plain.call(b)
+		m := metered.call(b)
+		tps, tms = append(tps, float64(p)), append(tms, float64(m))
+		ratios = append(ratios, float64(m)/float64(p))
+	}
+	med := func(xs []float64) float64 { slices.Sort(xs); return xs[len(xs)/2] }
+	b.ReportMetric(float64(metered.me.used()-f0)/float64(b.N), "fuel/op")
+	b.ReportMetric(med(ratios), "ratio")
+	b.ReportMetric(med(tps), "plain-p50-ns")
+	b.ReportMetric(med(tms), "metered-p50-ns")
 }

@@ -118,6 +118,16 @@
 // halves the checks of small recursive functions (RATIONALE.md says what it
 // saves).
 //
+// Loop headers. A loop that no br_if or br_table targets is entered only by
+// falling into it and by br instructions, each the last instruction of its
+// region. Then the loop's first region is charged with the region that falls
+// into the loop and with each region that branches to it, instead of at its
+// top, where it needs no check (unless it branches to the loop itself: then
+// it stays). Every iteration still passes a check, in the region that
+// branches back. No refund is involved: every path pays what it ran. Go's
+// compiler dispatches every jump inside a function through such a loop (br
+// to it; br_table on the target at its top), so this saves a check per jump.
+//
 // Dynamic costs. memory.fill, memory.copy, memory.init, table.fill,
 // table.copy and table.init also cost min(len, size) >> BulkShift (len read
 // as unsigned; size is the memory's current size in bytes, or the current

@@ -25,6 +25,7 @@ type rewriter struct {
 	charges []charge
 	ctl     []ctrl
 	targets []uint32
+	loopBrs []loopBr   // br instructions to loops, by region
 	locals  []localRun // the function's parameters and locals, by type
 	set     []bool     // by local: a local.set or local.tee writes it
 	frame   frameSize  // the function's frame estimate (see analyze)
@@ -63,6 +64,9 @@ type charge struct {
 	cost int64
 }
 
+// loopBr is a br in region from to the loop at position ctl of rw.ctl.
+type loopBr struct{ from, ctl int }
+
 // ctrl is an open block, loop, if or the function body during analysis.
 type ctrl struct {
 	op        uint16 // opBlock, opLoop, opIf; opEnd for the function body
@@ -74,6 +78,10 @@ type ctrl struct {
 	// and starting the else arm (-1: none yet).
 	pre, then, els int
 	localOps       uint64 // local.get, local.set and local.tee before it opened
+	// For a loop: a br_if or br_table targets it (condBr), and where its
+	// br instructions start in rw.loopBrs.
+	condBr bool
+	brs    int
 }
 
 func (m *module) shift(f uint32) uint32 {
@@ -432,7 +440,9 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 	}()
 	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8)})
 	rw.ctl = append(rw.ctl[:0], ctrl{op: opEnd, reachable: true})
-	cur := 0 // index in rw.charges of the open region; -1: unreachable code
+	rw.loopBrs = rw.loopBrs[:0]
+	loopWork := uint64(0) // rw.loopBrs entries scanned at loop ends
+	cur := 0              // index in rw.charges of the open region; -1: unreachable code
 
 	open := func(at int) {
 		rw.charges = append(rw.charges, charge{at: at})
@@ -441,13 +451,21 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 	r := &reader{b: fb.code, base: fb.offset}
 	// mark records a branch to the label at depth and returns the target's
 	// opcode.
-	mark := func(depth uint32, at int) (uint16, error) {
+	mark := func(depth uint32, at int, op uint16) (uint16, error) {
 		if uint64(depth) >= uint64(len(rw.ctl)) {
 			return 0, errors.Wrapf(ErrInvalid, "offset %#x: branch depth %d out of range", at, depth)
 		}
-		t := &rw.ctl[len(rw.ctl)-1-int(depth)]
+		pos := len(rw.ctl) - 1 - int(depth)
+		t := &rw.ctl[pos]
 		if cur >= 0 {
 			t.targeted = true
+			if t.op == opLoop {
+				if op == opBr {
+					rw.loopBrs = append(rw.loopBrs, loopBr{from: cur, ctl: pos})
+				} else {
+					t.condBr = true
+				}
+			}
 		}
 		return t.op, nil
 	}
@@ -490,7 +508,8 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		}
 		switch in.op {
 		case opBlock, opLoop, opIf:
-			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1, localOps: localOps})
+			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1, localOps: localOps,
+				brs: len(rw.loopBrs)})
 			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
 			constructs++
 			if cur >= 0 && in.op != opBlock {
@@ -538,6 +557,10 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 					open(idx + 1)
 				}
 			case opLoop:
+				if t.reachable {
+					loopWork += uint64(len(rw.loopBrs) - t.brs)
+					rw.pushLoopHeader(&t, len(rw.ctl), loopWork <= maxLoopBrWork)
+				}
 				// Only the fall-through reaches the end, but the current
 				// region may run once per iteration (a do-while's br_if):
 				// the code after the loop gets its own region.
@@ -547,7 +570,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			}
 			// opEnd (the function): done.
 		case opBr, opBrIf:
-			target, err := mark(in.imm, at)
+			target, err := mark(in.imm, at, in.op)
 			if err != nil {
 				return 0, err
 			}
@@ -564,7 +587,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			}
 		case opBrTable:
 			for _, l := range rw.targets {
-				if _, err := mark(l, at); err != nil {
+				if _, err := mark(l, at, in.op); err != nil {
 					return 0, err
 				}
 			}
@@ -589,6 +612,41 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		return 0, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
 	}
 	return scratch, nil
+}
+
+// maxLoopBrWork bounds, per function, the br instructions scanned at loop
+// ends (each is scanned once per enclosing loop): past it, loop headers are
+// charged where they are.
+const maxLoopBrWork = 1 << 16
+
+// pushLoopHeader charges the header region of loop t (at position pos of
+// rw.ctl, just popped) on the paths into it instead of at its top, when
+// those paths are the fall-through into the loop and br instructions only
+// (no br_if or br_table targets it): each of those regions runs once right
+// before the header does, so it pays the header's cost with its own and the
+// header needs no check. The loop's br entries are dropped from rw.loopBrs.
+func (rw *rewriter) pushLoopHeader(t *ctrl, pos int, ok bool) {
+	brs := rw.loopBrs[t.brs:]
+	h := t.then
+	ok = ok && !t.condBr && t.pre >= 0 && h >= 0 && rw.charges[h].cost > 0
+	for _, b := range brs {
+		if b.ctl == pos && b.from == h {
+			ok = false // the header branches to itself
+		}
+	}
+	kept := brs[:0]
+	for _, b := range brs {
+		if b.ctl != pos {
+			kept = append(kept, b)
+		} else if ok {
+			rw.charges[b.from].cost += rw.charges[h].cost
+		}
+	}
+	if ok {
+		rw.charges[t.pre].cost += rw.charges[h].cost
+		rw.charges[h].cost = 0
+	}
+	rw.loopBrs = rw.loopBrs[:t.brs+len(kept)]
 }
 
 // emitEntry writes the function prologue of function self (its index in
