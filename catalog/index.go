@@ -246,3 +246,14 @@ func (c *Catalog) SnapshotsInUse(tenant TenantID) []SnapshotSpec {
 		return int(a.Random) - int(b.Random)
 	})
 }
+
+// ServiceCount returns how many services the tenant has deployed now,
+// from a counter.
+func (c *Catalog) ServiceCount(tenant TenantID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if u := c.mu.use[tenant]; u != nil {
+		return u.services
+	}
+	return 0
+}

@@ -393,6 +393,9 @@ type ServiceList struct {
 	// Generation is the catalog generation the list was read at.
 	Generation uint64          `json:"generation"`
 	Services   []ListedService `json:"services"`
+	// Next is the after of the next page (ListDeploymentsPage); empty on
+	// the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // ListedService is one service of a ServiceList: its name and active
@@ -451,9 +454,51 @@ func (c *Client) GetDeployment(ctx context.Context, tenant, service string) (*Se
 }
 
 // ListDeployments returns tenant's deployed services, ordered by name (the
-// key's principal may list its own tenant only).
+// key's principal may list its own tenant only), following the node's
+// pages. Each page is read at its own catalog generation, so a listing of
+// many pages is best-effort: a service deployed or deleted meanwhile may or
+// may not be in it; Generation is the first page's.
 func (c *Client) ListDeployments(ctx context.Context, tenant string) (*ServiceList, error) {
-	_, body, err := c.do(ctx, http.MethodGet, "/v1/deployments/"+url.PathEscape(tenant), "", nil, nil)
+	var all *ServiceList
+	after := ""
+	for {
+		page, err := c.ListDeploymentsPage(ctx, tenant, after, 0)
+		if err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = page
+		} else {
+			all.Services = append(all.Services, page.Services...)
+		}
+		if page.Next == "" {
+			all.Next = ""
+			return all, nil
+		}
+		if page.Next <= after {
+			return nil, fmt.Errorf("client: the node's next page %q does not follow %q", page.Next, after)
+		}
+		after = page.Next
+	}
+}
+
+// ListDeploymentsPage returns one page of tenant's deployed services:
+// those named after after (from the first when empty), at most limit (the
+// node's default and maximum, 1000, when limit is 0). Next is the after of
+// the following page, empty on the last.
+func (c *Client) ListDeploymentsPage(ctx context.Context, tenant, after string, limit int) (*ServiceList, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/deployments/" + url.PathEscape(tenant)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, body, err := c.do(ctx, http.MethodGet, path, "", nil, nil)
 	if err != nil {
 		return nil, err
 	}

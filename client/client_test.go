@@ -186,6 +186,19 @@ func TestDeployments(t *testing.T) {
 		case "GET /v1/deployments/acme":
 			_, _ = w.Write([]byte(`{"tenant":"acme","generation":4,"services":[{"name":"images",
 				"release":"rel1-x","generation":3,"revisions":[{"name":"v1","id":"rev1-a"}]}]}`))
+		case "GET /v1/deployments/paged":
+			// Three pages: a, b | c, d | e; a node whose next goes back
+			// is refused (tenant "loop").
+			page := map[string]string{"": `["a","b"],"next":"b"`, "b": `["c","d"],"next":"d"`, "d": `["e"]`}[r.URL.Query().Get("after")]
+			names := strings.SplitN(page, "]", 2)
+			var svcs []string
+			for _, n := range strings.Split(strings.Trim(names[0], "["), ",") {
+				svcs = append(svcs, `{"name":`+n+`,"release":"rel1-x","generation":1,"revisions":[]}`)
+			}
+			_, _ = w.Write([]byte(`{"tenant":"paged","generation":` + map[bool]string{true: "7", false: "8"}[r.URL.Query().Get("after") == ""] +
+				`,"services":[` + strings.Join(svcs, ",") + `]` + names[1] + `}`))
+		case "GET /v1/deployments/loop":
+			_, _ = w.Write([]byte(`{"tenant":"loop","generation":1,"services":[],"next":"a"}`))
 		case "DELETE /v1/deployments/acme/images":
 			_, _ = w.Write([]byte(`{"generation":5}`))
 		case "GET /v1/deployments/acme/a%2Fb":
@@ -212,6 +225,23 @@ func TestDeployments(t *testing.T) {
 		if err != nil || l.Tenant != "acme" || l.Generation != 4 || len(l.Services) != 1 || l.Services[0].Name != "images" ||
 			l.Services[0].Release != "rel1-x" {
 			t.Fatalf("list: %+v %v", l, err)
+		}
+	})
+	t.Run("list follows pages", func(t *testing.T) {
+		l, err := c.ListDeployments(ctx, "paged")
+		var names []string
+		for _, s := range l.Services {
+			names = append(names, s.Name)
+		}
+		if err != nil || strings.Join(names, ",") != "a,b,c,d,e" || l.Generation != 7 || l.Next != "" {
+			t.Fatalf("list: %v %+v %v", names, l, err)
+		}
+		p, err := c.ListDeploymentsPage(ctx, "paged", "b", 2)
+		if err != nil || len(p.Services) != 2 || p.Next != "d" {
+			t.Fatalf("page: %+v %v", p, err)
+		}
+		if _, err := c.ListDeployments(ctx, "loop"); err == nil || !strings.Contains(err.Error(), "does not follow") {
+			t.Fatalf("a next that does not advance: %v", err)
 		}
 	})
 	t.Run("delete", func(t *testing.T) {

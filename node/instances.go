@@ -43,30 +43,12 @@ func (n *Node) instances() instancesView {
 
 // retainSnapshots lets the runner drop tenant t's snapshots that no
 // snapshot revision of t deployed now uses: called after each deploy or
-// delete of one of t's services (locally or applied from the cluster). It
-// reads t's manifests in the current pin (bounded by the tenant's service
-// quota).
+// delete of one of t's services (locally or applied from the cluster). The
+// catalog counts the snapshots each tenant's services need as they come
+// and go, so this reads a counter, not the tenant's services.
 func (n *Node) retainSnapshots(t catalog.TenantID) {
 	if n.run == nil || n.cat == nil {
 		return
 	}
-	pin := n.cat.Pin()
-	var keep []catalog.SnapshotSpec
-	for _, d := range pin.Services(t) {
-		m, ok := pin.Manifest(t, d.Service)
-		if !ok {
-			continue
-		}
-		for _, r := range m.Revisions {
-			if r.Instance != catalog.InstanceSnapshot.String() {
-				continue
-			}
-			random := catalog.RandomSecure
-			if r.Random != "" {
-				random, _ = catalog.ParseRandomness(r.Random) // validated at deploy
-			}
-			keep = append(keep, catalog.SnapshotSpec{Tenant: t, Artifact: r.Artifact, Init: r.Init, Random: random})
-		}
-	}
-	n.run.RetainSnapshots(t, keep)
+	n.run.RetainSnapshots(t, n.cat.SnapshotsInUse(t))
 }

@@ -1,8 +1,13 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
+
+	"github.com/latent-node/latent-node/catalog"
 )
 
 func TestHTTP_listDeployments(t *testing.T) {
@@ -31,6 +36,54 @@ func TestHTTP_listDeployments(t *testing.T) {
 		wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo", sn.inv, nil, nil), 403, "role-not-authorized")
 		wantProblem(t, sn.do(t, "GET", "/v1/deployments/acme", sn.admin, nil, nil), 403, "principal-not-authorized")
 		wantProblem(t, sn.do(t, "POST", "/v1/deployments/demo", sn.admin, nil, nil), 405, "method-not-allowed")
+	})
+	t.Run("pages", func(t *testing.T) {
+		// demo gets hello plus s00..s06: pages of 3 list all 8 once, in
+		// order, each with next set until the last.
+		m, _ := sn.n.cat.Pin().Manifest("demo", "hello")
+		want := []string{"hello"}
+		for i := range 7 {
+			m.Service = catalog.ServiceName(fmt.Sprintf("s%02d", i))
+			if _, err := sn.n.cat.Deploy(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, string(m.Service))
+		}
+		slices.Sort(want)
+		var got []string
+		after, pages := "", 0
+		for {
+			a := sn.do(t, "GET", "/v1/deployments/demo?limit=3&after="+after, sn.admin, nil, nil)
+			var l serviceList
+			if err := json.Unmarshal(a.body, &l); a.status != 200 || err != nil {
+				t.Fatalf("page: %d %s", a.status, a.body)
+			}
+			pages++
+			for _, s := range l.Services {
+				got = append(got, string(s.Name))
+			}
+			if l.Next == "" {
+				break
+			}
+			if len(l.Services) != 3 || string(l.Next) != got[len(got)-1] {
+				t.Fatalf("page %d: %+v", pages, l)
+			}
+			after = string(l.Next)
+		}
+		if !slices.Equal(got, want) || pages != 3 {
+			t.Fatalf("pages listed %v in %d pages, want %v in 3", got, pages, want)
+		}
+		if all := list(t); len(all.Services) != len(want) || all.Next != "" {
+			t.Fatalf("without limit: %+v", all)
+		}
+		for _, q := range []string{"limit=0", "limit=1001", "limit=x", "after=a%20b"} {
+			wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo?"+q, sn.admin, nil, nil), 400, "invalid-query")
+		}
+		for _, s := range want[1:] {
+			if _, err := sn.n.cat.Delete(context.Background(), "demo", catalog.ServiceName(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 	t.Run("empty after delete", func(t *testing.T) {
 		if a := sn.do(t, "DELETE", "/v1/deployments/demo/hello", sn.admin, nil, nil); a.status != 200 {

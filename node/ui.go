@@ -85,7 +85,6 @@ func (n *Node) uiSnapshot() uiData {
 	}
 
 	// Tenants: admission use and limits, ingress requests held, services.
-	pin := n.cat.Pin()
 	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
 	tenants := uiTable{Name: "tenants", Title: "Tenants",
 		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services",
@@ -94,7 +93,7 @@ func (n *Node) uiSnapshot() uiData {
 		id := catalog.TenantID(t.Name)
 		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
 			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
-			i(len(pin.Services(id))), u(adm.Instances.Tenants[t.Name])})
+			i(n.cat.ServiceCount(id)), u(adm.Instances.Tenants[t.Name])})
 	}
 	in := adm.Instances
 	instances := uiTable{Name: "instances", Title: "Warm instances",
