@@ -186,13 +186,12 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 			}
 		}
 	}
-	commit := c.markGenerationLocked
 	if len(removed) > 0 {
-		commit = c.commitGenerationLocked
+		if err := c.commitGenerationLocked(gen); err != nil {
+			return nil, err
+		}
 	}
-	if err := commit(gen); err != nil {
-		return nil, err
-	}
+	c.mu.generation = gen // issued: a failed write below burns it
 	for _, k := range removed {
 		if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
 			return nil, err

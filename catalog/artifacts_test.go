@@ -402,15 +402,14 @@ func (f noSpaceFile) Write([]byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: f.Name(), Err: f.errno}
 }
 
-// failWrites makes every write whose temporary file matches pattern fail
-// with errno.
+// failWrites makes every write whose file (a record's path, or
+// "artifact-<hex>") contains pattern fail with errno.
 func failWrites(fx *fixture, pattern string, errno syscall.Errno) {
-	fx.cat.store.createTemp = func(dir, p string) (tempFile, error) {
-		f, err := os.CreateTemp(dir, p)
-		if err != nil || !strings.Contains(p, pattern) {
-			return f, err
+	fx.cat.store.wrap = func(f *os.File, what string) tempFile {
+		if !strings.Contains(what, pattern) {
+			return f
 		}
-		return noSpaceFile{File: f, errno: errno}, nil
+		return noSpaceFile{File: f, errno: errno}
 	}
 }
 
@@ -439,11 +438,7 @@ func TestStorageFull(t *testing.T) {
 				t.Fatalf("the unowned artifact stayed: %v", files)
 			}
 		}},
-		{"state", "state.rec", func(fx *fixture) error {
-			_, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("a")))
-			return err
-		}, nil},
-		{"service record", ".rec-", func(fx *fixture) error {
+		{"service record", "catalog/services/", func(fx *fixture) error {
 			_, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("a")))
 			return err
 		}, nil},
@@ -482,7 +477,7 @@ func TestStorageFull(t *testing.T) {
 				if have := fx.insp.held(); !reflect.DeepEqual(have, held) {
 					t.Fatalf("references: before %v, after %v", held, have)
 				}
-				fx.cat.store.createTemp = nil
+				fx.cat.store.wrap = nil
 				if op.check != nil {
 					op.check(t, fx)
 				}
@@ -538,13 +533,13 @@ func TestModuleReferences(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				switch rng.IntN(8) {
 				case 0:
-					failWrites(fx, ".rec-", syscall.ENOSPC)
+					failWrites(fx, "catalog/services/", syscall.ENOSPC)
 				case 1:
 					fx.insp.onCall = cancel
 				}
 				_, err = fx.cat.Deploy(ctx, m)
 				cancel()
-				fx.cat.store.createTemp, fx.insp.onCall = nil, nil
+				fx.cat.store.wrap, fx.insp.onCall = nil, nil
 			case op < 8:
 				kind = "delete"
 				_, err = fx.cat.Delete(context.Background(), tenants[rng.IntN(2)], services[rng.IntN(3)])

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -155,11 +156,12 @@ func Backup(ctx context.Context, dataDir string, sink BackupSink) (BackupStats, 
 // the state record, every service record, every ownership record and
 // every artifact an ownership record names. The compile cache is not
 // included (a restart recompiles). Backup only reads: it works while a
-// node serves from dataDir and takes no lock. It reads the generation, the
-// records, opens every artifact (an open file keeps its bytes even if
-// garbage collection removes it afterwards) and reads the generation
-// again; if a deploy or delete issued a generation in between it starts
-// over (at most a few times, then ErrBackupRace). The copy is therefore
+// node serves from dataDir and takes no lock. It reads the state record,
+// the other records, opens every artifact (an open file keeps its bytes
+// even if garbage collection removes it afterwards), then reads the state
+// record again and checks that the service records are still the files it
+// read; if a deploy or delete changed them in between it starts over (at
+// most a few times, then ErrBackupRace). The copy is therefore
 // the catalog at one generation. Every artifact is verified against its
 // digest while it is copied; a mismatch is ErrCorruptRecord (the sink then
 // holds a backup that Restore refuses).
@@ -272,9 +274,14 @@ func readSnapshot(store diskStore) (_ *snapshotFiles, again bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
+	// A deploy writes only its service's record (through a new file renamed
+	// over the old one), so the records read are checked again at the end:
+	// the same names, each still the file that was read.
+	read := map[string]fileID{}
+	maxGen := gen1
 	for _, file := range services {
 		name := servicesDir + "/" + file
-		data, err := readBounded(store.path(name), maxRecordBytes)
+		data, id, err := readRecordFile(store.path(name))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, true, nil // deleted while listed: a generation moved on
 		}
@@ -290,6 +297,8 @@ func readSnapshot(store diskStore) (_ *snapshotFiles, again bool, err error) {
 		}
 		snap.records[name] = data
 		snap.services++
+		read[file] = id
+		maxGen = max(maxGen, rec.Generation)
 	}
 	// Ownership records, and the artifact each one names.
 	tenants, err := readDirNames(store.path(ownersDir))
@@ -349,8 +358,78 @@ func readSnapshot(store diskStore) (_ *snapshotFiles, again bool, err error) {
 	if gen1 != gen2 {
 		return nil, true, nil
 	}
-	snap.generation = gen1
+	if changed, err := recordsChanged(store, read); err != nil || changed {
+		return nil, changed, err
+	}
+	snap.generation = maxGen
 	return snap, false, nil
+}
+
+// fileID identifies one version of a record file: a write renames a new
+// file (a new inode) over the old one.
+type fileID struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+func idOf(fi os.FileInfo) fileID {
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino = uint64(st.Dev), uint64(st.Ino) //nolint:unconvert // Dev is uint32 on some platforms
+	}
+	return id
+}
+
+// readRecordFile reads a record file (at most maxRecordBytes) and returns
+// the identity of the file it read.
+func readRecordFile(name string) ([]byte, fileID, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fileID{}, errors.Wrapf(err, "catalog: open %s", name)
+	}
+	defer func() { _ = f.Close() }()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fileID{}, errors.Wrapf(err, "catalog: stat %s", name)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return nil, fileID{}, errors.Wrapf(err, "catalog: read %s", name)
+	}
+	if int64(len(data)) > maxRecordBytes {
+		return nil, fileID{}, errors.Wrapf(ErrCorruptRecord, "catalog: %s is larger than %d bytes", name, maxRecordBytes)
+	}
+	return data, idOf(fi), nil
+}
+
+// recordsChanged reports whether the service records are no longer
+// exactly the files read.
+func recordsChanged(store diskStore, read map[string]fileID) (bool, error) {
+	now, err := readDirNames(store.path(servicesDir))
+	if err != nil {
+		return false, err
+	}
+	if len(now) != len(read) {
+		return true, nil
+	}
+	for _, file := range now {
+		want, ok := read[file]
+		if !ok {
+			return true, nil
+		}
+		fi, err := os.Lstat(store.path(servicesDir + "/" + file))
+		if errors.Is(err, fs.ErrNotExist) {
+			return true, nil
+		}
+		if err != nil {
+			return false, errors.Wrapf(err, "catalog: stat %s", file)
+		}
+		if idOf(fi) != want {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // readGeneration reads catalog/state.rec: the generation and the record's
@@ -974,7 +1053,7 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 			if err := decodeRecord("state", data, &rec); err != nil {
 				return st, errors.Mark(errors.Wrapf(err, "catalog: backup entry %s", name), ErrBackupInvalid)
 			}
-			st.Generation = rec.Generation
+			st.Generation = max(st.Generation, rec.Generation)
 		case "owner":
 			var rec ownerRecord
 			if err := decodeRecord("owner", data, &rec); err != nil {
@@ -1012,6 +1091,7 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 			}
 			services = append(services, rec)
 			st.Services++
+			st.Generation = max(st.Generation, rec.Generation) // a deploy writes only its record
 		}
 	}
 	if st.Services > 0 && got[stateFile].name == "" {

@@ -404,3 +404,52 @@ func TestBackup_whileDeploying(t *testing.T) {
 	}
 	t.Logf("restored backups at generations %v", gens)
 }
+
+// TestBackup_recordsChanged: a backup's last check sees a deploy (a new
+// file renamed over a record), a new service and a deletion, and nothing
+// when nothing changed. Deploys no longer touch the state record, so this
+// check is what makes a backup start over after one.
+func TestBackup_recordsChanged(t *testing.T) {
+	fx := newFixture(t)
+	a, b := fx.module("a"), fx.module("b")
+	fx.deploy(oneRevision("acme", "one", a))
+	fx.deploy(oneRevision("acme", "two", a))
+	ctx := context.Background()
+	read := func() map[string]fileID {
+		names, err := readDirNames(fx.cat.store.path(servicesDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]fileID{}
+		for _, n := range names {
+			_, id, err := readRecordFile(fx.cat.store.path(servicesDir + "/" + n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[n] = id
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func()
+		changed bool
+	}{
+		{"nothing (control)", func() {}, false},
+		{"replaced", func() { fx.deploy(oneRevision("acme", "one", b)) }, true},
+		{"redeployed the same release", func() { fx.deploy(oneRevision("acme", "one", b)) }, true},
+		{"added", func() { fx.deploy(oneRevision("acme", "three", a)) }, true},
+		{"deleted", func() {
+			if _, err := fx.cat.Delete(ctx, "acme", "two"); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		ids := read()
+		tc.change()
+		changed, err := recordsChanged(fx.cat.store, ids)
+		if err != nil || changed != tc.changed {
+			t.Fatalf("%s: changed %v (%v), want %v", tc.name, changed, err, tc.changed)
+		}
+	}
+}

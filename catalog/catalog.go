@@ -514,9 +514,7 @@ func (c *Catalog) publish(ctx context.Context, s spec, m Manifest, modules []Mod
 	if err != nil {
 		return Deployment{}, nil, err
 	}
-	if err := c.markGenerationLocked(gen); err != nil {
-		return Deployment{}, nil, err
-	}
+	c.mu.generation = gen // issued: a failed write below burns it
 	if err := c.writeServiceLocked(svc); err != nil {
 		return Deployment{}, nil, err
 	}
@@ -647,24 +645,6 @@ func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName)
 	svc, _ := c.removeLocked(key)
 	c.publishLocked(gen)
 	return gen, svc.artifacts(), nil
-}
-
-// markGenerationLocked issues gen for a write that persists it in a
-// service record: the state record is updated without fsync (a marker for
-// a concurrent backup; after a crash Open takes the generation from the
-// records). A failed write issued nothing new on disk but burns gen.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) markGenerationLocked(gen Generation) error {
-	payload, err := json.Marshal(stateRecord{Generation: gen})
-	if err != nil {
-		return errors.Wrap(err, "catalog: encode state")
-	}
-	if err := c.store.writeMarker(stateFile, encodeRecord("state", payload)); err != nil {
-		return err
-	}
-	c.mu.generation = gen
-	return nil
 }
 
 // commitGenerationLocked persists gen as the last generation issued. It is

@@ -23,6 +23,14 @@
 // restarts.
 //
 // Pin returns an immutable view (copy-on-write behind one atomic pointer).
+// The services live in a copy-on-write B-tree ordered by tenant and name:
+// a deploy or a delete copies only the path it changes (O(log N) time and
+// bytes), each published view is an O(1) clone that nothing changes again,
+// and a pin held by a long activation keeps alive only the nodes replaced
+// since, not a copy of the catalog. The deploy path's checks (a tenant's
+// services, the artifacts and snapshots its services use) read counters
+// kept beside the tree; Pin.ServicesPage lists a tenant's services in name
+// order from any name on, in O(log N + page).
 // Pin.Resolve picks a revision of a route; Pin.Policy verifies the whole
 // tenant/service/route/function/revision/release/generation tuple of a
 // ResolvedRevision against the same pin and returns the revision's
@@ -94,13 +102,20 @@
 // Under the data directory, artifacts live at artifacts/sha256/<hex>
 // (verified on write and on read), ownership records at
 // catalog/owners/<sha256 of the tenant>/<hex>.rec, the last generation
-// issued at catalog/state.rec, and one record per service at
-// catalog/services/<hex>.rec. Records carry a header with their kind, length
-// and sha256 checksum. Every write goes to a temporary file, is fsynced,
-// renamed and its directory fsynced; an artifact is written before its
-// ownership record and removed after it. Open rebuilds identical ids,
-// policies and ownership, or fails with an error naming the file
-// (ErrCorruptRecord): nothing is skipped, nothing is half-applied. It deletes
+// issued by a deletion at catalog/state.rec, and one record per service at
+// catalog/services/<hex>.rec, which carries the generation of its release.
+// Records carry a header with their kind, length and sha256 checksum.
+// Every write goes to a temporary file, is fsynced, renamed and its
+// directory fsynced; an artifact is written before its ownership record and
+// removed after it. A deploy writes its service's record only (one fsynced
+// file); a deletion writes the state record before removing the service's.
+// Open takes the highest generation of the state and the service records
+// as the last issued, so no generation is issued twice across a crash; it
+// rebuilds identical ids, policies and ownership, or fails with an error
+// naming the file (ErrCorruptRecord): nothing is skipped, nothing is
+// half-applied. Its cost grows with N: it reads and checks every service
+// record (a module shared by many services is read and inspected once when
+// the inspector is a ModuleAcquirer). It deletes
 // stored artifacts no tenant owns (left by a crash between the two writes)
 // and gives a loaded service's tenant the ownership of its artifacts if the
 // record is missing (a data directory from before ownership).
@@ -140,6 +155,8 @@
 //   - release.go: RevisionPolicy, Deployment, identity derivation, the
 //     immutable per-service index.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
+//   - index.go: the copy-on-write index of services, the per-tenant
+//     counters, the catalog's additive hash.
 //   - catalog.go: Catalog (Open, Deploy, Delete, Pin), Options.
 //   - clock.go: Clock and the default wall clock.
 //   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.

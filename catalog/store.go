@@ -67,8 +67,9 @@ type artifactStore interface {
 	get(d Digest, maxBytes int64) ([]byte, error)
 }
 
-// tempFile is a temporary file being written. The store writes every file
-// through one; createTemp is the test seam that injects write failures.
+// tempFile is a file being written before it takes its name. The store
+// writes every file through one; wrap is the test seam that injects write
+// failures.
 type tempFile interface {
 	io.Writer
 	Sync() error
@@ -78,17 +79,19 @@ type tempFile interface {
 
 type diskStore struct {
 	root string
-	// createTemp creates a temporary file in dir; nil means os.CreateTemp.
-	createTemp func(dir, pattern string) (tempFile, error)
+	// wrap, when set, wraps the file about to be written for what: a
+	// record's path under the root ("catalog/services/<hex>.rec", ...) or
+	// "artifact-<hex>" for an upload.
+	wrap func(f *os.File, what string) tempFile
 }
 
 func (s diskStore) path(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
 
-func (s diskStore) newTemp(dir, pattern string) (tempFile, error) {
-	if s.createTemp != nil {
-		return s.createTemp(dir, pattern)
+func (s diskStore) wrapped(f *os.File, what string) tempFile {
+	if s.wrap != nil {
+		return s.wrap(f, what)
 	}
-	return os.CreateTemp(dir, pattern)
+	return f
 }
 
 func (s diskStore) init() error {
@@ -131,10 +134,11 @@ type stagedArtifact struct {
 // its digest, and fsyncs it. The caller commits or discards it.
 func (s diskStore) stageArtifact(d Digest, r io.Reader, maxBytes int64) (stagedArtifact, error) {
 	dir := s.path(artifactsDir)
-	tmp, err := s.newTemp(dir, tmpPrefix+"artifact-*")
+	f, err := os.CreateTemp(dir, tmpPrefix+"artifact-*")
 	if err != nil {
 		return stagedArtifact{}, storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
 	}
+	tmp := s.wrapped(f, "artifact-"+d.Hex())
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, maxBytes+1))
 	if err == nil && n > maxBytes {
@@ -193,39 +197,43 @@ func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
 	return data, nil
 }
 
-// writeAtomic replaces the file rel with data: temp file, fsync, rename, fsync dir.
-func (s diskStore) writeAtomic(rel string, data []byte) error { return s.write(rel, data, true) }
-
-// writeMarker replaces the file rel with data through a temporary file and
-// a rename, without fsync: readers in this process and others see the new
-// content at once, but a crash may leave the old one. The catalog's state
-// record is written so on a deploy: it tells a concurrent backup that the
-// catalog moved, while the service record carries the durable generation.
-func (s diskStore) writeMarker(rel string, data []byte) error { return s.write(rel, data, false) }
-
-func (s diskStore) write(rel string, data []byte, durable bool) error {
+// writeAtomic replaces the file rel with data: it writes and fsyncs the
+// directory's spare file, swaps it with rel (renameat2 RENAME_EXCHANGE, or
+// a rename where rel does not exist yet or the file system cannot swap),
+// and fsyncs the directory. Readers see the old or the new file whole, and
+// so does a restart after a crash. Swapping keeps the old version as the
+// next spare: replacing a record allocates and frees no inode (on ext4
+// without a journal, creating a file after many recent deletions scans
+// them all). Writes to one directory are serialized by the caller (the
+// catalog's lock).
+func (s diskStore) writeAtomic(rel string, data []byte) error {
 	name := s.path(rel)
 	dir := filepath.Dir(name)
-	tmp, err := s.newTemp(dir, tmpPrefix+filepath.Base(name)+"-*")
+	spare := filepath.Join(dir, spareName)
+	f, err := os.OpenFile(spare, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
+	tmp := s.wrapped(f, rel)
 	_, err = tmp.Write(data)
-	if err == nil && durable {
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), name)
+		err = exchange(spare, name)
 	}
-	if err == nil && durable {
+	if err == nil {
 		err = syncDir(dir)
 	}
 	return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 }
+
+// spareName is the spare file of a record directory (a temporary file:
+// Open removes it, listings skip it).
+const spareName = tmpPrefix + "spare"
 
 func (s diskStore) remove(rel string) error {
 	name := s.path(rel)

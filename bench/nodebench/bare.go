@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/bench/internal/nodeproc"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -96,7 +98,7 @@ type wasmHandler struct {
 }
 
 func newWasmHandler(ctx context.Context) (*wasmHandler, error) {
-	root, err := moduleRoot()
+	root, err := nodeproc.ModuleRoot()
 	if err != nil {
 		return nil, err
 	}

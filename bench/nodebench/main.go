@@ -41,6 +41,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/bench/internal/nodeproc"
 )
 
 // Environment variables of the re-executed, pinned generator.
@@ -219,7 +221,7 @@ func repin(ctx context.Context, o options) error {
 	env := append(os.Environ(), envNodeCPU+"="+strconv.Itoa(cpus[0]))
 	if o.bin == "" {
 		// Build before pinning: the build may use every CPU.
-		dir, bin, err := buildBinary(ctx)
+		dir, bin, err := nodeproc.Build(ctx)
 		if err != nil {
 			return err
 		}
@@ -334,14 +336,14 @@ func run(ctx context.Context, o options) error {
 		pinnedCPU = c
 	}
 	if o.bin == "" {
-		dir, bin, err := buildBinary(ctx)
+		dir, bin, err := nodeproc.Build(ctx)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = os.RemoveAll(dir) }()
 		o.bin = bin
 	}
-	root, err := moduleRoot()
+	root, err := nodeproc.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func run(ctx context.Context, o options) error {
 	keys := map[string]string{}
 	var cfgTenants []tenantConfig
 	for _, t := range tenants {
-		key, hash, err := keygen(ctx, o.bin)
+		key, hash, err := nodeproc.Keygen(ctx, o.bin)
 		if err != nil {
 			return err
 		}
@@ -386,7 +388,7 @@ func run(ctx context.Context, o options) error {
 		} else {
 			defer func() { _ = os.RemoveAll(dir) }()
 			routerDir = dir
-			key, hash, err := keygen(ctx, o.bin)
+			key, hash, err := nodeproc.Keygen(ctx, o.bin)
 			if err != nil {
 				return err
 			}
@@ -404,22 +406,22 @@ func run(ctx context.Context, o options) error {
 	if err := os.WriteFile(cfgPath, []byte(configTOML(filepath.Join(dataDir, "data"), cfgTenants)), 0o600); err != nil {
 		return errors.Wrap(err, "nodebench: config")
 	}
-	n, err := startNode(ctx, o.bin, cfgPath, nodeCPU)
+	n, err := nodeproc.Start(ctx, o.bin, cfgPath, nodeCPU)
 	if err != nil {
 		return err
 	}
-	defer n.stop()
+	defer n.Stop()
 	for _, t := range tenants {
-		if err := deployGuest(ctx, n.url, keys[t], t, "compute", guests["compute"]); err != nil {
-			return errors.Wrapf(err, "%s", n.stderr())
+		if err := deployGuest(ctx, n.URL, keys[t], t, "compute", guests["compute"]); err != nil {
+			return errors.Wrapf(err, "%s", n.Stderr())
 		}
 	}
 	for _, g := range o.floodGuests {
 		if g == "compute" {
 			continue // deployed above
 		}
-		if err := deployGuest(ctx, n.url, noisyKey, "noisy", g, guests[g]); err != nil {
-			return errors.Wrapf(err, "%s", n.stderr())
+		if err := deployGuest(ctx, n.URL, noisyKey, "noisy", g, guests[g]); err != nil {
+			return errors.Wrapf(err, "%s", n.Stderr())
 		}
 	}
 	bare := map[string]*bareProc{}
@@ -436,39 +438,39 @@ func run(ctx context.Context, o options) error {
 
 	var routerT []target
 	if routerDir != "" {
-		if err := deployRouter(ctx, n.url, keys[routerTenant], routerDir); err != nil {
-			return errors.Wrapf(err, "%s", n.stderr())
+		if err := deployRouter(ctx, n.URL, keys[routerTenant], routerDir); err != nil {
+			return errors.Wrapf(err, "%s", n.Stderr())
 		}
-		if router, routerT, err = routerTargets(ctx, n.url, keys[routerTenant], o.routerClients); err != nil {
-			return errors.Wrapf(err, "%s", n.stderr())
+		if router, routerT, err = routerTargets(ctx, n.URL, keys[routerTenant], o.routerClients); err != nil {
+			return errors.Wrapf(err, "%s", n.Stderr())
 		}
 	}
 
 	quietHC, noisyHC, hammerHC, adminHC := newTransportClient(2), newTransportClient(max(64, maxInt(o.noisy), o.openNoisy)), newTransportClient(o.hammer), newTransportClient(2)
-	quietURL, noisyURL := n.url+"/v1/invoke/quiet/compute/run", n.url+"/v1/invoke/noisy/compute/run"
+	quietURL, noisyURL := n.URL+"/v1/invoke/quiet/compute/run", n.URL+"/v1/invoke/noisy/compute/run"
 
 	cal, err := calibrate(ctx, target{hc: quietHC, url: quietURL, key: quietKey}, o)
 	if err != nil {
-		return errors.Wrapf(err, "%s", n.stderr())
+		return errors.Wrapf(err, "%s", n.Stderr())
 	}
 	input := []byte(strconv.FormatUint(cal.ComputeN, 10))
 	fmt.Printf("compute N=%d: activation exec %.3f ms (median), request %.3f ms solo (node pid %d, CPUs node=%q generator=%q)\n",
-		cal.ComputeN, cal.ActivationExec, cal.SoloLatencyP50, n.pid, nodeCPU, cpuList(allowedCPUs()))
+		cal.ComputeN, cal.ActivationExec, cal.SoloLatencyP50, n.PID, nodeCPU, cpuList(allowedCPUs()))
 
 	quiet := target{hc: quietHC, url: quietURL, key: quietKey, input: input}
 	noisyT := target{hc: noisyHC, url: noisyURL, key: noisyKey, input: input}
 	// A route noisy has not deployed: every request is refused (404).
-	hammerT := target{hc: hammerHC, url: n.url + "/v1/invoke/noisy/missing/run", key: noisyKey, input: input}
+	hammerT := target{hc: hammerHC, url: n.URL + "/v1/invoke/noisy/missing/run", key: noisyKey, input: input}
 	openQuiet := target{hc: newPoolClient(o.openConns), url: quietURL, key: quietKey, input: input}
 	var jainT []target
 	for _, t := range tenants[2:] {
-		jainT = append(jainT, target{hc: newTransportClient(o.jainClients), url: n.url + "/v1/invoke/" + t + "/compute/run", key: keys[t], input: input})
+		jainT = append(jainT, target{hc: newTransportClient(o.jainClients), url: n.URL + "/v1/invoke/" + t + "/compute/run", key: keys[t], input: input})
 	}
 	// The flood targets: per guest, the node's (tenant noisy) and each
 	// baseline's, with the same body.
 	var floods []floodSection
 	floodTargets := map[string]map[string]target{}
-	floodPID := map[string]int{floodNode: n.pid}
+	floodPID := map[string]int{floodNode: n.PID}
 	if len(bare) > 0 {
 		floodPID[floodBareWazero], floodPID[floodNoWasm] = bare[bareWazero].pid, bare[bareNoWasm].pid
 		for _, g := range o.floodGuests {
@@ -477,7 +479,7 @@ func run(ctx context.Context, o options) error {
 				body = bytes.Repeat([]byte("x"), o.floodBody)
 			}
 			floodTargets[g] = map[string]target{
-				floodNode:       {hc: newTransportClient(o.flood), url: n.url + "/v1/invoke/noisy/" + g + "/run", key: noisyKey, input: body},
+				floodNode:       {hc: newTransportClient(o.flood), url: n.URL + "/v1/invoke/noisy/" + g + "/run", key: noisyKey, input: body},
 				floodBareWazero: {hc: newTransportClient(o.flood), url: bare[bareWazero].url + "/" + g, key: noisyKey, input: body},
 				floodNoWasm:     {hc: newTransportClient(o.flood), url: bare[bareNoWasm].url + "/" + g, key: noisyKey, input: body},
 			}
@@ -519,11 +521,11 @@ func run(ctx context.Context, o options) error {
 	for r := range o.rounds {
 		capacity := 0.0
 		for i, s := range scens {
-			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-				return errors.Wrapf(err, "%s", n.stderr())
+			if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+				return errors.Wrapf(err, "%s", n.Stderr())
 			}
 			groups := []group{{tg: quiet, clients: 1, keepLat: true}, {tg: noisyT, clients: s.Noisy}, {tg: hammerT, clients: s.Hammer}}
-			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
+			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.PID, pinnedCPU)
 			rr := summarize(t, o.duration)
 			rr.NodeCPU, rr.GenCPU, rr.OthersCPU = cpu.node, cpu.gen, cpu.others
 			res[i].Rounds = append(res[i].Rounds, rr)
@@ -535,21 +537,21 @@ func run(ctx context.Context, o options) error {
 		}
 		if open != nil {
 			if len(o.noisy) == 0 {
-				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-					return errors.Wrapf(err, "%s", n.stderr())
+				if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+					return errors.Wrapf(err, "%s", n.Stderr())
 				}
-				t, _ := runGroups(ctx, o.warmup, o.duration, []group{{tg: noisyT, clients: max(o.openNoisy, 16)}}, n.pid, pinnedCPU)
+				t, _ := runGroups(ctx, o.warmup, o.duration, []group{{tg: noisyT, clients: max(o.openNoisy, 16)}}, n.PID, pinnedCPU)
 				capacity = float64(t[0].ok) / o.duration.Seconds()
 			}
 			rate := o.openLoad * capacity
 			for i, s := range open.Scenarios {
-				if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-					return errors.Wrapf(err, "%s", n.stderr())
+				if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+					return errors.Wrapf(err, "%s", n.Stderr())
 				}
 				// The same arrival sequence for both scenarios of a round.
 				rng := rand.New(rand.NewPCG(uint64(r)+1, 0x6f70656e))
 				groups := []group{{tg: openQuiet, keepLat: true, rate: rate, conns: o.openConns, rng: rng}, {tg: noisyT, clients: s.Noisy}, {}}
-				t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
+				t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.PID, pinnedCPU)
 				or := summarizeOpen(t, o.duration, capacity, rate)
 				or.NodeCPU, or.GenCPU, or.OthersCPU = cpu.node, cpu.gen, cpu.others
 				open.Scenarios[i].Rounds = append(open.Scenarios[i].Rounds, or)
@@ -558,14 +560,14 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 		if jain != nil {
-			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-				return errors.Wrapf(err, "%s", n.stderr())
+			if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+				return errors.Wrapf(err, "%s", n.Stderr())
 			}
 			var groups []group
 			for _, tg := range jainT {
 				groups = append(groups, group{tg: tg, clients: o.jainClients})
 			}
-			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.pid, pinnedCPU)
+			t, cpu := runGroups(ctx, o.warmup, o.duration, groups, n.PID, pinnedCPU)
 			jr := summarizeJain(t, o.duration, cpu)
 			jain.Rounds = append(jain.Rounds, jr)
 			fmt.Fprintf(os.Stderr, "round %d/%d %-20s Jain %.4f, tenants %.0f/s\n", r+1, o.rounds, "jain-"+strconv.Itoa(o.jainTenants), jr.Jain, jr.TenantRPS)
@@ -579,8 +581,8 @@ func run(ctx context.Context, o options) error {
 				turn := map[string]float64{}
 				for j := range f.Servers {
 					sv := &f.Servers[(j+r*o.floodRepeat+k)%len(f.Servers)]
-					if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-						return errors.Wrapf(err, "%s", n.stderr())
+					if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+						return errors.Wrapf(err, "%s", n.Stderr())
 					}
 					t, cpu := runGroups(ctx, o.warmup, o.floodDur, []group{{tg: floodTargets[f.Guest][sv.Name], clients: o.flood, keepLat: true}}, floodPID[sv.Name], pinnedCPU)
 					fr := summarizeFlood(t[0], o.floodDur, cpu)
@@ -596,20 +598,18 @@ func run(ctx context.Context, o options) error {
 			// The modes take turns, the order alternating every round.
 			mi := (j + r) % len(routerT)
 			m := &router.Modes[mi]
-			if err := waitIdle(ctx, adminHC, n.url, allKeys...); err != nil {
-				return errors.Wrapf(err, "%s", n.stderr())
+			if err := waitIdle(ctx, adminHC, n.URL, allKeys...); err != nil {
+				return errors.Wrapf(err, "%s", n.Stderr())
 			}
-			t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: routerT[mi], clients: o.routerClients, keepLat: true}}, n.pid, pinnedCPU)
+			t, cpu := runGroups(ctx, o.warmup, o.duration, []group{{tg: routerT[mi], clients: o.routerClients, keepLat: true}}, n.PID, pinnedCPU)
 			rr := summarizeRouter(t[0], o.duration, cpu)
 			m.Rounds = append(m.Rounds, rr)
 			fmt.Fprintf(os.Stderr, "round %d/%d %-20s %.0f/s, p50 %.3f ms p99 %.3f ms, exec p50 %.3f ms, refusals %.0f errors %.0f\n",
 				r+1, o.rounds, "router-"+m.Name, rr.RPS, rr.P50Ms, rr.P99Ms, rr.ExecP50Ms, rr.Refusals, rr.Errors)
 		}
 	}
-	select {
-	case <-n.exited:
-		return errors.Newf("nodebench: the node exited during the run: %v\n%s", n.err, n.stderr())
-	default:
+	if exited, err := n.Exited(); exited {
+		return errors.Newf("nodebench: the node exited during the run: %v\n%s", err, n.Stderr())
 	}
 	for i := range res {
 		res[i].Median = medianOf(res[i].Rounds)

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -19,64 +13,6 @@ import (
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
-
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod.
-func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", errors.Wrap(err, "nodebench: working directory")
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", errors.Newf("nodebench: no go.mod above %s", wd)
-		}
-	}
-}
-
-// buildBinary runs `go build ./cmd/latent-node` into a new temporary
-// directory and returns the directory and the binary's path.
-func buildBinary(ctx context.Context) (dir, bin string, err error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return "", "", err
-	}
-	dir, err = os.MkdirTemp("", "nodebench-bin-")
-	if err != nil {
-		return "", "", errors.Wrap(err, "nodebench: temp dir")
-	}
-	bin = filepath.Join(dir, "latent-node")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/latent-node")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", "", errors.Wrapf(err, "nodebench: go build: %s", out)
-	}
-	return dir, bin, nil
-}
-
-// keygen runs `latent-node keygen` and returns a key and its hash.
-func keygen(ctx context.Context, bin string) (key, hash string, err error) {
-	out, err := exec.CommandContext(ctx, bin, "keygen").Output()
-	if err != nil {
-		return "", "", errors.Wrap(err, "nodebench: keygen")
-	}
-	for _, l := range strings.Split(string(out), "\n") {
-		if v, ok := strings.CutPrefix(l, "key:"); ok {
-			key = strings.TrimSpace(v)
-		}
-		if v, ok := strings.CutPrefix(l, "hash:"); ok {
-			hash = strings.TrimSpace(v)
-		}
-	}
-	if !strings.HasPrefix(key, "lk_") || !strings.HasPrefix(hash, "sha256:") {
-		return "", "", errors.Newf("nodebench: keygen printed %q", out)
-	}
-	return key, hash, nil
-}
 
 // tenantConfig is one tenant of the generated configuration: one
 // principal of the same name with the key whose hash is keyHash.
@@ -107,116 +43,6 @@ func configTOML(dataDir string, tenants []tenantConfig) string {
 			Roles: []string{"invoke", "deploy"}, APIKeys: []string{t.keyHash}})
 	}
 	return cfg.TOML()
-}
-
-// nodeProc is a running `latent-node serve`.
-type nodeProc struct {
-	cmd    *exec.Cmd
-	url    string
-	pid    int
-	drain  sync.WaitGroup // the stderr reader
-	mu     sync.Mutex
-	tail   []string // the last stderr lines
-	exited chan struct{}
-	err    error // cmd.Wait's, valid once exited is closed
-}
-
-// startNode starts bin serve with cfgPath, pinned to cpus when cpus is not
-// empty, and waits for its "serving" line and /readyz.
-func startNode(ctx context.Context, bin, cfgPath, cpus string) (*nodeProc, error) {
-	args := []string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0"}
-	name := bin
-	if cpus != "" {
-		name, args = "taskset", append([]string{"-c", cpus, bin}, args...)
-	}
-	cmd := exec.Command(name, args...)
-	// The testing aid: a fixed, calm host load, so the generator's own CPU
-	// use does not make the node refuse work.
-	cmd.Env = append(os.Environ(), "LATENT_NODE_LOAD_SOURCE=fixed:0.1,0.1")
-	cmd.Stdout = io.Discard
-	errR, err := cmd.StderrPipe()
-	if err != nil {
-		return nil, errors.Wrap(err, "nodebench: stderr pipe")
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, errors.Wrap(err, "nodebench: start node")
-	}
-	n := &nodeProc{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
-	listen := make(chan string, 1)
-	n.drain.Add(1)
-	go func() {
-		defer n.drain.Done()
-		sc := bufio.NewScanner(errR)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		sent := false
-		for sc.Scan() {
-			line := sc.Text()
-			n.mu.Lock()
-			n.tail = append(n.tail, line)
-			if len(n.tail) > 50 {
-				n.tail = n.tail[len(n.tail)-50:]
-			}
-			n.mu.Unlock()
-			if !sent && strings.Contains(line, `"msg":"serving"`) {
-				var rec struct {
-					Listen string `json:"listen"`
-				}
-				if json.Unmarshal([]byte(line), &rec) == nil && rec.Listen != "" {
-					listen <- rec.Listen
-					sent = true
-				}
-			}
-		}
-	}()
-	go func() {
-		n.drain.Wait()
-		n.err = cmd.Wait()
-		close(n.exited)
-	}()
-	select {
-	case addr := <-listen:
-		n.url = "http://" + addr
-	case <-n.exited:
-		return nil, errors.Newf("nodebench: node exited before serving: %v\n%s", n.err, n.stderr())
-	case <-time.After(30 * time.Second):
-		n.stop()
-		return nil, errors.Newf("nodebench: no serving line within 30s\n%s", n.stderr())
-	case <-ctx.Done():
-		n.stop()
-		return nil, errors.Wrap(ctx.Err(), "nodebench: waiting for the node")
-	}
-	hc := &http.Client{Timeout: time.Second}
-	for i := 0; ; i++ {
-		resp, err := hc.Get(n.url + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return n, nil
-			}
-		}
-		if i == 1000 {
-			n.stop()
-			return nil, errors.Newf("nodebench: %s/readyz never answered 200\n%s", n.url, n.stderr())
-		}
-		<-time.After(10 * time.Millisecond) // bounded poll of the endpoint
-	}
-}
-
-func (n *nodeProc) stderr() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return strings.Join(n.tail, "\n")
-}
-
-// stop interrupts the node, kills it after 5 s, and reaps it.
-func (n *nodeProc) stop() {
-	_ = n.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-n.exited:
-	case <-time.After(5 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
-	}
 }
 
 // deployGuest uploads module and activates tenant/service with one route
