@@ -435,7 +435,7 @@ func TestController_sharedLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Redeploy images with a lower fuel ceiling.
-	m, _ := oldPin.Manifest("acme", "images")
+	_, m, _ := h.cat.Manifest("acme", "images")
 	m.Revisions[0].Ceiling.CPUFuel = 42
 	if _, err := h.cat.Deploy(context.Background(), m); err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
 		return Deployment{}, err
 	}
 	defer c.release(refs)
-	svc, err := buildService(s, cloneManifest(m), modules, 0)
+	svc, err := buildService(s, modules, 0)
 	if err != nil {
 		return Deployment{}, err
 	}
@@ -163,7 +163,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 		if p == nil {
 			continue
 		}
-		svc, err := buildService(p.s, p.m, p.modules, gen)
+		svc, err := buildService(p.s, p.modules, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -197,8 +197,8 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 			return nil, err
 		}
 	}
-	for _, svc := range built {
-		if err := c.writeServiceLocked(svc); err != nil {
+	for k, svc := range built {
+		if err := c.writeServiceLocked(svc, encodeManifest(prepared[k].m), prepared[k].modules); err != nil {
 			return nil, err
 		}
 	}

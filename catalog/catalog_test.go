@@ -277,13 +277,16 @@ func TestPin_policyContent(t *testing.T) {
 	if !ok || !reflect.DeepEqual(dep, d) {
 		t.Fatalf("Deployment: %+v %v", dep, ok)
 	}
-	man, ok := pin.Manifest("acme", "images")
-	if !ok || man.Revisions[0].Placement.Architectures[0] != "x86_64" {
-		t.Fatalf("Manifest: %+v", man)
+	dep2, man, err := fx.cat.Manifest("acme", "images")
+	if err != nil || !reflect.DeepEqual(dep2, d) || man.Revisions[0].Placement.Architectures[0] != "x86_64" {
+		t.Fatalf("Manifest: %+v %+v %v", dep2, man, err)
 	}
 	man.Revisions[0].Placement.Architectures[0] = "mutated"
-	if again, _ := pin.Manifest("acme", "images"); again.Revisions[0].Placement.Architectures[0] != "x86_64" {
-		t.Fatal("Manifest aliases the pin")
+	if _, again, _ := fx.cat.Manifest("acme", "images"); again.Revisions[0].Placement.Architectures[0] != "x86_64" {
+		t.Fatal("Manifest aliases the catalog")
+	}
+	if _, _, err := fx.cat.Manifest("acme", "nope"); !errors.Is(err, ErrServiceNotFound) {
+		t.Fatalf("Manifest of a service never deployed: %v", err)
 	}
 	if svcs := pin.Services("acme"); len(svcs) != 1 || svcs[0].Service != "images" {
 		t.Fatalf("Services: %+v", svcs)
@@ -460,15 +463,6 @@ func TestOpen_corruption(t *testing.T) {
 		fx := newFixture(t)
 		fx.deploy(twoRevisions(fx.module("a"), fx.module("b")))
 		return fx, filepath.Join(fx.dir, serviceRecordPath("acme", "images"))
-	}
-	edit := func(t *testing.T, name string, f func([]byte) []byte) {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, f(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
 	}
 	tests := []struct {
 		name    string

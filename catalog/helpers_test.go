@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,4 +223,16 @@ func (p Pin) all() map[serviceKey]*service {
 func (p Pin) svc(k serviceKey) *service {
 	svc, _ := p.s.get(k)
 	return svc
+}
+
+// edit rewrites the file name with f applied to its bytes.
+func edit(t *testing.T, name string, f func([]byte) []byte) {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, f(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/errors"
@@ -208,7 +210,10 @@ func TestIndex_againstOracle(t *testing.T) {
 			keys := slices.Collect(maps.Keys(cur.releases))
 			rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 			for _, k := range keys {
-				m, _ := fx.cat.Pin().Manifest(k.tenant, k.service)
+				_, m, err := fx.cat.Manifest(k.tenant, k.service)
+				if err != nil {
+					t.Fatal(err)
+				}
 				for _, r := range m.Revisions {
 					other.moduleFor(k.tenant, string(k.tenant)+artifactIndex(arts[k.tenant], r.Artifact))
 				}
@@ -407,5 +412,79 @@ func BenchmarkResolve(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// BenchmarkOpen opens a catalog of N services (shaped manifests over 8
+// shared artifacts, on tmpfs): what a restart costs per service, and the
+// Go heap a loaded service keeps (live-B/service: decoded from records,
+// as after a restart; the catalog's part of the node's memory per service).
+func BenchmarkOpen(b *testing.B) {
+	for _, n := range []int{10_000} {
+		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
+			dir := benchDir(b)
+			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+			c, err := Open(context.Background(), Options{Dir: dir, Inspector: insp, MaxServices: n, MaxServicesPerTenant: n})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
+			var arts []Digest
+			for i := range 8 {
+				arts = append(arts, fx.module("module "+strconv.Itoa(i)))
+			}
+			for i := range n {
+				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+			}
+			c, fx = nil, nil
+			var live float64
+			b.ReportAllocs()
+			for b.Loop() {
+				var before, after runtime.MemStats
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+				opened, err := Open(context.Background(), Options{Dir: dir, Inspector: insp, MaxServices: n, MaxServicesPerTenant: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				live = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+				runtime.KeepAlive(opened)
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/service")
+			b.ReportMetric(live, "live-B/service")
+		})
+	}
+}
+
+// TestOpen_failureReleasesReferences: Open loads records in parallel; when
+// one in the middle is corrupt, it fails naming that file and gives back
+// every module reference the services loaded before and after it took.
+func TestOpen_failureReleasesReferences(t *testing.T) {
+	fx := newFixture(t)
+	arts := []Digest{fx.module("a"), fx.module("b"), fx.module("c")}
+	for i := range 40 {
+		fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+	}
+	bad := filepath.Join(fx.dir, serviceRecordPath("acme", "svc-17"))
+	edit(t, bad, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
+	for _, insp := range []ModuleInspector{newFakeInspector(), &acquiringInspector{fakeInspector: newFakeInspector()}} {
+		_, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})
+		if err == nil || !errors.Is(err, ErrCorruptRecord) || !strings.Contains(err.Error(), bad) {
+			t.Fatalf("Open: %v, want the corrupt %s", err, bad)
+		}
+		f, ok := insp.(*fakeInspector)
+		if !ok {
+			f = insp.(*acquiringInspector).fakeInspector
+		}
+		if held := f.held(); len(held) != 0 || f.overReleased != 0 {
+			t.Fatalf("%T: references left %v, over-released %d", insp, held, f.overReleased)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"sync"
@@ -94,16 +95,20 @@ func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error)
 	if !ok {
 		return ResolvedRevision{}, errNoService
 	}
-	rt, ok := svc.routes[target.Route]
+	rt, ok := svc.route(target.Route)
 	if !ok {
 		return ResolvedRevision{}, errNoRoute
 	}
-	i := rt.targets[rt.pick(target, routingKey)]
+	i := int(rt.targets[rt.pick(target, routingKey)].revision)
 	pol := &svc.policies[i]
+	var attrs []Attribute
+	if svc.attributes != nil {
+		attrs = slices.Clone(svc.attributes[i])
+	}
 	return ResolvedRevision{
 		Tenant: svc.tenant, Service: svc.name, Route: target.Route, Function: rt.function,
 		Revision: pol.ID, Release: svc.release, Generation: svc.generation,
-		Attributes: slices.Clone(svc.attributes[i]),
+		Attributes: attrs,
 	}, nil
 }
 
@@ -120,12 +125,12 @@ func (p Pin) Policy(r ResolvedRevision) (RevisionPolicy, error) {
 	if svc.generation != r.Generation || svc.release != r.Release {
 		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "another generation")
 	}
-	rt, ok := svc.routes[r.Route]
+	rt, ok := svc.route(r.Route)
 	if !ok || rt.function != r.Function {
 		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
 	}
-	i, ok := svc.byID[r.Revision]
-	if !ok || !slices.Contains(rt.targets, i) {
+	i, ok := svc.revision(r.Revision)
+	if !ok || !slices.ContainsFunc(rt.targets, func(t routeTarget) bool { return int(t.revision) == i }) {
 		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "revision not targeted by the route")
 	}
 	return svc.policies[i], nil
@@ -138,15 +143,6 @@ func (p Pin) Deployment(tenant TenantID, name ServiceName) (Deployment, bool) {
 		return Deployment{}, false
 	}
 	return svc.deployment(), true
-}
-
-// Manifest returns a copy of the manifest of the active release of a service.
-func (p Pin) Manifest(tenant TenantID, name ServiceName) (Manifest, bool) {
-	svc, ok := p.service(tenant, name)
-	if !ok {
-		return Manifest{}, false
-	}
-	return cloneManifest(svc.manifest), true
 }
 
 // Services returns the deployments of a tenant in this view, ordered by
@@ -187,13 +183,21 @@ func (p Pin) Artifacts() []Digest {
 	return slices.Compact(out)
 }
 
-func cloneManifest(m Manifest) Manifest {
-	// A manifest is small and bounded; a JSON round trip is the simplest deep copy
-	// and cannot fail for a manifest that was decoded or validated before.
+func cloneManifest(m Manifest) Manifest { return decodeManifestJSON(encodeManifest(m)) }
+
+// encodeManifest is m as JSON: how a service keeps its manifest. A
+// manifest is small and bounded, and one that was decoded or validated
+// always encodes.
+func encodeManifest(m Manifest) []byte {
 	data, err := json.Marshal(m)
 	if err != nil {
 		panic(errors.AssertionFailedf("catalog: marshal manifest: %v", err))
 	}
+	return data
+}
+
+// decodeManifestJSON decodes what encodeManifest encoded.
+func decodeManifestJSON(data []byte) Manifest {
 	var out Manifest
 	if err := json.Unmarshal(data, &out); err != nil {
 		panic(errors.AssertionFailedf("catalog: unmarshal manifest: %v", err))
@@ -209,9 +213,9 @@ func (r *route) pick(t Target, routingKey string) int {
 	if len(r.targets) == 1 {
 		return 0
 	}
-	total := r.cumulative[len(r.cumulative)-1]
+	total := r.targets[len(r.targets)-1].cumulative
 	point := uint32(routingHash(t, routingKey) % uint64(total))
-	i, _ := slices.BinarySearch(r.cumulative, point+1)
+	i, _ := slices.BinarySearchFunc(r.targets, point+1, func(t routeTarget, v uint32) int { return cmp.Compare(t.cumulative, v) })
 	return i
 }
 

@@ -7,6 +7,8 @@ import (
 	"hash"
 	"slices"
 	"strconv"
+	"strings"
+	"unique"
 )
 
 // RevisionPolicy is the small typed record admission reads for a revision of
@@ -62,18 +64,52 @@ type service struct {
 	name       ServiceName
 	generation Generation
 	release    ReleaseID
-	manifest   Manifest     // as deployed; never handed out without a deep copy
-	modules    []ModuleInfo // per revision, as inspected
 	policies   []RevisionPolicy
-	attributes [][]Attribute // per revision
-	byID       map[RevisionID]int
-	routes     map[RouteName]*route
+	attributes [][]Attribute // per revision; nil when no revision has any
+	routes     []route       // sorted by name
 }
 
+// A service is kept compact: a catalog holds up to hundreds of thousands of
+// them, and every pointer in one is memory and garbage-collector work. So
+// it keeps no manifest (Catalog.Manifest reads the service's record), its
+// routes are a sorted slice and its revisions are found by scanning (at
+// most MaxRevisions and MaxRoutes).
+
 type route struct {
-	function   FunctionName
-	targets    []int    // indices into service.policies
-	cumulative []uint32 // running sums of the weights
+	name     RouteName
+	function FunctionName
+	targets  []routeTarget
+}
+
+// routeTarget is one target of a route: the revision's index in
+// service.policies and the running sum of the weights up to it.
+type routeTarget struct {
+	revision   int32
+	cumulative uint32
+}
+
+// intern returns the canonical copy of a name many services repeat
+// (tenants, artifact digests, trust classes, revision, route and function
+// names): one copy per distinct value, freed when no service uses it.
+func intern[T ~string](v T) T { return T(unique.Make(string(v)).Value()) }
+
+// route returns the service's route of that name.
+func (s *service) route(name RouteName) (*route, bool) {
+	i, ok := slices.BinarySearchFunc(s.routes, name, func(r route, n RouteName) int { return strings.Compare(string(r.name), string(n)) })
+	if !ok {
+		return nil, false
+	}
+	return &s.routes[i], true
+}
+
+// revision returns the index of the revision with that id.
+func (s *service) revision(id RevisionID) (int, bool) {
+	for i := range s.policies {
+		if s.policies[i].ID == id {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 func (s *service) deployment() Deployment {
@@ -100,15 +136,13 @@ func (s *service) artifacts() []Digest {
 // buildService turns a validated spec and the inspection of its modules into
 // an immutable service. Problems that need the modules (memory, exports,
 // threading) are reported with their manifest field.
-func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*service, error) {
+func buildService(s spec, modules []ModuleInfo, gen Generation) (*service, error) {
 	var p problems
 	release := releaseID(s)
 	svc := &service{
-		tenant: s.tenant, name: s.service, generation: gen, release: release, manifest: m, modules: modules,
-		policies:   make([]RevisionPolicy, len(s.revisions)),
-		attributes: make([][]Attribute, len(s.revisions)),
-		byID:       make(map[RevisionID]int, len(s.revisions)),
-		routes:     make(map[RouteName]*route, len(s.routes)),
+		tenant: s.tenant, name: s.service, generation: gen, release: release,
+		policies: make([]RevisionPolicy, len(s.revisions)),
+		routes:   make([]route, 0, len(s.routes)),
 	}
 	for i, r := range s.revisions {
 		f := "revisions[" + strconv.Itoa(i) + "]"
@@ -128,31 +162,36 @@ func buildService(s spec, m Manifest, modules []ModuleInfo, gen Generation) (*se
 		}
 		id := revisionID(s, r)
 		svc.policies[i] = RevisionPolicy{
-			Tenant: s.tenant, Service: s.service, Name: r.name, ID: id, Release: release, Generation: gen,
-			Artifact: r.artifact, TrustClass: r.trustClass, Ceiling: r.ceiling,
+			Tenant: intern(s.tenant), Service: s.service, Name: intern(r.name), ID: id, Release: release, Generation: gen,
+			Artifact: intern(r.artifact), TrustClass: intern(r.trustClass), Ceiling: r.ceiling,
 			Capsule: Capsule{MinMemoryBytes: mod.MinMemoryBytes + mod.FixedMemoryBytes,
 				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + CallStackBytes},
 			Requirements: Requirements{Threading: r.threading, Features: r.features.Union(mod.Features)},
-			Placement:    r.placement, Random: r.random, ABI: r.abi, Instance: r.instance, Init: r.init,
+			Placement:    r.placement, Random: r.random, ABI: r.abi, Instance: r.instance, Init: intern(r.init),
 		}
 		if r.init != "" && !mod.exports(r.init) {
 			p.add(f+".init", "the module does not export this function")
 		}
-		svc.attributes[i] = r.attributes
-		svc.byID[id] = i
+		if len(r.attributes) > 0 {
+			if svc.attributes == nil {
+				svc.attributes = make([][]Attribute, len(s.revisions))
+			}
+			svc.attributes[i] = r.attributes
+		}
 	}
 	for i, r := range s.routes {
-		rt := &route{function: r.function, targets: make([]int, len(r.targets)), cumulative: make([]uint32, len(r.targets))}
+		rt := route{name: intern(r.name), function: intern(r.function), targets: make([]routeTarget, len(r.targets))}
 		var sum uint32
 		for j, t := range r.targets {
 			if !modules[t.revision].exports(r.function) {
 				p.add("routes["+strconv.Itoa(i)+"].function", "revision %q does not export this function", s.revisions[t.revision].name)
 			}
 			sum += t.weight
-			rt.targets[j], rt.cumulative[j] = t.revision, sum
+			rt.targets[j] = routeTarget{revision: int32(t.revision), cumulative: sum}
 		}
-		svc.routes[r.name] = rt
+		svc.routes = append(svc.routes, rt)
 	}
+	slices.SortFunc(svc.routes, func(a, b route) int { return strings.Compare(string(a.name), string(b.name)) })
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -209,9 +248,10 @@ func revisionID(s spec, r revisionSpec) RevisionID {
 	c.u64(r.ceiling.CPUFuel)
 	c.u64(r.ceiling.MemoryBytes)
 	c.u64(uint64(r.ceiling.WallTime))
-	c.strs(r.placement.architectures)
-	c.strs(r.placement.regions)
-	c.strs(r.placement.zones)
+	as, rs, zs := r.placement.sets()
+	c.strs(as)
+	c.strs(rs)
+	c.strs(zs)
 	c.u64(uint64(len(r.attributes)))
 	for _, a := range r.attributes {
 		c.str(a.Key)

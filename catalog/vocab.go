@@ -285,15 +285,23 @@ type Requirements struct {
 
 // Placement restricts where a revision may run. An empty list allows any value.
 // The lists are sorted, free of duplicates and private: a Placement is
-// immutable once built.
+// immutable once built. An unrestricted placement (the common case) is one
+// nil pointer: every revision policy the catalog keeps carries one.
 type Placement struct {
+	lists *placementLists // nil: any architecture, region and zone
+}
+
+type placementLists struct {
 	architectures, regions, zones []string
 }
 
 // NewPlacement builds a placement from lists of allowed values. The lists are
 // copied, sorted and deduplicated.
 func NewPlacement(architectures, regions, zones []string) Placement {
-	return Placement{architectures: sortedSet(architectures), regions: sortedSet(regions), zones: sortedSet(zones)}
+	if len(architectures) == 0 && len(regions) == 0 && len(zones) == 0 {
+		return Placement{}
+	}
+	return Placement{lists: &placementLists{architectures: sortedSet(architectures), regions: sortedSet(regions), zones: sortedSet(zones)}}
 }
 
 func sortedSet(in []string) []string {
@@ -305,9 +313,17 @@ func sortedSet(in []string) []string {
 	return slices.Compact(out)
 }
 
+func (p Placement) sets() (architectures, regions, zones []string) {
+	if p.lists == nil {
+		return nil, nil, nil
+	}
+	return p.lists.architectures, p.lists.regions, p.lists.zones
+}
+
 // Allows reports whether a node with this identity satisfies the placement.
 func (p Placement) Allows(architecture, region, zone string) bool {
-	return allowed(p.architectures, architecture) && allowed(p.regions, region) && allowed(p.zones, zone)
+	as, rs, zs := p.sets()
+	return allowed(as, architecture) && allowed(rs, region) && allowed(zs, zone)
 }
 
 func allowed(set []string, v string) bool {
@@ -319,17 +335,19 @@ func allowed(set []string, v string) bool {
 }
 
 // Architectures returns a copy of the allowed architectures (empty: any).
-func (p Placement) Architectures() []string { return slices.Clone(p.architectures) }
+func (p Placement) Architectures() []string { as, _, _ := p.sets(); return slices.Clone(as) }
 
 // Regions returns a copy of the allowed regions (empty: any).
-func (p Placement) Regions() []string { return slices.Clone(p.regions) }
+func (p Placement) Regions() []string { _, rs, _ := p.sets(); return slices.Clone(rs) }
 
 // Zones returns a copy of the allowed zones (empty: any).
-func (p Placement) Zones() []string { return slices.Clone(p.zones) }
+func (p Placement) Zones() []string { _, _, zs := p.sets(); return slices.Clone(zs) }
 
 // Equal reports whether two placements allow the same values.
 func (p Placement) Equal(o Placement) bool {
-	return slices.Equal(p.architectures, o.architectures) && slices.Equal(p.regions, o.regions) && slices.Equal(p.zones, o.zones)
+	pa, pr, pz := p.sets()
+	oa, or, oz := o.sets()
+	return slices.Equal(pa, oa) && slices.Equal(pr, or) && slices.Equal(pz, oz)
 }
 
 // Budget is an amount of every resource dimension an activation can be granted.

@@ -538,14 +538,15 @@ func (n *Node) handleGetDeployment(w http.ResponseWriter, r *http.Request, p *au
 	if !ok {
 		return
 	}
-	pin := n.cat.Pin()
-	d, found := pin.Deployment(t, s)
-	if !found {
+	d, m, err := n.cat.Manifest(t, s) // from the service's record: the catalog keeps no manifests in memory
+	switch {
+	case errors.Is(err, catalog.ErrServiceNotFound):
 		api.WriteProblem(w, api.FromRejection(revisionNotAvailable), 0)
-		return
+	case err != nil:
+		n.writeAnswer(w, n.internal(err))
+	default:
+		writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: d, Manifest: manifestWire(m)})
 	}
-	m, _ := pin.Manifest(t, s)
-	writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: d, Manifest: manifestWire(m)})
 }
 
 func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) {

@@ -40,7 +40,7 @@ func TestHTTP_listDeployments(t *testing.T) {
 	t.Run("pages", func(t *testing.T) {
 		// demo gets hello plus s00..s06: pages of 3 list all 8 once, in
 		// order, each with next set until the last.
-		m, _ := sn.n.cat.Pin().Manifest("demo", "hello")
+		_, m, _ := sn.n.cat.Manifest("demo", "hello")
 		want := []string{"hello"}
 		for i := range 7 {
 			m.Service = catalog.ServiceName(fmt.Sprintf("s%02d", i))

@@ -45,7 +45,7 @@ func TestTenantWrites(t *testing.T) {
 // threading) and a budget ceiling of 5000000000 fuel, 256MiB and 10s.
 func TestDeploy_refusesWhatCannotRun(t *testing.T) {
 	tn := startNode(t)
-	m, _ := tn.n.cat.Pin().Manifest("demo", "hello")
+	_, m, _ := tn.n.cat.Manifest("demo", "hello")
 	artifact := string(m.Revisions[0].Artifact)
 	revision := func(name string, mod func(map[string]any)) map[string]any {
 		r := map[string]any{"name": name, "artifact": artifact, "trust_class": "untrusted",

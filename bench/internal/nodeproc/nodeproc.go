@@ -189,7 +189,6 @@ func (n *Proc) Stop() {
 	}
 }
 
-
 // Exited reports whether the process has exited, and how.
 func (n *Proc) Exited() (bool, error) {
 	select {
