@@ -192,17 +192,44 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 		}
 	}
 	c.mu.generation = gen // issued: a failed write below burns it
-	for _, k := range removed {
-		if err := c.store.remove(serviceRecordPath(k.tenant, k.service)); err != nil {
-			return nil, err
-		}
-	}
-	for k, svc := range built {
-		if err := c.writeServiceLocked(svc, encodeManifest(prepared[k].m), prepared[k].modules); err != nil {
-			return nil, err
-		}
-	}
 	var replaced []Digest
+	if whole {
+		// A full listing mostly repeats what the catalog has: a service
+		// whose release is unchanged keeps its record and its generation,
+		// and gives back the references its preparation took.
+		for k, svc := range built {
+			if prev, ok := old.get(k); ok && prev.release == svc.release {
+				delete(built, k)
+				replaced = append(replaced, svc.artifacts()...)
+			}
+		}
+	}
+	var removes []string
+	for _, k := range removed {
+		removes = append(removes, serviceRecordPath(k.tenant, k.service))
+	}
+	if err := c.store.removeAll(removes); err != nil {
+		return nil, err
+	}
+	if len(built) == 1 {
+		for k, svc := range built {
+			if err := c.writeServiceLocked(svc, encodeManifest(prepared[k].m), prepared[k].modules); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		writes := make([]bulkWrite, 0, len(built))
+		for k, svc := range built {
+			data, err := serviceRecordBytes(svc, encodeManifest(prepared[k].m), prepared[k].modules)
+			if err != nil {
+				return nil, err
+			}
+			writes = append(writes, bulkWrite{rel: serviceRecordPath(k.tenant, k.service), data: data})
+		}
+		if err := c.store.writeBulk(writes); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range removed {
 		if prev, ok := c.removeLocked(k); ok {
 			replaced = append(replaced, prev.artifacts()...)

@@ -2,6 +2,8 @@ package catalog
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/errors"
@@ -96,4 +98,49 @@ func TestReplace_wholeListing(t *testing.T) {
 	if reopened := fx.open(); reopened.Pin().Hash() != pin.Hash() {
 		t.Fatal("the replaced catalog did not persist")
 	}
+}
+
+// TestReplace_keepsUnchanged: a full listing that repeats a service's
+// release keeps that service as it was (its generation, its record file)
+// and gives back the references preparing it took; changed and new
+// services are written together (writeBulk) at the listing's generation,
+// and a reopened catalog serves the same.
+func TestReplace_keepsUnchanged(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	a, b := fx.module("module a"), fx.module("module b")
+	ma, mb := oneRoute("a", a), oneRoute("b", a)
+	if err := fx.cat.Apply(ctx, 5, []Change{{Tenant: "acme", Service: "a", Manifest: &ma}, {Tenant: "acme", Service: "b", Manifest: &mb}}); err != nil {
+		t.Fatal(err)
+	}
+	recA := filepath.Join(fx.dir, serviceRecordPath("acme", "a"))
+	before, err := os.Stat(recA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb2, mc := oneRoute("b", b), oneRoute("c", b)
+	if err := fx.cat.Replace(ctx, 8, []Manifest{ma, mb2, mc}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(label string, c *Catalog) {
+		t.Helper()
+		pin := c.Pin()
+		for svc, want := range map[ServiceName]Generation{"a": 5, "b": 8, "c": 8} {
+			if d, ok := pin.Deployment("acme", svc); !ok || d.Generation != want {
+				t.Fatalf("%s: %s at %+v, want generation %d", label, svc, d, want)
+			}
+		}
+		if pin.Generation() != 8 {
+			t.Fatalf("%s: catalog at %d, want 8", label, pin.Generation())
+		}
+	}
+	check("replaced", fx.cat)
+	after, err := os.Stat(recA)
+	if err != nil || !os.SameFile(before, after) || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("the unchanged service's record was rewritten (%v)", err)
+	}
+	if held := fx.insp.held(); held[a] != 1 || held[b] != 2 || fx.insp.overReleased != 0 {
+		t.Fatalf("references %v (over-released %d), want a once (service a), b twice (b and c)", held, fx.insp.overReleased)
+	}
+	check("reopened", fx.open())
 }

@@ -22,6 +22,20 @@ func oneRevision(tenant TenantID, service ServiceName, art Digest) Manifest {
 		Routes:    []ManifestRoute{mroute("run", target("v1", 1))}}
 }
 
+// serviceFiles lists the service directory, temporary files included.
+func serviceFiles(t *testing.T, fx *fixture) []string {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(fx.dir, servicesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 func artifactFiles(t *testing.T, fx *fixture) []string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(fx.dir, artifactsDir))
@@ -442,6 +456,13 @@ func TestStorageFull(t *testing.T) {
 			_, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("a")))
 			return err
 		}, nil},
+		{"full listing", "catalog/services/", func(fx *fixture) error {
+			return fx.cat.Replace(ctx, 100, []Manifest{oneRevision("acme", "svc", fx.module("b")), oneRevision("acme", "new", digestOf("a"))})
+		}, func(t *testing.T, fx *fixture) {
+			if names := serviceFiles(t, fx); len(names) != 1 {
+				t.Fatalf("a failed full listing left files: %v", names)
+			}
+		}},
 		{"delete", "state.rec", func(fx *fixture) error {
 			_, err := fx.cat.Delete(ctx, "acme", "svc")
 			return err

@@ -194,9 +194,9 @@ type serviceRecord struct {
 	Manifest   Manifest      `json:"manifest"`
 }
 
-// storedServiceRecord is a serviceRecord with its manifest as JSON, as a
-// service keeps it: how a record is written and first decoded (the same
-// JSON).
+// storedServiceRecord is how a serviceRecord is written: the manifest is
+// the JSON the deploy encoded once (the same JSON a serviceRecord
+// decodes).
 type storedServiceRecord struct {
 	Tenant     TenantID        `json:"tenant"`
 	Service    ServiceName     `json:"service"`
@@ -303,13 +303,8 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	if err != nil {
 		return nil, err
 	}
-	var stored storedServiceRecord
-	if err := decodeRecord("service", data, &stored); err != nil {
-		return nil, err
-	}
-	rec := serviceRecord{Tenant: stored.Tenant, Service: stored.Service, Generation: stored.Generation,
-		Release: stored.Release, Revisions: stored.Revisions, Modules: stored.Modules}
-	if err := errors.Wrap(decodeStrict(stored.Manifest, &rec.Manifest), "record manifest"); err != nil {
+	var rec serviceRecord
+	if err := decodeRecord("service", data, &rec); err != nil {
 		return nil, err
 	}
 	s, err := validate(rec.Manifest)
@@ -607,13 +602,22 @@ func (c *Catalog) publish(ctx context.Context, s spec, manifest []byte, modules 
 //
 // REQUIRES: c.mu held.
 func (c *Catalog) writeServiceLocked(svc *service, manifest []byte, modules []ModuleInfo) error {
+	data, err := serviceRecordBytes(svc, manifest, modules)
+	if err != nil {
+		return err
+	}
+	return c.store.writeAtomic(serviceRecordPath(svc.tenant, svc.name), data)
+}
+
+// serviceRecordBytes is the record file of svc.
+func serviceRecordBytes(svc *service, manifest []byte, modules []ModuleInfo) ([]byte, error) {
 	rec := storedServiceRecord{Tenant: svc.tenant, Service: svc.name, Generation: svc.generation, Release: svc.release,
 		Revisions: svc.deployment().Revisions, Modules: modules, Manifest: manifest}
 	payload, err := json.Marshal(rec)
 	if err != nil {
-		return errors.Wrap(err, "catalog: encode record")
+		return nil, errors.Wrap(err, "catalog: encode record")
 	}
-	return c.store.writeAtomic(serviceRecordPath(svc.tenant, svc.name), encodeRecord("service", payload))
+	return encodeRecord("service", payload), nil
 }
 
 // serviceRoomLocked reports whether the catalog has room for the tenant's

@@ -20,3 +20,16 @@ func exchange(spare, name string) error {
 	}
 	return &os.LinkError{Op: "renameat2", Old: spare, New: name, Err: err}
 }
+
+// syncAll makes the files durable: one syncfs of their file system (the
+// files are in one data directory).
+func syncAll(files []tempFile) error {
+	if len(files) == 0 {
+		return nil
+	}
+	f, ok := files[0].(interface{ Fd() uintptr })
+	if !ok { // a test's wrapped file: one fsync each
+		return syncEach(files)
+	}
+	return errors.Wrap(unix.Syncfs(int(f.Fd())), "catalog: syncfs")
+}

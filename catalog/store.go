@@ -235,6 +235,95 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 // Open removes it, listings skip it).
 const spareName = tmpPrefix + "spare"
 
+// bulkWrite is one file of writeBulk.
+type bulkWrite struct {
+	rel  string
+	data []byte
+}
+
+// writeBulk replaces many files at once, for a full listing of the
+// catalog: every file is written to a temporary file of its own, all of
+// them are made durable together (syncfs on Linux, one flush for the file
+// system instead of one per file), then each is renamed over its name and
+// the directories are fsynced. A failure before the renames changes
+// nothing; each rename is atomic, so readers and a restart see every file
+// old or new, whole.
+func (s diskStore) writeBulk(writes []bulkWrite) error {
+	type staged struct {
+		tmp  tempFile
+		name string
+	}
+	var done []staged
+	cleanup := func() {
+		for _, st := range done {
+			_ = st.tmp.Close()
+			_ = os.Remove(st.tmp.Name())
+		}
+	}
+	for _, w := range writes {
+		name := s.path(w.rel)
+		f, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"bulk-*")
+		if err != nil {
+			cleanup()
+			return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
+		}
+		tmp := s.wrapped(f, w.rel)
+		done = append(done, staged{tmp: tmp, name: name})
+		if _, err := tmp.Write(w.data); err != nil {
+			cleanup()
+			return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
+		}
+	}
+	files := make([]tempFile, len(done))
+	for i, st := range done {
+		files[i] = st.tmp
+	}
+	if err := syncAll(files); err != nil {
+		cleanup()
+		return storageErr(errors.Wrap(err, "catalog: write records"), "write record")
+	}
+	dirs := map[string]bool{}
+	for _, st := range done {
+		if err := st.tmp.Close(); err != nil {
+			cleanup()
+			return storageErr(errors.Wrapf(err, "catalog: write %s", st.name), "write record")
+		}
+	}
+	for i, st := range done {
+		if err := os.Rename(st.tmp.Name(), st.name); err != nil {
+			for _, rest := range done[i:] {
+				_ = os.Remove(rest.tmp.Name())
+			}
+			return storageErr(errors.Wrapf(err, "catalog: write %s", st.name), "write record")
+		}
+		dirs[filepath.Dir(st.name)] = true
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return storageErr(err, "write record")
+		}
+	}
+	return nil
+}
+
+// removeAll removes the files rel and fsyncs their directories once.
+func (s diskStore) removeAll(rels []string) error {
+	dirs := map[string]bool{}
+	for _, rel := range rels {
+		name := s.path(rel)
+		if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return errors.Wrapf(err, "catalog: remove %s", name)
+		}
+		dirs[filepath.Dir(name)] = true
+	}
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s diskStore) remove(rel string) error {
 	name := s.path(rel)
 	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -355,4 +444,13 @@ func decodeRecord(kind string, data []byte, v any) error {
 		return errors.New("record checksum does not match")
 	}
 	return errors.Wrap(decodeStrict(payload, v), "record payload")
+}
+
+func syncEach(files []tempFile) error {
+	for _, f := range files {
+		if err := f.Sync(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

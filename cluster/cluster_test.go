@@ -54,7 +54,7 @@ func startMemberWith(t *testing.T, endpoints []string, id, dir, prefix string) *
 
 // startMemberOpts is startMemberWith on a catalog with opts (its Dir and
 // Inspector are the member's).
-func startMemberOpts(t *testing.T, endpoints []string, id, dir, prefix string, opts catalog.Options) *member {
+func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, opts catalog.Options) *member {
 	t.Helper()
 	opts.Dir, opts.Inspector = dir, catalogtest.Inspector{}
 	cat, err := catalog.Open(context.Background(), opts)
@@ -127,7 +127,7 @@ func startMemberOpts(t *testing.T, endpoints []string, id, dir, prefix string, o
 }
 
 // waitFor polls cond (bounded) until it holds.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

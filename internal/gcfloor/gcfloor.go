@@ -8,8 +8,9 @@
 // hundred collections a second under a flood of small requests, each
 // with its fixed costs (starting the mark workers, scanning every
 // goroutine's stack, write barriers while it runs). A floor of a few tens
-// of MiB makes those collections rare for a bounded amount of memory; a
-// heap whose live part is large enough keeps Go's default.
+// of MiB makes those collections rare for a bounded amount of memory. A
+// heap whose live part is above the floor (a large catalog) gets a headroom
+// of the floor or half the live part, whichever is larger (Percent).
 package gcfloor
 
 import (
@@ -25,20 +26,32 @@ const DefaultFloor = 64 << 20
 // minHeap is Go's minimum heap goal at GOGC=100 (it scales with GOGC).
 const minHeap = 4 << 20
 
-// Percent is the GOGC that gives a heap goal of about floor bytes, and no
-// less than Go's default, for a live heap of live bytes. Go's goal is the
-// larger of live × (1 + GOGC/100) and 4 MiB × GOGC/100; both are kept at
-// or under floor unless the default (GOGC=100) is above it.
+// Percent is the GOGC for a live heap of live bytes and a floor. Go's goal
+// is the larger of live × (1 + GOGC/100) and 4 MiB × GOGC/100.
+//
+//   - A small live heap (under half the floor) gets a goal of about floor
+//     bytes: collections stay rare for a bounded amount of memory.
+//   - Up to the floor, Go's default (GOGC=100): a goal of twice the live
+//     heap.
+//   - Above the floor (a catalog of many services is most of such a heap),
+//     the headroom over the live heap is the floor or half the live heap,
+//     whichever is larger: GOGC between 100 and 50. A node with 100 MB of
+//     catalog then holds about 1.6 bytes per live byte instead of 2, and
+//     collects every 64 MiB or more of allocation, which at tens of KB per
+//     request is every few thousand requests.
 func Percent(live, floor uint64) int {
 	byMin := floor * 100 / minHeap // the minimum goal reaches the floor
-	byLive := uint64(100)
 	switch {
+	case floor == 0: // no floor: Go's default
+		return 100
 	case live == 0: // no collection yet
-		byLive = byMin
+		return int(max(100, byMin))
 	case floor > 2*live:
-		byLive = (floor - live) * 100 / live // live × (1 + p/100) = floor
+		return int(max(100, min(byMin, (floor-live)*100/live))) // live × (1 + p/100) = floor
+	case live <= floor:
+		return 100
 	}
-	return int(max(100, min(byMin, byLive)))
+	return int(max(floor, live/2) * 100 / live)
 }
 
 // Tuner sets GOGC from the live heap every tick.
