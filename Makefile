@@ -109,10 +109,13 @@ bench-runner:
 # -jain-tenants 0 -flood 0.
 # The catalog's cost against its size: a real node filled with 100,000
 # services through its HTTP API (deploy and invoke latency, allocated bytes
-# per deploy, RSS, listing and restart time per block of 10,000).
+# per deploy, RSS, listing and restart time per block of 10,000), then a
+# cluster node applying single changes from etcd at 100 and 100,000
+# services (ratio-vs-100) and its relist (replace-ms).
 .PHONY: bench-catalog
 bench-catalog:
 	$(GO) run ./bench/catalogbench -out bench/results/catalog.json -plot bench/results/catalog.svg $(BENCH_CATALOG_FLAGS)
+	$(GO) test -run='^$$' -bench='^BenchmarkCluster_applyAtScale$$' -benchtime=100x -timeout=30m ./cluster/
 
 .PHONY: bench-node
 bench-node:
