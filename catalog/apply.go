@@ -103,9 +103,9 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 // preparedService is a release validated and inspected, not yet built at
 // a generation.
 type preparedService struct {
-	s       spec
-	m       Manifest
-	modules []ModuleInfo
+	s        spec
+	manifest []byte // JSON, for the record
+	modules  []ModuleInfo
 }
 
 // prepareAll validates and inspects the manifests of changes; a deletion
@@ -118,13 +118,21 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 		}
 	}()
 	prepared := map[serviceKey]*preparedService{}
+	// An inspector that hands out no references answers the same for the
+	// same digest: a listing of many services over a few modules inspects
+	// each module once. (One that does is asked for a reference per
+	// service, through ModuleAcquirer when it has that.)
+	var seen map[Digest]ModuleInfo
+	if c.releaser == nil {
+		seen = map[Digest]ModuleInfo{}
+	}
 	for _, ch := range changes {
 		k := serviceKey{ch.Tenant, ch.Service}
 		if ch.Manifest == nil {
 			prepared[k] = nil
 			continue
 		}
-		m := cloneManifest(*ch.Manifest)
+		m := *ch.Manifest // validate copies what the service keeps; the record is encoded now
 		s, err := validate(m)
 		if err != nil {
 			return nil, refs, err
@@ -132,12 +140,12 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 		if s.tenant != ch.Tenant || s.service != ch.Service {
 			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.tenant, s.service)
 		}
-		modules, r, err := c.inspectAll(ctx, s, c.owns)
+		modules, r, err := c.inspectAllSeen(ctx, s, c.owns, seen)
 		refs = append(refs, r...)
 		if err != nil {
 			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.tenant, s.service)
 		}
-		prepared[k] = &preparedService{s: s, m: m, modules: modules}
+		prepared[k] = &preparedService{s: s, manifest: encodeManifest(m), modules: modules}
 	}
 	return prepared, refs, nil
 }
@@ -153,8 +161,11 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 		return nil, errors.Wrap(err, "catalog: apply")
 	}
 	old := c.cur.Load()
-	if gen <= c.mu.generation {
-		return nil, errors.Wrapf(ErrGenerationNotNewer, "catalog: generation %d, the catalog is at %d", gen, c.mu.generation)
+	// Against the published generation: an attempt at gen that failed
+	// while writing published nothing, and the same history retried must
+	// apply (its records overwrite what the failed attempt wrote).
+	if gen <= old.generation {
+		return nil, errors.Wrapf(ErrGenerationNotNewer, "catalog: generation %d, the catalog is at %d", gen, old.generation)
 	}
 	// Everything is built before anything is written or changed: a
 	// manifest that does not build leaves the catalog as it was.
@@ -191,7 +202,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 			return nil, err
 		}
 	}
-	c.mu.generation = gen // issued: a failed write below burns it
+	c.mu.generation = max(c.mu.generation, gen)
 	var replaced []Digest
 	if whole {
 		// A full listing mostly repeats what the catalog has: a service
@@ -213,14 +224,14 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 	}
 	if len(built) == 1 {
 		for k, svc := range built {
-			if err := c.writeServiceLocked(svc, encodeManifest(prepared[k].m), prepared[k].modules); err != nil {
+			if err := c.writeServiceLocked(svc, prepared[k].manifest, prepared[k].modules); err != nil {
 				return nil, err
 			}
 		}
 	} else {
 		writes := make([]bulkWrite, 0, len(built))
 		for k, svc := range built {
-			data, err := serviceRecordBytes(svc, encodeManifest(prepared[k].m), prepared[k].modules)
+			data, err := serviceRecordBytes(svc, prepared[k].manifest, prepared[k].modules)
 			if err != nil {
 				return nil, err
 			}

@@ -462,6 +462,11 @@ func TestStorageFull(t *testing.T) {
 			if names := serviceFiles(t, fx); len(names) != 1 {
 				t.Fatalf("a failed full listing left files: %v", names)
 			}
+			// The same listing retried applies: the failed attempt
+			// published nothing, so its generation is still free.
+			if err := fx.cat.Replace(ctx, 100, []Manifest{oneRevision("acme", "svc", digestOf("b")), oneRevision("acme", "new", digestOf("a"))}); err != nil {
+				t.Fatalf("the retried listing: %v", err)
+			}
 		}},
 		{"delete", "state.rec", func(fx *fixture) error {
 			_, err := fx.cat.Delete(ctx, "acme", "svc")

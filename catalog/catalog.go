@@ -399,7 +399,14 @@ func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 // exactly like a missing one, without reading it. It returns the distinct
 // digests inspected, one module reference each; on error it has released
 // them.
-func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool) (_ []ModuleInfo, refs []Digest, err error) {
+func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool) ([]ModuleInfo, []Digest, error) {
+	return c.inspectAllSeen(ctx, s, owns, nil)
+}
+
+// inspectAllSeen is inspectAll that answers from seen, and adds to it,
+// when seen is not nil (an inspector without references: Apply and
+// Replace of many services).
+func (c *Catalog) inspectAllSeen(ctx context.Context, s spec, owns func(TenantID, Digest) bool, seen map[Digest]ModuleInfo) (_ []ModuleInfo, refs []Digest, err error) {
 	defer func() {
 		if err != nil {
 			c.release(refs)
@@ -426,6 +433,10 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Di
 				continue
 			}
 		}
+		if info, ok := seen[r.artifact]; ok {
+			modules[i], done[r.artifact] = info, i
+			continue
+		}
 		data, err := c.arts.get(r.artifact, c.opts.MaxArtifactBytes)
 		switch {
 		case errors.Is(err, ErrArtifactNotFound):
@@ -448,6 +459,9 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Di
 		refs = append(refs, r.artifact)
 		info.Exports = slices.Clone(info.Exports)
 		modules[i], done[r.artifact] = info, i
+		if seen != nil {
+			seen[r.artifact] = info
+		}
 	}
 	if err := p.err(); err != nil {
 		return nil, refs, err

@@ -21,15 +21,16 @@ func exchange(spare, name string) error {
 	return &os.LinkError{Op: "renameat2", Old: spare, New: name, Err: err}
 }
 
-// syncAll makes the files durable: one syncfs of their file system (the
-// files are in one data directory).
-func syncAll(files []tempFile) error {
-	if len(files) == 0 {
-		return nil
+// syncfsAvailable: writeBulk makes its files durable with one syncfs.
+const syncfsAvailable = true
+
+// syncfs flushes the file system that holds dir: every file written to it
+// before is durable after.
+func syncfs(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return errors.Wrapf(err, "catalog: open %s", dir)
 	}
-	f, ok := files[0].(interface{ Fd() uintptr })
-	if !ok { // a test's wrapped file: one fsync each
-		return syncEach(files)
-	}
-	return errors.Wrap(unix.Syncfs(int(f.Fd())), "catalog: syncfs")
+	defer func() { _ = d.Close() }()
+	return errors.Wrap(unix.Syncfs(int(d.Fd())), "catalog: syncfs")
 }

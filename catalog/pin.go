@@ -145,6 +145,9 @@ func (p Pin) Deployment(tenant TenantID, name ServiceName) (Deployment, bool) {
 	return svc.deployment(), true
 }
 
+// Len returns the number of services in this view.
+func (p Pin) Len() int { return p.s.len() }
+
 // Services returns the deployments of a tenant in this view, ordered by
 // service name: O(log N + the tenant's services).
 func (p Pin) Services(tenant TenantID) []Deployment {

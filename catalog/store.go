@@ -249,54 +249,51 @@ type bulkWrite struct {
 // nothing; each rename is atomic, so readers and a restart see every file
 // old or new, whole.
 func (s diskStore) writeBulk(writes []bulkWrite) error {
-	type staged struct {
-		tmp  tempFile
-		name string
-	}
+	type staged struct{ tmp, name string }
 	var done []staged
 	cleanup := func() {
 		for _, st := range done {
-			_ = st.tmp.Close()
-			_ = os.Remove(st.tmp.Name())
+			_ = os.Remove(st.tmp)
 		}
 	}
+	dirs := map[string]bool{}
 	for _, w := range writes {
 		name := s.path(w.rel)
-		f, err := os.CreateTemp(filepath.Dir(name), tmpPrefix+"bulk-*")
+		dir := filepath.Dir(name)
+		dirs[dir] = true
+		f, err := os.CreateTemp(dir, tmpPrefix+"bulk-*")
 		if err != nil {
 			cleanup()
 			return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 		}
+		done = append(done, staged{tmp: f.Name(), name: name})
 		tmp := s.wrapped(f, w.rel)
-		done = append(done, staged{tmp: tmp, name: name})
-		if _, err := tmp.Write(w.data); err != nil {
+		_, err = tmp.Write(w.data)
+		if err == nil && !syncfsAvailable {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil { // files are closed as they are written: a listing can be larger than the open-file limit
 			cleanup()
 			return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 		}
 	}
-	files := make([]tempFile, len(done))
-	for i, st := range done {
-		files[i] = st.tmp
-	}
-	if err := syncAll(files); err != nil {
-		cleanup()
-		return storageErr(errors.Wrap(err, "catalog: write records"), "write record")
-	}
-	dirs := map[string]bool{}
-	for _, st := range done {
-		if err := st.tmp.Close(); err != nil {
+	for dir := range dirs {
+		if err := syncfs(dir); err != nil {
 			cleanup()
-			return storageErr(errors.Wrapf(err, "catalog: write %s", st.name), "write record")
+			return storageErr(errors.Wrap(err, "catalog: write records"), "write record")
 		}
+		break // one file system: the data directory's
 	}
 	for i, st := range done {
-		if err := os.Rename(st.tmp.Name(), st.name); err != nil {
+		if err := os.Rename(st.tmp, st.name); err != nil {
 			for _, rest := range done[i:] {
-				_ = os.Remove(rest.tmp.Name())
+				_ = os.Remove(rest.tmp)
 			}
 			return storageErr(errors.Wrapf(err, "catalog: write %s", st.name), "write record")
 		}
-		dirs[filepath.Dir(st.name)] = true
 	}
 	for dir := range dirs {
 		if err := syncDir(dir); err != nil {
@@ -444,13 +441,4 @@ func decodeRecord(kind string, data []byte, v any) error {
 		return errors.New("record checksum does not match")
 	}
 	return errors.Wrap(decodeStrict(payload, v), "record payload")
-}
-
-func syncEach(files []tempFile) error {
-	for _, f := range files {
-		if err := f.Sync(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
