@@ -29,7 +29,6 @@ func TestPolicy_Validate(t *testing.T) {
 		{"zero ceilings", func(p *Policy) { p.BudgetCeiling = catalog.Budget{} },
 			[]string{"BudgetCeiling.CPUFuel", "BudgetCeiling.MemoryBytes", "BudgetCeiling.WallTime"}},
 		{"later-phase ceiling", func(p *Policy) { p.BudgetCeiling.Accelerators = 1 }, []string{"BudgetCeiling"}},
-		{"no call depth", func(p *Policy) { p.CallDepthLimit = 0 }, []string{"CallDepthLimit"}},
 		{"no queue classes", func(p *Policy) { p.QueueClasses = nil }, []string{"QueueClasses", "QueueClasses"}},
 		{"overlapping queue classes", func(p *Policy) { p.QueueClasses[1].MinPriority = 4 },
 			[]string{"QueueClasses[1].MinPriority"}},
@@ -313,7 +312,7 @@ func TestPermit_ownership(t *testing.T) {
 		t.Fatalf("a consumed permit is schedulable: %v", err)
 	}
 	o := exec.Obligations()
-	if exec.ID() != "dup" || o.CellClass != catalog.CellSmall || o.CallDepthLimit != 10_000 || o.Subject != "alice" ||
+	if exec.ID() != "dup" || o.CellClass != catalog.CellSmall || o.Subject != "alice" ||
 		exec.Budget().CPUFuel != 100_000_000 || !exec.AdmittedAt().Equal(second.AdmittedAt()) || o.Function != "_start" {
 		t.Fatalf("execution permit lost obligations: %+v %+v", o, exec.Budget())
 	}

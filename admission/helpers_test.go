@@ -60,9 +60,8 @@ func testPolicy() Policy {
 		Overload: OverloadPolicy{CPUThreshold: 0.9, MemoryThreshold: 0.9, MaxObservationAge: 2 * time.Second},
 		Deadline: DeadlinePolicy{EstimatedServiceTime: 20 * time.Millisecond, MinimumExecutionTime: time.Millisecond,
 			SafetyMargin: 2 * time.Millisecond},
-		Metadata:       MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 4, MaxBytes: 128},
-		Placement:      NodePlacement{Architecture: "x86_64", Region: "local", Zone: "local-a"},
-		CallDepthLimit: 10_000,
+		Metadata:  MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 4, MaxBytes: 128},
+		Placement: NodePlacement{Architecture: "x86_64", Region: "local", Zone: "local-a"},
 	}
 }
 

@@ -39,8 +39,6 @@ type Policy struct {
 	Metadata MetadataPolicy
 	// Placement is this node's identity, checked against revision placement.
 	Placement NodePlacement
-	// CallDepthLimit is the call-depth bound every execution must enforce (> 0).
-	CallDepthLimit uint32
 }
 
 // Limits are the four concurrent-reservation limits of a scope.
@@ -210,9 +208,6 @@ func (p *Policy) Validate() error {
 	}
 	if b.CheckPhase1() != nil {
 		probs.add(ceiling, "later-phase dimensions must be zero")
-	}
-	if p.CallDepthLimit == 0 {
-		probs.add("CallDepthLimit", "must be positive")
 	}
 	if p.Limits.MaxPriority > maxPriority {
 		probs.add(catalog.FieldPath("Limits").Field("MaxPriority"), "must be at most "+strconv.Itoa(maxPriority))

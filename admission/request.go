@@ -69,22 +69,21 @@ type Request struct {
 
 // Obligations are what an admitted activation must be executed with.
 type Obligations struct {
-	Tenant         catalog.TenantID
-	Subject        string
-	Service        catalog.ServiceName
-	Route          catalog.RouteName
-	Function       catalog.FunctionName
-	Revision       catalog.RevisionID
-	Release        catalog.ReleaseID
-	Artifact       catalog.Digest
-	CellClass      catalog.CellClass
-	QueueClass     string
-	QueueIndex     int // index into Policy.QueueClasses
-	TrustClass     catalog.TrustClass
-	Priority       uint32
-	Threading      catalog.Threading
-	Features       catalog.FeatureSet
-	CallDepthLimit uint32
+	Tenant     catalog.TenantID
+	Subject    string
+	Service    catalog.ServiceName
+	Route      catalog.RouteName
+	Function   catalog.FunctionName
+	Revision   catalog.RevisionID
+	Release    catalog.ReleaseID
+	Artifact   catalog.Digest
+	CellClass  catalog.CellClass
+	QueueClass string
+	QueueIndex int // index into Policy.QueueClasses
+	TrustClass catalog.TrustClass
+	Priority   uint32
+	Threading  catalog.Threading
+	Features   catalog.FeatureSet
 	// Random is the revision's random_get source (the runner seeds it).
 	Random catalog.Randomness
 	// ABI is the revision's guest ABI (the runner builds the environment

@@ -151,17 +151,23 @@
 //
 //   - ids.go, vocab.go: names, digests, CellClass, Budget, Requirements,
 //     Placement, ByteSize, Duration.
+//   - field.go: FieldPath and FieldError, the one problem type of every
+//     validation in the module.
 //   - manifest.go: Manifest, DecodeManifest, validation into a spec.
 //   - release.go: RevisionPolicy, Deployment, identity derivation, the
 //     immutable per-service index.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
 //   - index.go: the copy-on-write index of services, the per-tenant
 //     counters, the catalog's additive hash.
-//   - catalog.go: Catalog (Open, Deploy, Delete, Pin), Options.
+//   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Options.
+//   - apply.go: Check, Apply and Replace (a history ordered elsewhere:
+//     the cluster), Pin.Hash, Pin.AllServices.
 //   - clock.go: Clock and the default wall clock.
 //   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.
-//   - store.go: the on-disk layout, atomic writes, record encoding, the
-//     storage-full classification.
+//   - store.go: the on-disk layout, atomic writes, bulk writes, record
+//     encoding, the storage-full classification; exchange_*.go: swapping
+//     a record with its directory's spare file (renameat2 on Linux) and
+//     syncfs.
 //   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo.
 //   - dirlock*.go: LockDir, the data directory's flock.
 //   - backup.go: Backup, Restore, their tar and directory forms.

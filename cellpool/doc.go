@@ -128,18 +128,19 @@
 //
 // # Internal organization
 //
-//   - Pool: one classPool per configured class, indexed by class; the
-//     driver's wake-up channel and clock.
+//   - pool.go: Pool, one classPool per configured class, indexed by class;
+//     the driver's wake-up channel and clock.
 //   - classPool: a buffered channel of idle cells (idle list and semaphore)
 //     and, under one mutex, the cells by index, the indices waiting for
 //     replacement, a channel closed when the class can no longer serve, and
 //     counters. settle takes a cell back.
 //   - driver.go: Run, one replacement round, replaceOne.
 //   - cell: immutable identity and region.
-//   - Lease: the affine handle; its mutex guards the activation's memory
-//     state (granted bytes, peak, refusals, Free seen, first fault).
-//   - memory: the allocator handed to wazero and, once its Allocate wins, the
-//     activation's LinearMemory. refusing is the allocator of everything else.
+//   - lease.go: Lease, the affine handle; its mutex guards the activation's
+//     memory state (granted bytes, peak, refusals, Free seen, first fault).
+//   - memory.go: the allocator handed to wazero and, once its Allocate wins,
+//     the activation's LinearMemory. refusing is the allocator of
+//     everything else.
 //   - region: mmapRegion (region_linux.go: mmap, mprotect, madvise, munmap)
 //     or heapRegion (region_other.go).
 //

@@ -76,8 +76,16 @@
 //     the adapters the scheduler calls (cellSource, cell, executor).
 //   - http.go: Handler, the routes, authed, the handlers of the control API,
 //     health and readiness.
+//   - list.go: the paginated list of a tenant's deployments.
+//   - wire.go: the JSON form of catalog values in answers (the API's
+//     style).
 //   - invoke.go: the activation manager and the mapping of outcomes to
 //     answers.
+//   - wagi.go: the invoke route's methods and path suffix, the CGI request
+//     of a WAGI revision and its answer.
+//   - tracing.go: OpenTelemetry spans of an invocation and its export.
+//   - cluster.go: a node in a cluster: deploys and deletes through etcd,
+//     the peer endpoints (artifacts, replicate, applied), cluster status.
 //   - ingress.go: the ingress governor (pools, tickets, governed).
 //   - conns.go: the connection limiter and the rate-limited server log.
 //   - browser.go: cross-site refusal of client certificates, the status
@@ -91,6 +99,7 @@
 //   - accesslog.go: one log line per request (rate-limited per tenant);
 //     counts every refusal and the request's duration.
 //   - metrics.go: the Prometheus metrics.
+//   - ui.go: the status page (GET /ui and the JSON it polls).
 //   - instances.go: the warm instances of snapshot and reuse revisions in
 //     the admission view, and dropping a tenant's snapshots with the last
 //     revision that uses them (retainSnapshots).

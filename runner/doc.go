@@ -161,7 +161,8 @@
 //
 //   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors.
 //   - modules.go: compiled modules by digest and their references (Acquire,
-//     ReleaseModule, Prepared), the compiled-bytes bound.
+//     ReleaseModule, Prepared), the compiled-bytes bound; acquire.go:
+//     AcquireModule, another reference for the catalog without the bytes.
 //   - signatures.go: the function signatures the runtime holds, charged
 //     per tenant against MaxSignaturesPerTenant.
 //   - compile.go: the compile worker and compile failures;

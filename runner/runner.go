@@ -54,11 +54,6 @@ type Config struct {
 	CacheDir string
 	// MaxOutputBytes caps a guest's stdout (default 1 MiB).
 	MaxOutputBytes int
-	// MaxCallDepth is ignored.
-	//
-	// Deprecated: the call stack is bounded in bytes, by the activation's
-	// memory grant (see the package documentation).
-	MaxCallDepth uint32
 	// FuelSlice is how much fuel the guest gets between two slow-path checks
 	// of its context (default 1<<20).
 	FuelSlice uint64

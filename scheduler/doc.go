@@ -210,6 +210,8 @@
 //     Expire, Drain; lanes and cell classes.
 //   - fairq.go: the flow tree of one lane (lane → tenants → principals →
 //     FIFO), its heaps and tags; the pool that recycles idle flows.
+//   - itemlist.go: the intrusive lists an Item is on (its principal's
+//     FIFO, its holder's waiters, its cell class's waiters).
 //   - pending.go: holders and YieldSlotTo.
 //   - adaptive.go: capacity (reserved, shared, window), Adjust, Stats.
 //   - scheduler.go: the driver: Scheduler, Job, Result, Deps and the

@@ -92,3 +92,64 @@ func TestClusterTestNames(t *testing.T) {
 		t.Fatalf("found %d test functions in cluster/; the pattern no longer reads them", n)
 	}
 }
+
+// TestDocGo_namesEveryFile checks that every package whose doc.go has an
+// "Internal organization" section names each of its non-test Go files
+// there (by name, or by a pattern such as dirlock*.go): a file added
+// without a word on what it holds fails here.
+func TestDocGo_namesEveryFile(t *testing.T) {
+	root := filepath.Join("..", "..")
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "doc.go" {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		_, section, ok := strings.Cut(string(src), "// # Internal organization")
+		if !ok {
+			return nil
+		}
+		if next := strings.Index(section, "\n// # "); next >= 0 {
+			section = section[:next]
+		}
+		names := regexp.MustCompile(`[A-Za-z0-9_*]+\.go`).FindAllString(section, -1)
+		dir := filepath.Dir(path)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			f := e.Name()
+			if e.IsDir() || !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") || f == "doc.go" {
+				continue
+			}
+			named := false
+			for _, n := range names {
+				if ok, _ := filepath.Match(n, f); ok {
+					named = true
+					break
+				}
+			}
+			if !named {
+				t.Errorf("%s: its Internal organization does not name %s", path, f)
+			}
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 5 {
+		t.Fatalf("checked %d doc.go files; the walk no longer finds them", checked)
+	}
+}

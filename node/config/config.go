@@ -26,12 +26,6 @@ import (
 // it is parsed.
 const MaxFileBytes = 1 << 20
 
-// CallDepthLimit is the value of admission's CallDepthLimit obligation.
-// The runner bounds the call stack in bytes, against the activation's
-// memory grant, which is stricter than 10,000 frames for any frame of more
-// than a few hundred bytes; the obligation only records the nominal bound.
-const CallDepthLimit = 10_000
-
 // CompileCacheDir is the subdirectory of the data directory that holds
 // wazero's compilation cache (RunnerConfig).
 const CompileCacheDir = "compile-cache"
@@ -469,7 +463,7 @@ func (c *Config) CatalogOptions() catalog.Options {
 }
 
 // AdmissionPolicy returns the admission policy of the configuration. It
-// shares no memory with c. CallDepthLimit is the constant CallDepthLimit.
+// shares no memory with c.
 func (c *Config) AdmissionPolicy() admission.Policy {
 	p := admission.Policy{
 		BudgetCeiling: c.Node.BudgetCeiling,
@@ -488,7 +482,6 @@ func (c *Config) AdmissionPolicy() admission.Policy {
 		Placement: admission.NodePlacement{
 			Architecture: c.Node.Architecture, Region: c.Node.Region, Zone: c.Node.Zone,
 		},
-		CallDepthLimit: CallDepthLimit,
 	}
 	for i, q := range c.QueueClasses {
 		p.QueueClasses[i] = admission.QueueClassPolicy{Name: q.Name, MinPriority: q.MinPriority,

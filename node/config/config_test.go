@@ -558,7 +558,7 @@ func TestParse_design(t *testing.T) {
 	if err := pol.Validate(); err != nil {
 		t.Fatalf("admission policy: %v", err)
 	}
-	if pol.CallDepthLimit != CallDepthLimit || pol.Placement.Zone != "local-a" || len(pol.QueueClasses) != 2 ||
+	if pol.Placement.Zone != "local-a" || len(pol.QueueClasses) != 2 ||
 		pol.QueueClasses[0].ReservedCells != 1 || pol.CellClasses[catalog.CellTiny].Parallelism != 2 ||
 		pol.TrustClasses["untrusted"].Limits.MaxQueued != 256 || pol.Tenants["acme"].Limits.MaxPriority != 6 ||
 		pol.Overload.MaxObservationAge != 2*time.Second || pol.Deadline.SafetyMargin != 2*time.Millisecond {

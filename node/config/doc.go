@@ -73,6 +73,8 @@
 //   - validate.go: Problem, Error, the rules, and the merge of decoding,
 //     node and admission problems.
 //   - roles.go: Roles (invoke, deploy, admin), shared with node/auth.
+//   - hardening.go: [deploy_limits], [catalog] and [ingress]: the runner's
+//     deploy limits, the catalog's bounds and the ingress pools.
 //   - tls.go: [node.tls] (NodeTLS, LoadClientCAs) and the check of the
 //     principals' client_certificate_subjects.
 //   - demo.go, demo.toml: the embedded `serve --demo` configuration.

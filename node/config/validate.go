@@ -215,7 +215,8 @@ var fileKeys = map[string]string{
 
 // fileKey returns the key path of the Go field path p (see fileKeys). A
 // path with no key in the file (a value the node sets itself, such as
-// CallDepthLimit) keeps its Go spelling, so the problem is still reported.
+// the scheduler's AdjustInterval) keeps its Go spelling, so the problem is
+// still reported.
 func fileKey(p catalog.FieldPath) string {
 	key, ok := mapFieldPath(p)
 	if !ok {

@@ -27,7 +27,7 @@ func TestFileKey(t *testing.T) {
 			`tenants."a.b".limits.max_priority`},
 		{"map itself", catalog.FieldPath("TrustClasses").Key(`x"y`), `trust_classes."x\"y"`},
 		// No key in the file: the Go path is kept, so the problem still shows.
-		{"unmapped field", "CallDepthLimit", "CallDepthLimit"},
+		{"unmapped field", "AdjustInterval", "AdjustInterval"},
 		{"index where a key belongs", catalog.FieldPath("Tenants").Index(0).Field("Kinds"), "Tenants[0].Kinds"},
 		{"key where an index belongs", catalog.FieldPath("QueueClasses").Key("0").Field("Name"), `QueueClasses["0"].Name`},
 	}
@@ -44,7 +44,7 @@ func TestFileKey(t *testing.T) {
 // report for broken values has a key in the file (but the values the node
 // sets itself), so fileKeys follows their validation.
 func TestFileKeys_cover(t *testing.T) {
-	noKey := map[string]bool{"CallDepthLimit": true, "AdjustInterval": true}
+	noKey := map[string]bool{"AdjustInterval": true}
 	check := func(t *testing.T, problems []catalog.FieldError) {
 		t.Helper()
 		if len(problems) == 0 {

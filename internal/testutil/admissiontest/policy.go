@@ -64,11 +64,10 @@ func Policy(s Spec) admission.Policy {
 			Parallelism: s.Parallelism, Threading: []catalog.Threading{catalog.ThreadingSingle}, Features: Features}},
 		TrustClasses: map[catalog.TrustClass]admission.TrustClassPolicy{"untrusted": {
 			CellClasses: []catalog.CellClass{s.Cell}, Limits: s.Limits}},
-		Tenants:        make(map[catalog.TenantID]admission.TenantPolicy, len(s.Tenants)),
-		Overload:       admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
-		Metadata:       admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
-		Placement:      admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
-		CallDepthLimit: 1000,
+		Tenants:   make(map[catalog.TenantID]admission.TenantPolicy, len(s.Tenants)),
+		Overload:  admission.OverloadPolicy{CPUThreshold: 1, MemoryThreshold: 1, MaxObservationAge: time.Hour},
+		Metadata:  admission.MetadataPolicy{MaxIdentifierBytes: 64, MaxEntries: 8, MaxBytes: 512},
+		Placement: admission.NodePlacement{Architecture: "x86_64", Region: "r", Zone: "z"},
 	}
 	for tenant, subjects := range s.Tenants {
 		p.Tenants[tenant] = admission.TenantPolicy{TrustClasses: []catalog.TrustClass{"untrusted"},

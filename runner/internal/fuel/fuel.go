@@ -75,11 +75,6 @@ func GlobalExport(i uint32) string {
 // Config.MaxStackBytes is zero.
 const DefaultMaxStackBytes = 1 << 20
 
-// DefaultMaxCallDepth was the default of the former call-depth bound.
-//
-// Deprecated: the call stack is bounded in bytes (Config.MaxStackBytes).
-const DefaultMaxCallDepth = 10_000
-
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
@@ -120,12 +115,6 @@ type Config struct {
 	MaxStackBytes uint64
 	// Limits are the deploy limits; zero fields take DefaultLimits' values.
 	Limits Limits
-	// MaxCallDepth is ignored.
-	//
-	// Deprecated: the call stack is bounded in bytes (MaxStackBytes). The
-	// field is kept so that older callers compile; values above
-	// math.MaxInt32 are still refused.
-	MaxCallDepth uint32
 }
 
 // Limits bound what a module may declare (the deploy limits). Every limit is
@@ -426,9 +415,6 @@ type Result struct {
 // ErrUnsupported, ErrReserved or ErrLimit (over cfg.Limits; the error wraps
 // a *LimitError); messages name offsets and sections, never host paths.
 func Instrument(wasm []byte, cfg Config) (*Result, error) {
-	if cfg.MaxCallDepth > math.MaxInt32 {
-		return nil, errors.Newf("fuel: MaxCallDepth %d exceeds %d", cfg.MaxCallDepth, math.MaxInt32)
-	}
 	stack := cfg.MaxStackBytes
 	if stack == 0 {
 		stack = DefaultMaxStackBytes
