@@ -99,7 +99,8 @@
 //   - accesslog.go: one log line per request (rate-limited per tenant);
 //     counts every refusal and the request's duration.
 //   - metrics.go: the Prometheus metrics.
-//   - ui.go: the status page (GET /ui and the JSON it polls).
+//   - ui.go, ui.html: the status page (GET /ui, its HTML template embedded
+//     from ui.html, and the JSON it polls).
 //   - instances.go: the warm instances of snapshot and reuse revisions in
 //     the admission view, and dropping a tenant's snapshots with the last
 //     revision that uses them (retainSnapshots).

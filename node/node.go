@@ -23,6 +23,11 @@ import (
 	"github.com/latent-node/latent-node/scheduler"
 )
 
+// This file composes the node: its Options, the Node and New, which opens
+// and wires every layer (runner, catalog, cluster, cell pool, load
+// sampler, scheduler, admission), the accessors of the actors serve runs,
+// and the adapters the scheduler calls (cellSource, cell, executor).
+
 // Clock is the node's time source (the wall clock in production).
 type Clock interface{ Now() time.Time }
 

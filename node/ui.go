@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/rand"
+	_ "embed"
 	"encoding/base64"
 	"html/template"
 	"maps"
@@ -200,77 +201,10 @@ func uiCSP(nonce string) string {
 
 // uiPage is the status page. The script replaces each table body with the
 // rows of /ui/data, through textContent only.
-var uiPage = template.Must(template.New("ui").Parse(`<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>latent-node status</title>
-<style nonce="{{.Nonce}}">
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-h1 { font-size: 1.3em; margin: 0 0 .2em; }
-h2 { font-size: 1.05em; margin: 1.4em 0 .4em; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #ccc; padding: .2em .6em; }
-th { background: #f3f3f3; text-align: left; }
-td { font-variant-numeric: tabular-nums; }
-td + td { text-align: right; }
-#status { color: #666; }
-#status.failed { color: #b00; }
-</style>
-</head>
-<body>
-<h1>latent-node status</h1>
-<p id="status" data-refreshes="0">as rendered; refreshes every 2 s</p>
-{{range .Tables}}<section>
-<h2>{{.Title}}</h2>
-<table id="{{.Name}}">
-<thead><tr>{{range .Head}}<th>{{.}}</th>{{end}}</tr></thead>
-<tbody>{{range .Rows}}
-<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>{{end}}
-</tbody>
-</table>
-</section>
-{{end}}<script nonce="{{.Nonce}}">
-"use strict";
-(function () {
-  var status = document.getElementById("status");
-  var refreshes = 0;
-  function fill(t) {
-    var table = document.getElementById(t.name);
-    if (!table) { return; }
-    var body = document.createElement("tbody");
-    (t.rows || []).forEach(function (row) {
-      var tr = document.createElement("tr");
-      row.forEach(function (v) {
-        var td = document.createElement("td");
-        td.textContent = v;
-        tr.appendChild(td);
-      });
-      body.appendChild(tr);
-    });
-    table.replaceChild(body, table.tBodies[0]);
-  }
-  function refresh() {
-    fetch("/ui/data", {cache: "no-store", credentials: "same-origin"}).then(function (r) {
-      if (!r.ok) { throw new Error("HTTP " + r.status); }
-      return r.json();
-    }).then(function (d) {
-      d.tables.forEach(fill);
-      refreshes++;
-      status.className = "";
-      status.dataset.refreshes = String(refreshes);
-      status.textContent = "updated " + new Date().toLocaleTimeString() + "; refreshes every 2 s";
-    }).catch(function (e) {
-      status.className = "failed";
-      status.textContent = "refresh failed: " + e.message;
-    }).finally(function () {
-      setTimeout(refresh, 2000);
-    });
-  }
-  setTimeout(refresh, 0);
-})();
-</script>
-</body>
-</html>
-`))
+var uiPage = template.Must(template.New("ui").Parse(uiHTML))
+
+// uiHTML is the page's template: an html/template with the answer's
+// nonce and the tables.
+//
+//go:embed ui.html
+var uiHTML string
