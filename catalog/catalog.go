@@ -184,28 +184,23 @@ type stateRecord struct {
 	Generation Generation `json:"generation"`
 }
 
-type serviceRecord struct {
+// recordOf is a service's record with its manifest as M: serviceRecord
+// decodes it, storedServiceRecord writes the JSON a deploy encoded once
+// (the same JSON).
+type recordOf[M any] struct {
 	Tenant     TenantID      `json:"tenant"`
 	Service    ServiceName   `json:"service"`
 	Generation Generation    `json:"generation"`
 	Release    ReleaseID     `json:"release"`
 	Revisions  []RevisionRef `json:"revisions"`
 	Modules    []ModuleInfo  `json:"modules"`
-	Manifest   Manifest      `json:"manifest"`
+	Manifest   M             `json:"manifest"`
 }
 
-// storedServiceRecord is how a serviceRecord is written: the manifest is
-// the JSON the deploy encoded once (the same JSON a serviceRecord
-// decodes).
-type storedServiceRecord struct {
-	Tenant     TenantID        `json:"tenant"`
-	Service    ServiceName     `json:"service"`
-	Generation Generation      `json:"generation"`
-	Release    ReleaseID       `json:"release"`
-	Revisions  []RevisionRef   `json:"revisions"`
-	Modules    []ModuleInfo    `json:"modules"`
-	Manifest   json.RawMessage `json:"manifest"`
-}
+type (
+	serviceRecord       = recordOf[Manifest]
+	storedServiceRecord = recordOf[json.RawMessage]
+)
 
 // loadLocked rebuilds the persisted services into the writer's index and
 // returns the last generation issued: the state record's, or a service

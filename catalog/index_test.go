@@ -353,26 +353,34 @@ func benchDir(b *testing.B) string {
 	return b.TempDir()
 }
 
+// filledCatalog is a catalog on benchDir(b) holding n services of acme
+// (shaped manifests over the artifacts of modules distinct contents),
+// deployed through Deploy, with the acquiring fake inspector.
+func filledCatalog(b *testing.B, n, modules int) (*fixture, []Digest) {
+	insp := &acquiringInspector{fakeInspector: newFakeInspector()}
+	c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
+		MaxServices: n, MaxServicesPerTenant: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fx := &fixture{t: b, dir: c.store.root, insp: insp.fakeInspector, cat: c}
+	var arts []Digest
+	for i := range modules {
+		arts = append(arts, fx.module("module "+strconv.Itoa(i)))
+	}
+	for i := range n {
+		fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+	}
+	return fx, arts
+}
+
 // BenchmarkDeploy replaces services of one tenant in a catalog of N
 // services (shaped manifests over 8 shared artifacts): ns/op and B/op must
 // not grow with N.
 func BenchmarkDeploy(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
-			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
-			c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
-				MaxServices: n, MaxServicesPerTenant: n})
-			if err != nil {
-				b.Fatal(err)
-			}
-			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
-			var arts []Digest
-			for i := range 8 {
-				arts = append(arts, fx.module("module "+strconv.Itoa(i)))
-			}
-			for i := range n {
-				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
-			}
+			fx, arts := filledCatalog(b, n, 8)
 			runtime.GC()
 			b.ReportAllocs()
 			i := 0
@@ -389,18 +397,8 @@ func BenchmarkDeploy(b *testing.B) {
 func BenchmarkResolve(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
-			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
-			c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
-				MaxServices: n, MaxServicesPerTenant: n})
-			if err != nil {
-				b.Fatal(err)
-			}
-			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
-			arts := []Digest{fx.module("m")}
-			for i := range n {
-				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
-			}
-			pin := c.Pin()
+			fx, _ := filledCatalog(b, n, 1)
+			pin := fx.cat.Pin()
 			runtime.GC() // the fill's garbage is not the loop's
 			b.ReportAllocs()
 			i := 0
@@ -422,21 +420,9 @@ func BenchmarkResolve(b *testing.B) {
 func BenchmarkOpen(b *testing.B) {
 	for _, n := range []int{10_000} {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
-			dir := benchDir(b)
-			insp := &acquiringInspector{fakeInspector: newFakeInspector()}
-			c, err := Open(context.Background(), Options{Dir: dir, Inspector: insp, MaxServices: n, MaxServicesPerTenant: n})
-			if err != nil {
-				b.Fatal(err)
-			}
-			fx := &fixture{t: b, insp: insp.fakeInspector, cat: c}
-			var arts []Digest
-			for i := range 8 {
-				arts = append(arts, fx.module("module "+strconv.Itoa(i)))
-			}
-			for i := range n {
-				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
-			}
-			c, fx = nil, nil
+			fx, _ := filledCatalog(b, n, 8)
+			dir := fx.dir
+			fx = nil
 			var live float64
 			b.ReportAllocs()
 			for b.Loop() {
