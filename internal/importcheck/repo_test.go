@@ -153,3 +153,41 @@ func TestDocGo_namesEveryFile(t *testing.T) {
 		t.Fatalf("checked %d doc.go files; the walk no longer finds them", checked)
 	}
 }
+
+// TestArchitecture_importTable checks that the import table of
+// docs/architecture.md ("The import rule") lists exactly the packages of
+// Allowed, each with exactly the packages Allowed lets it import.
+func TestArchitecture_importTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## The import rule")
+	if !ok {
+		t.Fatal("docs/architecture.md has no import rule section")
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z]+)` \\| ((?:`[a-z]+`(?:, )?)+) \\|$")
+	listed := map[string][]string{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		var deps []string
+		for _, d := range strings.Split(m[2], ", ") {
+			deps = append(deps, strings.Trim(d, "`"))
+		}
+		listed[m[1]] = deps
+	}
+	for pkg, allowed := range Allowed {
+		deps, ok := listed[pkg]
+		if !ok {
+			t.Errorf("docs/architecture.md's import table has no row for %s", pkg)
+			continue
+		}
+		if strings.Join(deps, ",") != strings.Join(allowed, ",") {
+			t.Errorf("docs/architecture.md says %s may import %v; the rule says %v", pkg, deps, allowed)
+		}
+	}
+	for pkg := range listed {
+		if _, ok := Allowed[pkg]; !ok {
+			t.Errorf("docs/architecture.md's import table lists %s, which the rule does not", pkg)
+		}
+	}
+}
