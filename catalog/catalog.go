@@ -159,7 +159,12 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	}
 	c.mu.Lock()
 	c.resetIndexLocked()
-	gen, err := c.loadLocked(ctx)
+	c.mu.Unlock()
+	// Loading inspects modules, and on a failure gives references back:
+	// without c.mu held (ModuleReleaser's rule). Nothing else uses the
+	// catalog before Open returns.
+	gen, err := c.load(ctx)
+	c.mu.Lock()
 	if err == nil {
 		c.mu.generation = gen
 		c.publishLocked(gen)
@@ -202,13 +207,12 @@ type (
 	storedServiceRecord = recordOf[json.RawMessage]
 )
 
-// loadLocked rebuilds the persisted services into the writer's index and
+// load rebuilds the persisted services into the writer's index and
 // returns the last generation issued: the state record's, or a service
 // record's if higher (a deploy writes only its service's record). On error
-// the caller releases the module references of the index.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) loadLocked(ctx context.Context) (Generation, error) {
+// the caller releases the module references of the index. It takes c.mu
+// only to change the index and the state.
+func (c *Catalog) load(ctx context.Context) (Generation, error) {
 	var last Generation
 	statePath := c.store.path(stateFile)
 	data, err := readBounded(statePath, 4096)
@@ -233,7 +237,10 @@ func (c *Catalog) loadLocked(ctx context.Context) (Generation, error) {
 	if !haveState && len(entries) == 0 {
 		// A new catalog: its state record exists from the start, so a
 		// service record without one is always a damaged directory.
-		if err := c.commitGenerationLocked(0); err != nil {
+		c.mu.Lock()
+		err := c.commitGenerationLocked(0)
+		c.mu.Unlock()
+		if err != nil {
 			return 0, err
 		}
 		haveState = true
@@ -246,12 +253,14 @@ func (c *Catalog) loadLocked(ctx context.Context) (Generation, error) {
 		return 0, errors.Wrapf(ErrCorruptRecord, "catalog: %s exists but %s is missing", filepath.Join(dir, entries[0].Name()), statePath)
 	}
 	services, errs := c.loadServices(ctx, entries)
+	c.mu.Lock()
 	for _, svc := range services {
 		if svc != nil {
 			c.putLocked(svc) // on error too: the caller releases what the index holds
 			last = max(last, svc.generation)
 		}
 	}
+	c.mu.Unlock()
 	for i, err := range errs {
 		if err != nil {
 			return 0, errors.Mark(errors.Wrapf(err, "catalog: %s", filepath.Join(dir, entries[i].Name())), ErrCorruptRecord)
