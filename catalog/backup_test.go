@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/internal/testutil/tartest"
 )
 
 // backupFixture is a catalog with acme/images (two artifacts), beta/tools
@@ -32,10 +33,8 @@ func backupFixture(t *testing.T) *fixture {
 	return fx
 }
 
-type tarEntry struct {
-	name string
-	data []byte
-}
+// tarEntry is one file of a backup stream.
+type tarEntry = tartest.Entry
 
 func backupTar(t *testing.T, dir string) ([]byte, BackupStats) {
 	t.Helper()
@@ -51,53 +50,15 @@ func backupTar(t *testing.T, dir string) ([]byte, BackupStats) {
 	return buf.Bytes(), st
 }
 
-func readTar(t *testing.T, data []byte) []tarEntry {
-	t.Helper()
-	var out []tarEntry
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, tarEntry{hdr.Name, b})
-	}
-}
-
-func writeTar(t *testing.T, entries []tarEntry) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range entries {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Size: int64(len(e.data)), Mode: 0o600}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // relist rewrites the manifest's line of name with data's sha256 and size
 // (a tamperer who also edits the manifest), or drops it if data is nil.
 func relist(entries []tarEntry, name string, data []byte) []tarEntry {
 	for i, e := range entries {
-		if e.name != BackupManifestName {
+		if e.Name != BackupManifestName {
 			continue
 		}
 		var out []string
-		for _, l := range strings.Split(strings.TrimSuffix(string(e.data), "\n"), "\n") {
+		for _, l := range strings.Split(strings.TrimSuffix(string(e.Data), "\n"), "\n") {
 			if strings.HasSuffix(l, " "+name) {
 				if data == nil {
 					continue
@@ -107,14 +68,14 @@ func relist(entries []tarEntry, name string, data []byte) []tarEntry {
 			}
 			out = append(out, l)
 		}
-		entries[i].data = []byte(strings.Join(out, "\n") + "\n")
+		entries[i].Data = []byte(strings.Join(out, "\n") + "\n")
 	}
 	return entries
 }
 
 func firstOf(entries []tarEntry, prefix string) int {
 	for i, e := range entries {
-		if strings.HasPrefix(e.name, prefix) {
+		if strings.HasPrefix(e.Name, prefix) {
 			return i
 		}
 	}
@@ -216,27 +177,27 @@ func TestRestore_refuses(t *testing.T) {
 		{name: "corrupted artifact entry", want: ErrBackupInvalid, says: "does not match its sha256",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, artifactsDir)
-				e[i].data = append([]byte(nil), e[i].data...)
-				e[i].data[0] ^= 1
+				e[i].Data = append([]byte(nil), e[i].Data...)
+				e[i].Data[0] ^= 1
 				return e
 			}},
 		{name: "corrupted record entry", want: ErrBackupInvalid, says: "does not match its sha256",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, servicesDir)
-				e[i].data = bytes.Replace(e[i].data, []byte("images"), []byte("imagez"), 1)
+				e[i].Data = bytes.Replace(e[i].Data, []byte("images"), []byte("imagez"), 1)
 				return e
 			}},
 		{name: "record and manifest rewritten", want: ErrBackupInvalid, says: "checksum",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, servicesDir)
-				e[i].data = bytes.Replace(e[i].data, []byte("images"), []byte("imagez"), 1)
-				return relist(e, e[i].name, e[i].data)
+				e[i].Data = bytes.Replace(e[i].Data, []byte("images"), []byte("imagez"), 1)
+				return relist(e, e[i].Name, e[i].Data)
 			}},
 		{name: "wrong digest", want: ErrBackupInvalid, says: "does not match its digest",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, artifactsDir)
-				e[i].data = []byte("other bytes of the same size?")[:len(e[i].data)]
-				return relist(e, e[i].name, e[i].data)
+				e[i].Data = []byte("other bytes of the same size?")[:len(e[i].Data)]
+				return relist(e, e[i].Name, e[i].Data)
 			}},
 		{name: "missing artifact", want: ErrBackupInvalid, says: "listed in the manifest but missing",
 			tamper: func(e []tarEntry) []tarEntry {
@@ -246,12 +207,12 @@ func TestRestore_refuses(t *testing.T) {
 		{name: "missing artifact and its manifest line", want: ErrBackupInvalid, says: "missing",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, artifactsDir)
-				name := e[i].name
+				name := e[i].Name
 				return relist(append(e[:i:i], e[i+1:]...), name, nil)
 			}},
 		{name: "entry outside the layout", want: ErrBackupInvalid, says: "unexpected entry",
 			tamper: func(e []tarEntry) []tarEntry {
-				return append([]tarEntry{e[0], {"../escape", []byte("x")}}, e[1:]...)
+				return append([]tarEntry{e[0], {Name: "../escape", Data: []byte("x")}}, e[1:]...)
 			}},
 		{name: "manifest missing", want: ErrBackupInvalid, says: BackupManifestName,
 			tamper: func(e []tarEntry) []tarEntry { return e[1:] }},
@@ -276,7 +237,7 @@ func TestRestore_refuses(t *testing.T) {
 			if tt.target != nil {
 				tt.target(t, target)
 			}
-			src := NewTarSource(bytes.NewReader(writeTar(t, tt.tamper(readTar(t, data)))))
+			src := NewTarSource(bytes.NewReader(tartest.Write(t, tt.tamper(tartest.Read(t, data)))))
 			verify := tt.verify
 			if verify == nil {
 				verify = openVerify(newFakeInspector())

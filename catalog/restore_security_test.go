@@ -20,15 +20,15 @@ import (
 func replaceEntry(e []tarEntry, name string, data []byte) []tarEntry {
 	found := false
 	for i := range e {
-		if e[i].name == name {
-			e[i].data, found = data, true
+		if e[i].Name == name {
+			e[i].Data, found = data, true
 		}
 	}
 	if !found {
-		e = append(e, tarEntry{name, data})
+		e = append(e, tarEntry{Name: name, Data: data})
 		for i := range e {
-			if e[i].name == BackupManifestName {
-				e[i].data = append(append([]byte(nil), e[i].data...), []byte("sha256:x 0 "+name+"\n")...)
+			if e[i].Name == BackupManifestName {
+				e[i].Data = append(append([]byte(nil), e[i].Data...), []byte("sha256:x 0 "+name+"\n")...)
 			}
 		}
 	}
@@ -38,7 +38,7 @@ func replaceEntry(e []tarEntry, name string, data []byte) []tarEntry {
 // dropEntry removes entry name and its manifest line.
 func dropEntry(e []tarEntry, name string) []tarEntry {
 	for i := range e {
-		if e[i].name == name {
+		if e[i].Name == name {
 			return relist(append(e[:i:i], e[i+1:]...), name, nil)
 		}
 	}
@@ -108,23 +108,23 @@ func TestRestore_untrustedInput(t *testing.T) {
 			}},
 		{name: "unlisted entry", want: ErrBackupInvalid, says: "not listed in the manifest",
 			tamper: func(e []tarEntry) []tarEntry {
-				return append([]tarEntry{e[0], {artifactsDir + "/" + strings.Repeat("ab", 32), []byte("x")}}, e[1:]...)
+				return append([]tarEntry{e[0], {Name: artifactsDir + "/" + strings.Repeat("ab", 32), Data: []byte("x")}}, e[1:]...)
 			}},
 		{name: "entry of another size than listed", want: ErrBackupInvalid, says: "the manifest lists",
 			tamper: func(e []tarEntry) []tarEntry {
 				i := firstOf(e, artifactsDir)
-				e[i].data = append(append([]byte(nil), e[i].data...), 'x')
+				e[i].Data = append(append([]byte(nil), e[i].Data...), 'x')
 				return e
 			}},
 		{name: "sparse entry", want: ErrBackupInvalid, says: "sparse",
 			input: func() []byte {
-				e := readTar(t, data)
+				e := tartest.Read(t, data)
 				var b bytes.Buffer
 				tw := tar.NewWriter(&b)
-				_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e[0].name, Size: int64(len(e[0].data)), Mode: 0o600})
-				_, _ = tw.Write(e[0].data)
+				_ = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e[0].Name, Size: int64(len(e[0].Data)), Mode: 0o600})
+				_, _ = tw.Write(e[0].Data)
 				_ = tw.Flush()
-				out := append(b.Bytes(), tartest.Sparse(e[firstOf(e, artifactsDir)].name, 1<<20)...)
+				out := append(b.Bytes(), tartest.Sparse(e[firstOf(e, artifactsDir)].Name, 1<<20)...)
 				return append(out, make([]byte, 1024)...)
 			}()},
 		{name: "signed, with its key (control)", input: signed.Bytes(), opts: func(o *RestoreOptions) { o.SignKey = key }},
@@ -135,16 +135,16 @@ func TestRestore_untrustedInput(t *testing.T) {
 			opts: func(o *RestoreOptions) { o.SignKey = bytes.Repeat([]byte("j"), 32) }},
 		{name: "signed, manifest changed", want: ErrBackupSignature, opts: func(o *RestoreOptions) { o.SignKey = key },
 			input: func() []byte {
-				e := readTar(t, signed.Bytes())
-				e[0].data = bytes.Replace(e[0].data, []byte("\ngeneration "), []byte("\ngeneration 1"), 1)
-				return writeTar(t, e)
+				e := tartest.Read(t, signed.Bytes())
+				e[0].Data = bytes.Replace(e[0].Data, []byte("\ngeneration "), []byte("\ngeneration 1"), 1)
+				return tartest.Write(t, e)
 			}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			input := tt.input
 			if input == nil {
-				input = writeTar(t, tt.tamper(readTar(t, data)))
+				input = tartest.Write(t, tt.tamper(tartest.Read(t, data)))
 			}
 			parent := t.TempDir()
 			target := filepath.Join(parent, "data")
