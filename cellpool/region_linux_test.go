@@ -1,44 +1,11 @@
 package cellpool
 
 import (
-	"bufio"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
-)
 
-// protection returns the permissions ("rw-p", "---p", …) of the mapping
-// that contains addr, from /proc/self/maps, or "" if none does.
-func protection(t *testing.T, addr uintptr) string {
-	t.Helper()
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 == nil && err2 == nil && uint64(addr) >= start && uint64(addr) < end {
-			return fields[1]
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return ""
-}
+	"github.com/latent-node/latent-node/internal/testutil"
+)
 
 // TestRegion_protection checks the page protections of a real cell through
 // its lifecycle: reserved inaccessible, granted exactly up to the size handed
@@ -47,7 +14,7 @@ func protection(t *testing.T, addr uintptr) string {
 func TestRegion_protection(t *testing.T) {
 	p := onePool(t, 1, 16*PageSize)
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(p.classes[tiny].mu.cells[0].region.bytes())))
-	at := func(page uintptr) string { return protection(t, base+page*PageSize) }
+	at := func(page uintptr) string { return testutil.Protection(t, base+page*PageSize) }
 
 	if have := at(0); have != "---p" {
 		t.Fatalf("reserved region: want ---p, have %q", have)

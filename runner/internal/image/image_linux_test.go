@@ -4,15 +4,13 @@
 package image
 
 import (
-	"bufio"
 	"bytes"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 // TestImage_sealed: the memfd refuses writes, resizes and new seals, so
@@ -80,31 +78,6 @@ func TestImage_size(t *testing.T) {
 	}
 }
 
-// protection returns the permissions ("rw-p", "---p", …) of the mapping
-// that contains addr, from /proc/self/maps, or "" if none does.
-func protection(t *testing.T, addr uintptr) string {
-	t.Helper()
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok || len(fields) < 2 {
-			continue
-		}
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 == nil && err2 == nil && uint64(addr) >= start && uint64(addr) < end {
-			return fields[1]
-		}
-	}
-	return ""
-}
-
 // TestMemory_protection: the image part is a private writable mapping, the
 // reservation beyond it is inaccessible until wazero is handed it, and the
 // whole reservation is gone after Close.
@@ -115,7 +88,7 @@ func TestMemory_protection(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.mu.r.bytes())))
-	at := func(page uintptr) string { return protection(t, base+page*PageSize) }
+	at := func(page uintptr) string { return testutil.Protection(t, base+page*PageSize) }
 	for page, want := range []string{"rw-p", "rw-p", "---p", "---p", "---p", "---p", "---p", "---p"} {
 		if have := at(uintptr(page)); have != want {
 			t.Fatalf("page %d: %q, want %q", page, have, want)
