@@ -12,11 +12,7 @@ import (
 // one more reference; once every reference is released it is not.
 func TestAcquireModule(t *testing.T) {
 	ctx := context.Background()
-	r, err := New(ctx, Config{CompileConcurrency: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = r.Close(ctx) }()
+	r := newRunner(t, Config{CompileConcurrency: 1})
 	wasm := testwasm.Bytes(t, "trivial")
 	d := digestOf(wasm)
 	if _, ok := r.AcquireModule(d); ok {
