@@ -140,7 +140,7 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 		if s.tenant != ch.Tenant || s.service != ch.Service {
 			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.tenant, s.service)
 		}
-		modules, r, err := c.inspectAllSeen(ctx, s, c.owns, seen)
+		modules, r, err := c.inspectAll(ctx, s, c.owns, seen)
 		refs = append(refs, r...)
 		if err != nil {
 			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.tenant, s.service)

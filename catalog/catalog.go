@@ -325,7 +325,7 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	case len(rec.Modules) != len(s.revisions):
 		return nil, errors.New("record has module facts for another number of revisions")
 	}
-	modules, refs, err := c.inspectAll(ctx, s, nil)
+	modules, refs, err := c.inspectAll(ctx, s, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -402,15 +402,9 @@ func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 // with owns set, an artifact the manifest's tenant does not own is reported
 // exactly like a missing one, without reading it. It returns the distinct
 // digests inspected, one module reference each; on error it has released
-// them.
-func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool) ([]ModuleInfo, []Digest, error) {
-	return c.inspectAllSeen(ctx, s, owns, nil)
-}
-
-// inspectAllSeen is inspectAll that answers from seen, and adds to it,
-// when seen is not nil (an inspector without references: Apply and
-// Replace of many services).
-func (c *Catalog) inspectAllSeen(ctx context.Context, s spec, owns func(TenantID, Digest) bool, seen map[Digest]ModuleInfo) (_ []ModuleInfo, refs []Digest, err error) {
+// them. A seen map (for an inspector without references: Apply and Replace
+// of many services) answers digests inspected before and records new ones.
+func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool, seen map[Digest]ModuleInfo) (_ []ModuleInfo, refs []Digest, err error) {
 	defer func() {
 		if err != nil {
 			c.release(refs)
@@ -532,7 +526,7 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 	if err != nil {
 		return spec{}, nil, nil, err
 	}
-	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.tenant), s, c.owns)
+	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.tenant), s, c.owns, nil)
 	if err != nil {
 		return spec{}, nil, nil, err
 	}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"maps"
 	"os"
 	"strings"
@@ -235,4 +236,13 @@ func edit(t *testing.T, name string, f func([]byte) []byte) {
 	if err := os.WriteFile(name, f(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cloneManifest is a deep copy of m (through its JSON).
+func cloneManifest(m Manifest) Manifest {
+	var out Manifest
+	if err := json.Unmarshal(encodeManifest(m), &out); err != nil {
+		panic(err)
+	}
+	return out
 }

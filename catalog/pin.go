@@ -186,8 +186,6 @@ func (p Pin) Artifacts() []Digest {
 	return slices.Compact(out)
 }
 
-func cloneManifest(m Manifest) Manifest { return decodeManifestJSON(encodeManifest(m)) }
-
 // encodeManifest is m as JSON: how a service keeps its manifest. A
 // manifest is small and bounded, and one that was decoded or validated
 // always encodes.
@@ -197,15 +195,6 @@ func encodeManifest(m Manifest) []byte {
 		panic(errors.AssertionFailedf("catalog: marshal manifest: %v", err))
 	}
 	return data
-}
-
-// decodeManifestJSON decodes what encodeManifest encoded.
-func decodeManifestJSON(data []byte) Manifest {
-	var out Manifest
-	if err := json.Unmarshal(data, &out); err != nil {
-		panic(errors.AssertionFailedf("catalog: unmarshal manifest: %v", err))
-	}
-	return out
 }
 
 // pick returns the index of the target that routingKey selects. The point is

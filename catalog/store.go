@@ -280,12 +280,9 @@ func (s diskStore) writeBulk(writes []bulkWrite) error {
 			return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 		}
 	}
-	for dir := range dirs {
-		if err := syncfs(dir); err != nil {
-			cleanup()
-			return storageErr(errors.Wrap(err, "catalog: write records"), "write record")
-		}
-		break // one file system: the data directory's
+	if err := syncfs(s.root); err != nil { // one file system: the data directory's
+		cleanup()
+		return storageErr(errors.Wrap(err, "catalog: write records"), "write record")
 	}
 	for i, st := range done {
 		if err := os.Rename(st.tmp, st.name); err != nil {
@@ -321,13 +318,7 @@ func (s diskStore) removeAll(rels []string) error {
 	return nil
 }
 
-func (s diskStore) remove(rel string) error {
-	name := s.path(rel)
-	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return errors.Wrapf(err, "catalog: remove %s", name)
-	}
-	return syncDir(filepath.Dir(name))
-}
+func (s diskStore) remove(rel string) error { return s.removeAll([]string{rel}) }
 
 // mkdir creates the directory rel (and its parents) and fsyncs its parent.
 func (s diskStore) mkdir(rel string) error {
