@@ -454,31 +454,31 @@ func TestLoadSourceKind(t *testing.T) {
 func TestInvoke_stderrTail(t *testing.T) {
 	tn := startNode(t)
 	ctx := context.Background()
-	digest, err := tn.c.UploadArtifact(ctx, testwasm.BuildGoGuest(t))
+	digest, err := tn.c.UploadArtifact(ctx, testwasm.Bytes(t, "chatty"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := map[string]any{"tenant": "demo", "service": "goguest",
+	manifest := map[string]any{"tenant": "demo", "service": "chatty",
 		"revisions": []any{map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted",
 			"ceiling": map[string]any{"cpu_fuel": 100_000_000, "memory_bytes": "16MiB", "wall_time": "5s"}}},
 		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
-	if _, err := tn.c.Deploy(ctx, "demo", "goguest", manifest); err != nil {
+	if _, err := tn.c.Deploy(ctx, "demo", "chatty", manifest); err != nil {
 		t.Fatal(err)
 	}
 	input := []byte(`{"words":["b","a"]}`)
-	resp, body := tn.do(t, "POST", "/v1/invoke/demo/goguest/run", tn.key, input, map[string]string{"Latent-Stderr": "tail"})
+	resp, body := tn.do(t, "POST", "/v1/invoke/demo/chatty/run", tn.key, input, map[string]string{"Latent-Stderr": "tail"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("invoke: %d %s", resp.StatusCode, body)
 	}
 	tail, err := strconv.Unquote(resp.Header.Get("Latent-Stderr-Tail"))
-	if err != nil || !strings.Contains(tail, "goguest: sorted") || !strings.Contains(tail, "\n") {
+	if err != nil || tail != "chatty: one\nchatty: two\n" {
 		t.Fatalf("Latent-Stderr-Tail %q: %q, %v", resp.Header.Get("Latent-Stderr-Tail"), tail, err)
 	}
-	resp, _ = tn.do(t, "POST", "/v1/invoke/demo/goguest/run", tn.key, input, nil)
+	resp, _ = tn.do(t, "POST", "/v1/invoke/demo/chatty/run", tn.key, input, nil)
 	if resp.StatusCode != 200 || resp.Header.Get("Latent-Stderr-Tail") != "" {
 		t.Fatalf("without asking: %d, tail %q", resp.StatusCode, resp.Header.Get("Latent-Stderr-Tail"))
 	}
-	resp, body = tn.do(t, "POST", "/v1/invoke/demo/goguest/run", tn.key, input, map[string]string{"Latent-Stderr": "all"})
+	resp, body = tn.do(t, "POST", "/v1/invoke/demo/chatty/run", tn.key, input, map[string]string{"Latent-Stderr": "all"})
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "Latent-Stderr") {
 		t.Fatalf("Latent-Stderr: all answered %d %s", resp.StatusCode, body)
 	}

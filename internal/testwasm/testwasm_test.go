@@ -31,6 +31,7 @@ var wat2wasmArgs = []string(nil)
 var fixtures = []string{
 	"bad_import",
 	"cgienv",
+	"chatty",
 	"clocks",
 	"complain",
 	"compute",
@@ -350,12 +351,12 @@ func TestFixturesBehave(t *testing.T) {
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			testBehaviour(t, e.config)
+			testBehaviour(t, e.name, e.config)
 		})
 	}
 }
 
-func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
+func testBehaviour(t *testing.T, name string, engine func() wazero.RuntimeConfig) {
 	// Share compiled code between the many short-lived runtimes below; the Go
 	// guest in particular is slow to compile (especially under -race).
 	cache := wazero.NewCompilationCache()
@@ -564,6 +565,12 @@ func testBehaviour(t *testing.T, engine func() wazero.RuntimeConfig) {
 	})
 
 	t.Run("goguest", func(t *testing.T) {
+		if testing.Short() && name != "interpreter" {
+			// Compiling the 3.5 MB guest takes 20-30 s under -race; the
+			// runner's tests run it compiled, so the short suite checks the
+			// fixture with the interpreter only.
+			t.Skip("short: the Go guest runs under the interpreter only")
+		}
 		wasm := testwasm.BuildGoGuest(t)
 		r := run(t, config, wasm, runOpts{stdin: `{"words":["pear","apple","pear","fig"]}`})
 		wantOK(t, r)
