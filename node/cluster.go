@@ -84,10 +84,6 @@ func (n *Node) appliedFromCluster(t catalog.TenantID, s catalog.ServiceName) {
 	n.retainSnapshots(t)
 }
 
-// Cluster is the actor that keeps the node in its cluster (membership,
-// applying releases, freshness); nil for a standalone node.
-func (n *Node) Cluster() *cluster.Cluster { return n.cluster }
-
 // deploy publishes m: through the cluster when the node has one (adding
 // the Latent-Cluster-Applied header), else in the local catalog.
 func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Manifest) (catalog.Deployment, error) {

@@ -72,8 +72,10 @@
 //
 // # Internal organization
 //
-//   - node.go: Options, Node, New (composition), the actors' accessors, and
+//   - node.go: Options, Node, New (composition), artifact collection, and
 //     the adapters the scheduler calls (cellSource, cell, executor).
+//   - actors.go: Actor, Actors (every loop the node needs, in one list)
+//     and Go, which runs them for tests and embedders.
 //   - http.go: Handler, the routes, authed, the handlers of the control API,
 //     health and readiness.
 //   - list.go: the paginated list of a tenant's deployments.
@@ -115,8 +117,7 @@
 //	n, err := node.New(ctx, cfg, node.Options{Logger: logger})
 //	if err != nil { ... }
 //	defer n.Close(context.Background())
-//	// run n.Scheduler(), n.Sampler(), n.Cells(), n.FrontYield(),
-//	// n.CollectArtifacts and n.LogRejections until shutdown, and:
+//	wait := node.Go(ctx, n.Actors()) // or each actor in your run group
 //	srv := n.Server()
 //	err = srv.Serve(n.WrapListener(ln))
 package node

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,17 +72,14 @@ func startServedWith(t testing.TB, mod func(*config.Config)) *servedNode {
 	}
 	srv := n.Server()
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); _ = n.Scheduler().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.FrontYield().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.Sampler().Run(ctx) }()
-	go func() { defer wg.Done(); _ = srv.Serve(n.WrapListener(ln)) }()
+	wait := Go(ctx, append(n.Actors(), Actor{Name: "http", Run: func(context.Context) error {
+		return srv.Serve(n.WrapListener(ln))
+	}}))
 	sn := &servedNode{n: n, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), admin: admin, inv: inv, log: logs}
 	t.Cleanup(func() {
 		_ = srv.Close()
 		cancel()
-		wg.Wait()
+		_ = wait()
 		n.Close(context.Background())
 	})
 	for i := 0; i < 500; i++ { // ready once the first load sample arrived

@@ -51,9 +51,8 @@ type Options struct {
 
 // Node is a composed latent-node: catalog, runner, cell pool, load source,
 // admission ledger, scheduler, authentication, metrics and the HTTP API.
-// New starts nothing; the actors (Scheduler, Sampler, FrontYield, Cells,
-// CollectArtifacts, LogRejections, the HTTP server) are run by the caller
-// (cmd/latent-node wires them with oklog/run).
+// New starts nothing: the caller runs Actors() and serves Server() (cmd/latent-node
+// wires them with oklog/run).
 type Node struct {
 	cfg   *config.Config
 	log   *slog.Logger
@@ -176,26 +175,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	return n, nil
 }
 
-// FrontYield is the actor through which guests give their processors to
-// the network front: run it (Run(ctx)) for the node's lifetime. Without it
-// guests never yield, and requests wait for idle processors.
-func (n *Node) FrontYield() interface{ Run(context.Context) error } { return n.yield }
-
 // Catalog returns the node's catalog (the demo deploys through it).
 func (n *Node) Catalog() *catalog.Catalog { return n.cat }
 
-// Scheduler is the scheduler actor: run it (Run(ctx)) for the node's lifetime.
-func (n *Node) Scheduler() interface{ Run(context.Context) error } { return n.sched }
-
-// Cells is the cell pool, whose driver replaces quarantined cells: run it
-// (Run(ctx)) for the node's lifetime.
-func (n *Node) Cells() *cellpool.Pool { return n.pool }
-
-// CollectArtifacts runs the catalog's garbage collection every interval
+// collectArtifacts runs the catalog's garbage collection every interval
 // until ctx ends: a tenant gives up the artifacts none of its services uses
 // once their grace period is over, and an artifact no tenant owns is
 // deleted. It returns nil when ctx ends.
-func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error {
+func (n *Node) collectArtifacts(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -231,7 +218,7 @@ func (n *Node) CollectArtifacts(ctx context.Context, every time.Duration) error 
 	}
 }
 
-// CollectInterval is how often CollectArtifacts should run for the
+// CollectInterval is how often the artifact collection runs for the
 // configuration: a quarter of the grace period, from 1s to 5m.
 func CollectInterval(cfg *config.Config) time.Duration {
 	return min(max(cfg.Catalog.ArtifactGrace/4, time.Second), 5*time.Minute)
@@ -245,9 +232,6 @@ func (n *Node) Sizing() config.GuestSizing { return n.sizing }
 // ("psi-host", "psi-cgroup", "utilization-host", "utilization-cgroup",
 // "fixed"; see loadsource.Describe).
 func (n *Node) LoadSourceKind() string { return n.loadKind }
-
-// Sampler is the load sampler actor: run it for the node's lifetime.
-func (n *Node) Sampler() *loadsource.Sampler { return n.sampler }
 
 // Server returns an http.Server for the node's API. Serve it on a listener
 // wrapped with WrapListener, which bounds its connections (the server's

@@ -46,9 +46,9 @@ func (n *Node) flushRejections() {
 	n.log.Info("rejections", args...)
 }
 
-// LogRejections is the actor that writes the aggregated refusal line every
+// logRejections is the actor that writes the aggregated refusal line every
 // interval until ctx ends (then once more). Run it for the node's lifetime.
-func (n *Node) LogRejections(ctx context.Context, every time.Duration) error {
+func (n *Node) logRejections(ctx context.Context, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

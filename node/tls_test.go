@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,16 +89,11 @@ func startTLSNode(t *testing.T, files config.NodeTLS) *tlsNode {
 	srv.TLSConfig = st.Config()
 	ln := tls.NewListener(n.WrapListener(raw), st.Config())
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); _ = n.Scheduler().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.FrontYield().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.Sampler().Run(ctx) }()
-	go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+	wait := Go(ctx, append(n.Actors(), Actor{Name: "https", Run: func(context.Context) error { return srv.Serve(ln) }}))
 	t.Cleanup(func() {
 		_ = srv.Close()
 		cancel()
-		wg.Wait()
+		_ = wait()
 		n.Close(context.Background())
 	})
 	return tn

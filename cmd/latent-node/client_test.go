@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,16 +41,12 @@ func startDemoNode(t *testing.T) (url, key string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); _ = n.Scheduler().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.FrontYield().Run(ctx) }()
-	go func() { defer wg.Done(); _ = n.Sampler().Run(ctx) }()
+	wait := node.Go(ctx, n.Actors())
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
-		wg.Wait()
+		_ = wait()
 		n.Close(context.Background())
 	})
 	for i := 0; i < 500; i++ { // ready once the first load sample arrived

@@ -321,37 +321,13 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 			}
 		}, func(error) { cancel() })
 	}
-	{ // scheduler
+	for _, a := range n.Actors() { // scheduler, sampler, cells, front yield, collection, refusal log, cluster
 		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.Scheduler().Run(sctx) }, func(error) { cancel() })
-	}
-	{ // load sampler
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.Sampler().Run(sctx) }, func(error) { cancel() })
-	}
-	{ // the cell pool: replaces quarantined cells
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.Cells().Run(sctx) }, func(error) { cancel() })
-	}
-	{ // the front yield: guests give their processors to the network front
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.FrontYield().Run(sctx) }, func(error) { cancel() })
+		g.Add(func() error { return a.Run(sctx) }, func(error) { cancel() })
 	}
 	if gcTuned { // the Go heap goal's floor (GOGC unset)
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return gcfloor.New(gcfloor.DefaultFloor).Run(sctx, time.Second) }, func(error) { cancel() })
-	}
-	if c := n.Cluster(); c != nil { // the cluster: membership, releases, freshness
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return c.Run(sctx) }, func(error) { cancel() })
-	}
-	{ // artifact garbage collection
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.CollectArtifacts(sctx, node.CollectInterval(cfg)) }, func(error) { cancel() })
-	}
-	{ // the aggregated refusal log line
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return n.LogRejections(sctx, 10*time.Second) }, func(error) { cancel() })
 	}
 	{ // HTTP server
 		srv := n.Server()

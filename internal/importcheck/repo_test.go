@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -189,5 +190,113 @@ func TestArchitecture_importTable(t *testing.T) {
 		if _, ok := Allowed[pkg]; !ok {
 			t.Errorf("docs/architecture.md's import table lists %s, which the rule does not", pkg)
 		}
+	}
+}
+
+// TestArchitecture_packageTable checks that docs/architecture.md's package
+// section ("## Packages") names every package of the module with
+// production code, as `path`, as `name` for a package under internal/, or
+// under a `dir/…` or `dir/` entry that covers a whole directory, and that
+// every package it sets in bold exists.
+func TestArchitecture_packageTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Packages")
+	section, _, ok2 := strings.Cut(section, "\n## ")
+	if !ok || !ok2 {
+		t.Fatal("docs/architecture.md has no package section")
+	}
+	mentioned := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z0-9/…-]+)`").FindAllStringSubmatch(section, -1) {
+		mentioned[m[1]] = true
+	}
+	covered := func(pkg string) bool {
+		if mentioned[pkg] || mentioned[pkg+"/"] {
+			return true
+		}
+		if rest, ok := strings.CutPrefix(pkg, "internal/"); ok && mentioned[rest] {
+			return true
+		}
+		for dir := filepath.Dir(pkg); dir != "."; dir = filepath.Dir(dir) {
+			if mentioned[dir+"/…"] || mentioned[dir+"/"] {
+				return true
+			}
+		}
+		return false
+	}
+	var pkgs []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || d.Name() == "examples") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(root, filepath.Dir(path))
+		if err != nil || rel == "." {
+			return err
+		}
+		if len(pkgs) == 0 || pkgs[len(pkgs)-1] != filepath.ToSlash(rel) {
+			pkgs = append(pkgs, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) < 15 {
+		t.Fatalf("found %d packages; the walk no longer finds them", len(pkgs))
+	}
+	for _, p := range pkgs {
+		if !covered(p) {
+			t.Errorf("docs/architecture.md's package section does not name %s", p)
+		}
+	}
+	for _, m := range regexp.MustCompile("\\*\\*`([a-z0-9/-]+)`\\*\\*").FindAllStringSubmatch(section, -1) {
+		if st, err := os.Stat(filepath.Join(root, m[1])); err != nil || !st.IsDir() {
+			t.Errorf("docs/architecture.md's package section names %s, which is not a directory of the module", m[1])
+		}
+	}
+}
+
+// TestArchitecture_actorTable checks docs/architecture.md's actor table
+// against the source: its rows run by `Node.Actors` are exactly the actors
+// node.Actors lists (the Name of each Actor literal in node/actors.go).
+func TestArchitecture_actorTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "node", "actors.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body, ok := strings.Cut(string(src), "func (n *Node) Actors() []Actor {")
+	body, _, ok2 := strings.Cut(body, "\n}\n")
+	if !ok || !ok2 {
+		t.Fatal("node/actors.go has no Actors method")
+	}
+	var inCode []string
+	for _, m := range regexp.MustCompile(`Actor\{Name: "([a-z-]+)"|\{Name: "([a-z-]+)"`).FindAllStringSubmatch(body, -1) {
+		inCode = append(inCode, m[1]+m[2])
+	}
+	var inDoc []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z-]+)` \\| `Node.Actors` \\|").FindAllStringSubmatch(string(doc), -1) {
+		inDoc = append(inDoc, m[1])
+	}
+	if len(inCode) < 5 {
+		t.Fatalf("found %d actors in node/actors.go; the pattern no longer reads it", len(inCode))
+	}
+	slices.Sort(inCode)
+	slices.Sort(inDoc)
+	if !slices.Equal(inCode, inDoc) {
+		t.Errorf("docs/architecture.md's actor table lists %v run by Node.Actors; node/actors.go lists %v", inDoc, inCode)
 	}
 }
