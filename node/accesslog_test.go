@@ -17,19 +17,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
 // startLoggedNode is startNode with the node's log captured as JSON lines
 // (debug level included).
-func startLoggedNode(t *testing.T) (*testNode, *syncBuffer) {
+func startLoggedNode(t *testing.T) (*testNode, *testutil.SyncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	return startNodeLogged(t, nil, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))), logs
 }
 
 // logLines returns the captured lines with message msg and field id.
-func logLines(t *testing.T, logs *syncBuffer, msg, id string) []map[string]any {
+func logLines(t *testing.T, logs *testutil.SyncBuffer, msg, id string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(logs.String()))

@@ -49,24 +49,23 @@
 //   - Maps keyed by tenant or principal (ingress, pacer, write bounds,
 //     metric labels) are bounded by the configuration, never by requests.
 //   - Guests give their processor to the network front at the end of each
-//     activation and at fuel checks, at most every FrontYieldInterval, so
+//     activation and at fuel checks, at most every front.YieldInterval, so
 //     requests are read while guests run (RATIONALE.md says why and at what
 //     cost).
 //
 // # Actors
 //
-// New starts no goroutine. The caller runs, for the node's lifetime, each
-// with Run(ctx) error or its equivalent (cmd/latent-node wires them with
-// oklog/run): Scheduler, Sampler, Cells (the pool's replacement driver),
-// FrontYield, CollectArtifacts and LogRejections, and the http.Server from
-// Server on a listener from WrapListener. Close releases the runtime and the
-// pool once they have stopped.
+// New starts no goroutine. The caller runs, for the node's lifetime, every
+// actor of Actors (cmd/latent-node in its oklog/run group, tests with Go)
+// and the http.Server from Server on a listener from WrapListener. Close
+// releases the runtime and the pool once they have stopped.
 //
 // # Locks
 //
-// Every mutex of the package is a leaf: the connection limiter's, each
-// ingress pool's, the refusal pacer's, the refusal log's, each per-tenant
-// write bound's, the front yield's and the rate-limited logger's. None is
+// Every mutex of the package, and of node/front, is a leaf: the connection
+// limiter's, each ingress pool's, the refusal pacer's, the refusal log's,
+// each per-tenant write bound's, the front yield's and the rate-limited
+// logger's. None is
 // held while another is taken, across a channel operation, a log line or
 // I/O, or while calling into another package.
 //
@@ -89,13 +88,9 @@
 //   - cluster.go: a node in a cluster: deploys and deletes through etcd,
 //     the peer endpoints (artifacts, replicate, applied), cluster status.
 //   - ingress.go: the ingress governor (pools, tickets, governed).
-//   - conns.go: the connection limiter and the rate-limited server log.
 //   - browser.go: cross-site refusal of client certificates, the status
 //     page's Host check.
 //   - reload.go: Reload, prepared in full before it applies.
-//   - tls.go: ServerTLS, the API listener's certificate and client CAs
-//     ([node.tls]), swapped by Reload.
-//   - frontyield.go: the front yield (pipe and sentinel).
 //   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight.
 //   - accesslog.go: one log line per request (rate-limited per tenant);
@@ -110,7 +105,9 @@
 //
 // Sub-packages: node/api (headers and problem bodies), node/auth (API keys
 // and principals), node/config (the configuration file,
-// docs/configuration.md).
+// docs/configuration.md), node/front (what the network front needs and no
+// other part of the node: the connection limiter, the front yield, the
+// listener's TLS material).
 //
 // # Usage
 //

@@ -133,7 +133,7 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel is panicked as is
 				panic(v)
 			}
-			n.panics.log("handler panic", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v),
+			n.panics.Log("handler panic", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v),
 				"stack", string(debug.Stack()))
 			if sw.started {
 				panic(http.ErrAbortHandler) // the status line is out: cut the connection

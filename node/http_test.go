@@ -19,9 +19,11 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/runner"
 )
 
@@ -31,7 +33,7 @@ type servedNode struct {
 	n          *Node
 	url, addr  string
 	admin, inv string // keys: the demo principal (every role), an invoke-only one
-	log        *syncBuffer
+	log        *testutil.SyncBuffer
 }
 
 func startServed(t testing.TB) *servedNode {
@@ -58,7 +60,7 @@ func startServedWith(t testing.TB, mod func(*config.Config)) *servedNode {
 	if mod != nil {
 		mod(cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	n, err := New(context.Background(), cfg, Options{LoadSource: calmSource{}, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -242,11 +244,11 @@ func TestHTTP_problemsForUnknownPathsAndMethods(t *testing.T) {
 }
 
 // bareNode is a node with only what the error paths need.
-func bareNode(t *testing.T) (*Node, *syncBuffer) {
-	logs := &syncBuffer{}
+func bareNode(t *testing.T) (*Node, *testutil.SyncBuffer) {
+	logs := &testutil.SyncBuffer{}
 	n := &Node{log: slog.New(slog.NewJSONHandler(logs, nil)), cfg: &config.Config{}}
 	n.metrics = newMetrics(n)
-	n.panics = newRateLog(n.log, time.Second)
+	n.panics = front.NewRateLog(n.log, time.Second)
 	return n, logs
 }
 

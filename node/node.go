@@ -19,6 +19,7 @@ import (
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 )
@@ -43,7 +44,7 @@ type Options struct {
 	LoadSource loadsource.Source
 	// Conns overrides node.max_connections and
 	// node.max_connections_per_address (a zero field: the configuration's).
-	Conns ConnLimits
+	Conns front.ConnLimits
 	// RefusalRate overrides DefaultRefusalRate (refusals per second and
 	// principal answered without being held; tests).
 	RefusalRate int
@@ -66,7 +67,7 @@ type Node struct {
 	loadKind string
 	// sizing is how many guests run at once on this host (config.Sizing).
 	sizing  config.GuestSizing
-	yield   *frontYield
+	yield   *front.Yield
 	sampler *loadsource.Sampler
 	prov    *admission.LocalQuotaProvider
 	sched   *scheduler.Scheduler[*invocation, runner.Outcome]
@@ -74,8 +75,8 @@ type Node struct {
 	auth    atomic.Pointer[auth.Authenticator]
 	metrics *metrics
 	health  chan struct{} // the liveness probe's own bound
-	conns   *connLimiter
-	panics  *rateLog // handler panics, at most one line a second
+	conns   *front.ConnLimiter
+	panics  *front.RateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
 	pacer      *refusalPacer
@@ -102,8 +103,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.clock == nil {
 		n.clock = wallClock{}
 	}
-	n.conns = newConnLimiter(connLimits(cfg, opts.Conns), n.log)
-	n.panics = newRateLog(n.log, time.Second)
+	n.conns = front.NewConnLimiter(connLimits(cfg, opts.Conns), n.log)
+	n.panics = front.NewRateLog(n.log, time.Second)
 	rate, burst := DefaultRefusalRate, DefaultRefusalBurst
 	if opts.RefusalRate > 0 {
 		rate = opts.RefusalRate
@@ -121,10 +122,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		n.log.Warn("discarded a corrupt compile-cache entry and compiled the module again", "err", err.Error())
 	}
 	n.sizing = cfg.Sizing(runtime.NumCPU())
-	if n.yield, err = newFrontYield(FrontYieldInterval); err != nil {
+	if n.yield, err = front.NewYield(front.YieldInterval); err != nil {
 		return nil, err
 	}
-	rc.OnSlice = n.yield.maybe
+	rc.OnSlice = n.yield.Maybe
 	if n.run, err = runner.New(ctx, rc); err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ func (n *Node) Server() *http.Server {
 	return &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		BaseContext: func(net.Listener) context.Context { return context.Background() },
-		ConnState:   n.conns.ConnState, ErrorLog: newErrorLog(n.log)}
+		ConnState:   n.conns.ConnState, ErrorLog: front.NewErrorLog(n.log)}
 }
 
 // WrapListener bounds ln's connections by node.max_connections and
@@ -257,13 +258,13 @@ func (n *Node) Server() *http.Server {
 func (n *Node) WrapListener(ln net.Listener) net.Listener { return n.conns.Wrap(ln) }
 
 // ConnStats returns the counters of the node's connection bound.
-func (n *Node) ConnStats() ConnStats { return n.conns.Stats() }
+func (n *Node) ConnStats() front.ConnStats { return n.conns.Stats() }
 
 // Close releases the runtime and the pool and flushes the spans not yet
 // exported (within tracing.timeout). Call it after the actors stopped.
 func (n *Node) Close(ctx context.Context) {
 	if n.yield != nil {
-		n.yield.close()
+		n.yield.Close()
 	}
 	if n.pool != nil {
 		_ = n.pool.Close()
@@ -277,6 +278,20 @@ func (n *Node) Close(ctx context.Context) {
 	if n.cluster != nil {
 		_ = n.cluster.Close()
 	}
+}
+
+// connLimits are the configuration's bounds, each overridden by a non-zero
+// field of override.
+func connLimits(cfg *config.Config, override front.ConnLimits) front.ConnLimits {
+	lim := front.ConnLimits{MaxConns: cfg.Node.MaxConnections, MaxConnsPerAddr: cfg.Node.MaxConnectionsPerAddress}
+	if override.MaxConns != 0 {
+		lim.MaxConns = override.MaxConns
+	}
+	if override.MaxConnsPerAddr != 0 {
+		lim.MaxConnsPerAddr = override.MaxConnsPerAddr
+	}
+	lim.WriteStall = override.WriteStall
+	return lim
 }
 
 // cellSource adapts the cell pool to the scheduler.
@@ -324,7 +339,7 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, r
 	out := e.n.run.RunWith(ctx, exec, lease, runner.Input{Body: job.Input().body, Environ: job.Input().environ, OnSlice: pause})
 	// Before the scheduler picks the next job, the front reads what
 	// arrived meanwhile, so the choice is between every queued tenant.
-	e.n.yield.maybe()
+	e.n.yield.Maybe()
 	if out.Quarantine {
 		ob := exec.Obligations()
 		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),

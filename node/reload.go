@@ -13,6 +13,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 )
 
 // A reload (SIGHUP, or POST /v1/admin/reload) reads the configuration file
@@ -58,7 +59,7 @@ type ReloadSource struct {
 	// Load reads and validates the configuration file.
 	Load func() (*config.Config, error)
 	// TLS is the listener's certificate holder (nil without [node.tls]).
-	TLS *ServerTLS
+	TLS *front.ServerTLS
 }
 
 // ErrNotReloadable: the node was started without a configuration file (the
@@ -111,9 +112,9 @@ func (n *Node) Reload() (ReloadResult, error) {
 			return ReloadResult{}, errors.Wrap(err, "node: reload principals")
 		}
 	}
-	var tlsFiles *tlsMaterial
+	var tlsFiles *front.Material
 	if t := n.reload.src.TLS; t != nil && next.Node.TLS == n.cfg.Node.TLS {
-		if tlsFiles, err = t.load(); err != nil {
+		if tlsFiles, err = t.Load(); err != nil {
 			// The file is valid, the certificate files are not readable as
 			// a pair right now.
 			n.log.Warn("TLS certificate reload failed; nothing changed", "err", err.Error())
@@ -158,7 +159,7 @@ func (n *Node) Reload() (ReloadResult, error) {
 		res.Applied = append(res.Applied, "principals")
 	}
 	if tlsFiles != nil {
-		n.reload.src.TLS.store(tlsFiles)
+		n.reload.src.TLS.Store(tlsFiles)
 		res.Applied = append(res.Applied, "node.tls files")
 	}
 	// What runs now: the new file's live parts over the running rest.

@@ -10,6 +10,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 )
 
 // TestReload_failedTLSChangesNothing: a reload whose TLS files fail to load
@@ -31,7 +32,7 @@ func TestReload_failedTLSChangesNothing(t *testing.T) {
 	ca := testcert.NewCA(t, "reload CA")
 	good := ca.Issue(t, testcert.Spec{DNSNames: []string{"localhost"}})
 	certFile, keyFile := good.Write(t, dir, "node")
-	ts, err := NewServerTLS(config.NodeTLS{CertFile: certFile, KeyFile: keyFile})
+	ts, err := front.NewServerTLS(config.NodeTLS{CertFile: certFile, KeyFile: keyFile})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 )
 
 // tlsNode is the demo node served over TLS by its own Server() on a wrapped
@@ -28,7 +29,7 @@ import (
 // subject "CN=ci,O=acme".
 type tlsNode struct {
 	n    *Node
-	st   *ServerTLS
+	st   *front.ServerTLS
 	addr string
 	key  string // the demo principal's API key
 	// idle receives a value whenever the connection bound counts an idle
@@ -67,19 +68,19 @@ func startTLSNode(t *testing.T, files config.NodeTLS) *tlsNode {
 	if _, err := n.DeployDemo(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewServerTLS(cfg.Node.TLS)
+	st, err := front.NewServerTLS(cfg.Node.TLS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tn := &tlsNode{n: n, st: st, key: key, idle: make(chan struct{}, 64)}
-	n.conns.changed = func() {
+	n.conns.OnChange(func() {
 		if n.conns.Stats().Idle > 0 {
 			select {
 			case tn.idle <- struct{}{}:
 			default:
 			}
 		}
-	}
+	})
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +312,7 @@ func TestNewServerTLS_needsBothFiles(t *testing.T) {
 		{"missing files", config.NodeTLS{CertFile: "/nonexistent/x.crt", KeyFile: "/nonexistent/x.key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewServerTLS(tc.files); err == nil {
+			if _, err := front.NewServerTLS(tc.files); err == nil {
 				t.Fatal("NewServerTLS succeeded")
 			}
 		})
@@ -363,7 +364,7 @@ func BenchmarkServerTLS_healthz(b *testing.B) {
 	dir := b.TempDir()
 	var files config.NodeTLS
 	files.CertFile, files.KeyFile = ca.Issue(b, testcert.Spec{}).Write(b, dir, "server")
-	st, err := NewServerTLS(files)
+	st, err := front.NewServerTLS(files)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
@@ -236,7 +237,7 @@ func TestTracing_refusal(t *testing.T) {
 // activation id of the answer and of its log line.
 func TestTracing_refusedBeforeInvoke(t *testing.T) {
 	rcv := startReceiver(t)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	tn := startNodeLogged(t, tracingOn(rcv.srv.URL+"/v1/traces"), slog.New(slog.NewJSONHandler(logs, nil)))
 	big := bytes.Repeat([]byte("x"), int(tn.n.cfg.Node.Limits.MaxPayloadBytes)+1)
 	tn.deployGuest(t, "cgi", "cgienv", "wagi")

@@ -35,6 +35,7 @@ import (
 	"github.com/latent-node/latent-node/node"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 )
 
 func main() {
@@ -268,9 +269,9 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 		return errors.Wrap(err, "listen")
 	}
 	ln := n.WrapListener(raw) // bounded connections, accept errors backed off
-	var serverTLS *node.ServerTLS
+	var serverTLS *front.ServerTLS
 	if cfg.Node.TLS.Enabled() { // [node.tls]: HTTPS only
-		if serverTLS, err = node.NewServerTLS(cfg.Node.TLS); err != nil {
+		if serverTLS, err = front.NewServerTLS(cfg.Node.TLS); err != nil {
 			_ = ln.Close()
 			return err
 		}

@@ -24,6 +24,14 @@ var Allowed = map[string][]string{
 	"cluster":    {"catalog", "internal"},
 }
 
+// Narrow maps packages below the top level to the only packages of this
+// module they may import (full paths relative to the module), on top of
+// their top-level package's rule: the node's front knows nothing of the
+// rest of the node.
+var Narrow = map[string][]string{
+	"node/front": {"node/config"},
+}
+
 // mayImportNode lists the top-level packages that may import node or cmd.
 var mayImportNode = []string{"cmd", "stress", "bench", "node"}
 
@@ -79,6 +87,9 @@ func Check(module string, pkgs []Package) []string {
 				continue
 			}
 			other := strings.TrimPrefix(imp, module+"/")
+			if allowed, narrow := Narrow[rel]; narrow && !slices.Contains(allowed, other) {
+				bad = append(bad, rel+" imports "+other+": "+rel+" may import only "+strings.Join(allowed, ", ")+" of this module")
+			}
 			o := top(other)
 			switch {
 			case o == me:

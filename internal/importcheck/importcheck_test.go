@@ -21,6 +21,8 @@ func TestCheck(t *testing.T) {
 		want int
 	}{
 		{"upstream import is fine", Package{ImportPath: mod + "/admission", Imports: []string{mod + "/catalog", "fmt"}}, 0},
+		{"narrow package imports its allowed one", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/config"}}, 0},
+		{"narrow package imports the rest of node", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/api"}}, 1},
 		{"downstream import is refused", Package{ImportPath: mod + "/catalog", Imports: []string{mod + "/admission"}}, 1},
 		{"sideways import is refused", Package{ImportPath: mod + "/scheduler", Imports: []string{mod + "/runner"}}, 1},
 		{"node from a layer is refused", Package{ImportPath: mod + "/runner", Imports: []string{mod + "/node/config"}}, 1},

@@ -1,4 +1,4 @@
-package node
+package front
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// FrontYieldInterval is how often, at most, a guest gives its processor to
+// YieldInterval is how often, at most, a guest gives its processor to
 // the network front: when an activation ends and at the guest's fuel checks
 // (every fuel slice), if no guest yielded for this long.
-const FrontYieldInterval = 100 * time.Microsecond
+const YieldInterval = 100 * time.Microsecond
 
-// frontYield lets the front read the network while guests hold every Go
+// Yield lets the front read the network while guests hold every Go
 // processor. Go polls the network only when a processor runs out of
 // runnable goroutines (or from its 10ms monitor), and while guests are
 // queued one always remains runnable: requests would wait unread in their
@@ -32,7 +32,7 @@ const FrontYieldInterval = 100 * time.Microsecond
 // and queued, and finished answers written, before the next guest is
 // chosen. No timer, no other thread: a yield costs two system calls and a
 // poll, a few microseconds.
-type frontYield struct {
+type Yield struct {
 	epoch    time.Time
 	interval time.Duration
 	last     atomic.Int64 // since epoch, of the last yield
@@ -45,18 +45,18 @@ type frontYield struct {
 	free    []chan struct{}
 }
 
-func newFrontYield(interval time.Duration) (*frontYield, error) {
+func NewYield(interval time.Duration) (*Yield, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, errors.Wrap(err, "node: front yield pipe")
 	}
-	f := &frontYield{epoch: time.Now(), interval: interval, r: r, w: w}
+	f := &Yield{epoch: time.Now(), interval: interval, r: r, w: w}
 	f.last.Store(-int64(interval)) // the first may yield at once
 	return f, nil
 }
 
 // Yields counts the yields so far.
-func (f *frontYield) Yields() uint64 { return f.yields.Load() }
+func (f *Yield) Yields() uint64 { return f.yields.Load() }
 
 // Run is the sentinel: it releases yielding guests until ctx ends, then
 // lets every guest pass without yielding. It returns nil when ctx ended
@@ -66,7 +66,7 @@ func (f *frontYield) Yields() uint64 { return f.yields.Load() }
 // ahead: each wake reads what the guests wrote once and waits again, where
 // a plain Read loop would also read the empty pipe (EAGAIN) before every
 // wait, a system call per yield for nothing.
-func (f *frontYield) Run(ctx context.Context) error {
+func (f *Yield) Run(ctx context.Context) error {
 	rc, err := f.r.SyscallConn()
 	if err != nil {
 		return errors.Wrap(err, "node: front yield pipe")
@@ -96,7 +96,7 @@ func (f *frontYield) Run(ctx context.Context) error {
 
 // release wakes the guests waiting now; with live false no guest waits
 // again.
-func (f *frontYield) release(live bool) {
+func (f *Yield) release(live bool) {
 	f.mu.Lock()
 	w := f.waiting
 	f.waiting = nil
@@ -109,7 +109,7 @@ func (f *frontYield) release(live bool) {
 
 // maybe yields the caller's processor to the front if no guest did for the
 // interval. It returns at once while Run is not running.
-func (f *frontYield) maybe() {
+func (f *Yield) Maybe() {
 	if f == nil {
 		return
 	}
@@ -143,7 +143,7 @@ func (f *frontYield) maybe() {
 }
 
 // close closes the pipe (after Run returned).
-func (f *frontYield) close() {
+func (f *Yield) Close() {
 	_ = f.r.Close()
 	_ = f.w.Close()
 }

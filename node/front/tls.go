@@ -1,4 +1,4 @@
-package node
+package front
 
 import (
 	"crypto/tls"
@@ -45,7 +45,7 @@ func NewServerTLS(t config.NodeTLS) (*ServerTLS, error) {
 func (s *ServerTLS) Reload() error {
 	s.reload.Lock()
 	defer s.reload.Unlock()
-	m, err := s.load()
+	m, err := s.Load()
 	if err != nil {
 		return err
 	}
@@ -53,8 +53,9 @@ func (s *ServerTLS) Reload() error {
 	return nil
 }
 
-// tlsMaterial is what the files held when load read them.
-type tlsMaterial struct {
+// Material is what the files held when Load read them: Load prepares a
+// reload that can fail, Store applies it.
+type Material struct {
 	cert tls.Certificate
 	cas  *x509.CertPool // nil without client_ca_file
 }
@@ -62,7 +63,7 @@ type tlsMaterial struct {
 // load reads the certificate, its key and the client CAs without using
 // them: a node reload reads them before it changes anything (store swaps
 // them in).
-func (s *ServerTLS) load() (*tlsMaterial, error) {
+func (s *ServerTLS) Load() (*Material, error) {
 	cert, err := config.LoadCertificate(s.files.CertFile, s.files.KeyFile)
 	if err != nil {
 		return nil, errors.Wrap(err, "node: node.tls.cert_file/key_file")
@@ -73,11 +74,11 @@ func (s *ServerTLS) load() (*tlsMaterial, error) {
 			return nil, errors.Wrapf(err, "node: node.tls.client_ca_file %s", s.files.ClientCAFile)
 		}
 	}
-	return &tlsMaterial{cert: cert, cas: cas}, nil
+	return &Material{cert: cert, cas: cas}, nil
 }
 
 // store makes m the material of the next handshakes.
-func (s *ServerTLS) store(m *tlsMaterial) {
+func (s *ServerTLS) Store(m *Material) {
 	s.reload.Lock()
 	defer s.reload.Unlock()
 	s.storeLocked(m)
@@ -86,7 +87,7 @@ func (s *ServerTLS) store(m *tlsMaterial) {
 // storeLocked is store.
 //
 // REQUIRES: s.reload held.
-func (s *ServerTLS) storeLocked(m *tlsMaterial) {
+func (s *ServerTLS) storeLocked(m *Material) {
 	s.cert.Store(&m.cert)
 	s.cas.Store(m.cas)
 }

@@ -1,4 +1,4 @@
-package node
+package front
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil"
 )
 
-// startYield runs a frontYield's sentinel until the test ends.
-func startYield(t *testing.T, interval time.Duration) *frontYield {
+// startYield runs a Yield's sentinel until the test ends.
+func startYield(t *testing.T, interval time.Duration) *Yield {
 	t.Helper()
-	f, err := newFrontYield(interval)
+	f, err := NewYield(interval)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func startYield(t *testing.T, interval time.Duration) *frontYield {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		f.close()
+		f.Close()
 	})
 	return f
 }
@@ -114,7 +114,7 @@ func TestFrontYield_readsTheNetwork(t *testing.T) {
 		return trips[len(trips)/2] // the median: a loaded machine delays single trips either way
 	}
 	f := startYield(t, 100*time.Microsecond)
-	with := roundTrips(t, f.maybe)
+	with := roundTrips(t, f.Maybe)
 	without := roundTrips(t, func() {})
 	t.Logf("median round trip: %v with yields, %v without", with, without)
 	if with*3 > without {
@@ -126,12 +126,12 @@ func TestFrontYield_readsTheNetwork(t *testing.T) {
 // maybe never waits.
 func TestFrontYield_passesWithoutSentinel(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the sentinel stopped
-	f, err := newFrontYield(0)
+	f, err := NewYield(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.close()
-	f.maybe() // not running yet: returns
+	defer f.Close()
+	f.Maybe() // not running yet: returns
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -139,7 +139,7 @@ func TestFrontYield_passesWithoutSentinel(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	f.maybe() // stopped: returns
+	f.Maybe() // stopped: returns
 }
 
 // TestFrontYield_concurrent: many goroutines yielding at once are all
@@ -148,7 +148,7 @@ func TestFrontYield_concurrent(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the sentinel stopped
 	f := startYield(t, 0)
 	err := testutil.Hammer(8, 200, func(int, int) error {
-		f.maybe()
+		f.Maybe()
 		return nil
 	})
 	if err != nil {
@@ -158,8 +158,8 @@ func TestFrontYield_concurrent(t *testing.T) {
 		t.Fatal("no yield counted")
 	}
 	g := startYield(t, time.Hour)
-	g.maybe()
-	g.maybe()
+	g.Maybe()
+	g.Maybe()
 	if n := g.Yields(); n != 1 {
 		t.Fatalf("want one yield within the interval, have %d", n)
 	}

@@ -1,4 +1,4 @@
-package node
+package front
 
 import (
 	"io"
@@ -24,7 +24,7 @@ func TestConnLimiter_shedsStalledWriter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newConnLimiter(tt.lim, nil)
+			l := NewConnLimiter(tt.lim, nil)
 			var peers []net.Conn
 			admit := func() *trackedConn {
 				server, client := net.Pipe()

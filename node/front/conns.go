@@ -1,4 +1,4 @@
-package node
+package front
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-
-	"github.com/latent-node/latent-node/node/config"
 )
 
 // Connection bounds of the HTTP listener.
@@ -65,20 +63,6 @@ func DefaultMaxConns() int {
 	return int(min(uint64(DefaultMaxConnsCeiling), rl.Cur-connsFDReserve))
 }
 
-// connLimits are the configuration's bounds, each overridden by a non-zero
-// field of override.
-func connLimits(cfg *config.Config, override ConnLimits) ConnLimits {
-	lim := ConnLimits{MaxConns: cfg.Node.MaxConnections, MaxConnsPerAddr: cfg.Node.MaxConnectionsPerAddress}
-	if override.MaxConns != 0 {
-		lim.MaxConns = override.MaxConns
-	}
-	if override.MaxConnsPerAddr != 0 {
-		lim.MaxConnsPerAddr = override.MaxConnsPerAddr
-	}
-	lim.WriteStall = override.WriteStall
-	return lim
-}
-
 func (c ConnLimits) withDefaults() ConnLimits {
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns()
@@ -103,7 +87,7 @@ type ConnStats struct {
 	AcceptErrors uint64 // failed accepts (each retried after a back-off)
 }
 
-// connLimiter bounds the connections of the listeners it wraps, in total and
+// ConnLimiter bounds the connections of the listeners it wraps, in total and
 // per remote address. At a bound it closes a connection that is not serving
 // a request, to make room for the new one: the longest-idle keep-alive
 // connection first, then the oldest connection that has not sent a request
@@ -119,9 +103,9 @@ type ConnStats struct {
 //
 // It learns whether a connection serves a request from the http.Server's
 // ConnState hook (ConnState below), so the server must use it.
-type connLimiter struct {
+type ConnLimiter struct {
 	lim      ConnLimits
-	acceptLg *rateLog
+	acceptLg *RateLog
 	epoch    time.Time // of trackedConn.writing
 
 	mu struct {
@@ -146,14 +130,18 @@ type addrConns struct {
 	idle, fresh, active connList
 }
 
-func newConnLimiter(lim ConnLimits, lg *slog.Logger) *connLimiter {
-	l := &connLimiter{lim: lim.withDefaults(), acceptLg: newRateLog(lg, time.Second), epoch: time.Now()}
+func NewConnLimiter(lim ConnLimits, lg *slog.Logger) *ConnLimiter {
+	l := &ConnLimiter{lim: lim.withDefaults(), acceptLg: NewRateLog(lg, time.Second), epoch: time.Now()}
 	l.mu.byAddr = map[string]*addrConns{}
 	return l
 }
 
+// OnChange makes the limiter call f after every state change, without its
+// lock held. Set it before the limiter serves (tests wait on it).
+func (l *ConnLimiter) OnChange(f func()) { l.changed = f }
+
 // Stats returns the current counters.
-func (l *connLimiter) Stats() ConnStats {
+func (l *ConnLimiter) Stats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return ConnStats{Open: l.mu.open, Busy: l.mu.open - l.mu.idle - l.mu.fresh, Idle: l.mu.idle, New: l.mu.fresh,
@@ -175,7 +163,7 @@ const (
 // most one list of its address, by kind.
 type trackedConn struct {
 	net.Conn
-	l    *connLimiter
+	l    *ConnLimiter
 	addr *addrConns
 	key  string
 	kind connKind // guarded by l.mu
@@ -223,7 +211,7 @@ func (q *connList) remove(c *trackedConn) {
 // kind (nil, nil for none and closed).
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
+func (l *ConnLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
 	switch k {
 	case kindIdle:
 		return &c.addr.idle, &l.mu.idle
@@ -238,7 +226,7 @@ func (l *connLimiter) list(c *trackedConn, k connKind) (*connList, *int) {
 // setKind moves c to the list of k.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) setKind(c *trackedConn, k connKind) {
+func (l *ConnLimiter) setKind(c *trackedConn, k connKind) {
 	if c.kind == k || c.kind == kindClosed {
 		return
 	}
@@ -257,7 +245,7 @@ func (l *connLimiter) setKind(c *trackedConn, k connKind) {
 // its oldest idle one, else its oldest fresh one.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) victim(a *addrConns) *trackedConn {
+func (l *ConnLimiter) victim(a *addrConns) *trackedConn {
 	if a == nil {
 		return nil
 	}
@@ -273,7 +261,7 @@ func (l *connLimiter) victim(a *addrConns) *trackedConn {
 // whose one keep-alive connection happens to be the longest idle.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) heaviestLocked() *addrConns {
+func (l *ConnLimiter) heaviestLocked() *addrConns {
 	var most *addrConns
 	for _, a := range l.mu.byAddr {
 		if (a.idle.head != nil || a.fresh.head != nil) && (most == nil || a.open > most.open) {
@@ -288,7 +276,7 @@ func (l *connLimiter) heaviestLocked() *addrConns {
 // (sinceEpoch): a client that stopped reading its answers.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
+func (l *ConnLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
 	var worst *trackedConn
 	var since int64
 	for c := a.active.head; c != nil; c = c.next {
@@ -303,7 +291,7 @@ func (l *connLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
 // connections among those with a stalled one.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) stalledAnyLocked(now int64) *trackedConn {
+func (l *ConnLimiter) stalledAnyLocked(now int64) *trackedConn {
 	var worst *trackedConn
 	for _, a := range l.mu.byAddr {
 		if worst != nil && a.open <= worst.addr.open {
@@ -317,12 +305,12 @@ func (l *connLimiter) stalledAnyLocked(now int64) *trackedConn {
 }
 
 // sinceEpoch is now for trackedConn.writing.
-func (l *connLimiter) sinceEpoch() int64 { return int64(time.Since(l.epoch)) + 1 }
+func (l *ConnLimiter) sinceEpoch() int64 { return int64(time.Since(l.epoch)) + 1 }
 
 // admit counts a newly accepted connection, closing victims to make room:
 // an idle or fresh connection, else one whose answer's write has been
 // blocked for WriteStall. It returns nil when nothing could be shed.
-func (l *connLimiter) admit(c net.Conn) *trackedConn {
+func (l *ConnLimiter) admit(c net.Conn) *trackedConn {
 	key := addrKey(c.RemoteAddr())
 	var shed []*trackedConn
 	now := l.sinceEpoch()
@@ -380,7 +368,7 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 // dropLocked stops counting c.
 //
 // REQUIRES: l.mu held.
-func (l *connLimiter) dropLocked(c *trackedConn) {
+func (l *ConnLimiter) dropLocked(c *trackedConn) {
 	if c.kind == kindClosed {
 		return
 	}
@@ -393,7 +381,7 @@ func (l *connLimiter) dropLocked(c *trackedConn) {
 	}
 }
 
-func (l *connLimiter) notify() {
+func (l *ConnLimiter) notify() {
 	if l.changed != nil {
 		l.changed()
 	}
@@ -401,7 +389,7 @@ func (l *connLimiter) notify() {
 
 // ConnState is the http.Server's ConnState hook: it tells the limiter which
 // connections serve a request.
-func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+func (l *ConnLimiter) ConnState(c net.Conn, s http.ConnState) {
 	if t, ok := c.(*tls.Conn); ok { // a TLS listener over the wrapped one
 		c = t.NetConn()
 	}
@@ -464,17 +452,17 @@ func addrKey(a net.Addr) string {
 	return s
 }
 
-// limitedListener applies a connLimiter to a listener and backs off on
+// limitedListener applies a ConnLimiter to a listener and backs off on
 // accept errors instead of spinning.
 type limitedListener struct {
 	net.Listener
-	l      *connLimiter
+	l      *ConnLimiter
 	closed chan struct{}
 	once   sync.Once
 }
 
 // Wrap returns ln bounded by the limiter.
-func (l *connLimiter) Wrap(ln net.Listener) net.Listener {
+func (l *ConnLimiter) Wrap(ln net.Listener) net.Listener {
 	return &limitedListener{Listener: ln, l: l, closed: make(chan struct{})}
 }
 
@@ -495,7 +483,7 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 			ll.l.mu.Lock()
 			ll.l.mu.acceptErrs++
 			ll.l.mu.Unlock()
-			ll.l.acceptLg.log("accept failed; retrying", "err", err.Error(), "retry_in", backoff.String())
+			ll.l.acceptLg.Log("accept failed; retrying", "err", err.Error(), "retry_in", backoff.String())
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
@@ -539,9 +527,9 @@ func retryableAccept(err error) bool {
 	return false
 }
 
-// rateLog writes at most one line per interval through a slog logger; the
+// RateLog writes at most one line per interval through a slog logger; the
 // next line written counts the lines suppressed since the last one.
-type rateLog struct {
+type RateLog struct {
 	lg    *slog.Logger
 	every time.Duration
 	now   func() time.Time
@@ -551,14 +539,14 @@ type rateLog struct {
 	suppressed uint64
 }
 
-func newRateLog(lg *slog.Logger, every time.Duration) *rateLog {
+func NewRateLog(lg *slog.Logger, every time.Duration) *RateLog {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	return &rateLog{lg: lg, every: every, now: time.Now}
+	return &RateLog{lg: lg, every: every, now: time.Now}
 }
 
-func (r *rateLog) log(msg string, args ...any) {
+func (r *RateLog) Log(msg string, args ...any) {
 	r.mu.Lock()
 	now := r.now()
 	if !r.last.IsZero() && now.Sub(r.last) < r.every {
@@ -575,15 +563,15 @@ func (r *rateLog) log(msg string, args ...any) {
 
 // errorLogWriter is the http.Server's ErrorLog output: each line becomes a
 // rate-limited structured record, so nothing reaches stderr as plain text.
-type errorLogWriter struct{ r *rateLog }
+type errorLogWriter struct{ r *RateLog }
 
 func (w errorLogWriter) Write(p []byte) (int, error) {
-	w.r.log("http server", "err", strings.TrimSpace(string(p)))
+	w.r.Log("http server", "err", strings.TrimSpace(string(p)))
 	return len(p), nil
 }
 
-// newErrorLog returns a *log.Logger for http.Server.ErrorLog writing to lg
+// NewErrorLog returns a *log.Logger for http.Server.ErrorLog writing to lg
 // (at most one line a second).
-func newErrorLog(lg *slog.Logger) *log.Logger {
-	return log.New(errorLogWriter{newRateLog(lg, time.Second)}, "", 0)
+func NewErrorLog(lg *slog.Logger) *log.Logger {
+	return log.New(errorLogWriter{NewRateLog(lg, time.Second)}, "", 0)
 }
