@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -243,7 +242,11 @@ func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.
 	rand.Shuffle(len(holders), func(i, j int) { holders[i], holders[j] = holders[j], holders[i] })
 	var errs error
 	for _, id := range holders {
-		err := c.fetchFrom(ctx, urls[id], tenant, d)
+		// The catalog bounds the size and verifies the digest while
+		// storing. The release was admitted where it was deployed: the
+		// tenant's upload quota here does not refuse it (its uploads here
+		// wait instead).
+		err := c.peers.fetch(ctx, urls[id], d, func(r io.Reader) error { return c.cat.PutReleaseArtifact(ctx, tenant, d, r) })
 		if err == nil {
 			if herr := c.hold(ctx, d); herr != nil {
 				c.log.Info("cluster: artifact fetched but its holding not recorded", "digest", string(d), "err", herr)
@@ -257,46 +260,4 @@ func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.
 		errs = errors.New("no member holds it")
 	}
 	return errors.Mark(errors.Wrapf(errs, "cluster: fetch artifact %s", d), ErrUnavailable)
-}
-
-// fetchFrom downloads d from the peer at base and stores it for tenant.
-func (c *Cluster) fetchFrom(ctx context.Context, base string, tenant catalog.TenantID, d catalog.Digest) error {
-	resp, err := c.peerRequest(ctx, http.MethodGet, base, "/v1/cluster/artifacts/"+string(d))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return errors.Newf("answered %d", resp.StatusCode)
-	}
-	// The catalog bounds the size and verifies the digest while storing.
-	// The release was admitted where it was deployed: the tenant's upload
-	// quota here does not refuse it (its uploads here wait instead).
-	return c.cat.PutReleaseArtifact(ctx, tenant, d, resp.Body)
-}
-
-// peerRequest sends a request with the peer token to path on the member
-// whose API is at base; the caller closes the answer's body. Right after
-// the token changed, a peer that has not read the new one yet answers 404:
-// the request is sent once more with the previous token.
-func (c *Cluster) peerRequest(ctx context.Context, method, base, path string) (*http.Response, error) {
-	tokens := c.peerTokens()
-	for i, token := range tokens {
-		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(base, "/")+path, nil)
-		if err != nil {
-			return nil, errors.Wrap(err, "request")
-		}
-		req.Header.Set(PeerTokenHeader, token)
-		resp, err := c.http.Do(req)
-		if err != nil {
-			return nil, errors.Wrap(err, "request")
-		}
-		if resp.StatusCode == http.StatusNotFound && i+1 < len(tokens) {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-			_ = resp.Body.Close()
-			continue
-		}
-		return resp, nil
-	}
-	return nil, errors.AssertionFailedf("cluster: no peer token to send")
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -112,7 +111,7 @@ type Cluster struct {
 	ownsCli bool
 	cat     *catalog.Catalog
 	log     *slog.Logger
-	http    *http.Client
+	peers   *peers
 	started time.Time
 
 	// deploys numbers this node's deploys (their pending-release keys).
@@ -131,17 +130,14 @@ type Cluster struct {
 	mu struct {
 		sync.Mutex
 		lease       clientv3.LeaseID // 0 while the node has no lease
-		token       string           // the peer token ("" until read)
-		prevToken   string           // the token before the last change, accepted until prevUntil
-		prevUntil   time.Time
-		lastFresh   time.Time     // last check that found the catalog current
-		lastContact time.Time     // last successful check
-		remoteHead  int64         // the head's revision at the last check
-		prevHead    int64         // the head at the check before
-		applyErr    error         // the last failure to apply
-		synced      bool          // a listing was applied (since the last failure)
-		applied     chan struct{} // closed when the catalog moves on
-		published   Member        // the member record last written
+		lastFresh   time.Time        // last check that found the catalog current
+		lastContact time.Time        // last successful check
+		remoteHead  int64            // the head's revision at the last check
+		prevHead    int64            // the head at the check before
+		applyErr    error            // the last failure to apply
+		synced      bool             // a listing was applied (since the last failure)
+		applied     chan struct{}    // closed when the catalog moves on
+		published   Member           // the member record last written
 	}
 }
 
@@ -165,7 +161,7 @@ func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
 	if cfg.OthersWait <= 0 {
 		cfg.OthersWait = applyWait
 	}
-	c := &Cluster{cfg: cfg, k: keys{cfg.Prefix}, cat: cat, log: cfg.Log, http: cfg.HTTP, started: time.Now(),
+	c := &Cluster{cfg: cfg, k: keys{cfg.Prefix}, cat: cat, log: cfg.Log, peers: &peers{http: cfg.HTTP, log: cfg.Log}, started: time.Now(),
 		kick: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	c.mu.applied = make(chan struct{})
 	if cfg.Client != nil {
@@ -240,49 +236,7 @@ func (c *Cluster) Status() Status {
 // one last read from etcd, or the one before it for tokenGrace after the
 // change (the token is re-read at every freshness check, so rotating it
 // in etcd needs no restart).
-func (c *Cluster) PeerAuthorized(token string) bool {
-	now := time.Now()
-	c.mu.Lock()
-	want, prev := c.mu.token, c.mu.prevToken
-	if now.After(c.mu.prevUntil) {
-		prev = ""
-	}
-	c.mu.Unlock()
-	ok := want != "" && subtle.ConstantTimeCompare([]byte(token), []byte(want)) == 1
-	return ok || prev != "" && subtle.ConstantTimeCompare([]byte(token), []byte(prev)) == 1
-}
-
-// setToken records token as the peer token read from etcd at now.
-func (c *Cluster) setToken(token string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if token == "" || token == c.mu.token {
-		return
-	}
-	if c.mu.token != "" {
-		c.mu.prevToken, c.mu.prevUntil = c.mu.token, now.Add(tokenGrace)
-		c.log.Info("cluster: the peer token changed in etcd; the previous one is accepted for a grace period", "grace", tokenGrace)
-	}
-	c.mu.token = token
-}
-
-func (c *Cluster) peerToken() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.mu.token
-}
-
-// peerTokens returns the peer token and, within its grace period, the
-// previous one.
-func (c *Cluster) peerTokens() []string {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.prevToken != "" && now.Before(c.mu.prevUntil) {
-		return []string{c.mu.token, c.mu.prevToken}
-	}
-	return []string{c.mu.token}
-}
+func (c *Cluster) PeerAuthorized(token string) bool { return c.peers.authorized(token) }
 
 // signal sends on a one-slot channel without blocking.
 func signal(ch chan struct{}) {
@@ -307,7 +261,7 @@ func wait(ctx context.Context, d time.Duration) bool {
 // ensureToken reads the peer token, making it first if the cluster has
 // none.
 func (c *Cluster) ensureToken(ctx context.Context) error {
-	if c.peerToken() != "" {
+	if c.peers.token() != "" {
 		return nil
 	}
 	var b [32]byte
@@ -328,7 +282,7 @@ func (c *Cluster) ensureToken(ctx context.Context) error {
 		}
 		token = string(kvs[0].Value)
 	}
-	c.setToken(token, time.Now())
+	c.peers.setToken(token, time.Now())
 	return nil
 }
 
@@ -533,7 +487,7 @@ func (c *Cluster) check(ctx context.Context) {
 		headRev = kvs[0].ModRevision
 	}
 	if kvs := resp.Responses[1].GetResponseRange().GetKvs(); len(kvs) == 1 {
-		c.setToken(string(kvs[0].Value), now)
+		c.peers.setToken(string(kvs[0].Value), now)
 	}
 	gen := int64(c.cat.Pin().Generation())
 	c.mu.Lock()

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,7 +262,7 @@ func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Resul
 	defer cancel()
 	applied := make(chan bool, len(others))
 	for _, m := range others {
-		go func() { applied <- c.askApplied(octx, m, gen) }()
+		go func() { applied <- c.peers.askApplied(octx, m, gen) }()
 	}
 	for range others {
 		if <-applied {
@@ -272,16 +270,6 @@ func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Resul
 		}
 	}
 	return res
-}
-
-// askApplied asks member to answer once its catalog reached gen.
-func (c *Cluster) askApplied(ctx context.Context, member Member, gen catalog.Generation) bool {
-	resp, err := c.peerRequest(ctx, http.MethodGet, member.AdvertiseURL, "/v1/cluster/applied/"+strconv.FormatUint(uint64(gen), 10))
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusNoContent
 }
 
 // WaitApplied waits until this node's catalog reached gen or ctx ends, and
@@ -352,7 +340,7 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID st
 				}
 				*announced = append(*announced, key)
 			}
-			if err := c.askReplicate(ctx, mem, m.Tenant, d); err != nil {
+			if err := c.peers.askReplicate(ctx, mem, m.Tenant, d); err != nil {
 				errs = errors.CombineErrors(errs, errors.Wrapf(err, "%s", mem.ID))
 				continue
 			}
@@ -362,19 +350,6 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID st
 			return errors.Mark(errors.Wrapf(errs, "cluster: artifact %s is held by %d of the %d nodes required", d, count, need),
 				ErrUnavailable)
 		}
-	}
-	return nil
-}
-
-// askReplicate asks member to fetch artifact d for tenant.
-func (c *Cluster) askReplicate(ctx context.Context, member Member, tenant catalog.TenantID, d catalog.Digest) error {
-	resp, err := c.peerRequest(ctx, http.MethodPost, member.AdvertiseURL, "/v1/cluster/replicate/"+url.PathEscape(string(tenant))+"/"+string(d))
-	if err != nil {
-		return err
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return errors.Newf("answered %d", resp.StatusCode)
 	}
 	return nil
 }

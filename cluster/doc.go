@@ -69,4 +69,14 @@
 // staleAfter (2.5 s) it reports itself stale; after the configured
 // max_staleness it is not ready. It keeps serving its last catalog
 // throughout; deploys are refused while it is stale.
+//
+// # Internal organization
+//
+//   - cluster.go: Config, Cluster, New, Run, Status, the membership lease
+//     (member record and artifact holdings) and the freshness check.
+//   - deploy.go: Deploy and Delete (the checked compare-and-swap commit),
+//     replication of artifacts and the pending-release announcements.
+//   - apply.go: the apply loop: list, watch, apply, fetch what is missing.
+//   - peers.go: the peer token and the requests sent to other members.
+//   - keys.go: the etcd keys.
 package cluster

@@ -168,13 +168,13 @@ func TestCluster_tokenRotation(t *testing.T) {
 		ms, err := a.c.Members(ctx)
 		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(ms) == 2
 	})
-	old := a.c.peerToken()
+	old := a.c.peers.token()
 	const rotated = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	if _, err := a.c.cli.Put(ctx, a.c.k.secret(), rotated); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new token accepted by both", 10*time.Second, func() bool {
-		return a.c.PeerAuthorized(rotated) && b.c.PeerAuthorized(rotated) && b.c.peerToken() == rotated
+		return a.c.PeerAuthorized(rotated) && b.c.PeerAuthorized(rotated) && b.c.peers.token() == rotated
 	})
 	if !a.c.PeerAuthorized(old) {
 		t.Error("the previous token was refused within its grace period")
@@ -183,7 +183,7 @@ func TestCluster_tokenRotation(t *testing.T) {
 		t.Error("a wrong token was accepted")
 	}
 	a.c.mu.Lock()
-	a.c.mu.prevUntil = time.Now().Add(-time.Second)
+	a.c.peers.mu.prevUntil = time.Now().Add(-time.Second)
 	a.c.mu.Unlock()
 	if a.c.PeerAuthorized(old) {
 		t.Error("the previous token was accepted after its grace period")
@@ -200,9 +200,9 @@ func TestCluster_tokenRotation(t *testing.T) {
 // sent again with the previous token within its grace period, and not
 // after it.
 func TestCluster_peerRequestPreviousToken(t *testing.T) {
-	c := &Cluster{http: &http.Client{}, log: slog.New(slog.DiscardHandler)}
-	c.mu.token = "new"
-	c.setToken("newer", time.Now())
+	p := &peers{http: &http.Client{}, log: slog.New(slog.DiscardHandler)}
+	p.mu.token = "new"
+	p.setToken("newer", time.Now())
 	peer := startSpy(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(PeerTokenHeader) != "new" {
 			http.NotFound(w, r)
@@ -210,7 +210,7 @@ func TestCluster_peerRequestPreviousToken(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	resp, err := c.peerRequest(context.Background(), http.MethodGet, peer.srv.URL, "/v1/cluster/applied/1")
+	resp, err := p.request(context.Background(), http.MethodGet, peer.srv.URL, "/v1/cluster/applied/1")
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("within the grace period: %v %v, want 204", resp, err)
 	}
@@ -218,8 +218,8 @@ func TestCluster_peerRequestPreviousToken(t *testing.T) {
 	if n := peer.tokens.Load(); n != 2 {
 		t.Fatalf("%d requests, want 2 (the new token, then the previous one)", n)
 	}
-	c.mu.prevUntil = time.Now().Add(-time.Second)
-	resp, err = c.peerRequest(context.Background(), http.MethodGet, peer.srv.URL, "/v1/cluster/applied/1")
+	p.mu.prevUntil = time.Now().Add(-time.Second)
+	resp, err = p.request(context.Background(), http.MethodGet, peer.srv.URL, "/v1/cluster/applied/1")
 	if err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("after the grace period: %v %v, want 404", resp, err)
 	}
