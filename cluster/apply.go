@@ -248,7 +248,7 @@ func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.
 		// wait instead).
 		err := c.peers.fetch(ctx, urls[id], d, func(r io.Reader) error { return c.cat.PutReleaseArtifact(ctx, tenant, d, r) })
 		if err == nil {
-			if herr := c.hold(ctx, d); herr != nil {
+			if herr := c.member.hold(ctx, d); herr != nil {
 				c.log.Info("cluster: artifact fetched but its holding not recorded", "digest", string(d), "err", herr)
 			}
 			return nil

@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -117,27 +115,22 @@ type Cluster struct {
 	// deploys numbers this node's deploys (their pending-release keys).
 	deploys atomic.Uint64
 	// kick asks the apply loop to list again (buffered, one pending).
-	kick chan struct{}
-	// changed tells the membership loop to write the member record.
-	changed chan struct{}
-	// noRevoke leaves the lease to expire when Run ends, as a crashed
-	// node's does (tests).
-	noRevoke bool
+	kick   chan struct{}
+	member *membership
 	// beforeCommit, when set, runs between a deploy's check and its
 	// commit (tests: another node's deploy in between).
 	beforeCommit func()
 
 	mu struct {
 		sync.Mutex
-		lease       clientv3.LeaseID // 0 while the node has no lease
-		lastFresh   time.Time        // last check that found the catalog current
-		lastContact time.Time        // last successful check
-		remoteHead  int64            // the head's revision at the last check
-		prevHead    int64            // the head at the check before
-		applyErr    error            // the last failure to apply
-		synced      bool             // a listing was applied (since the last failure)
-		applied     chan struct{}    // closed when the catalog moves on
-		published   Member           // the member record last written
+		lastFresh   time.Time     // last check that found the catalog current
+		lastContact time.Time     // last successful check
+		remoteHead  int64         // the head's revision at the last check
+		prevHead    int64         // the head at the check before
+		applyErr    error         // the last failure to apply
+		synced      bool          // a listing was applied (since the last failure)
+		applied     chan struct{} // closed when the catalog moves on
+		published   Member        // the member record last written
 	}
 }
 
@@ -162,10 +155,12 @@ func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
 		cfg.OthersWait = applyWait
 	}
 	c := &Cluster{cfg: cfg, k: keys{cfg.Prefix}, cat: cat, log: cfg.Log, peers: &peers{http: cfg.HTTP, log: cfg.Log}, started: time.Now(),
-		kick: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1)}
 	c.mu.applied = make(chan struct{})
+	c.member = &membership{k: c.k, cfg: &c.cfg, cat: cat, log: cfg.Log, peers: c.peers, status: c.Status,
+		changed: make(chan struct{}, 1)}
 	if cfg.Client != nil {
-		c.cli = cfg.Client
+		c.cli, c.member.cli = cfg.Client, cfg.Client
 		return c, nil
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: opTimeout,
@@ -174,7 +169,7 @@ func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "cluster: etcd client")
 	}
-	c.cli, c.ownsCli = cli, true
+	c.cli, c.member.cli, c.ownsCli = cli, cli, true
 	return c, nil
 }
 
@@ -193,7 +188,7 @@ func (c *Cluster) Close() error {
 func (c *Cluster) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); c.membership(ctx) }()
+	go func() { defer wg.Done(); c.member.run(ctx) }()
 	go func() { defer wg.Done(); c.applyLoop(ctx) }()
 	go func() { defer wg.Done(); c.freshness(ctx) }()
 	wg.Wait()
@@ -258,163 +253,6 @@ func wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// ensureToken reads the peer token, making it first if the cluster has
-// none.
-func (c *Cluster) ensureToken(ctx context.Context) error {
-	if c.peers.token() != "" {
-		return nil
-	}
-	var b [32]byte
-	_, _ = rand.Read(b[:])
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	key := c.k.secret()
-	resp, err := c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, hex.EncodeToString(b[:]))).Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		return errors.Wrap(err, "cluster: peer token")
-	}
-	token := hex.EncodeToString(b[:])
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) != 1 {
-			return errors.New("cluster: peer token vanished")
-		}
-		token = string(kvs[0].Value)
-	}
-	c.peers.setToken(token, time.Now())
-	return nil
-}
-
-// membership keeps a lease, the member record and the holder keys of the
-// catalog's artifacts under it; on a lost lease it starts over.
-func (c *Cluster) membership(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := c.ensureToken(ctx); err != nil {
-			c.log.Debug("cluster: no peer token yet", "err", err)
-			if !wait(ctx, retryDelay) {
-				return
-			}
-			continue
-		}
-		if err := c.leased(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("cluster: membership lease lost; starting over", "err", err)
-		}
-		c.mu.Lock()
-		c.mu.lease, c.mu.published = 0, Member{}
-		c.mu.Unlock()
-		if !wait(ctx, retryDelay) {
-			return
-		}
-	}
-}
-
-// leased runs one lease: grant, record, holdings, keep-alive, and the
-// record again on every change.
-func (c *Cluster) leased(ctx context.Context) error {
-	gctx, cancel := context.WithTimeout(ctx, opTimeout)
-	lease, err := c.cli.Grant(gctx, int64(max(c.cfg.LeaseTTL/time.Second, 1)))
-	cancel()
-	if err != nil {
-		return errors.Wrap(err, "grant")
-	}
-	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	alive, err := c.cli.KeepAlive(lctx, lease.ID)
-	if err != nil {
-		return errors.Wrap(err, "keep-alive")
-	}
-	c.mu.Lock()
-	c.mu.lease = lease.ID
-	c.mu.Unlock()
-	if err := c.publish(ctx); err != nil {
-		return err
-	}
-	for _, d := range c.cat.Pin().Artifacts() {
-		if err := c.hold(ctx, d); err != nil {
-			return err
-		}
-	}
-	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			if !c.noRevoke {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-				_, _ = c.cli.Revoke(rctx, lease.ID) // leave at once instead of after the TTL
-				cancel()
-			}
-			return nil
-		case _, ok := <-alive:
-			if !ok {
-				return errors.New("keep-alive ended")
-			}
-		case <-c.changed:
-			if err := c.publish(ctx); err != nil {
-				return err
-			}
-		case <-tick.C:
-			if err := c.publish(ctx); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// publish writes the member record when it changed.
-func (c *Cluster) publish(ctx context.Context) error {
-	st := c.Status()
-	m := Member{ID: c.cfg.NodeID, AdvertiseURL: c.cfg.AdvertiseURL, Version: c.cfg.Version,
-		Generation: st.Generation, CatalogHash: st.CatalogHash, Fresh: st.Fresh, Ready: st.Ready}
-	c.mu.Lock()
-	lease, same := c.mu.lease, c.mu.published == m
-	c.mu.Unlock()
-	if same || lease == 0 {
-		return nil
-	}
-	data, _ := json.Marshal(m)
-	pctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	if _, err := c.cli.Put(pctx, c.k.node(c.cfg.NodeID), string(data), clientv3.WithLease(lease)); err != nil {
-		return errors.Wrap(err, "member record")
-	}
-	c.mu.Lock()
-	c.mu.published = m
-	c.mu.Unlock()
-	return nil
-}
-
-// currentLease returns the membership lease, waiting up to opTimeout for
-// one (after etcd was unreachable for longer than the TTL, the membership
-// loop takes a moment to get a new lease).
-func (c *Cluster) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
-	deadline := time.Now().Add(opTimeout)
-	for {
-		c.mu.Lock()
-		lease := c.mu.lease
-		c.mu.Unlock()
-		if lease != 0 {
-			return lease, nil
-		}
-		if !time.Now().Before(deadline) || !wait(ctx, 20*time.Millisecond) {
-			return 0, errors.Wrap(ErrUnavailable, "cluster: no membership lease")
-		}
-	}
-}
-
-// hold records under the lease that this node holds artifact d.
-func (c *Cluster) hold(ctx context.Context, d catalog.Digest) error {
-	lease, err := c.currentLease(ctx)
-	if err != nil {
-		return err
-	}
-	pctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	_, err = c.cli.Put(pctx, c.k.holder(d, c.cfg.NodeID), "", clientv3.WithLease(lease))
-	return errors.Wrap(err, "cluster: record holding")
-}
-
 // Unhold removes this node's holding of d (its catalog deleted the
 // artifact): peers stop asking it for the bytes. A holding that outlives
 // a failed Unhold ends with the node's lease.
@@ -459,7 +297,7 @@ func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 func (c *Cluster) freshness(ctx context.Context) {
 	for {
 		c.check(ctx)
-		signal(c.changed)
+		signal(c.member.changed)
 		// A stale node checks four times as often, to be fresh again soon
 		// after etcd is back.
 		next := checkInterval
@@ -527,7 +365,7 @@ func (c *Cluster) noteApplied(err error) {
 	close(c.mu.applied)
 	c.mu.applied = make(chan struct{})
 	c.mu.Unlock()
-	signal(c.changed)
+	signal(c.member.changed)
 }
 
 // waitApplied waits until the local catalog reached gen, or ctx ends.

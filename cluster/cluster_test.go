@@ -361,7 +361,7 @@ func TestCluster_deadMemberLeaves(t *testing.T) {
 	waitFor(t, "b gone", time.Second, func() bool { return count() == 1 })
 	c := startMember(t, te.ClientURL, "c")
 	waitFor(t, "c joined", 10*time.Second, func() bool { return count() == 2 })
-	c.c.noRevoke = true // as if it crashed: the lease runs out
+	c.c.member.noRevoke = true // as if it crashed: the lease runs out
 	stopped := time.Now()
 	c.stop()
 	waitFor(t, "c gone", 2*time.Second+time.Second, func() bool { return count() == 1 })

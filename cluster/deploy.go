@@ -314,7 +314,7 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID st
 			held[strings.TrimPrefix(string(kv.Key), c.k.holders(d))] = true
 		}
 		if !held[c.cfg.NodeID] { // a holding is written once, under the lease
-			if err := c.hold(ctx, d); err != nil {
+			if err := c.member.hold(ctx, d); err != nil {
 				return err
 			}
 		}
@@ -371,7 +371,7 @@ func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d cata
 		return errors.Wrap(err, "cluster: replicate")
 	}
 	if c.cat.HasArtifact(tenant, d) {
-		return c.hold(ctx, d)
+		return c.member.hold(ctx, d)
 	}
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)
 	resp, err := c.cli.Get(gctx, c.k.pendings(tenant, d), clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -389,7 +389,7 @@ func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d cata
 // of tenant naming d is under way on this node (Replicate's rule), and
 // returns the key.
 func (c *Cluster) announce(ctx context.Context, tenant catalog.TenantID, d catalog.Digest, deployID string) (string, error) {
-	lease, err := c.currentLease(ctx)
+	lease, err := c.member.current(ctx)
 	if err != nil {
 		return "", err
 	}

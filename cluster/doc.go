@@ -72,8 +72,9 @@
 //
 // # Internal organization
 //
-//   - cluster.go: Config, Cluster, New, Run, Status, the membership lease
-//     (member record and artifact holdings) and the freshness check.
+//   - cluster.go: Config, Cluster, New, Run, Status and the freshness check.
+//   - membership.go: the membership lease, the member record and the
+//     artifact holdings under it.
 //   - deploy.go: Deploy and Delete (the checked compare-and-swap commit),
 //     replication of artifacts and the pending-release announcements.
 //   - apply.go: the apply loop: list, watch, apply, fetch what is missing.

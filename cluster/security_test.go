@@ -125,7 +125,7 @@ func TestCluster_replicateNeedsPendingRelease(t *testing.T) {
 		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(ms) == 2
 	})
 	d := upload(t, a, "acme", []byte("acme's module"))
-	if err := a.c.hold(ctx, d); err != nil {
+	if err := a.c.member.hold(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 
