@@ -38,9 +38,9 @@ bench:
 
 # Each fuzz target runs for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./catalog/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./vocab/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRecord$$' -fuzztime=$(FUZZTIME) ./catalog/
-	$(GO) test -run='^$$' -fuzz='^FuzzValidateName$$' -fuzztime=$(FUZZTIME) ./catalog/
+	$(GO) test -run='^$$' -fuzz='^FuzzValidateName$$' -fuzztime=$(FUZZTIME) ./vocab/
 	$(GO) test -run='^$$' -fuzz='^FuzzRestore$$' -fuzztime=$(FUZZTIME) ./catalog/
 	$(GO) test -run='^$$' -fuzz='^FuzzInstrument$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
 	$(GO) test -run='^$$' -fuzz='^FuzzGenerated$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/

@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestPolicy_Validate(t *testing.T) {
@@ -26,7 +27,7 @@ func TestPolicy_Validate(t *testing.T) {
 		fields []string
 	}{
 		{"valid", func(p *Policy) {}, nil},
-		{"zero ceilings", func(p *Policy) { p.BudgetCeiling = catalog.Budget{} },
+		{"zero ceilings", func(p *Policy) { p.BudgetCeiling = vocab.Budget{} },
 			[]string{"BudgetCeiling.CPUFuel", "BudgetCeiling.MemoryBytes", "BudgetCeiling.WallTime"}},
 		{"later-phase ceiling", func(p *Policy) { p.BudgetCeiling.Accelerators = 1 }, []string{"BudgetCeiling"}},
 		{"no queue classes", func(p *Policy) { p.QueueClasses = nil }, []string{"QueueClasses", "QueueClasses"}},
@@ -44,16 +45,16 @@ func TestPolicy_Validate(t *testing.T) {
 				`Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`, `Tenants["acme"].CellClasses`,
 				`Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`, `Tenants["beta"].CellClasses`}},
 		{"bad cell class", func(p *Policy) {
-			p.CellClasses[catalog.CellTiny] = CellClassPolicy{}
+			p.CellClasses[vocab.CellTiny] = CellClassPolicy{}
 		}, []string{`CellClasses["tiny"].MemoryBytes`, `CellClasses["tiny"].Parallelism`, `CellClasses["tiny"].Threading`}},
 		{"unknown trust class of a tenant", func(p *Policy) {
 			t := p.Tenants["acme"]
-			t.TrustClasses = []catalog.TrustClass{"secret"}
+			t.TrustClasses = []vocab.TrustClass{"secret"}
 			p.Tenants["acme"] = t
 		}, []string{`Tenants["acme"].TrustClasses`}},
 		{"unconfigured cell of a tenant", func(p *Policy) {
 			t := p.Tenants["acme"]
-			t.CellClasses = append(t.CellClasses, catalog.CellLarge)
+			t.CellClasses = append(t.CellClasses, vocab.CellLarge)
 			p.Tenants["acme"] = t
 		}, []string{`Tenants["acme"].CellClasses`}},
 		{"no tenants", func(p *Policy) { p.Tenants = nil }, []string{"Tenants"}},
@@ -92,7 +93,7 @@ func TestPolicy_Validate(t *testing.T) {
 			var have []string
 			for _, p := range pe.Problems {
 				have = append(have, p.Field)
-				if _, ok := catalog.FieldPath(p.Field).Steps(); !ok {
+				if _, ok := vocab.FieldPath(p.Field).Steps(); !ok {
 					t.Errorf("%q is not a field path", p.Field)
 				}
 			}
@@ -242,7 +243,7 @@ func TestRejection_sanitizedAndRetryable(t *testing.T) {
 		func() *Request { r := h.request("a", "acme", "images"); r.Principal.Tenant = "beta"; return r },
 		func() *Request {
 			r := h.request("a", "acme", "images")
-			r.Attributes = []catalog.Attribute{{Key: "k", Value: strings.Repeat("SECRETVALUE", 20)}}
+			r.Attributes = []vocab.Attribute{{Key: "k", Value: strings.Repeat("SECRETVALUE", 20)}}
 			return r
 		},
 		func() *Request { r := h.request("a", "acme", "images"); r.PayloadBytes = 1 << 30; return r },
@@ -312,7 +313,7 @@ func TestPermit_ownership(t *testing.T) {
 		t.Fatalf("a consumed permit is schedulable: %v", err)
 	}
 	o := exec.Obligations()
-	if exec.ID() != "dup" || o.CellClass != catalog.CellSmall || o.Subject != "alice" ||
+	if exec.ID() != "dup" || o.CellClass != vocab.CellSmall || o.Subject != "alice" ||
 		exec.Budget().CPUFuel != 100_000_000 || !exec.AdmittedAt().Equal(second.AdmittedAt()) || o.Function != "_start" {
 		t.Fatalf("execution permit lost obligations: %+v %+v", o, exec.Budget())
 	}
@@ -437,7 +438,7 @@ func TestAdmit_resamplesTimeUnderLock(t *testing.T) {
 func TestController_sharedLedger(t *testing.T) {
 	h := newHarnessOwnCatalog(t, testPolicy())
 	oldPin := h.cat.Pin()
-	oldRev, err := oldPin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
+	oldRev, err := oldPin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,13 +509,13 @@ func TestLedger_hammer(t *testing.T) {
 	}
 	pin := h.cat.Pin()
 	targets := []struct {
-		tenant  catalog.TenantID
-		svc     catalog.ServiceName
+		tenant  vocab.TenantID
+		svc     vocab.ServiceName
 		subject string
 	}{{"acme", "images", "alice"}, {"acme", "big", "alice"}, {"beta", "images", "bob"}, {"beta", "pool", "bob"}}
 	revs := make([]catalog.ResolvedRevision, len(targets))
 	for i, tg := range targets {
-		r, err := pin.Resolve(catalog.Target{Tenant: tg.tenant, Service: tg.svc, Route: "run"}, "")
+		r, err := pin.Resolve(vocab.Target{Tenant: tg.tenant, Service: tg.svc, Route: "run"}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -569,17 +570,17 @@ func TestAdmit_identifierBounds(t *testing.T) {
 		mutate func(r *Request)
 		want   *Rejection
 	}{
-		{"over-long revision id", func(r *Request) { r.Revision.Revision += catalog.RevisionID(strings.Repeat("0", 40)) }, rejGeneratedID},
-		{"over-long release id", func(r *Request) { r.Revision.Release += catalog.ReleaseID(strings.Repeat("0", 40)) }, rejGeneratedID},
+		{"over-long revision id", func(r *Request) { r.Revision.Revision += vocab.RevisionID(strings.Repeat("0", 40)) }, rejGeneratedID},
+		{"over-long release id", func(r *Request) { r.Revision.Release += vocab.ReleaseID(strings.Repeat("0", 40)) }, rejGeneratedID},
 		{"forged revision id within bounds", func(r *Request) { r.Revision.Revision = "rev1-forged" }, rejRevision},
-		{"over-long route", func(r *Request) { r.Revision.Route = catalog.RouteName(strings.Repeat("r", 65)) }, rejTargetName},
+		{"over-long route", func(r *Request) { r.Revision.Route = vocab.RouteName(strings.Repeat("r", 65)) }, rejTargetName},
 		{"control in function", func(r *Request) { r.Revision.Function = "_st\x00art" }, rejTargetName},
-		{"bad metadata key", func(r *Request) { r.Attributes = []catalog.Attribute{{Key: "a b", Value: "v"}} }, rejMetadataKey},
+		{"bad metadata key", func(r *Request) { r.Attributes = []vocab.Attribute{{Key: "a b", Value: "v"}} }, rejMetadataKey},
 		{"metadata bytes", func(r *Request) {
-			r.Attributes = []catalog.Attribute{{Key: "k", Value: strings.Repeat("v", 128)}}
+			r.Attributes = []vocab.Attribute{{Key: "k", Value: strings.Repeat("v", 128)}}
 		}, rejMetadataBytes},
 		{"metadata bytes at the bound", func(r *Request) {
-			r.Attributes = []catalog.Attribute{{Key: "k", Value: strings.Repeat("v", 127)}}
+			r.Attributes = []vocab.Attribute{{Key: "k", Value: strings.Repeat("v", 127)}}
 		}, nil},
 		{"storage dimension", func(r *Request) { r.Budget.StorageBytes = 1 }, rejStorageDimension},
 		{"accelerator dimension", func(r *Request) { r.Budget.Accelerators = 1 }, rejAccelDimension},
@@ -609,11 +610,11 @@ func TestAdmit_identifierBounds(t *testing.T) {
 func TestObligations_random(t *testing.T) {
 	h := newHarness(t, testPolicy())
 	for _, tc := range []struct {
-		service catalog.ServiceName
-		want    catalog.Randomness
+		service vocab.ServiceName
+		want    vocab.Randomness
 	}{
-		{"images", catalog.RandomSecure},
-		{"replay", catalog.RandomDeterministic},
+		{"images", vocab.RandomSecure},
+		{"replay", vocab.RandomDeterministic},
 	} {
 		t.Run(string(tc.service), func(t *testing.T) {
 			p, err := h.admit(h.request("random-"+string(tc.service), "acme", tc.service))

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // realClock is the production clock shape (the node wires time.Now).
@@ -164,7 +164,7 @@ func TestAdmit_heapBoundedByRejections(t *testing.T) {
 	for i := 0; i < n; i++ {
 		req := *base
 		req.ActivationID = "act-" + strconv.Itoa(i)
-		req.Revision.Service = catalog.ServiceName("svc-" + strconv.Itoa(i))
+		req.Revision.Service = vocab.ServiceName("svc-" + strconv.Itoa(i))
 		if _, err := c.Admit(&req); err != rejRevision {
 			t.Fatalf("want revision-not-available, have %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Controller admits activations against one pinned catalog view and the
@@ -43,7 +44,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 	if tenant == nil || pr.Tenant != req.Revision.Tenant {
 		return nil, rejPrincipal
 	}
-	if pr.Kind == KindService && catalog.ValidateNameWithin(pr.ServiceIdentity, pol.Metadata.MaxIdentifierBytes) != nil {
+	if pr.Kind == KindService && vocab.ValidateNameWithin(pr.ServiceIdentity, pol.Metadata.MaxIdentifierBytes) != nil {
 		return nil, rejServiceIdentity
 	}
 
@@ -210,30 +211,30 @@ func (p *LocalQuotaProvider) admitLocked(v *view, id string, res reservation, te
 
 func (p *LocalQuotaProvider) checkIdentifiers(v *view, req *Request) *Rejection {
 	m := &v.policy.Metadata
-	if catalog.ValidateNameWithin(req.ActivationID, m.MaxIdentifierBytes) != nil {
+	if vocab.ValidateNameWithin(req.ActivationID, m.MaxIdentifierBytes) != nil {
 		return rejActivationID
 	}
-	if catalog.ValidateNameWithin(req.Principal.Subject, m.MaxIdentifierBytes) != nil {
+	if vocab.ValidateNameWithin(req.Principal.Subject, m.MaxIdentifierBytes) != nil {
 		return rejSubject
 	}
 	r := &req.Revision
 	for _, s := range [...]string{string(r.Tenant), string(r.Service), string(r.Route), string(r.Function)} {
-		if catalog.ValidateNameWithin(s, m.MaxIdentifierBytes) != nil {
+		if vocab.ValidateNameWithin(s, m.MaxIdentifierBytes) != nil {
 			return rejTargetName
 		}
 	}
 	// Generated ids have their own bound; the pin then matches them exactly.
-	if len(r.Revision) > catalog.MaxGeneratedIDBytes || len(r.Release) > catalog.MaxGeneratedIDBytes {
+	if len(r.Revision) > vocab.MaxGeneratedIDBytes || len(r.Release) > vocab.MaxGeneratedIDBytes {
 		return rejGeneratedID
 	}
 	entries, size := 0, 0
-	for _, list := range [...][]catalog.Attribute{req.Principal.Claims, req.Attributes, r.Attributes} {
+	for _, list := range [...][]vocab.Attribute{req.Principal.Claims, req.Attributes, r.Attributes} {
 		entries += len(list)
 		if entries > m.MaxEntries {
 			return rejMetadataEntries
 		}
 		for _, a := range list {
-			if catalog.ValidateNameWithin(a.Key, m.MaxIdentifierBytes) != nil {
+			if vocab.ValidateNameWithin(a.Key, m.MaxIdentifierBytes) != nil {
 				return rejMetadataKey
 			}
 			size += len(a.Key) + len(a.Value)
@@ -249,7 +250,7 @@ func (p *LocalQuotaProvider) checkIdentifiers(v *view, req *Request) *Rejection 
 // node ceiling. Memory is rounded down to whole 64 KiB Wasm pages, since linear
 // memory grows in pages; a grant below the module's initial memory, or a
 // zero dimension, is infeasible and not retryable.
-func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget) (catalog.Budget, *Rejection) {
+func grant(req *BudgetRequest, rev *vocab.RevisionPolicy, node vocab.Budget) (vocab.Budget, *Rejection) {
 	fuel := min(node.CPUFuel, rev.Ceiling.CPUFuel)
 	mem := min(node.MemoryBytes, rev.Ceiling.MemoryBytes, rev.Capsule.MaxMemoryBytes)
 	wall := min(node.WallTime, rev.Ceiling.WallTime)
@@ -262,18 +263,18 @@ func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget)
 	if req.HasWallTime {
 		wall = min(wall, req.WallTime)
 	}
-	mem &^= catalog.WasmPageBytes - 1
+	mem &^= vocab.WasmPageBytes - 1
 	switch {
 	case fuel == 0:
-		return catalog.Budget{}, rejZeroFuel
+		return vocab.Budget{}, rejZeroFuel
 	case mem == 0:
-		return catalog.Budget{}, rejZeroMemory
+		return vocab.Budget{}, rejZeroMemory
 	case wall <= 0:
-		return catalog.Budget{}, rejZeroWall
+		return vocab.Budget{}, rejZeroWall
 	case mem < rev.Capsule.MinMemoryBytes:
-		return catalog.Budget{}, rejMemoryBelowMin
+		return vocab.Budget{}, rejMemoryBelowMin
 	}
-	return catalog.Budget{CPUFuel: fuel, MemoryBytes: mem, WallTime: wall}, nil
+	return vocab.Budget{CPUFuel: fuel, MemoryBytes: mem, WallTime: wall}, nil
 }
 
 // selectCell picks the smallest configured class, in the fixed tiny-to-xlarge
@@ -281,9 +282,9 @@ func grant(req *BudgetRequest, rev *catalog.RevisionPolicy, node catalog.Budget)
 // required feature, and is in allowed (tenant ∩ trust class). When none
 // qualifies, the rejection names the requirement no configured class meets,
 // or says that the compatible classes are not authorized.
-func (p *LocalQuotaProvider) selectCell(v *view, mem uint64, req catalog.Requirements, allowed uint8) (catalog.CellClass, *Rejection) {
+func (p *LocalQuotaProvider) selectCell(v *view, mem uint64, req vocab.Requirements, allowed uint8) (vocab.CellClass, *Rejection) {
 	var threadingOK, featuresOK, compatible bool
-	for _, c := range catalog.CellClasses {
+	for _, c := range vocab.CellClasses {
 		cs := &v.cells[c]
 		if !cs.configured || cs.threading&(1<<req.Threading) == 0 {
 			continue

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // CheckRevision returns why a revision of tenant's release could never be
@@ -29,7 +29,7 @@ import (
 // declared requirements of rev are checked; features the module uses
 // without declaring them are checked at admission. CheckRevision reads only
 // the immutable policy: it takes no lock.
-func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.FieldPath, rev catalog.RevisionPolicy) []catalog.FieldError {
+func (p *LocalQuotaProvider) CheckRevision(tenant vocab.TenantID, at vocab.FieldPath, rev vocab.RevisionPolicy) []vocab.FieldError {
 	var c revisionCheck
 	v := p.view.Load()
 	pol := &v.policy
@@ -86,7 +86,7 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 
 	// The grant of a request that restricts nothing, as Admit computes it.
 	r := rev
-	if r.Capsule == (catalog.Capsule{}) {
+	if r.Capsule == (vocab.Capsule{}) {
 		r.Capsule.MaxMemoryBytes = math.MaxUint64
 	}
 	budget, rej := grant(&BudgetRequest{}, &r, node)
@@ -95,7 +95,7 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 	case rejZeroFuel:
 		c.add(fuelF, "must be positive")
 	case rejZeroMemory:
-		c.add(memF, "must be at least "+bytesString(catalog.WasmPageBytes)+" (one WebAssembly page)")
+		c.add(memF, "must be at least "+bytesString(vocab.WasmPageBytes)+" (one WebAssembly page)")
 	case rejZeroWall:
 		c.add(wallF, "must be positive")
 	case rejMemoryBelowMin:
@@ -130,14 +130,14 @@ func (p *LocalQuotaProvider) CheckRevision(tenant catalog.TenantID, at catalog.F
 // cellProblem explains a selectCell refusal in the terms of the field that
 // causes it, looking at every configured cell class first, then at the ones
 // the tenant and the trust class allow.
-func (c *revisionCheck) cellProblem(v *view, at, memF catalog.FieldPath, mem uint64, req catalog.Requirements, allowed uint8) {
+func (c *revisionCheck) cellProblem(v *view, at, memF vocab.FieldPath, mem uint64, req vocab.Requirements, allowed uint8) {
 	for _, scope := range []struct {
 		who  string
 		mask uint8
 	}{{"of this node", math.MaxUint8}, {"the tenant may use", allowed}} {
 		var threading, features bool
 		var largest uint64
-		for _, cl := range catalog.CellClasses {
+		for _, cl := range vocab.CellClasses {
 			cs := &v.cells[cl]
 			if !cs.configured || scope.mask&(1<<cl) == 0 || cs.threading&(1<<req.Threading) == 0 {
 				continue
@@ -163,15 +163,15 @@ func (c *revisionCheck) cellProblem(v *view, at, memF catalog.FieldPath, mem uin
 	}
 }
 
-type revisionCheck struct{ list []catalog.FieldError }
+type revisionCheck struct{ list []vocab.FieldError }
 
 // add records a problem unless its field already has one: the first
 // problem of a field is its cause, later ones its consequences.
-func (c *revisionCheck) add(f catalog.FieldPath, problem string) {
-	if slices.ContainsFunc(c.list, func(e catalog.FieldError) bool { return e.Field == string(f) }) {
+func (c *revisionCheck) add(f vocab.FieldPath, problem string) {
+	if slices.ContainsFunc(c.list, func(e vocab.FieldError) bool { return e.Field == string(f) }) {
 		return
 	}
 	c.list = append(c.list, f.Error(problem))
 }
 
-func bytesString(n uint64) string { return catalog.ByteSize(n).String() }
+func bytesString(n uint64) string { return vocab.ByteSize(n).String() }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestCheckRevision: each rule names the manifest field and what the node
@@ -14,56 +14,56 @@ func TestCheckRevision(t *testing.T) {
 	pol := testPolicy()
 	pol.TrustClasses["untrusted"] = TrustClassPolicy{CellClasses: pol.TrustClasses["untrusted"].CellClasses,
 		Limits: Limits{MaxLiveActivations: 6, MaxQueued: 5, MaxReservedFuel: 800_000_000, MaxReservedMemory: 4096 * mib}}
-	std := pol.CellClasses[catalog.CellStandard] // no cell class offers shared threading or threads
-	std.Threading, std.Features = []catalog.Threading{catalog.ThreadingSingle}, pol.CellClasses[catalog.CellTiny].Features
-	pol.CellClasses[catalog.CellStandard] = std
+	std := pol.CellClasses[vocab.CellStandard] // no cell class offers shared threading or threads
+	std.Threading, std.Features = []vocab.Threading{vocab.ThreadingSingle}, pol.CellClasses[vocab.CellTiny].Features
+	pol.CellClasses[vocab.CellStandard] = std
 	acme := pol.Tenants["acme"]
 	acme.Limits.MaxReservedMemory = 200 * mib
 	pol.Tenants["acme"] = acme
 	h := harnessWith(t, pol, nil)
-	fits := catalog.RevisionPolicy{TrustClass: "untrusted", Requirements: catalog.Requirements{Threading: catalog.ThreadingSingle},
-		Ceiling: catalog.Budget{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: 2 * time.Second}}
-	at := catalog.FieldPath("revisions").Index(1)
+	fits := vocab.RevisionPolicy{TrustClass: "untrusted", Requirements: vocab.Requirements{Threading: vocab.ThreadingSingle},
+		Ceiling: vocab.Budget{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: 2 * time.Second}}
+	at := vocab.FieldPath("revisions").Index(1)
 	tests := []struct {
 		name   string
-		tenant catalog.TenantID
-		mod    func(*catalog.RevisionPolicy)
+		tenant vocab.TenantID
+		mod    func(*vocab.RevisionPolicy)
 		want   []string // "field: problem substring"
 	}{
 		{"fits", "acme", nil, nil},
-		{"trust class unknown", "acme", func(r *catalog.RevisionPolicy) { r.TrustClass = "gold" },
+		{"trust class unknown", "acme", func(r *vocab.RevisionPolicy) { r.TrustClass = "gold" },
 			[]string{"revisions[1].trust_class: names a trust class this node does not have (want one of: untrusted)"}},
-		{"trust class not the tenant's", "acme", func(r *catalog.RevisionPolicy) { r.TrustClass = "trusted" },
+		{"trust class not the tenant's", "acme", func(r *vocab.RevisionPolicy) { r.TrustClass = "trusted" },
 			[]string{"revisions[1].trust_class: names a trust class the tenant may not use (want one of: untrusted)"}},
-		{"fuel above node", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.CPUFuel = 2_000_000_000 },
+		{"fuel above node", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.CPUFuel = 2_000_000_000 },
 			[]string{"revisions[1].ceiling.cpu_fuel: exceeds the node's budget ceiling (1000000000)"}},
-		{"memory above node", "beta", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 600 * mib; r.TrustClass = "trusted" },
+		{"memory above node", "beta", func(r *vocab.RevisionPolicy) { r.Ceiling.MemoryBytes = 600 * mib; r.TrustClass = "trusted" },
 			[]string{"revisions[1].ceiling.memory_bytes: exceeds the node's budget ceiling (512MiB)"}},
-		{"wall time above node", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.WallTime = time.Minute },
+		{"wall time above node", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.WallTime = time.Minute },
 			[]string{"revisions[1].ceiling.wall_time: exceeds the node's budget ceiling (30s)"}},
-		{"memory above the tenant's cells", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 300 * mib },
+		{"memory above the tenant's cells", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.MemoryBytes = 300 * mib },
 			[]string{"revisions[1].ceiling.memory_bytes: no cell class the tenant may use has 300MiB (largest: 256MiB)"}},
-		{"memory below a page", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 1000 },
+		{"memory below a page", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.MemoryBytes = 1000 },
 			[]string{"revisions[1].ceiling.memory_bytes: must be at least 64KiB"}},
-		{"below the module's minimum", "acme", func(r *catalog.RevisionPolicy) {
-			r.Capsule = catalog.Capsule{MinMemoryBytes: 64 * mib, MaxMemoryBytes: 128 * mib}
+		{"below the module's minimum", "acme", func(r *vocab.RevisionPolicy) {
+			r.Capsule = vocab.Capsule{MinMemoryBytes: 64 * mib, MaxMemoryBytes: 128 * mib}
 		}, []string{"revisions[1].ceiling.memory_bytes: is below the module's minimum memory (64MiB)"}},
-		{"fuel above the trust class's reservation", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.CPUFuel = 900_000_000 },
+		{"fuel above the trust class's reservation", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.CPUFuel = 900_000_000 },
 			[]string{"revisions[1].ceiling.cpu_fuel: exceeds what trust class untrusted may reserve (800000000)"}},
-		{"memory above the tenant's reservation", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 250 * mib },
+		{"memory above the tenant's reservation", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.MemoryBytes = 250 * mib },
 			[]string{"revisions[1].ceiling.memory_bytes: exceeds what the tenant may reserve (200MiB)"}},
-		{"threading nowhere", "acme", func(r *catalog.RevisionPolicy) {
-			r.Requirements = catalog.Requirements{Threading: catalog.ThreadingShared, Features: catalog.FeatureSetOf(catalog.FeatureThreads)}
+		{"threading nowhere", "acme", func(r *vocab.RevisionPolicy) {
+			r.Requirements = vocab.Requirements{Threading: vocab.ThreadingShared, Features: vocab.FeatureSetOf(vocab.FeatureThreads)}
 			r.Ceiling.MemoryBytes = 8 * mib
 		}, []string{"revisions[1].threading: no cell class of this node offers threading shared"}},
-		{"feature nowhere", "acme", func(r *catalog.RevisionPolicy) {
-			r.Requirements.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
+		{"feature nowhere", "acme", func(r *vocab.RevisionPolicy) {
+			r.Requirements.Features = vocab.FeatureSetOf(vocab.FeatureThreads)
 		}, []string{"revisions[1].features: no cell class of this node offers every feature of threads"}},
-		{"placement", "acme", func(r *catalog.RevisionPolicy) {
-			r.Placement = catalog.NewPlacement([]string{"aarch64"}, []string{"local"}, []string{"eu-1"})
+		{"placement", "acme", func(r *vocab.RevisionPolicy) {
+			r.Placement = vocab.NewPlacement([]string{"aarch64"}, []string{"local"}, []string{"eu-1"})
 		}, []string{"revisions[1].placement.architectures: does not include this node's architecture (x86_64)",
 			"revisions[1].placement.zones: does not include this node's zone (local-a)"}},
-		{"one problem per field", "acme", func(r *catalog.RevisionPolicy) { r.Ceiling.MemoryBytes = 4096 * mib },
+		{"one problem per field", "acme", func(r *vocab.RevisionPolicy) { r.Ceiling.MemoryBytes = 4096 * mib },
 			[]string{"revisions[1].ceiling.memory_bytes: exceeds the node's budget ceiling (512MiB)"}},
 		{"unknown tenant", "nobody", nil, []string{"tenant: names a tenant this node does not have"}},
 	}
@@ -105,7 +105,7 @@ func TestCheckRevision_sameAsAdmit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var problems []catalog.FieldError
+			var problems []vocab.FieldError
 			for _, p := range h.prov.CheckRevision(s.tenant, "", pol) {
 				if !strings.Contains(p.Problem, "node's budget ceiling") {
 					problems = append(problems, p)

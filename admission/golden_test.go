@@ -10,7 +10,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestLedger_golden runs the datadriven scripts in testdata/*.txt, each on a
@@ -124,7 +124,7 @@ func (st *scriptState) run(t *testing.T, d *datadriven.TestData) string {
 		h.setLoad(cpu, mem)
 		return "ok"
 	case "delay":
-		c, err := catalog.ParseCellClass(args["cell"])
+		c, err := vocab.ParseCellClass(args["cell"])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,9 +154,9 @@ func (st *scriptState) admit(t *testing.T, args map[string]string, num func(stri
 		}
 		return def
 	}
-	req := h.request(args["id"], catalog.TenantID(get("tenant", "acme")), catalog.ServiceName(get("svc", "images")))
+	req := h.request(args["id"], vocab.TenantID(get("tenant", "acme")), vocab.ServiceName(get("svc", "images")))
 	req.Principal.Subject = get("subject", "alice")
-	req.Principal.Tenant = catalog.TenantID(get("principal-tenant", string(req.Revision.Tenant)))
+	req.Principal.Tenant = vocab.TenantID(get("principal-tenant", string(req.Revision.Tenant)))
 	if get("kind", "user") == "service" {
 		req.Principal.Kind = KindService
 	}
@@ -184,16 +184,16 @@ func (st *scriptState) admit(t *testing.T, args map[string]string, num func(stri
 	}
 	if _, ok := args["attrs"]; ok {
 		for i := uint64(0); i < num("attrs"); i++ {
-			req.Attributes = append(req.Attributes, catalog.Attribute{Key: "k" + strconv.FormatUint(i, 10), Value: strings.Repeat("v", 20)})
+			req.Attributes = append(req.Attributes, vocab.Attribute{Key: "k" + strconv.FormatUint(i, 10), Value: strings.Repeat("v", 20)})
 		}
 	}
 	if _, ok := args["claims"]; ok {
 		for i := uint64(0); i < num("claims"); i++ {
-			req.Principal.Claims = append(req.Principal.Claims, catalog.Attribute{Key: "c" + strconv.FormatUint(i, 10), Value: "x"})
+			req.Principal.Claims = append(req.Principal.Claims, vocab.Attribute{Key: "c" + strconv.FormatUint(i, 10), Value: "x"})
 		}
 	}
 	if _, ok := args["forge"]; ok {
-		req.Revision.Attributes = []catalog.Attribute{{Key: "trust_class", Value: "trusted"}}
+		req.Revision.Attributes = []vocab.Attribute{{Key: "trust_class", Value: "trusted"}}
 		req.Revision.Generation++
 	}
 	now := h.clock.Now()
@@ -205,7 +205,7 @@ func (st *scriptState) admit(t *testing.T, args map[string]string, num func(stri
 	delete(st.exec, permitName(args))
 	b, o := p.Budget(), p.Obligations()
 	return fmt.Sprintf("ok cell=%s queue=%s trust=%s fuel=%d mem=%s wall=%s deadline=+%s",
-		o.CellClass, o.QueueClass, o.TrustClass, b.CPUFuel, catalog.ByteSize(b.MemoryBytes), b.WallTime, p.Deadline().Sub(now))
+		o.CellClass, o.QueueClass, o.TrustClass, b.CPUFuel, vocab.ByteSize(b.MemoryBytes), b.WallTime, p.Deadline().Sub(now))
 }
 
 func formatSnapshot(s QuotaSnapshot) string {
@@ -216,7 +216,7 @@ func formatSnapshot(s QuotaSnapshot) string {
 			return
 		}
 		fmt.Fprintf(&b, "%s %s: live=%d queued=%d fuel=%d mem=%s\n", kind, sc.Name, u.LiveActivations, u.Queued,
-			u.ReservedFuel, catalog.ByteSize(u.ReservedMemory))
+			u.ReservedFuel, vocab.ByteSize(u.ReservedMemory))
 	}
 	scope("node", s.Node)
 	for _, t := range s.Tenants {

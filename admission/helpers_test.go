@@ -15,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -22,37 +23,37 @@ var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 const mib = 1 << 20
 
 func testPolicy() Policy {
-	all := catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD, catalog.FeatureMultiValue,
-		catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I, catalog.FeatureReferenceTypes)
-	single := []catalog.Threading{catalog.ThreadingSingle}
+	all := vocab.FeatureSetOf(vocab.FeatureBulkMemory, vocab.FeatureSIMD, vocab.FeatureMultiValue,
+		vocab.FeatureSignExtension, vocab.FeatureNontrappingF2I, vocab.FeatureReferenceTypes)
+	single := []vocab.Threading{vocab.ThreadingSingle}
 	return Policy{
-		BudgetCeiling: catalog.Budget{CPUFuel: 1_000_000_000, MemoryBytes: 512 * mib, WallTime: 30 * time.Second},
+		BudgetCeiling: vocab.Budget{CPUFuel: 1_000_000_000, MemoryBytes: 512 * mib, WallTime: 30 * time.Second},
 		Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 8, MaxQueued: 6, MaxReservedFuel: 10_000_000_000,
 			MaxReservedMemory: 4096 * mib}, MaxPayloadBytes: 1 * mib, MaxPriority: 9},
 		QueueClasses: []QueueClassPolicy{
 			{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: 4},
 			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 4, ReservedCells: 1},
 		},
-		CellClasses: map[catalog.CellClass]CellClassPolicy{
-			catalog.CellTiny:     {MemoryBytes: 16 * mib, Parallelism: 2, Threading: single, Features: all},
-			catalog.CellSmall:    {MemoryBytes: 64 * mib, Parallelism: 2, Threading: single, Features: all},
-			catalog.CellStandard: {MemoryBytes: 256 * mib, Parallelism: 1, Threading: []catalog.Threading{catalog.ThreadingSingle, catalog.ThreadingShared}, Features: all | catalog.FeatureSetOf(catalog.FeatureThreads)},
-			catalog.CellXLarge:   {MemoryBytes: 1024 * mib, Parallelism: 1, Threading: single, Features: all},
+		CellClasses: map[vocab.CellClass]CellClassPolicy{
+			vocab.CellTiny:     {MemoryBytes: 16 * mib, Parallelism: 2, Threading: single, Features: all},
+			vocab.CellSmall:    {MemoryBytes: 64 * mib, Parallelism: 2, Threading: single, Features: all},
+			vocab.CellStandard: {MemoryBytes: 256 * mib, Parallelism: 1, Threading: []vocab.Threading{vocab.ThreadingSingle, vocab.ThreadingShared}, Features: all | vocab.FeatureSetOf(vocab.FeatureThreads)},
+			vocab.CellXLarge:   {MemoryBytes: 1024 * mib, Parallelism: 1, Threading: single, Features: all},
 		},
-		TrustClasses: map[catalog.TrustClass]TrustClassPolicy{
-			"untrusted": {CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard},
+		TrustClasses: map[vocab.TrustClass]TrustClassPolicy{
+			"untrusted": {CellClasses: []vocab.CellClass{vocab.CellTiny, vocab.CellSmall, vocab.CellStandard},
 				Limits: Limits{MaxLiveActivations: 6, MaxQueued: 5, MaxReservedFuel: 10_000_000_000, MaxReservedMemory: 4096 * mib}},
-			"trusted": {CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard, catalog.CellXLarge},
+			"trusted": {CellClasses: []vocab.CellClass{vocab.CellTiny, vocab.CellSmall, vocab.CellStandard, vocab.CellXLarge},
 				Limits: Limits{MaxLiveActivations: 6, MaxQueued: 6, MaxReservedFuel: 10_000_000_000, MaxReservedMemory: 4096 * mib}},
 		},
-		Tenants: map[catalog.TenantID]TenantPolicy{
-			"acme": {TrustClasses: []catalog.TrustClass{"untrusted"},
-				CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard},
+		Tenants: map[vocab.TenantID]TenantPolicy{
+			"acme": {TrustClasses: []vocab.TrustClass{"untrusted"},
+				CellClasses: []vocab.CellClass{vocab.CellTiny, vocab.CellSmall, vocab.CellStandard},
 				Subjects:    []string{"alice", "thumbnailer"}, Kinds: []PrincipalKind{KindUser, KindService},
 				Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 4, MaxQueued: 4, MaxReservedFuel: 5_000_000_000,
 					MaxReservedMemory: 1024 * mib}, MaxPayloadBytes: 1024, MaxPriority: 6}},
-			"beta": {TrustClasses: []catalog.TrustClass{"untrusted", "trusted"},
-				CellClasses: []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard, catalog.CellXLarge},
+			"beta": {TrustClasses: []vocab.TrustClass{"untrusted", "trusted"},
+				CellClasses: []vocab.CellClass{vocab.CellTiny, vocab.CellSmall, vocab.CellStandard, vocab.CellXLarge},
 				Subjects:    []string{"bob"}, Kinds: []PrincipalKind{KindUser},
 				Limits: TenantLimits{Limits: Limits{MaxLiveActivations: 4, MaxQueued: 4, MaxReservedFuel: 5_000_000_000,
 					MaxReservedMemory: 2048 * mib}, MaxPayloadBytes: 4096, MaxPriority: 9}},
@@ -70,8 +71,8 @@ func testPolicy() Policy {
 // any other module is plain.
 var inspector = func() catalog.ModuleInspector {
 	shared, capsule, big := catalogtest.PlainModuleInfo(), catalogtest.PlainModuleInfo(), catalogtest.PlainModuleInfo()
-	shared.Threading = catalog.ThreadingShared
-	shared.Features = catalog.FeatureSetOf(catalog.FeatureThreads)
+	shared.Threading = vocab.ThreadingShared
+	shared.Features = vocab.FeatureSetOf(vocab.FeatureThreads)
 	capsule.MaxMemoryBytes = 4 * mib
 	big.MinMemoryBytes = 8 * mib
 	return catalogtest.Inspector{ByModule: map[string]catalog.ModuleInfo{
@@ -79,14 +80,14 @@ var inspector = func() catalog.ModuleInspector {
 }()
 
 type service struct {
-	tenant     catalog.TenantID
-	name       catalog.ServiceName
+	tenant     vocab.TenantID
+	name       vocab.ServiceName
 	module     string
-	trust      catalog.TrustClass
+	trust      vocab.TrustClass
 	threading  string
 	features   []string
-	ceiling    catalog.ManifestCeiling
-	placement  *catalog.ManifestPlacement
+	ceiling    vocab.ManifestCeiling
+	placement  *vocab.ManifestPlacement
 	attributes map[string]string
 	random     string
 }
@@ -94,31 +95,31 @@ type service struct {
 // testServices are deployed by newHarness; each has one route "run".
 var testServices = []service{
 	{tenant: "acme", name: "images", module: "plain", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "tiny", module: "plain", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(time.Second)}},
 	{tenant: "acme", name: "big", module: "plain", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 200 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 200 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "huge", module: "plain", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 400 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 400 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "simd", module: "plain", trust: "untrusted", features: []string{"simd"},
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "threads", module: "shared", trust: "untrusted", threading: "shared",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
-	{tenant: "acme", name: "eu", module: "plain", trust: "untrusted", placement: &catalog.ManifestPlacement{Regions: []string{"eu"}},
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
+	{tenant: "acme", name: "eu", module: "plain", trust: "untrusted", placement: &vocab.ManifestPlacement{Regions: []string{"eu"}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "trusted", module: "plain", trust: "trusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "capsule", module: "small-capsule", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "labelled", module: "plain", trust: "untrusted", attributes: map[string]string{"team": "media", "tier": "gold"},
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "acme", name: "replay", module: "plain", trust: "untrusted", random: "deterministic",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 8 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "beta", name: "pool", module: "plain", trust: "trusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 800 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 800 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 	{tenant: "beta", name: "images", module: "plain", trust: "untrusted",
-		ceiling: catalog.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: catalog.Duration(2 * time.Second)}},
+		ceiling: vocab.ManifestCeiling{CPUFuel: 100_000_000, MemoryBytes: 32 * mib, WallTime: vocab.Duration(2 * time.Second)}},
 }
 
 type harness struct {
@@ -127,10 +128,10 @@ type harness struct {
 	load  *loadsource.State
 	cat   *catalog.Catalog
 	prov  *LocalQuotaProvider
-	delay map[catalog.CellClass]time.Duration
+	delay map[vocab.CellClass]time.Duration
 }
 
-func (h *harness) ObservedQueueDelay(c catalog.CellClass) time.Duration { return h.delay[c] }
+func (h *harness) ObservedQueueDelay(c vocab.CellClass) time.Duration { return h.delay[c] }
 
 // sharedCat is the catalog of testServices that harnesses share: deploying
 // them takes most of a harness's set-up, and no harness changes it (a test
@@ -182,15 +183,15 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 		return nil, err
 	}
 	for _, s := range testServices {
-		d := catalog.DigestOf(sha256.Sum256([]byte(s.module)))
+		d := vocab.DigestOf(sha256.Sum256([]byte(s.module)))
 		if err := cat.PutArtifact(ctx, s.tenant, d, strings.NewReader(s.module)); err != nil {
 			return nil, err
 		}
 		ceiling := s.ceiling
-		m := catalog.Manifest{Tenant: s.tenant, Service: s.name,
-			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading, Random: s.random,
+		m := vocab.Manifest{Tenant: s.tenant, Service: s.name,
+			Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: s.trust, Threading: s.threading, Random: s.random,
 				Features: s.features, Ceiling: &ceiling, Placement: s.placement, Attributes: s.attributes}},
-			Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+			Routes: []vocab.ManifestRoute{{Name: "run", Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 		if _, err := cat.Deploy(ctx, m); err != nil {
 			return nil, errors.Wrapf(err, "deploy %s/%s", s.tenant, s.name)
 		}
@@ -200,7 +201,7 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 
 func harnessWith(t testing.TB, policy Policy, cat *catalog.Catalog) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: testutil.NewClock(epoch), load: loadsource.NewState(time.Minute), delay: map[catalog.CellClass]time.Duration{},
+	h := &harness{t: t, clock: testutil.NewClock(epoch), load: loadsource.NewState(time.Minute), delay: map[vocab.CellClass]time.Duration{},
 		cat: cat}
 	h.setLoad(0.1, 0.1)
 	prov, err := NewLocalQuotaProvider(policy, Options{Clock: h.clock, Load: h.load, QueueDelay: h})
@@ -221,10 +222,10 @@ func (h *harness) setLoad(cpu, mem float64) {
 }
 
 // request builds a request for tenant/service/run by alice of acme.
-func (h *harness) request(id string, tenant catalog.TenantID, svc catalog.ServiceName) *Request {
+func (h *harness) request(id string, tenant vocab.TenantID, svc vocab.ServiceName) *Request {
 	h.t.Helper()
 	pin := h.cat.Pin()
-	rev, err := pin.Resolve(catalog.Target{Tenant: tenant, Service: svc, Route: "run"}, id)
+	rev, err := pin.Resolve(vocab.Target{Tenant: tenant, Service: svc, Route: "run"}, id)
 	if err != nil {
 		h.t.Fatalf("resolve %s/%s: %v", tenant, svc, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Options wire a provider to its clock and observations.
@@ -30,15 +31,15 @@ type tenantState struct {
 	policy    TenantPolicy
 	subjects  map[string]struct{}
 	kinds     uint8 // bit per PrincipalKind
-	trust     map[catalog.TrustClass]struct{}
-	cellMask  uint8 // bit per catalog.CellClass
+	trust     map[vocab.TrustClass]struct{}
+	cellMask  uint8 // bit per vocab.CellClass
 	limits    TenantLimits
 	snapshotN string
 }
 
 type trustState struct {
 	index    int
-	name     catalog.TrustClass
+	name     vocab.TrustClass
 	cellMask uint8
 	limits   Limits
 }
@@ -47,8 +48,8 @@ type cellState struct {
 	configured  bool
 	memory      uint64
 	parallelism uint64
-	threading   uint8 // bit per catalog.Threading
-	features    catalog.FeatureSet
+	threading   uint8 // bit per vocab.Threading
+	features    vocab.FeatureSet
 }
 
 const (
@@ -71,7 +72,7 @@ type reservation struct {
 	tenant int
 	trust  int
 	queue  int
-	cell   catalog.CellClass
+	cell   vocab.CellClass
 	fuel   uint64
 	memory uint64
 }
@@ -104,24 +105,24 @@ type LocalQuotaProvider struct {
 		tenants []counters // by tenantState.index
 		trust   []counters // by trustState.index
 		queues  []uint64   // queued, by queue class index
-		cells   [len(catalog.CellClasses) + 1]uint64
+		cells   [len(vocab.CellClasses) + 1]uint64
 		live    map[liveKey]reservation
 		// The indices of tenants and trust classes by name: stable across
 		// reloads, so reservations made under an earlier view release into
 		// the same counters. Bounded by the names ever configured.
-		tenantIdx map[catalog.TenantID]int
-		trustIdx  map[catalog.TrustClass]int
+		tenantIdx map[vocab.TenantID]int
+		trustIdx  map[vocab.TrustClass]int
 	}
 }
 
 // view is the immutable state a policy gives the ledger.
 type view struct {
 	policy       Policy
-	tenants      map[catalog.TenantID]*tenantState
+	tenants      map[vocab.TenantID]*tenantState
 	tenantByIdx  []*tenantState // nil where a reload removed the tenant
-	trust        map[catalog.TrustClass]*trustState
+	trust        map[vocab.TrustClass]*trustState
 	trustByIdx   []*trustState // nil where a reload removed the class
-	cells        [len(catalog.CellClasses) + 1]cellState
+	cells        [len(vocab.CellClasses) + 1]cellState
 	prioToQueue  []int // priority → queue class index
 	queueClasses []QueueClassPolicy
 }
@@ -137,8 +138,8 @@ func NewLocalQuotaProvider(policy Policy, opts Options) (*LocalQuotaProvider, er
 	}
 	p := &LocalQuotaProvider{opts: opts}
 	p.mu.live = make(map[liveKey]reservation)
-	p.mu.tenantIdx = map[catalog.TenantID]int{}
-	p.mu.trustIdx = map[catalog.TrustClass]int{}
+	p.mu.tenantIdx = map[vocab.TenantID]int{}
+	p.mu.trustIdx = map[vocab.TrustClass]int{}
 	p.mu.queues = make([]uint64, len(policy.QueueClasses))
 	p.mu.Lock()
 	p.view.Store(p.buildViewLocked(policy))
@@ -186,7 +187,7 @@ func cellPolicyEqual(a, b CellClassPolicy) bool {
 //
 // REQUIRES: p.mu held.
 func (p *LocalQuotaProvider) buildViewLocked(policy Policy) *view {
-	v := &view{policy: policy, tenants: map[catalog.TenantID]*tenantState{}, trust: map[catalog.TrustClass]*trustState{}}
+	v := &view{policy: policy, tenants: map[vocab.TenantID]*tenantState{}, trust: map[vocab.TrustClass]*trustState{}}
 	for c, cc := range policy.CellClasses {
 		cs := cellState{configured: true, memory: cc.MemoryBytes, parallelism: uint64(cc.Parallelism), features: cc.Features}
 		for _, th := range cc.Threading {
@@ -216,7 +217,7 @@ func (p *LocalQuotaProvider) buildViewLocked(policy Policy) *view {
 			p.mu.tenants = append(p.mu.tenants, counters{})
 		}
 		tp := policy.Tenants[name]
-		ts := &tenantState{index: i, policy: tp, subjects: map[string]struct{}{}, trust: map[catalog.TrustClass]struct{}{},
+		ts := &tenantState{index: i, policy: tp, subjects: map[string]struct{}{}, trust: map[vocab.TrustClass]struct{}{},
 			cellMask: cellMask(tp.CellClasses), limits: tp.Limits, snapshotN: string(name)}
 		for _, s := range tp.Subjects {
 			ts.subjects[s] = struct{}{}
@@ -243,7 +244,7 @@ func (p *LocalQuotaProvider) buildViewLocked(policy Policy) *view {
 	return v
 }
 
-func cellMask(cs []catalog.CellClass) uint8 {
+func cellMask(cs []vocab.CellClass) uint8 {
 	var m uint8
 	for _, c := range cs {
 		m |= 1 << c
@@ -411,7 +412,7 @@ func (p *LocalQuotaProvider) Snapshot() QuotaSnapshot {
 	for i, q := range v.queueClasses {
 		s.QueueClasses = append(s.QueueClasses, QueueSnapshot{Name: q.Name, MaxQueued: q.MaxQueued, Queued: p.mu.queues[i]})
 	}
-	for _, c := range catalog.CellClasses {
+	for _, c := range vocab.CellClasses {
 		if v.cells[c].configured {
 			s.CellClasses = append(s.CellClasses, CellSnapshot{Name: c.String(), Parallelism: v.cells[c].parallelism, Live: p.mu.cells[c]})
 		}
@@ -447,7 +448,7 @@ type BudgetCeiling struct {
 }
 
 // TenantSnapshot returns one tenant's limits, ceilings and usage.
-func (p *LocalQuotaProvider) TenantSnapshot(t catalog.TenantID) (TenantView, bool) {
+func (p *LocalQuotaProvider) TenantSnapshot(t vocab.TenantID) (TenantView, bool) {
 	v := p.view.Load()
 	ts, ok := v.tenants[t]
 	if !ok {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Permit errors (programming errors of the owner, not rejections).
@@ -35,7 +35,7 @@ type permitCore struct {
 	id          string
 	tenant      int    // the tenant's ledger index: with id, the key of the reservation
 	seq         uint64 // the ledger's sequence number of this reservation
-	budget      catalog.Budget
+	budget      vocab.Budget
 	deadline    time.Time
 	admittedAt  time.Time
 	obligations Obligations
@@ -50,7 +50,7 @@ func (c *permitCore) key() liveKey { return liveKey{c.tenant, c.id} }
 // Budget returns the effective budget: the granted fuel, memory and relative
 // wall time. Initialize execution accounting from it; never reset the wall
 // time at dequeue.
-func (c *permitCore) Budget() catalog.Budget { return c.budget }
+func (c *permitCore) Budget() vocab.Budget { return c.budget }
 
 // Deadline returns the monotonic deadline bound at admission.
 func (c *permitCore) Deadline() time.Time { return c.deadline }
@@ -102,7 +102,7 @@ func (e *ExecutionPermit) core() *permitCore {
 func (e *ExecutionPermit) ID() string { return e.core().ID() }
 
 // Budget returns the effective budget (see Permit.Budget).
-func (e *ExecutionPermit) Budget() catalog.Budget { return e.core().Budget() }
+func (e *ExecutionPermit) Budget() vocab.Budget { return e.core().Budget() }
 
 // Deadline returns the monotonic deadline bound at admission.
 func (e *ExecutionPermit) Deadline() time.Time { return e.core().Deadline() }

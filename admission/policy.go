@@ -9,7 +9,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Policy is the node's admission configuration. It is validated
@@ -19,18 +19,18 @@ import (
 type Policy struct {
 	// BudgetCeiling is the hard per-activation ceiling; all three Phase 1
 	// dimensions must be positive (the wall time is finite by construction).
-	BudgetCeiling catalog.Budget
+	BudgetCeiling vocab.Budget
 	// Limits are the node-scope limits, including the payload and priority ceilings.
 	Limits TenantLimits
 	// QueueClasses are named, non-overlapping priority ranges; every priority
 	// from 0 to Limits.MaxPriority maps to exactly one.
 	QueueClasses []QueueClassPolicy
 	// CellClasses are the configured cell classes (a subset of the five).
-	CellClasses map[catalog.CellClass]CellClassPolicy
+	CellClasses map[vocab.CellClass]CellClassPolicy
 	// TrustClasses are the configured trust classes.
-	TrustClasses map[catalog.TrustClass]TrustClassPolicy
+	TrustClasses map[vocab.TrustClass]TrustClassPolicy
 	// Tenants are the configured tenants.
-	Tenants map[catalog.TenantID]TenantPolicy
+	Tenants map[vocab.TenantID]TenantPolicy
 	// Overload sets the load-pressure thresholds.
 	Overload OverloadPolicy
 	// Deadline sets the queue-feasibility estimate.
@@ -70,13 +70,13 @@ type QueueClassPolicy struct {
 type CellClassPolicy struct {
 	MemoryBytes uint64 // > 0
 	Parallelism uint32 // > 0; must equal the usable pool capacity
-	Threading   []catalog.Threading
-	Features    catalog.FeatureSet
+	Threading   []vocab.Threading
+	Features    vocab.FeatureSet
 }
 
 // TrustClassPolicy is one trust class.
 type TrustClassPolicy struct {
-	CellClasses []catalog.CellClass
+	CellClasses []vocab.CellClass
 	Limits      Limits
 }
 
@@ -102,8 +102,8 @@ func (k PrincipalKind) String() string {
 
 // TenantPolicy is one tenant's authorization and limits. Empty allowlists deny.
 type TenantPolicy struct {
-	TrustClasses []catalog.TrustClass
-	CellClasses  []catalog.CellClass
+	TrustClasses []vocab.TrustClass
+	CellClasses  []vocab.CellClass
 	Subjects     []string
 	Kinds        []PrincipalKind
 	Limits       TenantLimits
@@ -136,15 +136,15 @@ type NodePlacement struct {
 }
 
 // PolicyError lists every problem in a policy. Each problem's Field is a
-// catalog.FieldPath in the Go terms of Policy
+// vocab.FieldPath in the Go terms of Policy
 // (`Tenants["acme"].Limits.MaxPriority`); a caller that reads the policy
 // from a file maps the paths onto its own keys.
 type PolicyError struct {
-	Problems []catalog.FieldError
+	Problems []vocab.FieldError
 }
 
 func (e *PolicyError) Error() string {
-	return catalog.JoinFieldErrors("admission: invalid policy", e.Problems)
+	return vocab.JoinFieldErrors("admission: invalid policy", e.Problems)
 }
 
 // ErrInvalidPolicy marks a *PolicyError.
@@ -153,9 +153,9 @@ var ErrInvalidPolicy = errors.New("admission: invalid policy")
 // Is makes errors.Is(err, ErrInvalidPolicy) hold.
 func (e *PolicyError) Is(target error) bool { return target == ErrInvalidPolicy }
 
-type policyProblems []catalog.FieldError
+type policyProblems []vocab.FieldError
 
-func (p *policyProblems) add(field catalog.FieldPath, problem string) {
+func (p *policyProblems) add(field vocab.FieldPath, problem string) {
 	*p = append(*p, field.Error(problem))
 }
 
@@ -165,7 +165,7 @@ func (p *policyProblems) add(field catalog.FieldPath, problem string) {
 // ranges overlap. It does not check coverage (Validate does, against the
 // node's maximum priority), nor MaxQueued and ReservedCells. Validate and
 // the scheduler's configuration apply it.
-func CheckQueueClasses(list catalog.FieldPath, classes []QueueClassPolicy) []catalog.FieldError {
+func CheckQueueClasses(list vocab.FieldPath, classes []QueueClassPolicy) []vocab.FieldError {
 	var probs policyProblems
 	if len(classes) == 0 {
 		probs.add(list, "at least one queue class is required")
@@ -173,7 +173,7 @@ func CheckQueueClasses(list catalog.FieldPath, classes []QueueClassPolicy) []cat
 	names := map[string]bool{}
 	for i, q := range classes {
 		f := list.Index(i)
-		if err := catalog.ValidateName(q.Name); err != nil {
+		if err := vocab.ValidateName(q.Name); err != nil {
 			probs.add(f.Field("Name"), err.Error())
 		} else if names[q.Name] {
 			probs.add(f.Field("Name"), "duplicate queue class")
@@ -195,7 +195,7 @@ func CheckQueueClasses(list catalog.FieldPath, classes []QueueClassPolicy) []cat
 // Validate checks the policy and returns a *PolicyError listing every problem.
 func (p *Policy) Validate() error {
 	var probs policyProblems
-	ceiling := catalog.FieldPath("BudgetCeiling")
+	ceiling := vocab.FieldPath("BudgetCeiling")
 	b := p.BudgetCeiling
 	if b.CPUFuel == 0 {
 		probs.add(ceiling.Field("CPUFuel"), "must be positive")
@@ -210,7 +210,7 @@ func (p *Policy) Validate() error {
 		probs.add(ceiling, "later-phase dimensions must be zero")
 	}
 	if p.Limits.MaxPriority > maxPriority {
-		probs.add(catalog.FieldPath("Limits").Field("MaxPriority"), "must be at most "+strconv.Itoa(maxPriority))
+		probs.add(vocab.FieldPath("Limits").Field("MaxPriority"), "must be at most "+strconv.Itoa(maxPriority))
 	}
 
 	// Queue classes: named, non-overlapping, covering 0..node max priority.
@@ -226,7 +226,7 @@ func (p *Policy) Validate() error {
 	}
 
 	// Cell classes.
-	cells := catalog.FieldPath("CellClasses")
+	cells := vocab.FieldPath("CellClasses")
 	if len(p.CellClasses) == 0 {
 		probs.add(cells, "at least one cell class is required")
 	}
@@ -249,11 +249,11 @@ func (p *Policy) Validate() error {
 	}
 
 	// Trust classes.
-	trust := catalog.FieldPath("TrustClasses")
+	trust := vocab.FieldPath("TrustClasses")
 	for _, name := range slices.Sorted(maps.Keys(p.TrustClasses)) {
 		tc := p.TrustClasses[name]
 		f := trust.Key(string(name))
-		if err := catalog.ValidateName(string(name)); err != nil {
+		if err := vocab.ValidateName(string(name)); err != nil {
 			probs.add(trust, "invalid trust class name: "+err.Error())
 		}
 		for _, c := range tc.CellClasses {
@@ -264,14 +264,14 @@ func (p *Policy) Validate() error {
 	}
 
 	// Tenants.
-	tenants := catalog.FieldPath("Tenants")
+	tenants := vocab.FieldPath("Tenants")
 	if len(p.Tenants) == 0 {
 		probs.add(tenants, "at least one tenant is required (there is no default tenant)")
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Tenants)) {
 		t := p.Tenants[name]
 		f := tenants.Key(string(name))
-		if err := catalog.ValidatePathName(string(name)); err != nil {
+		if err := vocab.ValidatePathName(string(name)); err != nil {
 			probs.add(tenants, "invalid tenant name: "+err.Error())
 		}
 		for _, tc := range t.TrustClasses {
@@ -285,7 +285,7 @@ func (p *Policy) Validate() error {
 			}
 		}
 		for _, s := range t.Subjects {
-			if err := catalog.ValidateName(s); err != nil {
+			if err := vocab.ValidateName(s); err != nil {
 				probs.add(f.Field("Subjects"), "invalid subject: "+err.Error())
 			}
 		}
@@ -300,7 +300,7 @@ func (p *Policy) Validate() error {
 	}
 
 	// Load and deadline.
-	overload := catalog.FieldPath("Overload")
+	overload := vocab.FieldPath("Overload")
 	o := p.Overload
 	if !(o.CPUThreshold > 0 && o.CPUThreshold <= 1) {
 		probs.add(overload.Field("CPUThreshold"), "must be in (0, 1]")
@@ -311,7 +311,7 @@ func (p *Policy) Validate() error {
 	if o.MaxObservationAge <= 0 {
 		probs.add(overload.Field("MaxObservationAge"), "must be positive")
 	}
-	deadline := catalog.FieldPath("Deadline")
+	deadline := vocab.FieldPath("Deadline")
 	d := p.Deadline
 	if d.EstimatedServiceTime < 0 {
 		probs.add(deadline.Field("EstimatedServiceTime"), "must not be negative")
@@ -323,10 +323,10 @@ func (p *Policy) Validate() error {
 		probs.add(deadline.Field("SafetyMargin"), "must not be negative")
 	}
 
-	metadata := catalog.FieldPath("Metadata")
+	metadata := vocab.FieldPath("Metadata")
 	m := p.Metadata
-	if m.MaxIdentifierBytes < 1 || m.MaxIdentifierBytes > catalog.MaxNameBytes {
-		probs.add(metadata.Field("MaxIdentifierBytes"), "must be from 1 to "+strconv.Itoa(catalog.MaxNameBytes))
+	if m.MaxIdentifierBytes < 1 || m.MaxIdentifierBytes > vocab.MaxNameBytes {
+		probs.add(metadata.Field("MaxIdentifierBytes"), "must be from 1 to "+strconv.Itoa(vocab.MaxNameBytes))
 	}
 	if m.MaxEntries < 0 || m.MaxEntries > math.MaxInt32 {
 		probs.add(metadata.Field("MaxEntries"), "must not be negative")
@@ -334,11 +334,11 @@ func (p *Policy) Validate() error {
 	if m.MaxBytes < 0 || m.MaxBytes > math.MaxInt32 {
 		probs.add(metadata.Field("MaxBytes"), "must not be negative")
 	}
-	placement := catalog.FieldPath("Placement")
+	placement := vocab.FieldPath("Placement")
 	for _, v := range []struct{ field, value string }{
 		{"Architecture", p.Placement.Architecture}, {"Region", p.Placement.Region}, {"Zone", p.Placement.Zone},
 	} {
-		if err := catalog.ValidateName(v.value); err != nil {
+		if err := vocab.ValidateName(v.value); err != nil {
 			probs.add(placement.Field(v.field), err.Error())
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestReload_limitsAndTenants: a reload's limits bind the next admissions
@@ -80,9 +80,9 @@ func TestReload_needsRestart(t *testing.T) {
 	q := testPolicy()
 	q.QueueClasses[0].MaxQueued++
 	c := testPolicy()
-	tiny := c.CellClasses[catalog.CellTiny]
+	tiny := c.CellClasses[vocab.CellTiny]
 	tiny.Parallelism++
-	c.CellClasses[catalog.CellTiny] = tiny
+	c.CellClasses[vocab.CellTiny] = tiny
 	for name, pol := range map[string]Policy{"queue classes": q, "cell classes": c} {
 		if err := h.prov.Reload(pol); !errors.Is(err, ErrReloadNeedsRestart) {
 			t.Fatalf("%s: %v", name, err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Clock is admission's only source of time. The node injects a real clock;
@@ -23,7 +24,7 @@ type LoadSource interface {
 // scheduler's EWMA). A node that loses usable capacity must report a
 // conservative delay.
 type QueueDelaySource interface {
-	ObservedQueueDelay(catalog.CellClass) time.Duration
+	ObservedQueueDelay(vocab.CellClass) time.Duration
 }
 
 // Principal is an authenticated caller. The node derives every field from
@@ -31,11 +32,11 @@ type QueueDelaySource interface {
 type Principal struct {
 	Subject         string
 	Kind            PrincipalKind
-	Tenant          catalog.TenantID
+	Tenant          vocab.TenantID
 	ServiceIdentity string // required for KindService
 	// Claims are untrusted labels; they count against the metadata bounds and
 	// never grant access, priority, trust or cells.
-	Claims []catalog.Attribute
+	Claims []vocab.Attribute
 }
 
 // BudgetRequest is what a caller asks for; the grant can only be lower.
@@ -64,33 +65,33 @@ type Request struct {
 	PayloadBytes uint64
 	Priority     uint32
 	// Attributes are untrusted request metadata (Latent-Meta-* headers).
-	Attributes []catalog.Attribute
+	Attributes []vocab.Attribute
 }
 
 // Obligations are what an admitted activation must be executed with.
 type Obligations struct {
-	Tenant     catalog.TenantID
+	Tenant     vocab.TenantID
 	Subject    string
-	Service    catalog.ServiceName
-	Route      catalog.RouteName
-	Function   catalog.FunctionName
-	Revision   catalog.RevisionID
-	Release    catalog.ReleaseID
-	Artifact   catalog.Digest
-	CellClass  catalog.CellClass
+	Service    vocab.ServiceName
+	Route      vocab.RouteName
+	Function   vocab.FunctionName
+	Revision   vocab.RevisionID
+	Release    vocab.ReleaseID
+	Artifact   vocab.Digest
+	CellClass  vocab.CellClass
 	QueueClass string
 	QueueIndex int // index into Policy.QueueClasses
-	TrustClass catalog.TrustClass
+	TrustClass vocab.TrustClass
 	Priority   uint32
-	Threading  catalog.Threading
-	Features   catalog.FeatureSet
+	Threading  vocab.Threading
+	Features   vocab.FeatureSet
 	// Random is the revision's random_get source (the runner seeds it).
-	Random catalog.Randomness
+	Random vocab.Randomness
 	// ABI is the revision's guest ABI (the runner builds the environment
 	// and reads the output by it).
-	ABI catalog.ABI
+	ABI vocab.ABI
 	// Instance and Init are the revision's instance mode and initialisation
 	// export (the runner keeps warm instances by them).
-	Instance catalog.InstanceMode
-	Init     catalog.FunctionName
+	Instance vocab.InstanceMode
+	Init     vocab.FunctionName
 }

@@ -3,6 +3,8 @@ package catalog
 import (
 	"reflect"
 	"testing"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestABI_deploy: the manifest's guest ABI reaches the revision policy and
@@ -28,7 +30,7 @@ func TestABI_deploy(t *testing.T) {
 	if d.Revisions[1].ID != plain.Revisions[1].ID {
 		t.Fatal("the untouched revision changed id")
 	}
-	want := []ABI{ABIWAGI, ABIStdio}
+	want := []vocab.ABI{vocab.ABIWAGI, vocab.ABIStdio}
 	check := func(c *Catalog, when string) {
 		t.Helper()
 		for i, p := range policies(t, c) {

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // A catalog normally issues its own generations (Deploy, Delete). In a
@@ -26,23 +28,23 @@ var ErrGenerationNotNewer = errors.New("catalog: generation is not newer than th
 // Change is one service's new state in an externally ordered history: its
 // manifest, or nil when the service was deleted.
 type Change struct {
-	Tenant   TenantID
-	Service  ServiceName
-	Manifest *Manifest
+	Tenant   vocab.TenantID
+	Service  vocab.ServiceName
+	Manifest *vocab.Manifest
 }
 
 // Check validates m and inspects its modules exactly as Deploy would,
 // without publishing anything: the deployment Deploy would make, with
 // generation 0. Its problems are Deploy's.
-func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
+func (c *Catalog) Check(ctx context.Context, m vocab.Manifest) (vocab.Deployment, error) {
 	s, modules, refs, err := c.prepare(ctx, m)
 	if err != nil {
-		return Deployment{}, err
+		return vocab.Deployment{}, err
 	}
 	defer c.release(refs)
 	svc, err := buildService(s, modules, 0)
 	if err != nil {
-		return Deployment{}, err
+		return vocab.Deployment{}, err
 	}
 	return svc.deployment(), nil
 }
@@ -52,7 +54,7 @@ func (c *Catalog) Check(ctx context.Context, m Manifest) (Deployment, error) {
 // validated and inspected first (its artifacts must be stored for its
 // tenant); on any error nothing changes. The records are persisted before
 // the new view is published.
-func (c *Catalog) Apply(ctx context.Context, gen Generation, changes []Change) error {
+func (c *Catalog) Apply(ctx context.Context, gen vocab.Generation, changes []Change) error {
 	prepared, refs, err := c.prepareAll(ctx, changes)
 	if err != nil {
 		return err
@@ -70,7 +72,7 @@ func (c *Catalog) Apply(ctx context.Context, gen Generation, changes []Change) e
 // generation gen: a full listing of the store at one revision, after a
 // history gap. gen must be above the catalog's generation, or equal to it
 // with the same services and releases (then nothing changes).
-func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manifest) error {
+func (c *Catalog) Replace(ctx context.Context, gen vocab.Generation, manifests []vocab.Manifest) error {
 	changes := make([]Change, len(manifests))
 	for i := range manifests {
 		changes[i] = Change{Tenant: manifests[i].Tenant, Service: manifests[i].Service, Manifest: &manifests[i]}
@@ -84,7 +86,7 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 		same := cur.len() == len(prepared)
 		for k, p := range prepared {
 			svc, ok := cur.get(k)
-			same = same && ok && p != nil && svc.release == releaseID(p.s)
+			same = same && ok && p != nil && svc.release == p.s.ReleaseID()
 		}
 		if same {
 			return nil
@@ -103,14 +105,14 @@ func (c *Catalog) Replace(ctx context.Context, gen Generation, manifests []Manif
 // preparedService is a release validated and inspected, not yet built at
 // a generation.
 type preparedService struct {
-	s        spec
+	s        vocab.Spec
 	manifest []byte // JSON, for the record
 	modules  []ModuleInfo
 }
 
 // prepareAll validates and inspects the manifests of changes; a deletion
 // is a key with a nil value. On error it released the references it took.
-func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[serviceKey]*preparedService, refs []Digest, err error) {
+func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[serviceKey]*preparedService, refs []vocab.Digest, err error) {
 	defer func() {
 		if err != nil {
 			c.release(refs)
@@ -122,9 +124,9 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 	// same digest: a listing of many services over a few modules inspects
 	// each module once. (One that does is asked for a reference per
 	// service, through ModuleAcquirer when it has that.)
-	var seen map[Digest]ModuleInfo
+	var seen map[vocab.Digest]ModuleInfo
 	if c.releaser == nil {
-		seen = map[Digest]ModuleInfo{}
+		seen = map[vocab.Digest]ModuleInfo{}
 	}
 	for _, ch := range changes {
 		k := serviceKey{ch.Tenant, ch.Service}
@@ -133,17 +135,17 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 			continue
 		}
 		m := *ch.Manifest // validate copies what the service keeps; the record is encoded now
-		s, err := validate(m)
+		s, err := vocab.NewSpec(m)
 		if err != nil {
 			return nil, refs, err
 		}
-		if s.tenant != ch.Tenant || s.service != ch.Service {
-			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.tenant, s.service)
+		if s.Tenant != ch.Tenant || s.Service != ch.Service {
+			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.Tenant, s.Service)
 		}
 		modules, r, err := c.inspectAll(ctx, s, c.owns, seen)
 		refs = append(refs, r...)
 		if err != nil {
-			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.tenant, s.service)
+			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.Tenant, s.Service)
 		}
 		prepared[k] = &preparedService{s: s, manifest: encodeManifest(m), modules: modules}
 	}
@@ -154,7 +156,7 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 // current one), persists them, removes the records of deleted services
 // (with whole, of every service not in prepared) and publishes the result.
 // It returns the module references of the services replaced or removed.
-func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, prepared map[serviceKey]*preparedService) ([]Digest, error) {
+func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole bool, prepared map[serviceKey]*preparedService) ([]vocab.Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -203,7 +205,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen Generation, whole bool, pre
 		}
 	}
 	c.mu.generation = max(c.mu.generation, gen)
-	var replaced []Digest
+	var replaced []vocab.Digest
 	if whole {
 		// A full listing mostly repeats what the catalog has: a service
 		// whose release is unchanged keeps its record and its generation,
@@ -273,8 +275,8 @@ func compareKeys(a, b serviceKey) int {
 
 // AllServices returns the deployments of every service in the view,
 // ordered by tenant and service.
-func (p Pin) AllServices() []Deployment {
-	out := make([]Deployment, 0, p.s.len())
+func (p Pin) AllServices() []vocab.Deployment {
+	out := make([]vocab.Deployment, 0, p.s.len())
 	p.s.each(func(svc *service) bool {
 		out = append(out, svc.deployment())
 		return true
@@ -284,7 +286,7 @@ func (p Pin) AllServices() []Deployment {
 
 // Artifact returns the stored bytes of the artifact d (any tenant's), for a
 // peer that fetches it by digest: ErrArtifactNotFound when it is not stored.
-func (c *Catalog) Artifact(d Digest) ([]byte, error) {
+func (c *Catalog) Artifact(d vocab.Digest) ([]byte, error) {
 	return c.arts.get(d, c.opts.MaxArtifactBytes)
 }
 
@@ -293,8 +295,8 @@ func (c *Catalog) Artifact(d Digest) ([]byte, error) {
 // memory. Its bytes are not verified here; the fetching peer verifies the
 // digest while it stores them (PutReleaseArtifact). ErrArtifactNotFound
 // when d is not stored; the caller closes the file.
-func (c *Catalog) OpenArtifact(d Digest) (*os.File, error) {
-	if _, err := ParseDigest(string(d)); err != nil {
+func (c *Catalog) OpenArtifact(d vocab.Digest) (*os.File, error) {
+	if _, err := vocab.ParseDigest(string(d)); err != nil {
 		return nil, ErrArtifactNotFound
 	}
 	name := c.store.artifactPath(d)
@@ -309,4 +311,4 @@ func (c *Catalog) OpenArtifact(d Digest) (*os.File, error) {
 }
 
 // HasArtifact reports whether tenant may use the stored artifact d.
-func (c *Catalog) HasArtifact(tenant TenantID, d Digest) bool { return c.owns(tenant, d) }
+func (c *Catalog) HasArtifact(tenant vocab.TenantID, d vocab.Digest) bool { return c.owns(tenant, d) }

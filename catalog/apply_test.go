@@ -7,12 +7,14 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // oneRoute is acme/<service> with revision v1 of art on route "run".
-func oneRoute(service ServiceName, art Digest) Manifest {
-	return Manifest{Tenant: "acme", Service: service, Revisions: []ManifestRevision{revision("v1", art)},
-		Routes: []ManifestRoute{mroute("run", target("v1", 1))}}
+func oneRoute(service vocab.ServiceName, art vocab.Digest) vocab.Manifest {
+	return vocab.Manifest{Tenant: "acme", Service: service, Revisions: []vocab.ManifestRevision{revision("v1", art)},
+		Routes: []vocab.ManifestRoute{mroute("run", target("v1", 1))}}
 }
 
 // TestApply_externalGenerations: changes apply at the generation given,
@@ -38,7 +40,7 @@ func TestApply_externalGenerations(t *testing.T) {
 	if got, ok := pin.Deployment("acme", "a"); pin.Generation() != 7 || !ok || got.Generation != 7 || got.Release != dep.Release {
 		t.Fatalf("after apply at 7: generation %d, a %+v", pin.Generation(), got)
 	}
-	for _, gen := range []Generation{7, 3} {
+	for _, gen := range []vocab.Generation{7, 3} {
 		if err := fx.cat.Apply(ctx, gen, []Change{{Tenant: "acme", Service: "a"}}); !errors.Is(err, ErrGenerationNotNewer) {
 			t.Fatalf("apply at %d: %v", gen, err)
 		}
@@ -76,19 +78,19 @@ func TestReplace_wholeListing(t *testing.T) {
 	ctx := context.Background()
 	a, b := fx.module("module a"), fx.module("module b")
 	ma, mb := oneRoute("a", a), oneRoute("b", b)
-	if err := fx.cat.Replace(ctx, 5, []Manifest{ma, mb}); err != nil {
+	if err := fx.cat.Replace(ctx, 5, []vocab.Manifest{ma, mb}); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.cat.Replace(ctx, 5, []Manifest{mb, ma}); err != nil {
+	if err := fx.cat.Replace(ctx, 5, []vocab.Manifest{mb, ma}); err != nil {
 		t.Fatalf("the same listing again: %v", err)
 	}
-	if err := fx.cat.Replace(ctx, 5, []Manifest{ma}); !errors.Is(err, ErrGenerationNotNewer) {
+	if err := fx.cat.Replace(ctx, 5, []vocab.Manifest{ma}); !errors.Is(err, ErrGenerationNotNewer) {
 		t.Fatalf("other content at the same generation: %v", err)
 	}
-	if err := fx.cat.Replace(ctx, 4, []Manifest{ma}); !errors.Is(err, ErrGenerationNotNewer) {
+	if err := fx.cat.Replace(ctx, 4, []vocab.Manifest{ma}); !errors.Is(err, ErrGenerationNotNewer) {
 		t.Fatalf("an older generation: %v", err)
 	}
-	if err := fx.cat.Replace(ctx, 8, []Manifest{mb}); err != nil {
+	if err := fx.cat.Replace(ctx, 8, []vocab.Manifest{mb}); err != nil {
 		t.Fatal(err)
 	}
 	pin := fx.cat.Pin()
@@ -119,13 +121,13 @@ func TestReplace_keepsUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	mb2, mc := oneRoute("b", b), oneRoute("c", b)
-	if err := fx.cat.Replace(ctx, 8, []Manifest{ma, mb2, mc}); err != nil {
+	if err := fx.cat.Replace(ctx, 8, []vocab.Manifest{ma, mb2, mc}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(label string, c *Catalog) {
 		t.Helper()
 		pin := c.Pin()
-		for svc, want := range map[ServiceName]Generation{"a": 5, "b": 8, "c": 8} {
+		for svc, want := range map[vocab.ServiceName]vocab.Generation{"a": 5, "b": 8, "c": 8} {
 			if d, ok := pin.Deployment("acme", svc); !ok || d.Generation != want {
 				t.Fatalf("%s: %s at %+v, want generation %d", label, svc, d, want)
 			}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // ErrTenantQuota marks a refusal because a tenant reached one of its own
@@ -56,26 +58,26 @@ type ownership struct {
 
 // tenantArtifacts is what one tenant owns.
 type tenantArtifacts struct {
-	owned map[Digest]ownership
+	owned map[vocab.Digest]ownership
 	bytes uint64 // sum of the sizes owned
 }
 
 type ownerRecord struct {
-	Tenant   TenantID `json:"tenant"`
-	Digest   Digest   `json:"digest"`
-	Bytes    uint64   `json:"bytes"`
-	Uploaded int64    `json:"uploaded_unix_nano"`
+	Tenant   vocab.TenantID `json:"tenant"`
+	Digest   vocab.Digest   `json:"digest"`
+	Bytes    uint64         `json:"bytes"`
+	Uploaded int64          `json:"uploaded_unix_nano"`
 }
 
 // owns reports whether tenant owns d now.
-func (c *Catalog) owns(tenant TenantID, d Digest) bool {
+func (c *Catalog) owns(tenant vocab.TenantID, d vocab.Digest) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ownsLocked(tenant, d)
 }
 
 // REQUIRES: c.mu held.
-func (c *Catalog) ownsLocked(tenant TenantID, d Digest) bool {
+func (c *Catalog) ownsLocked(tenant vocab.TenantID, d vocab.Digest) bool {
 	ta := c.mu.owners[tenant]
 	if ta == nil {
 		return false
@@ -85,10 +87,10 @@ func (c *Catalog) ownsLocked(tenant TenantID, d Digest) bool {
 }
 
 // REQUIRES: c.mu held (or the catalog not yet shared).
-func (c *Catalog) addOwnerLocked(tenant TenantID, d Digest, o ownership) {
+func (c *Catalog) addOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) {
 	ta := c.mu.owners[tenant]
 	if ta == nil {
-		ta = &tenantArtifacts{owned: map[Digest]ownership{}}
+		ta = &tenantArtifacts{owned: map[vocab.Digest]ownership{}}
 		c.mu.owners[tenant] = ta
 	}
 	if prev, ok := ta.owned[d]; ok {
@@ -101,7 +103,7 @@ func (c *Catalog) addOwnerLocked(tenant TenantID, d Digest, o ownership) {
 }
 
 // REQUIRES: c.mu held.
-func (c *Catalog) dropOwnerLocked(tenant TenantID, d Digest) {
+func (c *Catalog) dropOwnerLocked(tenant vocab.TenantID, d vocab.Digest) {
 	ta := c.mu.owners[tenant]
 	o, ok := ta.owned[d]
 	if !ok {
@@ -121,7 +123,7 @@ func (c *Catalog) dropOwnerLocked(tenant TenantID, d Digest) {
 // bytes. Owning it already always fits (a new upload only refreshes it).
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) artifactRoomLocked(tenant TenantID, d Digest, size uint64) error {
+func (c *Catalog) artifactRoomLocked(tenant vocab.TenantID, d vocab.Digest, size uint64) error {
 	ta := c.mu.owners[tenant]
 	if ta == nil {
 		ta = &tenantArtifacts{}
@@ -147,7 +149,7 @@ func (c *Catalog) artifactRoomLocked(tenant TenantID, d Digest, size uint64) err
 // tenant's artifact count or byte quota is refused with ErrTenantQuota; the
 // count is checked before the bytes are read. A full disk gives
 // ErrStorageFull.
-func (c *Catalog) PutArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader) error {
+func (c *Catalog) PutArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
 	return c.putArtifact(ctx, tenant, d, r, true)
 }
 
@@ -159,16 +161,16 @@ func (c *Catalog) PutArtifact(ctx context.Context, tenant TenantID, d Digest, r 
 // releases — but the artifact counts towards them, so the tenant's further
 // uploads here wait until it is released. The size bound, the digest check
 // and a full disk still refuse it.
-func (c *Catalog) PutReleaseArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader) error {
+func (c *Catalog) PutReleaseArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
 	return c.putArtifact(ctx, tenant, d, r, false)
 }
 
-func (c *Catalog) putArtifact(ctx context.Context, tenant TenantID, d Digest, r io.Reader, quota bool) error {
-	if err := ValidatePathName(string(tenant)); err != nil {
-		return errors.Mark(errors.Wrap(err, "catalog: artifact tenant"), ErrInvalidName)
+func (c *Catalog) putArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader, quota bool) error {
+	if err := vocab.ValidatePathName(string(tenant)); err != nil {
+		return errors.Mark(errors.Wrap(err, "catalog: artifact tenant"), vocab.ErrInvalidName)
 	}
-	if _, err := ParseDigest(string(d)); err != nil {
-		return errors.Mark(errors.Wrap(err, "catalog: artifact digest"), ErrInvalidName)
+	if _, err := vocab.ParseDigest(string(d)); err != nil {
+		return errors.Mark(errors.Wrap(err, "catalog: artifact digest"), vocab.ErrInvalidName)
 	}
 	if err := ctx.Err(); err != nil {
 		return errors.Wrap(err, "catalog: store artifact")
@@ -214,7 +216,7 @@ func (c *Catalog) putArtifact(ctx context.Context, tenant TenantID, d Digest, r 
 // writeOwnerLocked persists tenant's ownership of d.
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) writeOwnerLocked(tenant TenantID, d Digest, o ownership) error {
+func (c *Catalog) writeOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) error {
 	payload, err := json.Marshal(ownerRecord{Tenant: tenant, Digest: d, Bytes: o.size, Uploaded: o.uploaded.UnixNano()})
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode ownership")
@@ -229,7 +231,7 @@ func (c *Catalog) writeOwnerLocked(tenant TenantID, d Digest, o ownership) error
 // (after a failed upload). Best effort: Open deletes what it leaves.
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) removeUnownedLocked(d Digest) {
+func (c *Catalog) removeUnownedLocked(d vocab.Digest) {
 	if c.mu.blobOwners[d] == 0 {
 		_ = os.Remove(c.store.artifactPath(d))
 	}
@@ -244,7 +246,7 @@ type GCStats struct {
 	// DeletedBytes is the size of the deleted artifacts.
 	DeletedBytes uint64
 	// DeletedDigests names them (a cluster member gives up holding them).
-	DeletedDigests []Digest
+	DeletedDigests []vocab.Digest
 }
 
 // CollectGarbage removes every tenant's ownership of the artifacts that none
@@ -276,8 +278,8 @@ func (c *Catalog) PlanGarbage(now time.Time) GCStats {
 // REQUIRES: c.mu held.
 func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply bool) (GCStats, error) {
 	var st GCStats
-	dropped := map[Digest]int{} // ownerships a dry run would drop, per artifact
-	used := func(t TenantID, d Digest) bool { u := c.mu.use[t]; return u != nil && u.artifacts[d] > 0 }
+	dropped := map[vocab.Digest]int{} // ownerships a dry run would drop, per artifact
+	used := func(t vocab.TenantID, d vocab.Digest) bool { u := c.mu.use[t]; return u != nil && u.artifacts[d] > 0 }
 	tenants := slices.Sorted(maps.Keys(c.mu.owners))
 	for _, t := range tenants {
 		digests := slices.Sorted(maps.Keys(c.mu.owners[t].owned))
@@ -321,8 +323,8 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 // its tenant's and digest's names, and its artifact must exist with the
 // recorded size; anything else is ErrCorruptRecord naming the file.
 func (c *Catalog) loadOwners() error {
-	c.mu.owners = map[TenantID]*tenantArtifacts{}
-	c.mu.blobOwners = map[Digest]int{}
+	c.mu.owners = map[vocab.TenantID]*tenantArtifacts{}
+	c.mu.blobOwners = map[vocab.Digest]int{}
 	root := c.store.path(ownersDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {
@@ -330,7 +332,7 @@ func (c *Catalog) loadOwners() error {
 	}
 	for _, dir := range dirs {
 		dirName := filepath.Join(root, dir.Name())
-		if !dir.IsDir() || len(dir.Name()) != 64 || !isLowerHex(dir.Name()) {
+		if !dir.IsDir() || len(dir.Name()) != 64 || !vocab.IsLowerHex(dir.Name()) {
 			return errors.Wrapf(ErrCorruptRecord, "catalog: %s: unexpected file in the ownership directory", dirName)
 		}
 		if err := removeTemps(dirName); err != nil {
@@ -362,10 +364,10 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	if err := decodeRecord("owner", data, &rec); err != nil {
 		return err
 	}
-	if ValidatePathName(string(rec.Tenant)) != nil {
+	if vocab.ValidatePathName(string(rec.Tenant)) != nil {
 		return errors.New("record names an invalid tenant")
 	}
-	if _, err := ParseDigest(string(rec.Digest)); err != nil {
+	if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
 		return errors.New("record names an invalid digest")
 	}
 	if ownerRecordPath(rec.Tenant, rec.Digest) != ownersDir+"/"+dir+"/"+file {
@@ -420,10 +422,10 @@ func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
 	}
 	removed := false
 	for _, e := range entries {
-		if len(e.Name()) != 64 || !isLowerHex(e.Name()) || !e.Type().IsRegular() {
+		if len(e.Name()) != 64 || !vocab.IsLowerHex(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
-		d := Digest(digestPrefix + e.Name())
+		d := vocab.Digest(vocab.DigestPrefix + e.Name())
 		if c.mu.blobOwners[d] > 0 {
 			continue
 		}

@@ -13,13 +13,15 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // oneRevision is tenant/service with one revision using art.
-func oneRevision(tenant TenantID, service ServiceName, art Digest) Manifest {
-	return Manifest{Tenant: tenant, Service: service,
-		Revisions: []ManifestRevision{revision("v1", art)},
-		Routes:    []ManifestRoute{mroute("run", target("v1", 1))}}
+func oneRevision(tenant vocab.TenantID, service vocab.ServiceName, art vocab.Digest) vocab.Manifest {
+	return vocab.Manifest{Tenant: tenant, Service: service,
+		Revisions: []vocab.ManifestRevision{revision("v1", art)},
+		Routes:    []vocab.ManifestRoute{mroute("run", target("v1", 1))}}
 }
 
 // serviceFiles lists the service directory, temporary files included.
@@ -85,7 +87,7 @@ func TestPutArtifact_tenantScoped(t *testing.T) {
 	if _, err := fx.cat.Deploy(ctx, oneRevision("gamma", "svc", shared)); err == nil || err.Error() != errNever.Error() {
 		t.Fatalf("a failed upload gave ownership: %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "bad/tenant", shared, strings.NewReader("shared module")); !errors.Is(err, ErrInvalidName) {
+	if err := fx.cat.PutArtifact(ctx, "bad/tenant", shared, strings.NewReader("shared module")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid tenant, have %v", err)
 	}
 
@@ -136,9 +138,9 @@ func TestQuota(t *testing.T) {
 		// 2 tenants × 2 services fit a node bound of 4: one tenant cannot
 		// exhaust it; a third tenant then finds the node full.
 		fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 2; o.MaxServices = 4 })
-		for _, tenant := range []TenantID{"acme", "beta"} {
+		for _, tenant := range []vocab.TenantID{"acme", "beta"} {
 			a := fx.moduleFor(tenant, "a")
-			for _, name := range []ServiceName{"one", "two", "three"} {
+			for _, name := range []vocab.ServiceName{"one", "two", "three"} {
 				_, err := fx.cat.Deploy(ctx, oneRevision(tenant, name, a))
 				if name == "three" {
 					wantQuota(t, err, QuotaError{Dimension: QuotaServices, Limit: 2, Used: 2})
@@ -213,7 +215,7 @@ func TestCollectGarbage(t *testing.T) {
 	fx.clock.Advance(time.Minute)
 	fx.moduleFor("acme", "shared") // acme's ownership is one minute younger
 	fx.deploy(oneRevision("acme", "svc", used))
-	if _, err := fx.cat.Deploy(ctx, oneRevision("beta", "svc", used)); !errors.Is(err, ErrInvalidManifest) {
+	if _, err := fx.cat.Deploy(ctx, oneRevision("beta", "svc", used)); !errors.Is(err, vocab.ErrInvalidManifest) {
 		t.Fatalf("beta deployed an artifact it does not own: %v", err)
 	}
 	fx.moduleFor("beta", "used")
@@ -224,17 +226,17 @@ func TestCollectGarbage(t *testing.T) {
 		at       time.Duration // after t0
 		act      func(t *testing.T)
 		want     GCStats
-		wantKept []Digest
+		wantKept []vocab.Digest
 	}{
-		{"within grace", grace, nil, GCStats{}, []Digest{used, unused, shared}},
-		{"beta's shared expires, acme still owns it", grace + time.Second, nil, GCStats{Released: 2, Deleted: 1, DeletedBytes: 6, DeletedDigests: []Digest{unused}}, []Digest{used, shared}},
-		{"acme's shared expires", grace + time.Minute + time.Second, nil, GCStats{Released: 1, Deleted: 1, DeletedBytes: 6, DeletedDigests: []Digest{shared}}, []Digest{used}},
-		{"used stays while a service uses it", 10 * grace, nil, GCStats{}, []Digest{used}},
+		{"within grace", grace, nil, GCStats{}, []vocab.Digest{used, unused, shared}},
+		{"beta's shared expires, acme still owns it", grace + time.Second, nil, GCStats{Released: 2, Deleted: 1, DeletedBytes: 6, DeletedDigests: []vocab.Digest{unused}}, []vocab.Digest{used, shared}},
+		{"acme's shared expires", grace + time.Minute + time.Second, nil, GCStats{Released: 1, Deleted: 1, DeletedBytes: 6, DeletedDigests: []vocab.Digest{shared}}, []vocab.Digest{used}},
+		{"used stays while a service uses it", 10 * grace, nil, GCStats{}, []vocab.Digest{used}},
 		{"acme deletes its service; beta's keeps the bytes", 10 * grace, func(t *testing.T) {
 			if _, err := fx.cat.Delete(ctx, "acme", "svc"); err != nil {
 				t.Fatal(err)
 			}
-		}, GCStats{Released: 1}, []Digest{used}},
+		}, GCStats{Released: 1}, []vocab.Digest{used}},
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
@@ -257,7 +259,7 @@ func TestCollectGarbage(t *testing.T) {
 	}
 	// acme's ownership of used is gone (unknown), beta's stays, across a restart.
 	fx.cat = fx.open()
-	if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "svc", used)); !errors.Is(err, ErrInvalidManifest) {
+	if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "svc", used)); !errors.Is(err, vocab.ErrInvalidManifest) {
 		t.Fatalf("collected ownership still deploys: %v", err)
 	}
 	fx.deploy(oneRevision("beta", "other", used))
@@ -318,7 +320,7 @@ func TestCollectGarbage_raceWithDeploy(t *testing.T) {
 			if st.Deleted != 1 {
 				t.Fatalf("the collection did not delete the artifact: %+v", st)
 			}
-			if !errors.Is(err, ErrInvalidManifest) || !strings.Contains(err.Error(), unknownArtifact) {
+			if !errors.Is(err, vocab.ErrInvalidManifest) || !strings.Contains(err.Error(), unknownArtifact) {
 				t.Fatalf("want the artifact unknown, have %v", err)
 			}
 			if _, ok := fx.cat.Pin().Deployment("acme", "svc"); ok {
@@ -438,14 +440,14 @@ func TestStorageFull(t *testing.T) {
 		{"artifact", "artifact-", func(fx *fixture) error {
 			return fx.cat.PutArtifact(ctx, "acme", digestOf("new"), strings.NewReader("new"))
 		}, func(t *testing.T, fx *fixture) {
-			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, ErrInvalidManifest) {
+			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("the failed upload is usable: %v", err)
 			}
 		}},
 		{"ownership record", digestOf("new").Hex(), func(fx *fixture) error {
 			return fx.cat.PutArtifact(ctx, "acme", digestOf("new"), strings.NewReader("new"))
 		}, func(t *testing.T, fx *fixture) {
-			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, ErrInvalidManifest) {
+			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("the failed upload is usable: %v", err)
 			}
 			if files := artifactFiles(t, fx); len(files) != 1 {
@@ -457,14 +459,14 @@ func TestStorageFull(t *testing.T) {
 			return err
 		}, nil},
 		{"full listing", "catalog/services/", func(fx *fixture) error {
-			return fx.cat.Replace(ctx, 100, []Manifest{oneRevision("acme", "svc", fx.module("b")), oneRevision("acme", "new", digestOf("a"))})
+			return fx.cat.Replace(ctx, 100, []vocab.Manifest{oneRevision("acme", "svc", fx.module("b")), oneRevision("acme", "new", digestOf("a"))})
 		}, func(t *testing.T, fx *fixture) {
 			if names := serviceFiles(t, fx); len(names) != 1 {
 				t.Fatalf("a failed full listing left files: %v", names)
 			}
 			// The same listing retried applies: the failed attempt
 			// published nothing, so its generation is still free.
-			if err := fx.cat.Replace(ctx, 100, []Manifest{oneRevision("acme", "svc", digestOf("b")), oneRevision("acme", "new", digestOf("a"))}); err != nil {
+			if err := fx.cat.Replace(ctx, 100, []vocab.Manifest{oneRevision("acme", "svc", digestOf("b")), oneRevision("acme", "new", digestOf("a"))}); err != nil {
 				t.Fatalf("the retried listing: %v", err)
 			}
 		}},
@@ -534,12 +536,12 @@ func TestModuleReferences(t *testing.T) {
 		configure := func(in *fakeInspector) {
 			in.reject(digestOf("rejected"), errors.New("import env.x is not allowed"))
 			in.set(digestOf("big"), ModuleInfo{MinMemoryBytes: 64 << 20, MaxMemoryBytes: 128 << 20,
-				Threading: ThreadingSingle, Exports: []FunctionName{"_start"}})
+				Threading: vocab.ThreadingSingle, Exports: []vocab.FunctionName{"_start"}})
 		}
 		configure(fx.insp)
 		contents := []string{"m0", "m1", "m2", "rejected", "big"}
-		tenants := []TenantID{"acme", "beta"}
-		services := []ServiceName{"s0", "s1", "s2"}
+		tenants := []vocab.TenantID{"acme", "beta"}
+		services := []vocab.ServiceName{"s0", "s1", "s2"}
 		for step := 0; step < steps; step++ {
 			var err error
 			kind := ""
@@ -550,7 +552,7 @@ func TestModuleReferences(t *testing.T) {
 				err = fx.cat.PutArtifact(context.Background(), tenants[rng.IntN(2)], digestOf(c), strings.NewReader(c))
 			case op < 7:
 				kind = "deploy"
-				m := Manifest{Tenant: tenants[rng.IntN(2)], Service: services[rng.IntN(3)]}
+				m := vocab.Manifest{Tenant: tenants[rng.IntN(2)], Service: services[rng.IntN(3)]}
 				for i := 0; i <= rng.IntN(3); i++ {
 					name := fmt.Sprint("v", i)
 					m.Revisions = append(m.Revisions, revision(name, digestOf(contents[rng.IntN(len(contents))])))
@@ -582,7 +584,7 @@ func TestModuleReferences(t *testing.T) {
 			if qe := (*QuotaError)(nil); errors.As(err, &qe) && qe.Dimension == QuotaDeployedBytes {
 				outcomes["deploy deployed-bytes"]++
 			}
-			want := map[Digest]int{}
+			want := map[vocab.Digest]int{}
 			for _, svc := range fx.cat.Pin().all() {
 				for _, d := range svc.artifacts() {
 					want[d]++
@@ -607,7 +609,7 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, ErrInvalidManifest):
+	case errors.Is(err, vocab.ErrInvalidManifest):
 		return "invalid"
 	case errors.Is(err, ErrTenantQuota):
 		return "quota"
@@ -706,7 +708,7 @@ func TestQuota_deployedBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		fx.deploy(oneRevision("acme", "four", c5)) // 4 + 5
-		if got := fx.insp.held(); !reflect.DeepEqual(got, map[Digest]int{b3: 1, d1: 1, c5: 1, digestOf("0123456789"): 1}) {
+		if got := fx.insp.held(); !reflect.DeepEqual(got, map[vocab.Digest]int{b3: 1, d1: 1, c5: 1, digestOf("0123456789"): 1}) {
 			t.Fatalf("references held %v", got)
 		}
 	})
@@ -725,7 +727,7 @@ func TestQuota_deployedBytes(t *testing.T) {
 			t.Fatalf("the inner deploy: %v", inner)
 		}
 		wantQuota(t, err, QuotaError{Dimension: QuotaDeployedBytes, Limit: 10, Used: 6})
-		if got := fx.insp.held(); !reflect.DeepEqual(got, map[Digest]int{b6: 1}) {
+		if got := fx.insp.held(); !reflect.DeepEqual(got, map[vocab.Digest]int{b6: 1}) {
 			t.Fatalf("references held %v, want only the published service's", got)
 		}
 	})

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Sentinels of backup and restore.
@@ -71,7 +73,7 @@ const backupAttempts = 5
 // BackupStats says what a backup holds.
 type BackupStats struct {
 	// Generation is the catalog generation the backup is consistent with.
-	Generation Generation
+	Generation vocab.Generation
 	// Services, Owners and Artifacts count the records and artifacts.
 	Services, Owners, Artifacts int
 	// Bytes is the size of every entry but the manifest.
@@ -124,7 +126,7 @@ type backupEntry struct {
 
 // snapshotFiles is what one consistent read of a data directory found.
 type snapshotFiles struct {
-	generation Generation
+	generation vocab.Generation
 	records    map[string][]byte   // state, service and owner records by entry name
 	artifacts  map[string]*os.File // open artifacts by entry name
 	services   int
@@ -269,7 +271,7 @@ func readSnapshot(store diskStore) (_ *snapshotFiles, again bool, err error) {
 		snap.records[stateFile] = state
 	}
 	// Services: a record names artifacts its tenant owns.
-	needed := map[Digest]string{}
+	needed := map[vocab.Digest]string{}
 	services, err := readDirNames(store.path(servicesDir))
 	if err != nil {
 		return nil, false, err
@@ -326,7 +328,7 @@ func readSnapshot(store diskStore) (_ *snapshotFiles, again bool, err error) {
 			if err := decodeRecord("owner", data, &rec); err != nil {
 				return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), ErrCorruptRecord)
 			}
-			if _, err := ParseDigest(string(rec.Digest)); err != nil {
+			if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
 				return nil, false, errors.Wrapf(ErrCorruptRecord, "catalog: %s names an invalid digest", store.path(name))
 			}
 			art := artifactsDir + "/" + rec.Digest.Hex()
@@ -434,7 +436,7 @@ func recordsChanged(store diskStore, read map[string]fileID) (bool, error) {
 
 // readGeneration reads catalog/state.rec: the generation and the record's
 // bytes (nil and 0 when the catalog never issued one).
-func readGeneration(store diskStore) (Generation, []byte, error) {
+func readGeneration(store diskStore) (vocab.Generation, []byte, error) {
 	data, err := readBounded(store.path(stateFile), 4096)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil, nil
@@ -467,7 +469,7 @@ func readDirNames(dir string) ([]string, error) {
 	return names, nil
 }
 
-func encodeBackupManifest(gen Generation, entries []backupEntry) []byte {
+func encodeBackupManifest(gen vocab.Generation, entries []backupEntry) []byte {
 	var b bytes.Buffer
 	b.WriteString(backupMagic + "\n")
 	b.WriteString("generation " + strconv.FormatUint(uint64(gen), 10) + "\n")
@@ -500,7 +502,7 @@ func decodeBackupManifest(data []byte) (map[string]backupEntry, error) {
 		if len(f) != 3 {
 			return nil, errors.Newf("line %d: want \"sha256:HEX SIZE NAME\"", i+1)
 		}
-		d, err := ParseDigest(f[0])
+		d, err := vocab.ParseDigest(f[0])
 		size, serr := strconv.ParseInt(f[1], 10, 64)
 		if err != nil || serr != nil || size < 0 || backupEntryKind(f[2]) == "" {
 			return nil, errors.Newf("line %d: malformed entry", i+1)
@@ -527,16 +529,16 @@ func backupEntryKind(name string) string {
 	parts := strings.Split(name, "/")
 	hexRec := func(s string) bool {
 		h, ok := strings.CutSuffix(s, ".rec")
-		return ok && len(h) == 64 && isLowerHex(h)
+		return ok && len(h) == 64 && vocab.IsLowerHex(h)
 	}
 	switch {
 	case name == stateFile:
 		return "state"
 	case len(parts) == 3 && parts[0]+"/"+parts[1] == servicesDir && hexRec(parts[2]):
 		return "service"
-	case len(parts) == 4 && parts[0]+"/"+parts[1] == ownersDir && len(parts[2]) == 64 && isLowerHex(parts[2]) && hexRec(parts[3]):
+	case len(parts) == 4 && parts[0]+"/"+parts[1] == ownersDir && len(parts[2]) == 64 && vocab.IsLowerHex(parts[2]) && hexRec(parts[3]):
 		return "owner"
-	case len(parts) == 3 && parts[0]+"/"+parts[1] == artifactsDir && len(parts[2]) == 64 && isLowerHex(parts[2]):
+	case len(parts) == 3 && parts[0]+"/"+parts[1] == artifactsDir && len(parts[2]) == 64 && vocab.IsLowerHex(parts[2]):
 		return "artifact"
 	}
 	return ""
@@ -796,7 +798,7 @@ type RestoreOptions struct {
 	Quotas Options
 	// Tenants, when not nil, are the only tenants whose records a backup
 	// may hold (the configuration's tenants).
-	Tenants []TenantID
+	Tenants []vocab.TenantID
 	// SignKey, when set, requires a backup signed with it (BackupOptions):
 	// an unsigned or otherwise signed backup is ErrBackupSignature, refused
 	// before any entry but the manifest is read.
@@ -820,7 +822,7 @@ const maxSmallRecordBytes = 4096
 
 // RestoreStats says what a restore wrote.
 type RestoreStats struct {
-	Generation                  Generation
+	Generation                  vocab.Generation
 	Services, Owners, Artifacts int
 	Bytes                       int64
 }
@@ -1018,8 +1020,8 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 	}
 	q := opts.Quotas
 	store := diskStore{root: stage}
-	tenantOK := func(t TenantID) bool { return opts.Tenants == nil || slices.Contains(opts.Tenants, t) }
-	owned := map[TenantID]map[Digest]int64{} // per tenant: the artifacts it owns and their sizes
+	tenantOK := func(t vocab.TenantID) bool { return opts.Tenants == nil || slices.Contains(opts.Tenants, t) }
+	owned := map[vocab.TenantID]map[vocab.Digest]int64{} // per tenant: the artifacts it owns and their sizes
 	artifacts := map[string]int64{}
 	for _, name := range slices.Sorted(mapKeys(got)) {
 		e := got[name]
@@ -1059,7 +1061,7 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 			if err := decodeRecord("owner", data, &rec); err != nil {
 				return st, errors.Mark(errors.Wrapf(err, "catalog: backup entry %s", name), ErrBackupInvalid)
 			}
-			if _, err := ParseDigest(string(rec.Digest)); err != nil || ownerRecordPath(rec.Tenant, rec.Digest) != name {
+			if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil || ownerRecordPath(rec.Tenant, rec.Digest) != name {
 				return st, errors.Wrapf(ErrBackupInvalid, "ownership record %s names another tenant or artifact", name)
 			}
 			if !tenantOK(rec.Tenant) {
@@ -1074,7 +1076,7 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 					time.Unix(0, rec.Uploaded).UTC().Format(time.RFC3339))
 			}
 			if owned[rec.Tenant] == nil {
-				owned[rec.Tenant] = map[Digest]int64{}
+				owned[rec.Tenant] = map[vocab.Digest]int64{}
 			}
 			owned[rec.Tenant][rec.Digest] = size
 			st.Owners++
@@ -1100,8 +1102,8 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 	// Per tenant, as a deploy checks: its services use only artifacts it
 	// owns, their number and deployed bytes within the quotas; and as an
 	// upload checks: the bytes it owns.
-	perTenant := map[TenantID]int{}
-	deployed := map[TenantID]map[Digest]bool{}
+	perTenant := map[vocab.TenantID]int{}
+	deployed := map[vocab.TenantID]map[vocab.Digest]bool{}
 	for _, rec := range services {
 		t := rec.Tenant
 		perTenant[t]++
@@ -1109,10 +1111,10 @@ func checkRestored(stage string, listed, got map[string]backupEntry, opts Restor
 			return st, errors.Wrapf(ErrBackupInvalid, "tenant %q has more than %d services (max_services_per_tenant)", t, q.MaxServicesPerTenant)
 		}
 		if deployed[t] == nil {
-			deployed[t] = map[Digest]bool{}
+			deployed[t] = map[vocab.Digest]bool{}
 		}
 		for _, r := range rec.Manifest.Revisions {
-			if _, err := ParseDigest(string(r.Artifact)); err != nil {
+			if _, err := vocab.ParseDigest(string(r.Artifact)); err != nil {
 				return st, errors.Wrapf(ErrBackupInvalid, "service %s/%s names an invalid artifact", t, rec.Service)
 			}
 			if _, ok := owned[t][r.Artifact]; !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testutil/tartest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // backupFixture is a catalog with acme/images (two artifacts), beta/tools
@@ -27,8 +28,8 @@ func backupFixture(t *testing.T) *fixture {
 	fx.module("unused")
 	fx.deploy(twoRevisions(a, b))
 	shared := fx.moduleFor("beta", "module a")
-	m := Manifest{Tenant: "beta", Service: "tools", Revisions: []ManifestRevision{revision("v1", shared)},
-		Routes: []ManifestRoute{mroute("run", target("v1", 1))}}
+	m := vocab.Manifest{Tenant: "beta", Service: "tools", Revisions: []vocab.ManifestRevision{revision("v1", shared)},
+		Routes: []vocab.ManifestRoute{mroute("run", target("v1", 1))}}
 	fx.deploy(m)
 	return fx
 }
@@ -319,8 +320,8 @@ func TestBackup_whileDeploying(t *testing.T) {
 			if _, err = fx.cat.Deploy(ctx, m); err != nil {
 				return
 			}
-			extra := Manifest{Tenant: "acme", Service: "extra", Revisions: []ManifestRevision{revision("v1", a)},
-				Routes: []ManifestRoute{mroute("run", target("v1", 1))}}
+			extra := vocab.Manifest{Tenant: "acme", Service: "extra", Revisions: []vocab.ManifestRevision{revision("v1", a)},
+				Routes: []vocab.ManifestRoute{mroute("run", target("v1", 1))}}
 			if _, err = fx.cat.Deploy(ctx, extra); err != nil {
 				return
 			}
@@ -332,7 +333,7 @@ func TestBackup_whileDeploying(t *testing.T) {
 			}
 		}
 	}()
-	var gens []Generation
+	var gens []vocab.Generation
 	for i := 0; i < 10; i++ {
 		var buf bytes.Buffer
 		sink := NewTarSink(&buf)

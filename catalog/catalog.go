@@ -16,6 +16,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/google/btree"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Sentinels of the catalog.
@@ -118,12 +120,12 @@ type Catalog struct {
 
 	mu struct {
 		sync.Mutex
-		generation Generation              // last generation issued (persisted before use)
-		index      *btree.BTreeG[entry]    // the services; published as clones (index.go)
-		use        map[TenantID]*tenantUse // what each tenant's services in index use
-		sum        indexSum                // of index
-		owners     map[TenantID]*tenantArtifacts
-		blobOwners map[Digest]int // number of tenants owning each stored artifact
+		generation vocab.Generation              // last generation issued (persisted before use)
+		index      *btree.BTreeG[entry]          // the services; published as clones (index.go)
+		use        map[vocab.TenantID]*tenantUse // what each tenant's services in index use
+		sum        indexSum                      // of index
+		owners     map[vocab.TenantID]*tenantArtifacts
+		blobOwners map[vocab.Digest]int // number of tenants owning each stored artifact
 	}
 }
 
@@ -170,7 +172,7 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 		c.publishLocked(gen)
 		err = c.settleArtifactsLocked(c.cur.Load())
 	}
-	var refs []Digest
+	var refs []vocab.Digest
 	if err != nil {
 		c.mu.index.Ascend(func(e entry) bool {
 			refs = append(refs, e.svc.artifacts()...)
@@ -186,24 +188,24 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 }
 
 type stateRecord struct {
-	Generation Generation `json:"generation"`
+	Generation vocab.Generation `json:"generation"`
 }
 
 // recordOf is a service's record with its manifest as M: serviceRecord
 // decodes it, storedServiceRecord writes the JSON a deploy encoded once
 // (the same JSON).
 type recordOf[M any] struct {
-	Tenant     TenantID      `json:"tenant"`
-	Service    ServiceName   `json:"service"`
-	Generation Generation    `json:"generation"`
-	Release    ReleaseID     `json:"release"`
-	Revisions  []RevisionRef `json:"revisions"`
-	Modules    []ModuleInfo  `json:"modules"`
-	Manifest   M             `json:"manifest"`
+	Tenant     vocab.TenantID      `json:"tenant"`
+	Service    vocab.ServiceName   `json:"service"`
+	Generation vocab.Generation    `json:"generation"`
+	Release    vocab.ReleaseID     `json:"release"`
+	Revisions  []vocab.RevisionRef `json:"revisions"`
+	Modules    []ModuleInfo        `json:"modules"`
+	Manifest   M                   `json:"manifest"`
 }
 
 type (
-	serviceRecord       = recordOf[Manifest]
+	serviceRecord       = recordOf[vocab.Manifest]
 	storedServiceRecord = recordOf[json.RawMessage]
 )
 
@@ -212,8 +214,8 @@ type (
 // record's if higher (a deploy writes only its service's record). On error
 // the caller releases the module references of the index. It takes c.mu
 // only to change the index and the state.
-func (c *Catalog) load(ctx context.Context) (Generation, error) {
-	var last Generation
+func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
+	var last vocab.Generation
 	statePath := c.store.path(stateFile)
 	data, err := readBounded(statePath, 4096)
 	haveState := err == nil
@@ -311,18 +313,18 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	if err := decodeRecord("service", data, &rec); err != nil {
 		return nil, err
 	}
-	s, err := validate(rec.Manifest)
+	s, err := vocab.NewSpec(rec.Manifest)
 	if err != nil {
 		return nil, errors.Wrap(err, "recorded manifest")
 	}
 	switch {
-	case rec.Tenant != s.tenant || rec.Service != s.service:
+	case rec.Tenant != s.Tenant || rec.Service != s.Service:
 		return nil, errors.New("record names another service than its manifest")
-	case servicesDir+"/"+file != serviceRecordPath(s.tenant, s.service):
+	case servicesDir+"/"+file != serviceRecordPath(s.Tenant, s.Service):
 		return nil, errors.New("record is stored under another service's name")
 	case rec.Generation == 0:
 		return nil, errors.New("record has no generation")
-	case len(rec.Modules) != len(s.revisions):
+	case len(rec.Modules) != len(s.Revisions):
 		return nil, errors.New("record has module facts for another number of revisions")
 	}
 	modules, refs, err := c.inspectAll(ctx, s, nil, nil)
@@ -337,7 +339,7 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	return svc, nil
 }
 
-func checkLoaded(s spec, rec serviceRecord, modules []ModuleInfo) (*service, error) {
+func checkLoaded(s vocab.Spec, rec serviceRecord, modules []ModuleInfo) (*service, error) {
 	for i := range modules {
 		if !modules[i].equal(rec.Modules[i]) {
 			return nil, errors.Newf("revision %d: the artifact inspects differently than recorded", i)
@@ -374,23 +376,23 @@ func readBounded(name string, maxBytes int64) ([]byte, error) {
 // memory. The record is written before a release is published, so this may
 // answer a release a concurrent deploy is about to publish.
 // ErrServiceNotFound when the service is not deployed.
-func (c *Catalog) Manifest(tenant TenantID, name ServiceName) (Deployment, Manifest, error) {
+func (c *Catalog) Manifest(tenant vocab.TenantID, name vocab.ServiceName) (vocab.Deployment, vocab.Manifest, error) {
 	path := c.store.path(serviceRecordPath(tenant, name))
 	data, err := readBounded(path, maxRecordBytes)
 	if errors.Is(err, os.ErrNotExist) {
-		return Deployment{}, Manifest{}, ErrServiceNotFound
+		return vocab.Deployment{}, vocab.Manifest{}, ErrServiceNotFound
 	}
 	if err != nil {
-		return Deployment{}, Manifest{}, err
+		return vocab.Deployment{}, vocab.Manifest{}, err
 	}
 	var rec serviceRecord
 	if err := decodeRecord("service", data, &rec); err != nil {
-		return Deployment{}, Manifest{}, errors.Mark(errors.Wrapf(err, "catalog: %s", path), ErrCorruptRecord)
+		return vocab.Deployment{}, vocab.Manifest{}, errors.Mark(errors.Wrapf(err, "catalog: %s", path), ErrCorruptRecord)
 	}
 	if rec.Tenant != tenant || rec.Service != name {
-		return Deployment{}, Manifest{}, errors.Wrapf(ErrCorruptRecord, "catalog: %s names another service", path)
+		return vocab.Deployment{}, vocab.Manifest{}, errors.Wrapf(ErrCorruptRecord, "catalog: %s names another service", path)
 	}
-	return Deployment{Tenant: rec.Tenant, Service: rec.Service, Release: rec.Release, Generation: rec.Generation,
+	return vocab.Deployment{Tenant: rec.Tenant, Service: rec.Service, Release: rec.Release, Generation: rec.Generation,
 		Revisions: rec.Revisions}, rec.Manifest, nil
 }
 
@@ -404,46 +406,46 @@ func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 // digests inspected, one module reference each; on error it has released
 // them. A seen map (for an inspector without references: Apply and Replace
 // of many services) answers digests inspected before and records new ones.
-func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Digest) bool, seen map[Digest]ModuleInfo) (_ []ModuleInfo, refs []Digest, err error) {
+func (c *Catalog) inspectAll(ctx context.Context, s vocab.Spec, owns func(vocab.TenantID, vocab.Digest) bool, seen map[vocab.Digest]ModuleInfo) (_ []ModuleInfo, refs []vocab.Digest, err error) {
 	defer func() {
 		if err != nil {
 			c.release(refs)
 			refs = nil
 		}
 	}()
-	var p problems
-	modules := make([]ModuleInfo, len(s.revisions))
-	done := map[Digest]int{}
-	for i, r := range s.revisions {
-		if j, ok := done[r.artifact]; ok {
+	var p vocab.Problems
+	modules := make([]ModuleInfo, len(s.Revisions))
+	done := map[vocab.Digest]int{}
+	for i, r := range s.Revisions {
+		if j, ok := done[r.Artifact]; ok {
 			modules[i] = modules[j]
 			continue
 		}
 		f := "revisions[" + strconv.Itoa(i) + "].artifact"
-		if owns != nil && !owns(s.tenant, r.artifact) {
-			p.add(f, unknownArtifact)
+		if owns != nil && !owns(s.Tenant, r.Artifact) {
+			p.Add(f, unknownArtifact)
 			continue
 		}
 		if c.acquirer != nil {
-			if info, ok := c.acquirer.AcquireModule(r.artifact); ok {
-				refs = append(refs, r.artifact)
-				modules[i], done[r.artifact] = info, i
+			if info, ok := c.acquirer.AcquireModule(r.Artifact); ok {
+				refs = append(refs, r.Artifact)
+				modules[i], done[r.Artifact] = info, i
 				continue
 			}
 		}
-		if info, ok := seen[r.artifact]; ok {
-			modules[i], done[r.artifact] = info, i
+		if info, ok := seen[r.Artifact]; ok {
+			modules[i], done[r.Artifact] = info, i
 			continue
 		}
-		data, err := c.arts.get(r.artifact, c.opts.MaxArtifactBytes)
+		data, err := c.arts.get(r.Artifact, c.opts.MaxArtifactBytes)
 		switch {
 		case errors.Is(err, ErrArtifactNotFound):
-			p.add(f, unknownArtifact)
+			p.Add(f, unknownArtifact)
 			continue
 		case err != nil:
 			return nil, refs, err
 		}
-		info, err := c.opts.Inspector.Inspect(ctx, r.artifact, data)
+		info, err := c.opts.Inspector.Inspect(ctx, r.Artifact, data)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")
@@ -451,17 +453,17 @@ func (c *Catalog) inspectAll(ctx context.Context, s spec, owns func(TenantID, Di
 			if errors.Is(err, ErrHostFault) || errors.Is(err, ErrStorageFull) {
 				return nil, refs, err // the host's fault, not the module's: no field problem
 			}
-			p.addErr(f, errors.Wrap(err, "module rejected"))
+			p.AddErr(f, errors.Wrap(err, "module rejected"))
 			continue
 		}
-		refs = append(refs, r.artifact)
+		refs = append(refs, r.Artifact)
 		info.Exports = slices.Clone(info.Exports)
-		modules[i], done[r.artifact] = info, i
+		modules[i], done[r.Artifact] = info, i
 		if seen != nil {
-			seen[r.artifact] = info
+			seen[r.Artifact] = info
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, refs, err
 	}
 	return modules, refs, nil
@@ -473,7 +475,7 @@ const unknownArtifact = "no artifact with this digest was uploaded"
 
 // release hands module references back to the inspector, one per digest
 // listed. It must not be called with c.mu held.
-func (c *Catalog) release(refs []Digest) {
+func (c *Catalog) release(refs []vocab.Digest) {
 	if c.releaser == nil {
 		return
 	}
@@ -494,15 +496,15 @@ func (c *Catalog) release(refs []Digest) {
 // deployed bytes beyond Options.MaxDeployedBytesPerTenant is refused with
 // ErrTenantQuota too, checked before inspection and again, authoritatively,
 // under the catalog's lock before publishing.
-func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
+func (c *Catalog) Deploy(ctx context.Context, m vocab.Manifest) (vocab.Deployment, error) {
 	s, modules, refs, err := c.prepare(ctx, m)
 	if err != nil {
-		return Deployment{}, err
+		return vocab.Deployment{}, err
 	}
 	dep, replaced, err := c.publish(ctx, s, encodeManifest(m), modules) // the service keeps JSON, not the caller's slices
 	if err != nil {
 		c.release(refs)
-		return Deployment{}, err
+		return vocab.Deployment{}, err
 	}
 	c.release(replaced)
 	return dep, nil
@@ -512,27 +514,27 @@ func (c *Catalog) Deploy(ctx context.Context, m Manifest) (Deployment, error) {
 // deployed bytes) and inspects its modules: what Deploy and Check do
 // before publishing. On success the caller owns one module reference per
 // digest in refs.
-func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, []Digest, error) {
-	s, err := validate(m)
+func (c *Catalog) prepare(ctx context.Context, m vocab.Manifest) (vocab.Spec, []ModuleInfo, []vocab.Digest, error) {
+	s, err := vocab.NewSpec(m)
 	if err != nil {
-		return spec{}, nil, nil, err
+		return vocab.Spec{}, nil, nil, err
 	}
 	c.mu.Lock()
-	err = c.serviceRoomLocked(s.tenant, s.service)
+	err = c.serviceRoomLocked(s.Tenant, s.Service)
 	if err == nil {
 		err = c.deployedRoomLocked(s)
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return spec{}, nil, nil, err
+		return vocab.Spec{}, nil, nil, err
 	}
-	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.tenant), s, c.owns, nil)
+	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.Tenant), s, c.owns, nil)
 	if err != nil {
-		return spec{}, nil, nil, err
+		return vocab.Spec{}, nil, nil, err
 	}
 	if err := c.prepareSnapshots(ctx, s, modules); err != nil {
 		c.release(refs)
-		return spec{}, nil, nil, err
+		return vocab.Spec{}, nil, nil, err
 	}
 	return s, modules, refs, nil
 }
@@ -541,18 +543,18 @@ func (c *Catalog) prepare(ctx context.Context, m Manifest) (spec, []ModuleInfo, 
 // snapshot revision of s (SnapshotPreparer). A revision whose module does
 // not export its init is left to the release's validation, which names the
 // field.
-func (c *Catalog) prepareSnapshots(ctx context.Context, s spec, modules []ModuleInfo) error {
+func (c *Catalog) prepareSnapshots(ctx context.Context, s vocab.Spec, modules []ModuleInfo) error {
 	sp, ok := c.opts.Inspector.(SnapshotPreparer)
 	if !ok {
 		return nil
 	}
-	var p problems
-	for i, r := range s.revisions {
-		if r.instance != InstanceSnapshot || (r.init != "" && !modules[i].exports(r.init)) {
+	var p vocab.Problems
+	for i, r := range s.Revisions {
+		if r.Instance != vocab.InstanceSnapshot || (r.Init != "" && !modules[i].exports(r.Init)) {
 			continue
 		}
-		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.tenant, Artifact: r.artifact, Init: r.init,
-			Random: r.random, MemoryBytes: r.ceiling.MemoryBytes})
+		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.Tenant, Artifact: r.Artifact, Init: r.Init,
+			Random: r.Random, MemoryBytes: r.Ceiling.MemoryBytes})
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -560,47 +562,47 @@ func (c *Catalog) prepareSnapshots(ctx context.Context, s spec, modules []Module
 		case errors.Is(err, ErrHostFault), errors.Is(err, ErrStorageFull):
 			return err
 		default:
-			p.addErr("revisions["+strconv.Itoa(i)+"].instance", err)
+			p.AddErr("revisions["+strconv.Itoa(i)+"].instance", err)
 		}
 	}
-	return p.err()
+	return p.Err()
 }
 
 // publish builds, persists and publishes the service under the next
 // generation. It returns the module references of the release it replaced.
-func (c *Catalog) publish(ctx context.Context, s spec, manifest []byte, modules []ModuleInfo) (Deployment, []Digest, error) {
+func (c *Catalog) publish(ctx context.Context, s vocab.Spec, manifest []byte, modules []ModuleInfo) (vocab.Deployment, []vocab.Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return Deployment{}, nil, errors.Wrap(err, "catalog: deploy")
+		return vocab.Deployment{}, nil, errors.Wrap(err, "catalog: deploy")
 	}
-	if err := c.serviceRoomLocked(s.tenant, s.service); err != nil {
-		return Deployment{}, nil, err
+	if err := c.serviceRoomLocked(s.Tenant, s.Service); err != nil {
+		return vocab.Deployment{}, nil, err
 	}
 	// Garbage collection may have taken an artifact since it was inspected:
 	// it then answers as unknown, so no release ever names a removed artifact.
-	var p problems
-	for i, r := range s.revisions {
-		if !c.ownsLocked(s.tenant, r.artifact) {
-			p.add("revisions["+strconv.Itoa(i)+"].artifact", unknownArtifact)
+	var p vocab.Problems
+	for i, r := range s.Revisions {
+		if !c.ownsLocked(s.Tenant, r.Artifact) {
+			p.Add("revisions["+strconv.Itoa(i)+"].artifact", unknownArtifact)
 		}
 	}
-	if err := p.err(); err != nil {
-		return Deployment{}, nil, err
+	if err := p.Err(); err != nil {
+		return vocab.Deployment{}, nil, err
 	}
 	if err := c.deployedRoomLocked(s); err != nil {
-		return Deployment{}, nil, err
+		return vocab.Deployment{}, nil, err
 	}
 	gen := c.mu.generation + 1
 	svc, err := buildService(s, modules, gen)
 	if err != nil {
-		return Deployment{}, nil, err
+		return vocab.Deployment{}, nil, err
 	}
 	c.mu.generation = gen // issued: a failed write below burns it
 	if err := c.writeServiceLocked(svc, manifest, modules); err != nil {
-		return Deployment{}, nil, err
+		return vocab.Deployment{}, nil, err
 	}
-	var replaced []Digest
+	var replaced []vocab.Digest
 	if prev, ok := c.putLocked(svc); ok {
 		replaced = prev.artifacts()
 	}
@@ -638,7 +640,7 @@ func serviceRecordBytes(svc *service, manifest []byte, modules []ModuleInfo) ([]
 // O(log N).
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) serviceRoomLocked(tenant TenantID, name ServiceName) error {
+func (c *Catalog) serviceRoomLocked(tenant vocab.TenantID, name vocab.ServiceName) error {
 	if c.mu.index.Has(entry{key: serviceKey{tenant, name}}) {
 		return nil
 	}
@@ -666,20 +668,20 @@ func (c *Catalog) serviceRoomLocked(tenant TenantID, name ServiceName) error {
 // counters: O(the tenant's distinct artifacts), not O(services).
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) deployedRoomLocked(s spec) error {
-	ta := c.mu.owners[s.tenant]
-	size := func(d Digest) uint64 {
+func (c *Catalog) deployedRoomLocked(s vocab.Spec) error {
+	ta := c.mu.owners[s.Tenant]
+	size := func(d vocab.Digest) uint64 {
 		if ta == nil {
 			return 0
 		}
 		return ta.owned[d].size
 	}
-	var inUse map[Digest]int
-	if u := c.mu.use[s.tenant]; u != nil {
+	var inUse map[vocab.Digest]int
+	if u := c.mu.use[s.Tenant]; u != nil {
 		inUse = u.artifacts
 	}
-	var prev []Digest // the artifacts of the release s replaces
-	if e, ok := c.mu.index.Get(entry{key: serviceKey{s.tenant, s.service}}); ok {
+	var prev []vocab.Digest // the artifacts of the release s replaces
+	if e, ok := c.mu.index.Get(entry{key: serviceKey{s.Tenant, s.Service}}); ok {
 		prev = e.svc.artifacts()
 	}
 	var used, next uint64
@@ -689,14 +691,14 @@ func (c *Catalog) deployedRoomLocked(s spec) error {
 			next += size(d) // still used by another service
 		}
 	}
-	added := map[Digest]bool{}
-	for _, r := range s.revisions {
-		if added[r.artifact] {
+	added := map[vocab.Digest]bool{}
+	for _, r := range s.Revisions {
+		if added[r.Artifact] {
 			continue
 		}
-		added[r.artifact] = true
-		if n := inUse[r.artifact]; n == 0 || (n == 1 && slices.Contains(prev, r.artifact)) {
-			next += size(r.artifact)
+		added[r.Artifact] = true
+		if n := inUse[r.Artifact]; n == 0 || (n == 1 && slices.Contains(prev, r.Artifact)) {
+			next += size(r.Artifact)
 		}
 	}
 	if limit := uint64(c.opts.MaxDeployedBytesPerTenant); next > limit && next > used {
@@ -707,7 +709,7 @@ func (c *Catalog) deployedRoomLocked(s spec) error {
 
 // Delete removes a service under the next generation; pins taken before keep
 // serving it. It returns that generation.
-func (c *Catalog) Delete(ctx context.Context, tenant TenantID, name ServiceName) (Generation, error) {
+func (c *Catalog) Delete(ctx context.Context, tenant vocab.TenantID, name vocab.ServiceName) (vocab.Generation, error) {
 	gen, deleted, err := c.delete(ctx, tenant, name)
 	if err != nil {
 		return 0, err
@@ -716,7 +718,7 @@ func (c *Catalog) Delete(ctx context.Context, tenant TenantID, name ServiceName)
 	return gen, nil
 }
 
-func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName) (Generation, []Digest, error) {
+func (c *Catalog) delete(ctx context.Context, tenant vocab.TenantID, name vocab.ServiceName) (vocab.Generation, []vocab.Digest, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -743,7 +745,7 @@ func (c *Catalog) delete(ctx context.Context, tenant TenantID, name ServiceName)
 // unused generation (a harmless gap), never a reused one.
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) commitGenerationLocked(gen Generation) error {
+func (c *Catalog) commitGenerationLocked(gen vocab.Generation) error {
 	payload, err := json.Marshal(stateRecord{Generation: gen})
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode state")

@@ -15,9 +15,11 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
-var images = Target{Tenant: "acme", Service: "images", Route: "thumbnail"}
+var images = vocab.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}
 
 func TestDeploy_identities(t *testing.T) {
 	fx := newFixture(t)
@@ -27,7 +29,7 @@ func TestDeploy_identities(t *testing.T) {
 		t.Fatalf("unexpected deployment %+v", d1)
 	}
 	for _, id := range []string{string(d1.Release), string(d1.Revisions[0].ID), string(d1.Revisions[1].ID)} {
-		if len(id) > MaxGeneratedIDBytes || ValidateGeneratedID(id) != nil {
+		if len(id) > vocab.MaxGeneratedIDBytes || vocab.ValidateGeneratedID(id) != nil {
 			t.Fatalf("generated id %q is not well-formed", id)
 		}
 	}
@@ -45,17 +47,17 @@ func TestDeploy_identities(t *testing.T) {
 	}
 
 	// Any change of content changes the ids it reaches.
-	changes := map[string]func(m *Manifest){
-		"weight":      func(m *Manifest) { m.Routes[0].Targets[0].Weight = 80 },
-		"fuel":        func(m *Manifest) { m.Revisions[1].Ceiling.CPUFuel++ },
-		"trust class": func(m *Manifest) { m.Revisions[1].TrustClass = "trusted" },
-		"feature":     func(m *Manifest) { m.Revisions[1].Features = []string{"simd"} },
-		"random":      func(m *Manifest) { m.Revisions[1].Random = "deterministic" },
-		"abi":         func(m *Manifest) { m.Revisions[1].ABI = "wagi" },
-		"placement":   func(m *Manifest) { m.Revisions[1].Placement = &ManifestPlacement{Zones: []string{"z"}} },
-		"attribute":   func(m *Manifest) { m.Revisions[1].Attributes = map[string]string{"team": "x"} },
-		"artifact":    func(m *Manifest) { m.Revisions[1].Artifact = a },
-		"route name":  func(m *Manifest) { m.Routes[1].Name = "other" },
+	changes := map[string]func(m *vocab.Manifest){
+		"weight":      func(m *vocab.Manifest) { m.Routes[0].Targets[0].Weight = 80 },
+		"fuel":        func(m *vocab.Manifest) { m.Revisions[1].Ceiling.CPUFuel++ },
+		"trust class": func(m *vocab.Manifest) { m.Revisions[1].TrustClass = "trusted" },
+		"feature":     func(m *vocab.Manifest) { m.Revisions[1].Features = []string{"simd"} },
+		"random":      func(m *vocab.Manifest) { m.Revisions[1].Random = "deterministic" },
+		"abi":         func(m *vocab.Manifest) { m.Revisions[1].ABI = "wagi" },
+		"placement":   func(m *vocab.Manifest) { m.Revisions[1].Placement = &vocab.ManifestPlacement{Zones: []string{"z"}} },
+		"attribute":   func(m *vocab.Manifest) { m.Revisions[1].Attributes = map[string]string{"team": "x"} },
+		"artifact":    func(m *vocab.Manifest) { m.Revisions[1].Artifact = a },
+		"route name":  func(m *vocab.Manifest) { m.Routes[1].Name = "other" },
 	}
 	for name, change := range changes {
 		m := twoRevisions(a, b)
@@ -95,9 +97,9 @@ func TestPin_generationReplacement(t *testing.T) {
 	}
 
 	// Replace v1/v2 by v3 alone.
-	m := Manifest{Tenant: "acme", Service: "images",
-		Revisions: []ManifestRevision{revision("v3", c)},
-		Routes:    []ManifestRoute{mroute("thumbnail", target("v3", 1))}}
+	m := vocab.Manifest{Tenant: "acme", Service: "images",
+		Revisions: []vocab.ManifestRevision{revision("v3", c)},
+		Routes:    []vocab.ManifestRoute{mroute("thumbnail", target("v3", 1))}}
 	m.Revisions[0].Ceiling.CPUFuel = 777
 	fx.deploy(m)
 	newPin := fx.cat.Pin()
@@ -110,7 +112,7 @@ func TestPin_generationReplacement(t *testing.T) {
 	if p, err := oldPin.Policy(oldRev); err != nil || !reflect.DeepEqual(p, oldPolicy) {
 		t.Fatalf("old pin's policy changed: %+v %v", p, err)
 	}
-	if _, err := oldPin.Resolve(Target{"acme", "images", "stable"}, ""); err != nil {
+	if _, err := oldPin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, ""); err != nil {
 		t.Fatalf("old pin lost a route: %v", err)
 	}
 	// The new pin refuses the old generation and serves the new release.
@@ -125,7 +127,7 @@ func TestPin_generationReplacement(t *testing.T) {
 	if err != nil || p.Name != "v3" || p.Ceiling.CPUFuel != 777 || p.Generation != 2 {
 		t.Fatalf("new pin policy: %+v %v", p, err)
 	}
-	if _, err := newPin.Resolve(Target{"acme", "images", "stable"}, ""); !errors.Is(err, ErrRevisionNotAvailable) {
+	if _, err := newPin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, ""); !errors.Is(err, ErrRevisionNotAvailable) {
 		t.Fatalf("new pin still has the removed route: %v", err)
 	}
 
@@ -172,11 +174,11 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 	other.Service = "other"
 	fx.deploy(other)
 	pin := fx.cat.Pin()
-	stableRev, err := pin.Resolve(Target{"acme", "images", "stable"}, "")
+	stableRev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stableRev.Attributes) != 1 || stableRev.Attributes[0] != (Attribute{"team", "media"}) {
+	if len(stableRev.Attributes) != 1 || stableRev.Attributes[0] != (vocab.Attribute{Key: "team", Value: "media"}) {
 		t.Fatalf("attributes not resolved: %+v", stableRev.Attributes)
 	}
 	v2 := pin.svc(serviceKey{"acme", "images"}).policies[1].ID
@@ -188,7 +190,7 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 	}{
 		{"as resolved", func(r *ResolvedRevision) {}, true},
 		{"forged attributes are ignored", func(r *ResolvedRevision) {
-			r.Attributes = []Attribute{{"trust_class", "trusted"}, {"cell_class", "xlarge"}, {"cpu_fuel", "1e18"}}
+			r.Attributes = []vocab.Attribute{{Key: "trust_class", Value: "trusted"}, {Key: "cell_class", Value: "xlarge"}, {Key: "cpu_fuel", Value: "1e18"}}
 		}, true},
 		{"other tenant", func(r *ResolvedRevision) { r.Tenant = "evil" }, false},
 		{"other service", func(r *ResolvedRevision) { r.Service = "other" }, false},
@@ -227,7 +229,7 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 	}
 	// Mutating what Resolve returned does not change the pin.
 	stableRev.Attributes[0].Value = "forged"
-	again, _ := pin.Resolve(Target{"acme", "images", "stable"}, "")
+	again, _ := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, "")
 	if again.Attributes[0].Value != "media" {
 		t.Fatal("resolved attributes alias the pin")
 	}
@@ -242,13 +244,13 @@ func TestPin_policyVerifiesTuple(t *testing.T) {
 func TestPin_policyContent(t *testing.T) {
 	fx := newFixture(t)
 	a := fx.module("a")
-	fx.insp.set(a, ModuleInfo{MinMemoryBytes: 2 * WasmPageBytes, MaxMemoryBytes: 64 * WasmPageBytes, Threading: ThreadingSingle,
-		Features: FeatureSetOf(FeatureBulkMemory), Exports: []FunctionName{"_start"}})
-	m := Manifest{Tenant: "acme", Service: "images",
-		Revisions: []ManifestRevision{revision("v1", a)},
-		Routes:    []ManifestRoute{mroute("thumbnail", target("v1", 1))}}
+	fx.insp.set(a, ModuleInfo{MinMemoryBytes: 2 * vocab.WasmPageBytes, MaxMemoryBytes: 64 * vocab.WasmPageBytes, Threading: vocab.ThreadingSingle,
+		Features: vocab.FeatureSetOf(vocab.FeatureBulkMemory), Exports: []vocab.FunctionName{"_start"}})
+	m := vocab.Manifest{Tenant: "acme", Service: "images",
+		Revisions: []vocab.ManifestRevision{revision("v1", a)},
+		Routes:    []vocab.ManifestRoute{mroute("thumbnail", target("v1", 1))}}
 	m.Revisions[0].Features = []string{"simd"}
-	m.Revisions[0].Placement = &ManifestPlacement{Architectures: []string{"x86_64"}, Regions: []string{"eu"}}
+	m.Revisions[0].Placement = &vocab.ManifestPlacement{Architectures: []string{"x86_64"}, Regions: []string{"eu"}}
 	d := fx.deploy(m)
 	pin := fx.cat.Pin()
 	r, err := pin.Resolve(images, "")
@@ -259,13 +261,13 @@ func TestPin_policyContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RevisionPolicy{
+	want := vocab.RevisionPolicy{
 		Tenant: "acme", Service: "images", Name: "v1", ID: d.Revisions[0].ID, Release: d.Release, Generation: 1,
 		Artifact: a, TrustClass: "untrusted",
-		Ceiling:      Budget{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: 2e9},
-		Capsule:      Capsule{MinMemoryBytes: 2 * WasmPageBytes, MaxMemoryBytes: 64*WasmPageBytes + CallStackBytes},
-		Requirements: Requirements{Threading: ThreadingSingle, Features: FeatureSetOf(FeatureSIMD, FeatureBulkMemory)},
-		Placement:    NewPlacement([]string{"x86_64"}, []string{"eu"}, nil),
+		Ceiling:      vocab.Budget{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: 2e9},
+		Capsule:      vocab.Capsule{MinMemoryBytes: 2 * vocab.WasmPageBytes, MaxMemoryBytes: 64*vocab.WasmPageBytes + vocab.CallStackBytes},
+		Requirements: vocab.Requirements{Threading: vocab.ThreadingSingle, Features: vocab.FeatureSetOf(vocab.FeatureSIMD, vocab.FeatureBulkMemory)},
+		Placement:    vocab.NewPlacement([]string{"x86_64"}, []string{"eu"}, nil),
 	}
 	if !reflect.DeepEqual(p, want) {
 		t.Fatalf("policy:\nwant %+v\nhave %+v", want, p)
@@ -291,7 +293,7 @@ func TestPin_policyContent(t *testing.T) {
 	if svcs := pin.Services("acme"); len(svcs) != 1 || svcs[0].Service != "images" {
 		t.Fatalf("Services: %+v", svcs)
 	}
-	if arts := pin.Artifacts(); !slices.Equal(arts, []Digest{a}) {
+	if arts := pin.Artifacts(); !slices.Equal(arts, []vocab.Digest{a}) {
 		t.Fatalf("Artifacts: %v", arts)
 	}
 }
@@ -330,13 +332,13 @@ func TestPin_noArtifactAccess(t *testing.T) {
 
 func TestResolve_split(t *testing.T) {
 	fx := newFixture(t)
-	arts := []Digest{fx.module("a"), fx.module("b"), fx.module("c"), fx.module("d")}
+	arts := []vocab.Digest{fx.module("a"), fx.module("b"), fx.module("c"), fx.module("d")}
 	configs := [][]int64{{90, 10}, {50, 50}, {1, 1, 1}, {70, 20, 10}, {1, 99}, {1, 2, 3, 4}, {9999, 1}}
 	const keys = 100_000
 	for _, weights := range configs {
 		t.Run(fmt.Sprint(weights), func(t *testing.T) {
-			m := Manifest{Tenant: "acme", Service: "images"}
-			var targets []ManifestTarget
+			m := vocab.Manifest{Tenant: "acme", Service: "images"}
+			var targets []vocab.ManifestTarget
 			var total int64
 			for i, w := range weights {
 				name := fmt.Sprint("v", i)
@@ -344,10 +346,10 @@ func TestResolve_split(t *testing.T) {
 				targets = append(targets, target(name, w))
 				total += w
 			}
-			m.Routes = []ManifestRoute{mroute("thumbnail", targets...)}
+			m.Routes = []vocab.ManifestRoute{mroute("thumbnail", targets...)}
 			d := fx.deploy(m)
 			pin := fx.cat.Pin()
-			counts := map[RevisionID]int{}
+			counts := map[vocab.RevisionID]int{}
 			for k := 0; k < keys; k++ {
 				r, err := pin.Resolve(images, fmt.Sprint("user-", k))
 				if err != nil {
@@ -382,20 +384,20 @@ func TestRoutingHash_stable(t *testing.T) {
 	// the routing hash moves every caller's sticky revision, so it must be
 	// deliberate and documented.
 	tests := []struct {
-		target Target
+		target vocab.Target
 		key    string
 		want   uint64
 	}{
 		{images, "", 4212748543935812445},
 		{images, "user-1", 12433992954935394434},
-		{Target{"t", "s", "r"}, "k", 10611752491701725611},
+		{vocab.Target{Tenant: "t", Service: "s", Route: "r"}, "k", 10611752491701725611},
 	}
 	for _, tc := range tests {
 		if have := routingHash(tc.target, tc.key); have != tc.want {
 			t.Errorf("routingHash(%v, %q): want %d, have %d", tc.target, tc.key, tc.want, have)
 		}
 	}
-	if routingHash(Target{"ab", "c", "r"}, "k") == routingHash(Target{"a", "bc", "r"}, "k") {
+	if routingHash(vocab.Target{Tenant: "ab", Service: "c", Route: "r"}, "k") == routingHash(vocab.Target{Tenant: "a", Service: "bc", Route: "r"}, "k") {
 		t.Error("separators do not separate")
 	}
 }
@@ -403,15 +405,15 @@ func TestRoutingHash_stable(t *testing.T) {
 func TestRestart(t *testing.T) {
 	fx := newFixture(t)
 	a, b, c := fx.module("a"), fx.module("b"), fx.moduleFor("beta", "c")
-	fx.insp.set(c, ModuleInfo{MinMemoryBytes: 0, MaxMemoryBytes: 1 << 20, Threading: ThreadingShared,
-		Features: FeatureSetOf(FeatureThreads, FeatureSIMD), Exports: []FunctionName{"_start"}})
+	fx.insp.set(c, ModuleInfo{MinMemoryBytes: 0, MaxMemoryBytes: 1 << 20, Threading: vocab.ThreadingShared,
+		Features: vocab.FeatureSetOf(vocab.FeatureThreads, vocab.FeatureSIMD), Exports: []vocab.FunctionName{"_start"}})
 	fx.deploy(twoRevisions(a, b))
 	other := twoRevisions(a, b)
 	other.Service = "videos"
 	fx.deploy(other)
-	shared := Manifest{Tenant: "beta", Service: "pool",
-		Revisions: []ManifestRevision{revision("v1", c)},
-		Routes:    []ManifestRoute{mroute("run", target("v1", 1))}}
+	shared := vocab.Manifest{Tenant: "beta", Service: "pool",
+		Revisions: []vocab.ManifestRevision{revision("v1", c)},
+		Routes:    []vocab.ManifestRoute{mroute("run", target("v1", 1))}}
 	shared.Revisions[0].Threading = "shared"
 	shared.Revisions[0].Attributes = map[string]string{"k": "v"}
 	fx.deploy(shared)
@@ -514,13 +516,13 @@ func TestOpen_corruption(t *testing.T) {
 			return name
 		}},
 		{"artifact modified", func(t *testing.T, fx *fixture, rec string) string {
-			d := DigestOf(sha256.Sum256([]byte("a")))
+			d := vocab.DigestOf(sha256.Sum256([]byte("a")))
 			name := filepath.Join(fx.dir, artifactsDir, d.Hex())
 			edit(t, name, func(b []byte) []byte { return append(b, '!') })
 			return name
 		}},
 		{"artifact missing", func(t *testing.T, fx *fixture, rec string) string {
-			d := DigestOf(sha256.Sum256([]byte("b")))
+			d := vocab.DigestOf(sha256.Sum256([]byte("b")))
 			if err := os.Remove(filepath.Join(fx.dir, artifactsDir, d.Hex())); err != nil {
 				t.Fatal(err)
 			}
@@ -528,8 +530,8 @@ func TestOpen_corruption(t *testing.T) {
 		}},
 		{"inspector changed its mind", func(t *testing.T, fx *fixture, rec string) string {
 			info := defaultInfo()
-			info.Features = FeatureSetOf(FeatureSIMD)
-			fx.insp.set(DigestOf(sha256.Sum256([]byte("a"))), info)
+			info.Features = vocab.FeatureSetOf(vocab.FeatureSIMD)
+			fx.insp.set(vocab.DigestOf(sha256.Sum256([]byte("a"))), info)
 			return rec
 		}},
 		{"recorded ids tampered with a valid checksum", func(t *testing.T, fx *fixture, rec string) string {
@@ -588,30 +590,30 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 	rejected := fx.module("rejected")
 	fx.insp.reject(rejected, errors.New("import env.host_log is not allowed"))
 	big := fx.module("big")
-	fx.insp.set(big, ModuleInfo{MinMemoryBytes: 64 << 20, MaxMemoryBytes: 128 << 20, Threading: ThreadingSingle,
-		Exports: []FunctionName{"_start"}})
+	fx.insp.set(big, ModuleInfo{MinMemoryBytes: 64 << 20, MaxMemoryBytes: 128 << 20, Threading: vocab.ThreadingSingle,
+		Exports: []vocab.FunctionName{"_start"}})
 	shared := fx.module("shared")
-	fx.insp.set(shared, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingShared, Exports: []FunctionName{"_start"}})
+	fx.insp.set(shared, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: vocab.ThreadingShared, Exports: []vocab.FunctionName{"_start"}})
 	tables := fx.module("tables")
-	fx.insp.set(tables, ModuleInfo{MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: 128 << 20, FixedMemoryBytes: 64 << 20,
-		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}})
+	fx.insp.set(tables, ModuleInfo{MinMemoryBytes: vocab.WasmPageBytes, MaxMemoryBytes: 128 << 20, FixedMemoryBytes: 64 << 20,
+		Threading: vocab.ThreadingSingle, Exports: []vocab.FunctionName{"_start"}})
 	noStart := fx.module("nostart")
-	fx.insp.set(noStart, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: ThreadingSingle, Exports: []FunctionName{"main"}})
-	missing := DigestOf(sha256.Sum256([]byte("never uploaded")))
+	fx.insp.set(noStart, ModuleInfo{MaxMemoryBytes: 1 << 20, Threading: vocab.ThreadingSingle, Exports: []vocab.FunctionName{"main"}})
+	missing := vocab.DigestOf(sha256.Sum256([]byte("never uploaded")))
 
 	tests := []struct {
 		name    string
-		mutate  func(m *Manifest)
+		mutate  func(m *vocab.Manifest)
 		field   string
 		message string
 	}{
-		{"invalid manifest", func(m *Manifest) { m.Routes[0].Targets[0].Weight = 0 }, "routes[0].targets[0].weight", "from 1"},
-		{"artifact not uploaded", func(m *Manifest) { m.Revisions[1].Artifact = missing }, "revisions[1].artifact", "no artifact"},
-		{"module rejected", func(m *Manifest) { m.Revisions[1].Artifact = rejected }, "revisions[1].artifact", "env.host_log"},
-		{"ceiling below initial memory", func(m *Manifest) { m.Revisions[1].Artifact = big }, "revisions[1].ceiling.memory_bytes", "initial memory"},
-		{"ceiling below initial memory and tables", func(m *Manifest) { m.Revisions[1].Artifact = tables }, "revisions[1].ceiling.memory_bytes", "initial memory and tables"},
-		{"shared memory undeclared", func(m *Manifest) { m.Revisions[1].Artifact = shared }, "revisions[1].threading", "shared"},
-		{"function not exported", func(m *Manifest) { m.Revisions[1].Artifact = noStart }, "routes[0].function", "does not export"},
+		{"invalid manifest", func(m *vocab.Manifest) { m.Routes[0].Targets[0].Weight = 0 }, "routes[0].targets[0].weight", "from 1"},
+		{"artifact not uploaded", func(m *vocab.Manifest) { m.Revisions[1].Artifact = missing }, "revisions[1].artifact", "no artifact"},
+		{"module rejected", func(m *vocab.Manifest) { m.Revisions[1].Artifact = rejected }, "revisions[1].artifact", "env.host_log"},
+		{"ceiling below initial memory", func(m *vocab.Manifest) { m.Revisions[1].Artifact = big }, "revisions[1].ceiling.memory_bytes", "initial memory"},
+		{"ceiling below initial memory and tables", func(m *vocab.Manifest) { m.Revisions[1].Artifact = tables }, "revisions[1].ceiling.memory_bytes", "initial memory and tables"},
+		{"shared memory undeclared", func(m *vocab.Manifest) { m.Revisions[1].Artifact = shared }, "revisions[1].threading", "shared"},
+		{"function not exported", func(m *vocab.Manifest) { m.Revisions[1].Artifact = noStart }, "routes[0].function", "does not export"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -620,7 +622,7 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 			m := twoRevisions(a, b)
 			tc.mutate(&m)
 			_, err := fx.cat.Deploy(context.Background(), m)
-			if !errors.Is(err, ErrInvalidManifest) {
+			if !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("want ErrInvalidManifest, have %v", err)
 			}
 			fields := problemFields(t, err)
@@ -686,7 +688,7 @@ func TestDeploy_persistFailure(t *testing.T) {
 func TestPutArtifact(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
-	d := DigestOf(sha256.Sum256([]byte("module")))
+	d := vocab.DigestOf(sha256.Sum256([]byte("module")))
 	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatal(err)
 	}
@@ -696,7 +698,7 @@ func TestPutArtifact(t *testing.T) {
 	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("want digest mismatch, have %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, ErrInvalidName) {
+	if err := fx.cat.PutArtifact(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid digest, have %v", err)
 	}
 	small, err := Open(ctx, Options{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
@@ -729,7 +731,7 @@ func TestDeploy_catalogFull(t *testing.T) {
 	}
 	fx.cat = c
 	a, b := fx.module("a"), fx.module("b")
-	for _, name := range []ServiceName{"one", "two"} {
+	for _, name := range []vocab.ServiceName{"one", "two"} {
 		m := twoRevisions(a, b)
 		m.Service = name
 		fx.deploy(m)
@@ -875,7 +877,7 @@ func TestDeploy_hostFaultIsNotTheModules(t *testing.T) {
 			fx.insp.reject(faulty, errors.Mark(errors.New("compile failed"), mark))
 			m := twoRevisions(a, faulty)
 			_, err := fx.cat.Deploy(context.Background(), m)
-			if !errors.Is(err, mark) || errors.Is(err, ErrInvalidManifest) {
+			if !errors.Is(err, mark) || errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("want %v and not ErrInvalidManifest, have %v", mark, err)
 			}
 			if d, _ := fx.cat.Pin().Deployment("acme", "images"); !reflect.DeepEqual(d, good) {
@@ -891,18 +893,18 @@ func TestDeploy_hostFaultIsNotTheModules(t *testing.T) {
 func TestRestart_fixedMemoryNotCompared(t *testing.T) {
 	fx := newFixture(t)
 	a, b := fx.module("a"), fx.module("b")
-	info := ModuleInfo{MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: 1 << 20, FixedMemoryBytes: WasmPageBytes,
-		Threading: ThreadingSingle, Exports: []FunctionName{"_start"}}
+	info := ModuleInfo{MinMemoryBytes: vocab.WasmPageBytes, MaxMemoryBytes: 1 << 20, FixedMemoryBytes: vocab.WasmPageBytes,
+		Threading: vocab.ThreadingSingle, Exports: []vocab.FunctionName{"_start"}}
 	fx.insp.set(a, info)
 	fx.deploy(twoRevisions(a, b))
-	info.FixedMemoryBytes = 2 * WasmPageBytes
+	info.FixedMemoryBytes = 2 * vocab.WasmPageBytes
 	fx.insp.set(a, info)
 	reopened := fx.open()
 	pol := reopened.Pin().svc(serviceKey{"acme", "images"}).policies[0]
 	if pol.Artifact != a {
 		t.Fatalf("revision 0 runs %s, want %s", pol.Artifact, a)
 	}
-	if want := uint64(WasmPageBytes + 2*WasmPageBytes); pol.Capsule.MinMemoryBytes != want {
+	if want := uint64(vocab.WasmPageBytes + 2*vocab.WasmPageBytes); pol.Capsule.MinMemoryBytes != want {
 		t.Fatalf("capsule minimum after restart: have %d, want %d", pol.Capsule.MinMemoryBytes, want)
 	}
 }

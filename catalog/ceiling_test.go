@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestManifestCeiling_wallTime: a ceiling's wall time comes as a duration
@@ -30,9 +32,9 @@ func TestManifestCeiling_wallTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := `{"tenant":"acme","service":"s","revisions":[{"name":"v1","artifact":"` + string(digestA) +
 				`","trust_class":"untrusted","ceiling":{"cpu_fuel":1,"memory_bytes":65536,` + tc.ceiling + `}}],"routes":[]}`
-			m, err := DecodeManifest(strings.NewReader(doc))
+			m, err := vocab.DecodeManifest(strings.NewReader(doc))
 			if tc.problem != "" {
-				var ve *ValidationError
+				var ve *vocab.ValidationError
 				if !errors.As(err, &ve) || !strings.Contains(ve.Error(), tc.problem) {
 					t.Fatalf("want a problem naming %q, got %v", tc.problem, err)
 				}
@@ -56,7 +58,7 @@ func TestManifestCeiling_wallTime(t *testing.T) {
 func TestWallTimeMs(t *testing.T) {
 	for d, want := range map[time.Duration]string{2 * time.Second: "2000", 1500 * time.Microsecond: "1.5",
 		time.Nanosecond: "0.000001", 24 * time.Hour: "86400000"} {
-		if got := WallTimeMs(Duration(d)); string(got) != want {
+		if got := vocab.WallTimeMs(vocab.Duration(d)); string(got) != want {
 			t.Errorf("WallTimeMs(%v) = %s, want %s", d, got, want)
 		}
 	}

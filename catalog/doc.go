@@ -1,7 +1,8 @@
-// Package catalog is the pinned deployment catalog of a latent-node and the
-// vocabulary every later layer shares: tenant, service, route, revision and
-// release identities, cell classes, budgets, execution requirements,
-// placement and trust classes.
+// Package catalog is the pinned deployment catalog of a latent-node: the
+// store of releases, their artifacts and the pins every later layer reads.
+// The words it stores them in (identities, cell classes, budgets,
+// requirements, placement, trust classes, the release manifest) are package
+// vocab's.
 //
 // # What it guarantees
 //
@@ -9,18 +10,12 @@
 // sha256 digest, a trust class, a threading model, a random source, required
 // features, a deployment ceiling and optional placement restrictions) and its
 // routes (each a function and weighted targets). Deploy validates the manifest
-// (every problem names its field), inspects each module through a
+// (vocab.NewSpec: every problem names its field), inspects each module through a
 // ModuleInspector (the runner implements it; tests use a fake), derives
-// deterministic identities, takes the next catalog-wide Generation, persists
+// deterministic identities (vocab.Spec's, from content only, identical
+// across restarts), takes the next catalog-wide Generation, persists
 // the release and only then publishes it. Delete is a generation too. On any
 // error nothing changes: the previous release keeps serving.
-//
-// Identities are derived from content, never from time or order: a revision
-// id ("rev1-" + 64 hex digits) hashes a canonical length-prefixed encoding of
-// the tenant, service and the revision's validated fields; a release id
-// ("rel1-" + 64 hex digits) hashes the revision ids and the routes in manifest
-// order. Both are 69 bytes (at most MaxGeneratedIDBytes) and identical across
-// restarts.
 //
 // Pin returns an immutable view (copy-on-write behind one atomic pointer).
 // The services live in a copy-on-write B-tree ordered by tenant and name:
@@ -34,7 +29,7 @@
 // Pin.Resolve picks a revision of a route; Pin.Policy verifies the whole
 // tenant/service/route/function/revision/release/generation tuple of a
 // ResolvedRevision against the same pin and returns the revision's
-// RevisionPolicy: a small typed record (ceilings, requirements, placement,
+// vocab.RevisionPolicy: a small typed record (ceilings, requirements, placement,
 // trust class, artifact digest) that admission reads. Policy never reselects
 // with another routing key, ignores the untrusted attributes a caller may
 // forge, and is a bounded in-memory lookup: no filesystem, no artifact bytes,
@@ -149,13 +144,8 @@
 //
 // # Internal organization
 //
-//   - ids.go, vocab.go: names, digests, CellClass, Budget, Requirements,
-//     Placement, ByteSize, Duration.
-//   - field.go: FieldPath and FieldError, the one problem type of every
-//     validation in the module.
-//   - manifest.go: Manifest, DecodeManifest, validation into a spec.
-//   - release.go: RevisionPolicy, Deployment, identity derivation, the
-//     immutable per-service index.
+//   - release.go: the immutable per-service record built from a validated
+//     vocab.Spec and the inspected modules, its routes, interning.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
 //   - index.go: the copy-on-write index of services, the per-tenant
 //     counters, the catalog's additive hash.
@@ -181,6 +171,6 @@
 //	stats, err := cat.CollectGarbage(ctx, clock.Now()) // periodically, from the node's actor
 //
 //	pin := cat.Pin()
-//	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)
+//	rev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)
 //	policy, err := pin.Policy(rev) // what admission reads, against the same pin
 package catalog

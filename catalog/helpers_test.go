@@ -15,7 +15,20 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/vocab"
 )
+
+const digestA = vocab.Digest("sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+const digestB = vocab.Digest("sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
+
+// validManifest is acme/images with v1 and v2 split 90/10 on "thumbnail".
+func validManifest() vocab.Manifest {
+	return vocab.Manifest{
+		Tenant: "acme", Service: "images",
+		Revisions: []vocab.ManifestRevision{revision("v1", digestA), revision("v2", digestB)},
+		Routes:    []vocab.ManifestRoute{mroute("thumbnail", target("v1", 90), target("v2", 10))},
+	}
+}
 
 // fakeInspector answers from a table keyed by digest; unknown digests get
 // defaultInfo. It counts calls so tests can prove when inspection happens.
@@ -23,20 +36,20 @@ import (
 // not got back, and overReleased the ReleaseModule calls without one.
 type fakeInspector struct {
 	mu           sync.Mutex
-	infos        map[Digest]ModuleInfo
-	errs         map[Digest]error
-	refs         map[Digest]int
+	infos        map[vocab.Digest]ModuleInfo
+	errs         map[vocab.Digest]error
+	refs         map[vocab.Digest]int
 	overReleased int
 	calls        atomic.Int64
 	onCall       func()
 }
 
 func newFakeInspector() *fakeInspector {
-	return &fakeInspector{infos: map[Digest]ModuleInfo{}, errs: map[Digest]error{}, refs: map[Digest]int{}}
+	return &fakeInspector{infos: map[vocab.Digest]ModuleInfo{}, errs: map[vocab.Digest]error{}, refs: map[vocab.Digest]int{}}
 }
 
 // ReleaseModule implements ModuleReleaser.
-func (f *fakeInspector) ReleaseModule(d Digest) {
+func (f *fakeInspector) ReleaseModule(d vocab.Digest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refs[d] == 0 {
@@ -49,7 +62,7 @@ func (f *fakeInspector) ReleaseModule(d Digest) {
 }
 
 // held returns a copy of the references held.
-func (f *fakeInspector) held() map[Digest]int {
+func (f *fakeInspector) held() map[vocab.Digest]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return maps.Clone(f.refs)
@@ -57,29 +70,29 @@ func (f *fakeInspector) held() map[Digest]int {
 
 func defaultInfo() ModuleInfo {
 	return ModuleInfo{
-		MinMemoryBytes: WasmPageBytes, MaxMemoryBytes: MaxWasm32MemoryBytes,
-		Threading: ThreadingSingle, Exports: []FunctionName{"_start", "helper"},
+		MinMemoryBytes: vocab.WasmPageBytes, MaxMemoryBytes: vocab.MaxWasm32MemoryBytes,
+		Threading: vocab.ThreadingSingle, Exports: []vocab.FunctionName{"_start", "helper"},
 	}
 }
 
-func (f *fakeInspector) set(d Digest, info ModuleInfo) {
+func (f *fakeInspector) set(d vocab.Digest, info ModuleInfo) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.infos[d] = info
 }
 
-func (f *fakeInspector) reject(d Digest, err error) {
+func (f *fakeInspector) reject(d vocab.Digest, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.errs[d] = err
 }
 
-func (f *fakeInspector) Inspect(ctx context.Context, d Digest, module []byte) (ModuleInfo, error) {
+func (f *fakeInspector) Inspect(ctx context.Context, d vocab.Digest, module []byte) (ModuleInfo, error) {
 	f.calls.Add(1)
 	if f.onCall != nil {
 		f.onCall()
 	}
-	if DigestOf(sha256.Sum256(module)) != d {
+	if vocab.DigestOf(sha256.Sum256(module)) != d {
 		return ModuleInfo{}, errors.New("fake inspector: bytes do not match digest")
 	}
 	f.mu.Lock()
@@ -133,13 +146,13 @@ func (fx *fixture) open() *Catalog {
 }
 
 // module uploads distinct bytes for tenant acme and returns their digest.
-func (fx *fixture) module(content string) Digest {
+func (fx *fixture) module(content string) vocab.Digest {
 	fx.t.Helper()
 	return fx.moduleFor("acme", content)
 }
 
 // moduleFor uploads bytes for tenant and returns their digest.
-func (fx *fixture) moduleFor(tenant TenantID, content string) Digest {
+func (fx *fixture) moduleFor(tenant vocab.TenantID, content string) vocab.Digest {
 	fx.t.Helper()
 	d := digestOf(content)
 	if err := fx.cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(content)); err != nil {
@@ -148,9 +161,9 @@ func (fx *fixture) moduleFor(tenant TenantID, content string) Digest {
 	return d
 }
 
-func digestOf(content string) Digest { return DigestOf(sha256.Sum256([]byte(content))) }
+func digestOf(content string) vocab.Digest { return vocab.DigestOf(sha256.Sum256([]byte(content))) }
 
-func (fx *fixture) deploy(m Manifest) Deployment {
+func (fx *fixture) deploy(m vocab.Manifest) vocab.Deployment {
 	fx.t.Helper()
 	d, err := fx.cat.Deploy(context.Background(), m)
 	if err != nil {
@@ -159,28 +172,28 @@ func (fx *fixture) deploy(m Manifest) Deployment {
 	return d
 }
 
-func revision(name string, art Digest) ManifestRevision {
-	return ManifestRevision{
-		Name: RevisionName(name), Artifact: art, TrustClass: "untrusted",
-		Ceiling: &ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: Duration(2e9)},
+func revision(name string, art vocab.Digest) vocab.ManifestRevision {
+	return vocab.ManifestRevision{
+		Name: vocab.RevisionName(name), Artifact: art, TrustClass: "untrusted",
+		Ceiling: &vocab.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: vocab.Duration(2e9)},
 	}
 }
 
-func mroute(name string, targets ...ManifestTarget) ManifestRoute {
-	return ManifestRoute{Name: RouteName(name), Function: "_start", Targets: targets}
+func mroute(name string, targets ...vocab.ManifestTarget) vocab.ManifestRoute {
+	return vocab.ManifestRoute{Name: vocab.RouteName(name), Function: "_start", Targets: targets}
 }
 
-func target(rev string, weight int64) ManifestTarget {
-	return ManifestTarget{Revision: RevisionName(rev), Weight: weight}
+func target(rev string, weight int64) vocab.ManifestTarget {
+	return vocab.ManifestTarget{Revision: vocab.RevisionName(rev), Weight: weight}
 }
 
 // twoRevisions is acme/images with v1 and v2 split 90/10 on "thumbnail" and
 // v1 alone on "stable".
-func twoRevisions(a, b Digest) Manifest {
-	return Manifest{
+func twoRevisions(a, b vocab.Digest) vocab.Manifest {
+	return vocab.Manifest{
 		Tenant: "acme", Service: "images",
-		Revisions: []ManifestRevision{revision("v1", a), revision("v2", b)},
-		Routes: []ManifestRoute{
+		Revisions: []vocab.ManifestRevision{revision("v1", a), revision("v2", b)},
+		Routes: []vocab.ManifestRoute{
 			mroute("thumbnail", target("v1", 90), target("v2", 10)),
 			mroute("stable", target("v1", 1)),
 		},
@@ -190,14 +203,14 @@ func twoRevisions(a, b Digest) Manifest {
 // poisonStore counts and refuses every artifact access.
 type poisonStore struct{ touched *atomic.Int64 }
 
-func (p poisonStore) get(Digest, int64) ([]byte, error) {
+func (p poisonStore) get(vocab.Digest, int64) ([]byte, error) {
 	p.touched.Add(1)
 	return nil, errors.New("poisoned")
 }
 
 func problemFields(t *testing.T, err error) []string {
 	t.Helper()
-	var ve *ValidationError
+	var ve *vocab.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("want a *ValidationError, have %T: %v", err, err)
 	}
@@ -239,8 +252,8 @@ func edit(t *testing.T, name string, f func([]byte) []byte) {
 }
 
 // cloneManifest is a deep copy of m (through its JSON).
-func cloneManifest(m Manifest) Manifest {
-	var out Manifest
+func cloneManifest(m vocab.Manifest) vocab.Manifest {
+	var out vocab.Manifest
 	if err := json.Unmarshal(encodeManifest(m), &out); err != nil {
 		panic(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/btree"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The services of the catalog live in a copy-on-write B-tree ordered by
@@ -69,7 +71,7 @@ func (s *snapshot) each(fn func(*service) bool) {
 // tenantFrom calls fn for tenant's services named after after (all of them
 // when after is empty), in name order, until fn returns false: O(log N)
 // to find the first, then O(1) per service.
-func (s *snapshot) tenantFrom(tenant TenantID, after ServiceName, fn func(*service) bool) {
+func (s *snapshot) tenantFrom(tenant vocab.TenantID, after vocab.ServiceName, fn func(*service) bool) {
 	if s == nil || s.services == nil {
 		return
 	}
@@ -92,11 +94,11 @@ func (s *snapshot) tenantFrom(tenant TenantID, after ServiceName, fn func(*servi
 type indexSum [4]uint64
 
 func serviceSum(svc *service) indexSum {
-	h := newCanon("catalog service v1")
-	h.str(string(svc.tenant))
-	h.str(string(svc.name))
-	h.str(string(svc.release))
-	b := h.h.Sum(nil)
+	h := vocab.NewCanon("catalog service v1")
+	h.Str(string(svc.tenant))
+	h.Str(string(svc.name))
+	h.Str(string(svc.release))
+	b := h.Sum()
 	var s indexSum
 	for i := range s {
 		s[i] = binary.BigEndian.Uint64(b[8*i:])
@@ -119,27 +121,27 @@ func (s *indexSum) sub(svc *service) {
 }
 
 func (s indexSum) hash(services int) string {
-	h := newCanon("catalog v2")
-	h.u64(uint64(services))
+	h := vocab.NewCanon("catalog v2")
+	h.U64(uint64(services))
 	for _, v := range s {
-		h.u64(v)
+		h.U64(v)
 	}
-	return h.hex()
+	return h.Hex()
 }
 
 // tenantUse is what a tenant's services use, counted as they are added to
 // and removed from the writer's index: the deploy path's quota checks and
 // garbage collection read these instead of walking the catalog.
 type tenantUse struct {
-	name      TenantID // the tenant, one copy shared by its index entries
+	name      vocab.TenantID // the tenant, one copy shared by its index entries
 	services  int
-	artifacts map[Digest]int       // services of the tenant that use each artifact
+	artifacts map[vocab.Digest]int // services of the tenant that use each artifact
 	snapshots map[SnapshotSpec]int // snapshot revisions that need each snapshot
 }
 
 // snapshotKey is the snapshot a revision of instance mode snapshot needs,
 // as the runner keys it (MemoryBytes zero).
-func snapshotKey(p RevisionPolicy) SnapshotSpec {
+func snapshotKey(p vocab.RevisionPolicy) SnapshotSpec {
 	return SnapshotSpec{Tenant: p.Tenant, Artifact: p.Artifact, Init: p.Init, Random: p.Random}
 }
 
@@ -150,7 +152,7 @@ func (u *tenantUse) count(svc *service, delta int) {
 		bump(u.artifacts, d, delta)
 	}
 	for _, p := range svc.policies {
-		if p.Instance == InstanceSnapshot {
+		if p.Instance == vocab.InstanceSnapshot {
 			bump(u.snapshots, snapshotKey(p), delta)
 		}
 	}
@@ -179,7 +181,7 @@ func (c *Catalog) putLocked(svc *service) (*service, bool) {
 	}
 	u := c.mu.use[tenant]
 	if u == nil {
-		u = &tenantUse{name: tenant, artifacts: map[Digest]int{}, snapshots: map[SnapshotSpec]int{}}
+		u = &tenantUse{name: tenant, artifacts: map[vocab.Digest]int{}, snapshots: map[SnapshotSpec]int{}}
 		c.mu.use[tenant] = u
 	}
 	u.count(svc, 1)
@@ -212,7 +214,7 @@ func (c *Catalog) uncountLocked(svc *service) {
 // publishLocked publishes the writer's index as the view of generation gen.
 //
 // REQUIRES: c.mu held.
-func (c *Catalog) publishLocked(gen Generation) {
+func (c *Catalog) publishLocked(gen vocab.Generation) {
 	c.cur.Store(&snapshot{generation: gen, services: c.mu.index.Clone(), sum: c.mu.sum})
 }
 
@@ -221,7 +223,7 @@ func (c *Catalog) publishLocked(gen Generation) {
 // REQUIRES: c.mu held.
 func (c *Catalog) resetIndexLocked() {
 	c.mu.index = newIndex()
-	c.mu.use = map[TenantID]*tenantUse{}
+	c.mu.use = map[vocab.TenantID]*tenantUse{}
 	c.mu.sum = indexSum{}
 }
 
@@ -229,7 +231,7 @@ func (c *Catalog) resetIndexLocked() {
 // now (one per artifact, init and random source of its snapshot
 // revisions, MemoryBytes zero), sorted: what a runner keeps for the tenant.
 // It reads a counter kept with the catalog, not the services.
-func (c *Catalog) SnapshotsInUse(tenant TenantID) []SnapshotSpec {
+func (c *Catalog) SnapshotsInUse(tenant vocab.TenantID) []SnapshotSpec {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	u := c.mu.use[tenant]
@@ -249,7 +251,7 @@ func (c *Catalog) SnapshotsInUse(tenant TenantID) []SnapshotSpec {
 
 // ServiceCount returns how many services the tenant has deployed now,
 // from a counter.
-func (c *Catalog) ServiceCount(tenant TenantID) int {
+func (c *Catalog) ServiceCount(tenant vocab.TenantID) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if u := c.mu.use[tenant]; u != nil {

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // acquiringInspector is the fake inspector with ModuleAcquirer: a digest
@@ -24,7 +26,7 @@ type acquiringInspector struct {
 	acquired int
 }
 
-func (a *acquiringInspector) AcquireModule(d Digest) (ModuleInfo, bool) {
+func (a *acquiringInspector) AcquireModule(d vocab.Digest) (ModuleInfo, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.refs[d] == 0 || a.errs[d] != nil {
@@ -42,8 +44,8 @@ func (a *acquiringInspector) AcquireModule(d Digest) (ModuleInfo, bool) {
 // shapedManifest is service i of a tenant as a platform deploys many: one
 // to three revisions over a few shared artifacts, one to four routes, a
 // snapshot revision now and then. variant changes the release.
-func shapedManifest(tenant TenantID, service ServiceName, i, variant int, arts []Digest) Manifest {
-	m := Manifest{Tenant: tenant, Service: service}
+func shapedManifest(tenant vocab.TenantID, service vocab.ServiceName, i, variant int, arts []vocab.Digest) vocab.Manifest {
+	m := vocab.Manifest{Tenant: tenant, Service: service}
 	for r := range 1 + i%3 {
 		rev := revision("v"+strconv.Itoa(r), arts[(i+r)%len(arts)])
 		rev.Ceiling.CPUFuel += uint64(variant)
@@ -65,19 +67,19 @@ func shapedManifest(tenant TenantID, service ServiceName, i, variant int, arts [
 // oracleView is the catalog as a plain map, copied whole at every
 // generation: what the copy-on-write index must always agree with.
 type oracleView struct {
-	generation Generation
-	releases   map[serviceKey]ReleaseID
+	generation vocab.Generation
+	releases   map[serviceKey]vocab.ReleaseID
 }
 
 // checkView compares a pin with the oracle: every service (through
 // lookups and through the ordered walks), the per-tenant listing and its
 // pages, the count.
-func checkView(t *testing.T, label string, p Pin, want oracleView, tenants []TenantID) {
+func checkView(t *testing.T, label string, p Pin, want oracleView, tenants []vocab.TenantID) {
 	t.Helper()
 	if p.Generation() != want.generation {
 		t.Fatalf("%s: generation %d, want %d", label, p.Generation(), want.generation)
 	}
-	have := map[serviceKey]ReleaseID{}
+	have := map[serviceKey]vocab.ReleaseID{}
 	for _, d := range p.AllServices() {
 		have[serviceKey{d.Tenant, d.Service}] = d.Release
 	}
@@ -91,14 +93,14 @@ func checkView(t *testing.T, label string, p Pin, want oracleView, tenants []Ten
 		}
 	}
 	for _, tenant := range tenants {
-		var names []ServiceName
+		var names []vocab.ServiceName
 		for k := range want.releases {
 			if k.tenant == tenant {
 				names = append(names, k.service)
 			}
 		}
 		slices.Sort(names)
-		var listed []ServiceName
+		var listed []vocab.ServiceName
 		for _, d := range p.Services(tenant) {
 			listed = append(listed, d.Service)
 		}
@@ -106,8 +108,8 @@ func checkView(t *testing.T, label string, p Pin, want oracleView, tenants []Ten
 			t.Fatalf("%s: %s lists %v, want %v", label, tenant, listed, names)
 		}
 		// Pages of 3 cover the same list, in order, once.
-		var paged []ServiceName
-		after := ServiceName("")
+		var paged []vocab.ServiceName
+		after := vocab.ServiceName("")
 		for {
 			page, more := p.ServicesPage(tenant, after, 3)
 			for _, d := range page {
@@ -134,14 +136,14 @@ func TestIndex_againstOracle(t *testing.T) {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 12; o.MaxServices = 30 })
-			tenants := []TenantID{"acme", "beta", "gamma"}
-			arts := map[TenantID][]Digest{}
+			tenants := []vocab.TenantID{"acme", "beta", "gamma"}
+			arts := map[vocab.TenantID][]vocab.Digest{}
 			for _, tenant := range tenants {
 				for i := range 4 {
 					arts[tenant] = append(arts[tenant], fx.moduleFor(tenant, string(tenant)+strconv.Itoa(i)))
 				}
 			}
-			cur := oracleView{releases: map[serviceKey]ReleaseID{}}
+			cur := oracleView{releases: map[serviceKey]vocab.ReleaseID{}}
 			type held struct {
 				pin  Pin
 				want oracleView
@@ -152,7 +154,7 @@ func TestIndex_againstOracle(t *testing.T) {
 				tenant := tenants[ti]
 				// acme has up to 16 services, beta 4, gamma 1: tenants
 				// that keep going from none to one service and back.
-				name := ServiceName("s" + strconv.Itoa(rng.IntN(16>>(2*ti))))
+				name := vocab.ServiceName("s" + strconv.Itoa(rng.IntN(16>>(2*ti))))
 				k := serviceKey{tenant, name}
 				label := fmt.Sprintf("step %d", step)
 				switch op := rng.IntN(10); {
@@ -242,7 +244,7 @@ func TestIndex_againstOracle(t *testing.T) {
 	}
 }
 
-func artifactIndex(arts []Digest, d Digest) string {
+func artifactIndex(arts []vocab.Digest, d vocab.Digest) string {
 	return strconv.Itoa(slices.Index(arts, d))
 }
 
@@ -250,11 +252,11 @@ func artifactIndex(arts []Digest, d Digest) string {
 // published view.
 func checkCounters(t *testing.T, label string, c *Catalog) {
 	t.Helper()
-	want := map[TenantID]*tenantUse{}
+	want := map[vocab.TenantID]*tenantUse{}
 	c.Pin().s.each(func(svc *service) bool {
 		u := want[svc.tenant]
 		if u == nil {
-			u = &tenantUse{name: svc.tenant, artifacts: map[Digest]int{}, snapshots: map[SnapshotSpec]int{}}
+			u = &tenantUse{name: svc.tenant, artifacts: map[vocab.Digest]int{}, snapshots: map[SnapshotSpec]int{}}
 			want[svc.tenant] = u
 		}
 		u.count(svc, 1)
@@ -276,7 +278,7 @@ func TestSnapshotsInUse(t *testing.T) {
 	fx := newFixture(t)
 	a, b := fx.module("a"), fx.module("b")
 	other := fx.moduleFor("beta", "c")
-	snap := func(m Manifest) Manifest {
+	snap := func(m vocab.Manifest) vocab.Manifest {
 		for i := range m.Revisions {
 			m.Revisions[i].Instance = "snapshot"
 		}
@@ -286,7 +288,7 @@ func TestSnapshotsInUse(t *testing.T) {
 	fx.deploy(snap(oneRevision("acme", "two", a)))
 	fx.deploy(oneRevision("acme", "three", b)) // fresh: needs no snapshot
 	fx.deploy(snap(oneRevision("beta", "one", other)))
-	want := []SnapshotSpec{{Tenant: "acme", Artifact: a, Random: RandomSecure}}
+	want := []SnapshotSpec{{Tenant: "acme", Artifact: a, Random: vocab.RandomSecure}}
 	if have := fx.cat.SnapshotsInUse("acme"); !reflect.DeepEqual(have, want) {
 		t.Fatalf("in use %+v, want %+v", have, want)
 	}
@@ -356,7 +358,7 @@ func benchDir(b *testing.B) string {
 // filledCatalog is a catalog on benchDir(b) holding n services of acme
 // (shaped manifests over the artifacts of modules distinct contents),
 // deployed through Deploy, with the acquiring fake inspector.
-func filledCatalog(b *testing.B, n, modules int) (*fixture, []Digest) {
+func filledCatalog(b *testing.B, n, modules int) (*fixture, []vocab.Digest) {
 	insp := &acquiringInspector{fakeInspector: newFakeInspector()}
 	c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
 		MaxServices: n, MaxServicesPerTenant: n})
@@ -364,12 +366,12 @@ func filledCatalog(b *testing.B, n, modules int) (*fixture, []Digest) {
 		b.Fatal(err)
 	}
 	fx := &fixture{t: b, dir: c.store.root, insp: insp.fakeInspector, cat: c}
-	var arts []Digest
+	var arts []vocab.Digest
 	for i := range modules {
 		arts = append(arts, fx.module("module "+strconv.Itoa(i)))
 	}
 	for i := range n {
-		fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+		fx.deploy(shapedManifest("acme", vocab.ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
 	}
 	return fx, arts
 }
@@ -386,7 +388,7 @@ func BenchmarkDeploy(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				j := (i * 7919) % n
-				fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(j)), j, 1+i%2, arts))
+				fx.deploy(shapedManifest("acme", vocab.ServiceName("svc-"+strconv.Itoa(j)), j, 1+i%2, arts))
 				i++
 			}
 		})
@@ -403,7 +405,7 @@ func BenchmarkResolve(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				target := Target{Tenant: "acme", Service: ServiceName("svc-" + strconv.Itoa((i*7919)%n)), Route: "r0"}
+				target := vocab.Target{Tenant: "acme", Service: vocab.ServiceName("svc-" + strconv.Itoa((i*7919)%n)), Route: "r0"}
 				if _, err := pin.Resolve(target, "key"); err != nil {
 					b.Fatal(err)
 				}
@@ -454,9 +456,9 @@ func BenchmarkOpen(b *testing.B) {
 // every module reference the services loaded before and after it took.
 func TestOpen_failureReleasesReferences(t *testing.T) {
 	fx := newFixture(t)
-	arts := []Digest{fx.module("a"), fx.module("b"), fx.module("c")}
+	arts := []vocab.Digest{fx.module("a"), fx.module("b"), fx.module("c")}
 	for i := range 40 {
-		fx.deploy(shapedManifest("acme", ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
+		fx.deploy(shapedManifest("acme", vocab.ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
 	}
 	bad := filepath.Join(fx.dir, serviceRecordPath("acme", "svc-17"))
 	edit(t, bad, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })

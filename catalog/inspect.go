@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // ModuleInspector examines a module at deploy time: it validates the binary,
@@ -21,7 +23,7 @@ type ModuleInspector interface {
 	// example which import is not allowed) and must not contain host paths.
 	// An error marked ErrHostFault or ErrStorageFull is the host's, not the
 	// module's: the deploy fails with it as is, not with a field problem.
-	Inspect(ctx context.Context, digest Digest, module []byte) (ModuleInfo, error)
+	Inspect(ctx context.Context, digest vocab.Digest, module []byte) (ModuleInfo, error)
 }
 
 // ErrHostFault marks an Inspect error that is not the module's fault (the
@@ -44,7 +46,7 @@ var ErrHostFault = errors.New("catalog: the host could not prepare the module")
 // revision whose module was released (the runner refuses it as not
 // available).
 type ModuleReleaser interface {
-	ReleaseModule(digest Digest)
+	ReleaseModule(digest vocab.Digest)
 }
 
 // ModuleAcquirer is an optional interface of a ModuleInspector that is
@@ -56,7 +58,7 @@ type ModuleReleaser interface {
 // module neither reads nor hashes the module again. Ownership is checked
 // before, as for Inspect.
 type ModuleAcquirer interface {
-	AcquireModule(digest Digest) (ModuleInfo, bool)
+	AcquireModule(digest vocab.Digest) (ModuleInfo, bool)
 }
 
 // SnapshotPreparer is an optional interface of a ModuleInspector that
@@ -76,10 +78,10 @@ type SnapshotPreparer interface {
 // random source, and the memory the initialisation may use (the revision's
 // ceiling).
 type SnapshotSpec struct {
-	Tenant      TenantID
-	Artifact    Digest
-	Init        FunctionName
-	Random      Randomness
+	Tenant      vocab.TenantID
+	Artifact    vocab.Digest
+	Init        vocab.FunctionName
+	Random      vocab.Randomness
 	MemoryBytes uint64
 }
 
@@ -95,11 +97,11 @@ type ModuleInfo struct {
 	// module, so it is not compared with the recorded facts at Open.
 	FixedMemoryBytes uint64 `json:"fixed_memory_bytes,omitempty"`
 	// Features are the post-MVP features the module uses.
-	Features FeatureSet `json:"features"`
+	Features vocab.FeatureSet `json:"features"`
 	// Threading is ThreadingShared when the module uses shared memory.
-	Threading Threading `json:"threading"`
+	Threading vocab.Threading `json:"threading"`
 	// Exports are the names of the exported functions, sorted.
-	Exports []FunctionName `json:"exports"`
+	Exports []vocab.FunctionName `json:"exports"`
 }
 
 // ErrModuleRejected marks an inspector's refusal of a module.
@@ -107,13 +109,13 @@ var ErrModuleRejected = errors.New("catalog: module rejected")
 
 func (m ModuleInfo) validate() error {
 	switch {
-	case m.MaxMemoryBytes > MaxWasm32MemoryBytes:
+	case m.MaxMemoryBytes > vocab.MaxWasm32MemoryBytes:
 		return errors.New("module info: maximum memory exceeds the wasm32 limit")
 	case m.MinMemoryBytes > m.MaxMemoryBytes:
 		return errors.New("module info: initial memory exceeds maximum")
-	case m.Threading != ThreadingSingle && m.Threading != ThreadingShared:
+	case m.Threading != vocab.ThreadingSingle && m.Threading != vocab.ThreadingShared:
 		return errors.New("module info: unknown threading model")
-	case m.Features>>numFeatures != 0:
+	case !m.Features.Valid():
 		return errors.New("module info: unknown feature")
 	case !slices.IsSorted(m.Exports):
 		return errors.New("module info: exports are not sorted")
@@ -121,7 +123,7 @@ func (m ModuleInfo) validate() error {
 	return nil
 }
 
-func (m ModuleInfo) exports(f FunctionName) bool {
+func (m ModuleInfo) exports(f vocab.FunctionName) bool {
 	_, ok := slices.BinarySearch(m.Exports, f)
 	return ok
 }
@@ -138,13 +140,13 @@ type deployingKey struct{}
 // catalog re-inspects what it already holds (Open) or applies a history
 // decided elsewhere (Apply, Replace). An Inspector may refuse a module for
 // its tenant's own budgets only when it is set.
-func DeployingTenant(ctx context.Context) (TenantID, bool) {
-	t, ok := ctx.Value(deployingKey{}).(TenantID)
+func DeployingTenant(ctx context.Context) (vocab.TenantID, bool) {
+	t, ok := ctx.Value(deployingKey{}).(vocab.TenantID)
 	return t, ok
 }
 
 // WithDeployingTenant marks ctx as a deploy's for tenant t (Check and
 // Deploy do; an Inspector's tests may).
-func WithDeployingTenant(ctx context.Context, t TenantID) context.Context {
+func WithDeployingTenant(ctx context.Context, t vocab.TenantID) context.Context {
 	return context.WithValue(ctx, deployingKey{}, t)
 }

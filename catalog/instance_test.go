@@ -5,64 +5,18 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/cockroachdb/errors"
-)
 
-// TestInstance_validate: the manifest's instance mode and initialisation
-// export, checked without the modules. Every refusal names its field; an
-// init is refused without a snapshot or reuse mode, but not reported twice
-// when the mode itself is wrong.
-func TestInstance_validate(t *testing.T) {
-	tests := []struct {
-		name           string
-		instance, init string
-		fields         []string
-	}{
-		{name: "default", fields: nil},
-		{name: "fresh spelled out", instance: "fresh"},
-		{name: "snapshot", instance: "snapshot"},
-		{name: "reuse", instance: "reuse"},
-		{name: "snapshot with init", instance: "snapshot", init: "wizer.initialize"},
-		{name: "reuse with init", instance: "reuse", init: "_initialize"},
-		{name: "unknown mode", instance: "warm", fields: []string{"revisions[0].instance"}},
-		{name: "mode is case sensitive", instance: "Snapshot", fields: []string{"revisions[0].instance"}},
-		{name: "init without a mode", init: "_initialize", fields: []string{"revisions[0].init"}},
-		{name: "init with fresh", instance: "fresh", init: "_initialize", fields: []string{"revisions[0].init"}},
-		{name: "init not a name", instance: "snapshot", init: "a b", fields: []string{"revisions[0].init"}},
-		{name: "init too long", instance: "reuse", init: strings.Repeat("i", MaxNameBytes+1),
-			fields: []string{"revisions[0].init"}},
-		{name: "init with an unknown mode: the mode only", instance: "cold", init: "_initialize",
-			fields: []string{"revisions[0].instance"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			m := twoRevisions(digestA, digestB)
-			m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, FunctionName(tc.init)
-			err := ValidateManifest(m)
-			if tc.fields == nil {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrInvalidManifest) {
-				t.Fatalf("want ErrInvalidManifest, have %v", err)
-			}
-			if have := problemFields(t, err); !slices.Equal(have, tc.fields) {
-				t.Fatalf("fields %q, want %q (%v)", have, tc.fields, err)
-			}
-		})
-	}
-}
+	"github.com/latent-node/latent-node/vocab"
+)
 
 // reactorInfo is what inspection reports for a reactor: _initialize and
 // handle, no _start.
 func reactorInfo() ModuleInfo {
 	info := defaultInfo()
-	info.Exports = []FunctionName{"_initialize", "handle", "wizer.initialize"}
+	info.Exports = []vocab.FunctionName{"_initialize", "handle", "wizer.initialize"}
 	return info
 }
 
@@ -74,7 +28,7 @@ func TestInstance_deploy(t *testing.T) {
 	tests := []struct {
 		name           string
 		instance, init string
-		function       FunctionName // of both routes; "" keeps _start
+		function       vocab.FunctionName // of both routes; "" keeps _start
 		fields         []string
 	}{
 		{name: "reactor fresh", function: "handle"},
@@ -96,9 +50,9 @@ func TestInstance_deploy(t *testing.T) {
 			fx := newFixture(t)
 			a := fx.module("reactor")
 			fx.insp.set(a, reactorInfo())
-			m := Manifest{Tenant: "acme", Service: "images", Revisions: []ManifestRevision{revision("v1", a)},
-				Routes: []ManifestRoute{mroute("thumbnail", target("v1", 1)), mroute("stable", target("v1", 1))}}
-			m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, FunctionName(tc.init)
+			m := vocab.Manifest{Tenant: "acme", Service: "images", Revisions: []vocab.ManifestRevision{revision("v1", a)},
+				Routes: []vocab.ManifestRoute{mroute("thumbnail", target("v1", 1)), mroute("stable", target("v1", 1))}}
+			m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, vocab.FunctionName(tc.init)
 			for i := range m.Routes {
 				if tc.function != "" {
 					m.Routes[i].Function = tc.function
@@ -110,13 +64,13 @@ func TestInstance_deploy(t *testing.T) {
 					t.Fatalf("refused: %v", err)
 				}
 				p := policies(t, fx.cat)[0]
-				want, _ := ParseInstanceMode(cmp.Or(tc.instance, "fresh"))
-				if p.Instance != want || p.Init != FunctionName(tc.init) {
+				want, _ := vocab.ParseInstanceMode(cmp.Or(tc.instance, "fresh"))
+				if p.Instance != want || p.Init != vocab.FunctionName(tc.init) {
 					t.Fatalf("policy has instance %s init %q, want %s %q", p.Instance, p.Init, want, tc.init)
 				}
 				return
 			}
-			if !errors.Is(err, ErrInvalidManifest) {
+			if !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("want ErrInvalidManifest, have %v", err)
 			}
 			if have := problemFields(t, err); !slices.Equal(have, tc.fields) {
@@ -141,10 +95,10 @@ func TestInstance_policySurvivesRestart(t *testing.T) {
 	}
 	fx.deploy(m)
 	type got struct {
-		Instance InstanceMode
-		Init     FunctionName
+		Instance vocab.InstanceMode
+		Init     vocab.FunctionName
 	}
-	want := []got{{InstanceSnapshot, "wizer.initialize"}, {InstanceReuse, ""}}
+	want := []got{{vocab.InstanceSnapshot, "wizer.initialize"}, {vocab.InstanceReuse, ""}}
 	for _, when := range []string{"deployed", "after a restart"} {
 		c := fx.cat
 		if when != "deployed" {
@@ -176,7 +130,7 @@ func TestInstance_ids(t *testing.T) {
 	fx := newFixture(t)
 	a, b := fx.module("a"), fx.module("b")
 	info := defaultInfo()
-	info.Exports = []FunctionName{"_initialize", "_start", "helper", "wizer.initialize"}
+	info.Exports = []vocab.FunctionName{"_initialize", "_start", "helper", "wizer.initialize"}
 	fx.insp.set(a, info)
 	tests := []struct {
 		name, instance, init string
@@ -190,10 +144,10 @@ func TestInstance_ids(t *testing.T) {
 		{name: "snapshot init wizer", instance: "snapshot", init: "wizer.initialize"},
 		{name: "reuse init wizer", instance: "reuse", init: "wizer.initialize"},
 	}
-	seen := map[RevisionID]string{}
+	seen := map[vocab.RevisionID]string{}
 	for _, tc := range tests {
 		m := twoRevisions(a, b)
-		m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, FunctionName(tc.init)
+		m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, vocab.FunctionName(tc.init)
 		d := fx.deploy(m)
 		v1, v2 := d.Revisions[0].ID, d.Revisions[1].ID
 		if v2 != goldenFreshV2 {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/google/btree"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // ErrRevisionNotAvailable is returned when a target or a resolved revision does
@@ -29,13 +31,13 @@ var (
 )
 
 type serviceKey struct {
-	tenant  TenantID
-	service ServiceName
+	tenant  vocab.TenantID
+	service vocab.ServiceName
 }
 
 // snapshot is one immutable state of the catalog.
 type snapshot struct {
-	generation Generation           // the latest generation issued when the snapshot was made
+	generation vocab.Generation     // the latest generation issued when the snapshot was made
 	services   *btree.BTreeG[entry] // a clone of the writer's index, never changed (nil: empty)
 	sum        indexSum             // of services
 	hash       struct {             // Pin.Hash, computed on first use
@@ -57,7 +59,7 @@ type Pin struct {
 
 // Generation returns the catalog generation of the view: the last generation
 // issued before the pin was taken.
-func (p Pin) Generation() Generation {
+func (p Pin) Generation() vocab.Generation {
 	if p.s == nil {
 		return 0
 	}
@@ -67,20 +69,20 @@ func (p Pin) Generation() Generation {
 // ResolvedRevision identifies the revision a route resolved to, within one
 // pinned view. Every identity field is verified again by Policy.
 type ResolvedRevision struct {
-	Tenant     TenantID
-	Service    ServiceName
-	Route      RouteName
-	Function   FunctionName
-	Revision   RevisionID
-	Release    ReleaseID
-	Generation Generation
+	Tenant     vocab.TenantID
+	Service    vocab.ServiceName
+	Route      vocab.RouteName
+	Function   vocab.FunctionName
+	Revision   vocab.RevisionID
+	Release    vocab.ReleaseID
+	Generation vocab.Generation
 	// Attributes are the revision's informational labels (a fresh copy). They
 	// are untrusted for policy: Policy ignores them, and admission counts them
 	// only against its metadata bounds.
-	Attributes []Attribute
+	Attributes []vocab.Attribute
 }
 
-func (p Pin) service(t TenantID, s ServiceName) (*service, bool) {
+func (p Pin) service(t vocab.TenantID, s vocab.ServiceName) (*service, bool) {
 	return p.s.get(serviceKey{t, s})
 }
 
@@ -90,7 +92,7 @@ func (p Pin) service(t TenantID, s ServiceName) (*service, bool) {
 // copy the revision's attributes. A service that is not deployed is
 // ErrServiceNotFound, a route the service does not have ErrRouteNotFound;
 // both are also ErrRevisionNotAvailable.
-func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error) {
+func (p Pin) Resolve(target vocab.Target, routingKey string) (ResolvedRevision, error) {
 	svc, ok := p.service(target.Tenant, target.Service)
 	if !ok {
 		return ResolvedRevision{}, errNoService
@@ -101,7 +103,7 @@ func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error)
 	}
 	i := int(rt.targets[rt.pick(target, routingKey)].revision)
 	pol := &svc.policies[i]
-	var attrs []Attribute
+	var attrs []vocab.Attribute
 	if svc.attributes != nil {
 		attrs = slices.Clone(svc.attributes[i])
 	}
@@ -117,30 +119,30 @@ func (p Pin) Resolve(target Target, routingKey string) (ResolvedRevision, error)
 // generation) against this pin. It does not reselect: any revision the route
 // targets is accepted. Attributes are ignored. The lookup is a bounded
 // in-memory index operation: no filesystem, no artifact, no compilation.
-func (p Pin) Policy(r ResolvedRevision) (RevisionPolicy, error) {
+func (p Pin) Policy(r ResolvedRevision) (vocab.RevisionPolicy, error) {
 	svc, ok := p.service(r.Tenant, r.Service)
 	if !ok {
-		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such service")
+		return vocab.RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such service")
 	}
 	if svc.generation != r.Generation || svc.release != r.Release {
-		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "another generation")
+		return vocab.RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "another generation")
 	}
 	rt, ok := svc.route(r.Route)
 	if !ok || rt.function != r.Function {
-		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
+		return vocab.RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "no such route")
 	}
 	i, ok := svc.revision(r.Revision)
 	if !ok || !slices.ContainsFunc(rt.targets, func(t routeTarget) bool { return int(t.revision) == i }) {
-		return RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "revision not targeted by the route")
+		return vocab.RevisionPolicy{}, errors.Wrap(ErrRevisionNotAvailable, "revision not targeted by the route")
 	}
 	return svc.policies[i], nil
 }
 
 // Deployment returns the active release of a service in this view.
-func (p Pin) Deployment(tenant TenantID, name ServiceName) (Deployment, bool) {
+func (p Pin) Deployment(tenant vocab.TenantID, name vocab.ServiceName) (vocab.Deployment, bool) {
 	svc, ok := p.service(tenant, name)
 	if !ok {
-		return Deployment{}, false
+		return vocab.Deployment{}, false
 	}
 	return svc.deployment(), true
 }
@@ -150,7 +152,7 @@ func (p Pin) Len() int { return p.s.len() }
 
 // Services returns the deployments of a tenant in this view, ordered by
 // service name: O(log N + the tenant's services).
-func (p Pin) Services(tenant TenantID) []Deployment {
+func (p Pin) Services(tenant vocab.TenantID) []vocab.Deployment {
 	out, _ := p.ServicesPage(tenant, "", 0)
 	return out
 }
@@ -158,8 +160,8 @@ func (p Pin) Services(tenant TenantID) []Deployment {
 // ServicesPage returns at most limit (all when limit <= 0) of the tenant's
 // deployments named after after (from the first when after is empty),
 // ordered by service name, and whether more follow: O(log N + limit).
-func (p Pin) ServicesPage(tenant TenantID, after ServiceName, limit int) (_ []Deployment, more bool) {
-	out := []Deployment{}
+func (p Pin) ServicesPage(tenant vocab.TenantID, after vocab.ServiceName, limit int) (_ []vocab.Deployment, more bool) {
+	out := []vocab.Deployment{}
 	p.s.tenantFrom(tenant, after, func(svc *service) bool {
 		if limit > 0 && len(out) == limit {
 			more = true
@@ -174,8 +176,8 @@ func (p Pin) ServicesPage(tenant TenantID, after ServiceName, limit int) (_ []De
 // Artifacts returns the digests every deployed revision of this view uses,
 // sorted and without duplicates (for preparing modules after a restart):
 // O(N).
-func (p Pin) Artifacts() []Digest {
-	var out []Digest
+func (p Pin) Artifacts() []vocab.Digest {
+	var out []vocab.Digest
 	p.s.each(func(svc *service) bool {
 		for _, pol := range svc.policies {
 			out = append(out, pol.Artifact)
@@ -189,7 +191,7 @@ func (p Pin) Artifacts() []Digest {
 // encodeManifest is m as JSON: how a service keeps its manifest. A
 // manifest is small and bounded, and one that was decoded or validated
 // always encodes.
-func encodeManifest(m Manifest) []byte {
+func encodeManifest(m vocab.Manifest) []byte {
 	data, err := json.Marshal(m)
 	if err != nil {
 		panic(errors.AssertionFailedf("catalog: marshal manifest: %v", err))
@@ -201,7 +203,7 @@ func encodeManifest(m Manifest) []byte {
 // h mod total, where h is the routing hash of the target and key; the targets
 // own consecutive intervals of [0, total) in manifest order, each as wide as
 // its weight.
-func (r *route) pick(t Target, routingKey string) int {
+func (r *route) pick(t vocab.Target, routingKey string) int {
 	if len(r.targets) == 1 {
 		return 0
 	}
@@ -216,7 +218,7 @@ func (r *route) pick(t Target, routingKey string) int {
 // ("user-1", "user-2") spread evenly. It depends only on the target and the key,
 // not on the release, so a key stays on its revision across redeploys unless
 // the weights move its point into another interval.
-func routingHash(t Target, key string) uint64 {
+func routingHash(t vocab.Target, key string) uint64 {
 	const offset, prime = 14695981039346656037, 1099511628211
 	h := uint64(offset)
 	for _, s := range [...]string{string(t.Tenant), string(t.Service), string(t.Route), key} {

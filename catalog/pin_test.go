@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestPin_resolveNotFound: Resolve says which part of the target it did not
@@ -14,14 +16,14 @@ func TestPin_resolveNotFound(t *testing.T) {
 	pin := fx.cat.Pin()
 	tests := []struct {
 		name   string
-		target Target
+		target vocab.Target
 		want   error // nil: resolves
 		not    error
 	}{
-		{"found", Target{"acme", "images", "stable"}, nil, nil},
-		{"unknown service", Target{"acme", "videos", "stable"}, ErrServiceNotFound, ErrRouteNotFound},
-		{"unknown route", Target{"acme", "images", "nope"}, ErrRouteNotFound, ErrServiceNotFound},
-		{"another tenant's service", Target{"beta", "images", "stable"}, ErrServiceNotFound, ErrRouteNotFound},
+		{"found", vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, nil, nil},
+		{"unknown service", vocab.Target{Tenant: "acme", Service: "videos", Route: "stable"}, ErrServiceNotFound, ErrRouteNotFound},
+		{"unknown route", vocab.Target{Tenant: "acme", Service: "images", Route: "nope"}, ErrRouteNotFound, ErrServiceNotFound},
+		{"another tenant's service", vocab.Target{Tenant: "beta", Service: "images", Route: "stable"}, ErrServiceNotFound, ErrRouteNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,10 +39,10 @@ func TestPin_resolveNotFound(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (Pin{}).Resolve(Target{"acme", "images", "stable"}, ""); !errors.Is(err, ErrServiceNotFound) {
+	if _, err := (Pin{}).Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "stable"}, ""); !errors.Is(err, ErrServiceNotFound) {
 		t.Fatalf("zero pin: %v", err)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = pin.Resolve(Target{"acme", "images", "nope"}, "") }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "nope"}, "") }); n != 0 {
 		t.Fatalf("resolving an unknown route allocates %v times", n)
 	}
 }

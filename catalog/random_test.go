@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // recordWithoutRandom is the payload of acme/images deployed as
@@ -27,7 +29,7 @@ const recordWithoutRandom = `{"tenant":"acme","service":"images","generation":1,
 	`{"name":"stable","function":"_start","targets":[{"revision":"v1","weight":1}]}]}}`
 
 // policies returns the revision policies of acme/images in fx's catalog.
-func policies(t *testing.T, c *Catalog) []RevisionPolicy {
+func policies(t *testing.T, c *Catalog) []vocab.RevisionPolicy {
 	t.Helper()
 	svc := c.Pin().svc(serviceKey{"acme", "images"})
 	if svc == nil {
@@ -53,7 +55,7 @@ func TestRandom_recordsWithoutTheField(t *testing.T) {
 	write(stateFile, encodeRecord("state", []byte(`{"generation":1}`)))
 	loaded := policies(t, fx.open())
 	for _, p := range loaded {
-		if p.Random != RandomSecure {
+		if p.Random != vocab.RandomSecure {
 			t.Errorf("%s: random source %s, want secure", p.Name, p.Random)
 		}
 	}
@@ -96,7 +98,7 @@ func TestRandom_deploy(t *testing.T) {
 	if d.Revisions[1].ID != plain.Revisions[1].ID {
 		t.Fatal("the untouched revision changed id")
 	}
-	want := []Randomness{RandomDeterministic, RandomSecure}
+	want := []vocab.Randomness{vocab.RandomDeterministic, vocab.RandomSecure}
 	check := func(c *Catalog, when string) {
 		t.Helper()
 		for i, p := range policies(t, c) {
@@ -128,44 +130,4 @@ func TestRandom_deploy(t *testing.T) {
 	}
 
 	check(fx.open(), "after a restart")
-}
-
-// TestRandom_manifestJSON: the field decodes from the JSON manifest by its
-// name, and an unknown value is refused naming it.
-func TestRandom_manifestJSON(t *testing.T) {
-	for _, tc := range []struct {
-		value string
-		ok    bool
-	}{
-		{"secure", true},
-		{"deterministic", true},
-		{"Deterministic", false},
-		{"fixed", false},
-	} {
-		t.Run(tc.value, func(t *testing.T) {
-			m := validManifest()
-			js, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			js = bytes.Replace(js, []byte(`"trust_class"`), []byte(`"random":"`+tc.value+`","trust_class"`), 1)
-			dec, err := DecodeManifest(bytes.NewReader(js))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if dec.Revisions[0].Random != tc.value {
-				t.Fatalf("decoded random %q, want %q", dec.Revisions[0].Random, tc.value)
-			}
-			err = ValidateManifest(dec)
-			if tc.ok {
-				if err != nil {
-					t.Fatalf("want valid, have %v", err)
-				}
-				return
-			}
-			if fields := problemFields(t, err); !reflect.DeepEqual(fields, []string{"revisions[0].random"}) {
-				t.Fatalf("want a problem in revisions[0].random, have %q (%v)", fields, err)
-			}
-		})
-	}
 }

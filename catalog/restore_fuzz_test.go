@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testutil/tartest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // countingSource counts the bytes Restore reads from its entries: every
@@ -47,8 +48,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func FuzzRestore(f *testing.F) {
 	fx := newFixture(f)
 	a := fx.module("module a")
-	fx.deploy(Manifest{Tenant: "acme", Service: "svc", Revisions: []ManifestRevision{revision("v1", a)},
-		Routes: []ManifestRoute{mroute("run", target("v1", 1))}})
+	fx.deploy(vocab.Manifest{Tenant: "acme", Service: "svc", Revisions: []vocab.ManifestRevision{revision("v1", a)},
+		Routes: []vocab.ManifestRoute{mroute("run", target("v1", 1))}})
 	for _, key := range [][]byte{nil, bytes.Repeat([]byte("k"), 32)} {
 		var b bytes.Buffer
 		sink := NewTarSink(&b)
@@ -68,7 +69,7 @@ func FuzzRestore(f *testing.F) {
 		src := &countingSource{src: NewTarSource(bytes.NewReader(data))}
 		_, err := Restore(context.Background(), src, target, RestoreOptions{MaxArtifactBytes: 1 << 20,
 			Quotas:  Options{MaxServices: 8, MaxServicesPerTenant: 4, MaxArtifactsPerTenant: 4, MaxArtifactBytesPerTenant: 4 << 20},
-			Tenants: []TenantID{"acme", "beta"}, Verify: openVerify(newFakeInspector())})
+			Tenants: []vocab.TenantID{"acme", "beta"}, Verify: openVerify(newFakeInspector())})
 		if src.read > int64(len(data)) {
 			t.Fatalf("read %d bytes of entries from a %d-byte stream", src.read, len(data))
 		}

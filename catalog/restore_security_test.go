@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testutil/tartest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // replaceEntry replaces (or adds) entry name and lists it in the manifest.
@@ -45,7 +46,7 @@ func dropEntry(e []tarEntry, name string) []tarEntry {
 	panic("no entry " + name)
 }
 
-func ownerEntry(t *testing.T, tenant TenantID, d Digest, size int, uploaded time.Time) (string, []byte) {
+func ownerEntry(t *testing.T, tenant vocab.TenantID, d vocab.Digest, size int, uploaded time.Time) (string, []byte) {
 	t.Helper()
 	payload, err := json.Marshal(ownerRecord{Tenant: tenant, Digest: d, Bytes: uint64(size), Uploaded: uploaded.UnixNano()})
 	if err != nil {
@@ -87,7 +88,7 @@ func TestRestore_untrustedInput(t *testing.T) {
 	}{
 		{name: "untouched (control)", tamper: asIs},
 		{name: "within the tenant list and quotas (control)", tamper: asIs, opts: func(o *RestoreOptions) {
-			o.Tenants, o.Quotas.MaxServicesPerTenant, o.Quotas.MaxServices = []TenantID{"acme", "beta"}, 2, 3
+			o.Tenants, o.Quotas.MaxServicesPerTenant, o.Quotas.MaxServices = []vocab.TenantID{"acme", "beta"}, 2, 3
 		}},
 		{name: "service uses an artifact only another tenant owns", want: ErrBackupInvalid, says: `not owned by tenant "beta"`,
 			tamper: func(e []tarEntry) []tarEntry { return dropEntry(e, ownerRecordPath("beta", a)) }},
@@ -100,7 +101,7 @@ func TestRestore_untrustedInput(t *testing.T) {
 		{name: "deployed bytes beyond the quota", want: ErrBackupInvalid, says: "max_deployed_bytes_per_tenant",
 			tamper: asIs, opts: func(o *RestoreOptions) { o.Quotas.MaxDeployedBytesPerTenant = 10 }},
 		{name: "tenant not configured", want: ErrBackupInvalid, says: "does not name",
-			tamper: asIs, opts: func(o *RestoreOptions) { o.Tenants = []TenantID{"acme"} }},
+			tamper: asIs, opts: func(o *RestoreOptions) { o.Tenants = []vocab.TenantID{"acme"} }},
 		{name: "ownership uploaded in the far future", want: ErrBackupInvalid, says: "in the future",
 			tamper: func(e []tarEntry) []tarEntry {
 				name, rec := ownerEntry(t, "beta", a, len("module a"), time.Now().AddDate(100, 0, 0))

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Sentinels of the store.
@@ -64,7 +66,7 @@ const (
 // artifactStore is how deploys and Open read module bytes; tests replace it
 // to prove pins never do.
 type artifactStore interface {
-	get(d Digest, maxBytes int64) ([]byte, error)
+	get(d vocab.Digest, maxBytes int64) ([]byte, error)
 }
 
 // tempFile is a file being written before it takes its name. The store
@@ -132,7 +134,7 @@ type stagedArtifact struct {
 
 // stageArtifact writes r to a temporary file, verifying its size bound and
 // its digest, and fsyncs it. The caller commits or discards it.
-func (s diskStore) stageArtifact(d Digest, r io.Reader, maxBytes int64) (stagedArtifact, error) {
+func (s diskStore) stageArtifact(d vocab.Digest, r io.Reader, maxBytes int64) (stagedArtifact, error) {
 	dir := s.path(artifactsDir)
 	f, err := os.CreateTemp(dir, tmpPrefix+"artifact-*")
 	if err != nil {
@@ -144,7 +146,7 @@ func (s diskStore) stageArtifact(d Digest, r io.Reader, maxBytes int64) (stagedA
 	if err == nil && n > maxBytes {
 		err = errors.Wrapf(ErrArtifactTooLarge, "larger than %d bytes", maxBytes)
 	}
-	if err == nil && DigestOf([32]byte(h.Sum(nil))) != d {
+	if err == nil && vocab.DigestOf([32]byte(h.Sum(nil))) != d {
 		err = ErrDigestMismatch
 	}
 	if err == nil {
@@ -162,7 +164,7 @@ func (s diskStore) stageArtifact(d Digest, r io.Reader, maxBytes int64) (stagedA
 
 // commitArtifact renames a staged artifact to its digest's name (replacing
 // an identical copy, or a damaged one) and fsyncs the directory.
-func (s diskStore) commitArtifact(st stagedArtifact, d Digest) error {
+func (s diskStore) commitArtifact(st stagedArtifact, d vocab.Digest) error {
 	dir := s.path(artifactsDir)
 	if err := os.Rename(st.tmp, filepath.Join(dir, d.Hex())); err != nil {
 		s.discard(st)
@@ -173,11 +175,11 @@ func (s diskStore) commitArtifact(st stagedArtifact, d Digest) error {
 
 func (s diskStore) discard(st stagedArtifact) { _ = os.Remove(st.tmp) }
 
-func (s diskStore) artifactPath(d Digest) string {
+func (s diskStore) artifactPath(d vocab.Digest) string {
 	return filepath.Join(s.path(artifactsDir), d.Hex())
 }
 
-func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
+func (s diskStore) get(d vocab.Digest, maxBytes int64) ([]byte, error) {
 	name := s.artifactPath(d)
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -191,7 +193,7 @@ func (s diskStore) get(d Digest, maxBytes int64) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "catalog: read %s", name)
 	}
-	if int64(len(data)) > maxBytes || DigestOf(sha256.Sum256(data)) != d {
+	if int64(len(data)) > maxBytes || vocab.DigestOf(sha256.Sum256(data)) != d {
 		return nil, errors.Wrapf(ErrCorruptRecord, "%s does not match its digest", name)
 	}
 	return data, nil
@@ -378,17 +380,17 @@ func storageErr(err error, op string) error {
 	return errors.Mark(&storageFullError{op: op, errno: errno, cause: err}, ErrStorageFull)
 }
 
-func serviceRecordPath(t TenantID, s ServiceName) string {
+func serviceRecordPath(t vocab.TenantID, s vocab.ServiceName) string {
 	sum := sha256.Sum256([]byte(string(t) + "\x00" + string(s)))
 	return servicesDir + "/" + hex.EncodeToString(sum[:]) + ".rec"
 }
 
-func tenantOwnersDir(t TenantID) string {
+func tenantOwnersDir(t vocab.TenantID) string {
 	sum := sha256.Sum256([]byte(t))
 	return ownersDir + "/" + hex.EncodeToString(sum[:])
 }
 
-func ownerRecordPath(t TenantID, d Digest) string {
+func ownerRecordPath(t vocab.TenantID, d vocab.Digest) string {
 	return tenantOwnersDir(t) + "/" + d.Hex() + ".rec"
 }
 
@@ -401,12 +403,12 @@ func ownerRecordPath(t TenantID, d Digest) string {
 const recordMagic = "latent-record v1"
 
 // maxRecordBytes bounds a record file: a manifest plus per-revision module info.
-const maxRecordBytes = 2 * MaxManifestBytes
+const maxRecordBytes = 2 * vocab.MaxManifestBytes
 
 func encodeRecord(kind string, payload []byte) []byte {
 	sum := sha256.Sum256(payload)
 	var b bytes.Buffer
-	b.WriteString(recordMagic + " " + kind + " " + strconv.Itoa(len(payload)) + " " + string(DigestOf(sum)) + "\n")
+	b.WriteString(recordMagic + " " + kind + " " + strconv.Itoa(len(payload)) + " " + string(vocab.DigestOf(sum)) + "\n")
 	b.Write(payload)
 	return b.Bytes()
 }
@@ -428,8 +430,8 @@ func decodeRecord(kind string, data []byte, v any) error {
 	if err != nil || n != len(payload) || strconv.Itoa(n) != fields[3] {
 		return errors.New("record length does not match (truncated or extended)")
 	}
-	if d, err := ParseDigest(fields[4]); err != nil || d != DigestOf(sha256.Sum256(payload)) {
+	if d, err := vocab.ParseDigest(fields[4]); err != nil || d != vocab.DigestOf(sha256.Sum256(payload)) {
 		return errors.New("record checksum does not match")
 	}
-	return errors.Wrap(decodeStrict(payload, v), "record payload")
+	return errors.Wrap(vocab.DecodeStrict(payload, v), "record payload")
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestDecodeRecord(t *testing.T) {
@@ -48,7 +50,7 @@ func TestDecodeRecord(t *testing.T) {
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encodeRecord("state", []byte(`{"generation":7}`)), false)
 	rec := serviceRecord{Tenant: "acme", Service: "images", Generation: 3, Release: "rel1-00",
-		Revisions: []RevisionRef{{Name: "v1", ID: "rev1-00"}},
+		Revisions: []vocab.RevisionRef{{Name: "v1", ID: "rev1-00"}},
 		Modules:   []ModuleInfo{defaultInfo()},
 		Manifest:  validManifest()}
 	payload, err := json.Marshal(rec)
@@ -78,6 +80,6 @@ func FuzzDecodeRecord(f *testing.F) {
 		if string(p2) != string(payload) {
 			t.Fatalf("round trip changed the record:\n%s\n%s", payload, p2)
 		}
-		_, _ = validate(sr.Manifest) // never panics on decoded input
+		_, _ = vocab.NewSpec(sr.Manifest) // never panics on decoded input
 	})
 }

@@ -150,12 +150,12 @@
 //
 // # Usage
 //
-//	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
-//		catalog.CellTiny: {Parallelism: 2, MemoryBytes: 16 << 20},
+//	pool, err := cellpool.New(cellpool.Config{Classes: map[vocab.CellClass]cellpool.ClassConfig{
+//		vocab.CellTiny: {Parallelism: 2, MemoryBytes: 16 << 20},
 //	}})
 //	go func() { errc <- pool.Run(ctx) }() // the node's driver; returns when ctx is done or pool.Close
 //	...
-//	lease, err := pool.TryLease(catalog.CellTiny) // ErrNoCell: queue and retry
+//	lease, err := pool.TryLease(vocab.CellTiny) // ErrNoCell: queue and retry
 //	...
 //	ctx = lease.WithMemory(ctx, grantedBytes)
 //	mod, err := rt.InstantiateModule(ctx, compiled, moduleConfig)

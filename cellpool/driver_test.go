@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"go.uber.org/goleak"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // fakeClock hands Run channels that fire only when the test says so, and
@@ -101,7 +101,7 @@ func (d *driver) shutdown(t *testing.T) {
 	}
 }
 
-func quarantineAll(t *testing.T, p *Pool, class catalog.CellClass, n int) {
+func quarantineAll(t *testing.T, p *Pool, class vocab.CellClass, n int) {
 	t.Helper()
 	var ls []*Lease
 	for i := 0; i < n; i++ {
@@ -117,7 +117,7 @@ func quarantineAll(t *testing.T, p *Pool, class catalog.CellClass, n int) {
 func TestPool_replace(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const interval = 250 * time.Millisecond
-	p := newTestPool(t, map[catalog.CellClass]ClassConfig{tiny: {3, PageSize}, small: {1, PageSize}})
+	p := newTestPool(t, map[vocab.CellClass]ClassConfig{tiny: {3, PageSize}, small: {1, PageSize}})
 	quarantineAll(t, p, tiny, 3)
 	if p.Capacity(tiny) != 0 || !p.Degraded() {
 		t.Fatalf("after quarantining every cell: capacity %d, degraded %v", p.Capacity(tiny), p.Degraded())
@@ -220,7 +220,7 @@ func TestPool_replaceFailure(t *testing.T) {
 		}
 		return &fakeRegion{mem: make([]byte, size)}, nil
 	}
-	p, err := newPool(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {1, PageSize}}}, reserveFn)
+	p, err := newPool(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {1, PageSize}}}, reserveFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestPool_RunStops(t *testing.T) {
 		}
 	})
 	t.Run("negative interval", func(t *testing.T) {
-		_, err := New(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {1, PageSize}}, ReplaceInterval: -1})
+		_, err := New(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {1, PageSize}}, ReplaceInterval: -1})
 		if !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("want ErrInvalidConfig, have %v", err)
 		}

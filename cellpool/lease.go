@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/experimental"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Disposition says what Release should do with the cell.
@@ -88,7 +88,7 @@ func reclaimLeaked(l *Lease) {
 }
 
 // Class returns the class of the leased cell (0 for an invalid lease).
-func (l *Lease) Class() catalog.CellClass {
+func (l *Lease) Class() vocab.CellClass {
 	if l == nil || l.cp == nil {
 		return 0
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/experimental"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // fakePool returns a pool whose regions are fakeRegions, and those regions.
 func fakePool(t *testing.T, parallelism int, memoryBytes uint64) (*Pool, []*fakeRegion) {
 	t.Helper()
 	var regions []*fakeRegion
-	p, err := newPool(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {parallelism, memoryBytes}}},
+	p, err := newPool(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {parallelism, memoryBytes}}},
 		func(size uint64) (region, error) {
 			r := &fakeRegion{mem: make([]byte, size)}
 			regions = append(regions, r)

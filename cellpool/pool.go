@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Sentinels of the pool. Compare with errors.Is; returned errors wrap them
@@ -45,12 +45,12 @@ var (
 
 // Bounds of ClassConfig.
 const (
-	// PageSize is the WebAssembly page size, catalog.WasmPageBytes;
+	// PageSize is the WebAssembly page size, vocab.WasmPageBytes;
 	// MemoryBytes is a multiple of it.
-	PageSize = catalog.WasmPageBytes
+	PageSize = vocab.WasmPageBytes
 	// MaxMemoryBytes is the largest linear memory of a 32-bit wasm module,
-	// catalog.MaxWasm32MemoryBytes (65536 pages, 4 GiB).
-	MaxMemoryBytes = catalog.MaxWasm32MemoryBytes
+	// vocab.MaxWasm32MemoryBytes (65536 pages, 4 GiB).
+	MaxMemoryBytes = vocab.MaxWasm32MemoryBytes
 	// MaxParallelism bounds the cells of one class (a guard against typos:
 	// each cell reserves MemoryBytes of address space up front).
 	MaxParallelism = 1 << 14
@@ -62,8 +62,8 @@ const DefaultReplaceInterval = 100 * time.Millisecond
 // Config configures a Pool.
 type Config struct {
 	// Classes maps each offered cell class to its configuration. At least one
-	// class; every key a valid catalog.CellClass.
-	Classes map[catalog.CellClass]ClassConfig
+	// class; every key a valid vocab.CellClass.
+	Classes map[vocab.CellClass]ClassConfig
 	// ReplaceInterval is the least time between two replacements of
 	// quarantined cells of one class by Run, and between two attempts after
 	// a replacement failed (default DefaultReplaceInterval; not negative).
@@ -94,15 +94,15 @@ type ClassConfig struct {
 }
 
 // ConfigError lists every problem of a Config. Each problem's Field is a
-// catalog.FieldPath in the Go terms of Config (`Classes["tiny"].MemoryBytes`);
+// vocab.FieldPath in the Go terms of Config (`Classes["tiny"].MemoryBytes`);
 // a caller that reads the configuration from a file maps the paths onto its
 // own keys.
 type ConfigError struct {
-	Problems []catalog.FieldError
+	Problems []vocab.FieldError
 }
 
 func (e *ConfigError) Error() string {
-	return catalog.JoinFieldErrors("cellpool: invalid configuration", e.Problems)
+	return vocab.JoinFieldErrors("cellpool: invalid configuration", e.Problems)
 }
 
 // Is makes errors.Is(err, ErrInvalidConfig) hold.
@@ -113,13 +113,13 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // class's parallelism is 1 to MaxParallelism, its memory a positive
 // multiple of the Wasm page size, at most MaxMemoryBytes.
 func (c Config) Validate() error {
-	var problems []catalog.FieldError
-	classes := catalog.FieldPath("Classes")
+	var problems []vocab.FieldError
+	classes := vocab.FieldPath("Classes")
 	if len(c.Classes) == 0 {
 		problems = append(problems, classes.Error("no cell class configured"))
 	}
 	if c.ReplaceInterval < 0 {
-		problems = append(problems, catalog.FieldPath("ReplaceInterval").Error("must not be negative"))
+		problems = append(problems, vocab.FieldPath("ReplaceInterval").Error("must not be negative"))
 	}
 	for class, cc := range c.Classes {
 		f := classes.Key(class.String())
@@ -143,7 +143,7 @@ func (c Config) Validate() error {
 		return nil
 	}
 	// Map order is random; keep messages stable.
-	slices.SortFunc(problems, func(a, b catalog.FieldError) int { return strings.Compare(a.String(), b.String()) })
+	slices.SortFunc(problems, func(a, b vocab.FieldError) int { return strings.Compare(a.String(), b.String()) })
 	return &ConfigError{Problems: problems}
 }
 
@@ -152,7 +152,7 @@ func (c Config) Validate() error {
 // reclaimed by the runtime's finalizer goroutine. All methods are safe for
 // concurrent use.
 type Pool struct {
-	classes  [int(catalog.CellXLarge) + 1]*classPool // indexed by class
+	classes  [int(vocab.CellXLarge) + 1]*classPool // indexed by class
 	reserve  func(size uint64) (region, error)
 	interval time.Duration
 	clock    Clock
@@ -166,7 +166,7 @@ type Pool struct {
 // classPool is the cells of one class. free is both the idle list and the
 // counting semaphore: a cell is idle iff it is in the channel.
 type classPool struct {
-	class   catalog.CellClass
+	class   vocab.CellClass
 	cfg     ClassConfig
 	free    chan *cell    // idle cells, capacity Parallelism
 	wake    chan struct{} // the pool's
@@ -192,7 +192,7 @@ type classPool struct {
 // Immutable; owned by exactly one of the free channel, a lease, or nobody
 // (quarantined or retired, its region unmapped).
 type cell struct {
-	class  catalog.CellClass
+	class  vocab.CellClass
 	index  int
 	region region
 }
@@ -215,7 +215,7 @@ func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, er
 	if p.clock == nil {
 		p.clock = realClock{}
 	}
-	for _, class := range catalog.CellClasses {
+	for _, class := range vocab.CellClasses {
 		cc, ok := cfg.Classes[class]
 		if !ok {
 			continue
@@ -237,7 +237,7 @@ func newPool(cfg Config, reserveFn func(size uint64) (region, error)) (*Pool, er
 	return p, nil
 }
 
-func (p *Pool) classPool(class catalog.CellClass) (*classPool, error) {
+func (p *Pool) classPool(class vocab.CellClass) (*classPool, error) {
 	if class.Valid() {
 		if cp := p.classes[class]; cp != nil {
 			return cp, nil
@@ -250,7 +250,7 @@ func (p *Pool) classPool(class catalog.CellClass) (*classPool, error) {
 // ErrNoCell when every usable cell is leased, ErrDepleted when none is
 // usable, ErrClosed after Close and ErrUnknownClass for a class the pool
 // does not have.
-func (p *Pool) TryLease(class catalog.CellClass) (*Lease, error) {
+func (p *Pool) TryLease(class vocab.CellClass) (*Lease, error) {
 	cp, err := p.classPool(class)
 	if err != nil {
 		return nil, err
@@ -272,7 +272,7 @@ func (p *Pool) TryLease(class catalog.CellClass) (*Lease, error) {
 // While Run runs, a depleted class is waited for: Run replaces its cells.
 // Waiters are not served in FIFO order: the scheduler owns fairness and
 // normally uses TryLease.
-func (p *Pool) Lease(ctx context.Context, class catalog.CellClass) (*Lease, error) {
+func (p *Pool) Lease(ctx context.Context, class vocab.CellClass) (*Lease, error) {
 	cp, err := p.classPool(class)
 	if err != nil {
 		return nil, err
@@ -375,7 +375,7 @@ func (cp *classPool) closeGoneLocked() {
 
 // Capacity returns the number of usable cells of class: leased or idle, not
 // quarantined or retired. It is 0 for a class the pool does not have.
-func (p *Pool) Capacity(class catalog.CellClass) int {
+func (p *Pool) Capacity(class vocab.CellClass) int {
 	cp, err := p.classPool(class)
 	if err != nil {
 		return 0
@@ -430,8 +430,8 @@ func (p *Pool) Degraded() bool {
 }
 
 // Stats returns a snapshot per configured class.
-func (p *Pool) Stats() map[catalog.CellClass]ClassStats {
-	out := make(map[catalog.CellClass]ClassStats)
+func (p *Pool) Stats() map[vocab.CellClass]ClassStats {
+	out := make(map[vocab.CellClass]ClassStats)
 	for _, cp := range p.classes {
 		if cp == nil {
 			continue

@@ -10,16 +10,16 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/experimental"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 const (
-	tiny  = catalog.CellTiny
-	small = catalog.CellSmall
+	tiny  = vocab.CellTiny
+	small = vocab.CellSmall
 )
 
 // newTestPool returns a pool closed at the end of the test.
-func newTestPool(t testing.TB, classes map[catalog.CellClass]ClassConfig) *Pool {
+func newTestPool(t testing.TB, classes map[vocab.CellClass]ClassConfig) *Pool {
 	t.Helper()
 	p, err := New(Config{Classes: classes})
 	if err != nil {
@@ -30,10 +30,10 @@ func newTestPool(t testing.TB, classes map[catalog.CellClass]ClassConfig) *Pool 
 }
 
 func onePool(t testing.TB, parallelism int, memoryBytes uint64) *Pool {
-	return newTestPool(t, map[catalog.CellClass]ClassConfig{tiny: {Parallelism: parallelism, MemoryBytes: memoryBytes}})
+	return newTestPool(t, map[vocab.CellClass]ClassConfig{tiny: {Parallelism: parallelism, MemoryBytes: memoryBytes}})
 }
 
-func mustLease(t testing.TB, p *Pool, class catalog.CellClass) *Lease {
+func mustLease(t testing.TB, p *Pool, class vocab.CellClass) *Lease {
 	t.Helper()
 	l, err := p.TryLease(class)
 	if err != nil {
@@ -42,7 +42,7 @@ func mustLease(t testing.TB, p *Pool, class catalog.CellClass) *Lease {
 	return l
 }
 
-func wantStats(t testing.TB, p *Pool, class catalog.CellClass, want ClassStats) {
+func wantStats(t testing.TB, p *Pool, class vocab.CellClass, want ClassStats) {
 	t.Helper()
 	if have := p.Stats()[class]; have != want {
 		t.Fatalf("Stats()[%s]: want %+v, have %+v", class, want, have)
@@ -52,21 +52,21 @@ func wantStats(t testing.TB, p *Pool, class catalog.CellClass, want ClassStats) 
 func TestNew_validation(t *testing.T) {
 	tests := []struct {
 		name    string
-		classes map[catalog.CellClass]ClassConfig
+		classes map[vocab.CellClass]ClassConfig
 		want    []string // substrings of the error; none: valid
 	}{
-		{"valid", map[catalog.CellClass]ClassConfig{tiny: {2, 1 << 20}, catalog.CellXLarge: {1, MaxMemoryBytes}}, nil},
-		{"one page", map[catalog.CellClass]ClassConfig{tiny: {1, PageSize}}, nil},
+		{"valid", map[vocab.CellClass]ClassConfig{tiny: {2, 1 << 20}, vocab.CellXLarge: {1, MaxMemoryBytes}}, nil},
+		{"one page", map[vocab.CellClass]ClassConfig{tiny: {1, PageSize}}, nil},
 		{"no classes", nil, []string{"no cell class"}},
-		{"zero class", map[catalog.CellClass]ClassConfig{0: {1, PageSize}}, []string{`Classes["cell-class(0)"]: not a cell class`}},
-		{"unknown class", map[catalog.CellClass]ClassConfig{9: {1, PageSize}}, []string{"cell-class(9)"}},
-		{"zero parallelism", map[catalog.CellClass]ClassConfig{tiny: {0, PageSize}}, []string{`Classes["tiny"].Parallelism: must be from 1 to`}},
-		{"negative parallelism", map[catalog.CellClass]ClassConfig{tiny: {-1, PageSize}}, []string{`Classes["tiny"].Parallelism`}},
-		{"huge parallelism", map[catalog.CellClass]ClassConfig{tiny: {MaxParallelism + 1, PageSize}}, []string{"must be from 1 to"}},
-		{"zero memory", map[catalog.CellClass]ClassConfig{tiny: {1, 0}}, []string{`Classes["tiny"].MemoryBytes: must be positive`}},
-		{"unaligned memory", map[catalog.CellClass]ClassConfig{tiny: {1, PageSize + 1}}, []string{"must be a multiple of 64KiB"}},
-		{"memory over 4 GiB", map[catalog.CellClass]ClassConfig{tiny: {1, MaxMemoryBytes + PageSize}}, []string{"must be at most 4GiB"}},
-		{"every problem reported", map[catalog.CellClass]ClassConfig{tiny: {0, 1}, small: {1, 0}},
+		{"zero class", map[vocab.CellClass]ClassConfig{0: {1, PageSize}}, []string{`Classes["cell-class(0)"]: not a cell class`}},
+		{"unknown class", map[vocab.CellClass]ClassConfig{9: {1, PageSize}}, []string{"cell-class(9)"}},
+		{"zero parallelism", map[vocab.CellClass]ClassConfig{tiny: {0, PageSize}}, []string{`Classes["tiny"].Parallelism: must be from 1 to`}},
+		{"negative parallelism", map[vocab.CellClass]ClassConfig{tiny: {-1, PageSize}}, []string{`Classes["tiny"].Parallelism`}},
+		{"huge parallelism", map[vocab.CellClass]ClassConfig{tiny: {MaxParallelism + 1, PageSize}}, []string{"must be from 1 to"}},
+		{"zero memory", map[vocab.CellClass]ClassConfig{tiny: {1, 0}}, []string{`Classes["tiny"].MemoryBytes: must be positive`}},
+		{"unaligned memory", map[vocab.CellClass]ClassConfig{tiny: {1, PageSize + 1}}, []string{"must be a multiple of 64KiB"}},
+		{"memory over 4 GiB", map[vocab.CellClass]ClassConfig{tiny: {1, MaxMemoryBytes + PageSize}}, []string{"must be at most 4GiB"}},
+		{"every problem reported", map[vocab.CellClass]ClassConfig{tiny: {0, 1}, small: {1, 0}},
 			[]string{`Classes["tiny"].Parallelism`, `Classes["tiny"].MemoryBytes: must be a multiple`, `Classes["small"].MemoryBytes: must be positive`}},
 	}
 	for _, tc := range tests {
@@ -107,7 +107,7 @@ func TestNew_reserveFailure(t *testing.T) {
 		reserved = append(reserved, r)
 		return r, nil
 	}
-	_, err := newPool(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {2, PageSize}, small: {2, PageSize}}}, reserveFn)
+	_, err := newPool(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {2, PageSize}, small: {2, PageSize}}}, reserveFn)
 	if !errors.Is(err, fail) || !strings.Contains(err.Error(), "small cell 1") {
 		t.Fatalf("want the reserve error naming small cell 1, have %v", err)
 	}
@@ -119,7 +119,7 @@ func TestNew_reserveFailure(t *testing.T) {
 }
 
 func TestPool_TryLease(t *testing.T) {
-	p := newTestPool(t, map[catalog.CellClass]ClassConfig{tiny: {3, PageSize}, small: {1, PageSize}})
+	p := newTestPool(t, map[vocab.CellClass]ClassConfig{tiny: {3, PageSize}, small: {1, PageSize}})
 	seen := map[int]bool{}
 	var leases []*Lease
 	for i := 0; i < 3; i++ {
@@ -136,7 +136,7 @@ func TestPool_TryLease(t *testing.T) {
 	wantStats(t, p, tiny, ClassStats{Parallelism: 3, Usable: 3, Leased: 3})
 	// Other classes are independent.
 	ls := mustLease(t, p, small)
-	if _, err := p.TryLease(catalog.CellStandard); !errors.Is(err, ErrUnknownClass) {
+	if _, err := p.TryLease(vocab.CellStandard); !errors.Is(err, ErrUnknownClass) {
 		t.Fatalf("unconfigured class: want ErrUnknownClass, have %v", err)
 	}
 	if _, err := p.TryLease(0); !errors.Is(err, ErrUnknownClass) {
@@ -158,7 +158,7 @@ func TestPool_TryLease(t *testing.T) {
 	if have := p.Capacity(tiny); have != 3 {
 		t.Fatalf("Capacity: want 3, have %d", have)
 	}
-	if have := p.Capacity(catalog.CellLarge); have != 0 {
+	if have := p.Capacity(vocab.CellLarge); have != 0 {
 		t.Fatalf("Capacity of an unconfigured class: want 0, have %d", have)
 	}
 }
@@ -318,7 +318,7 @@ func TestPool_Close(t *testing.T) {
 		mu.Unlock()
 		return r, nil
 	}
-	p, err := newPool(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {3, PageSize}}}, reserveFn)
+	p, err := newPool(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {3, PageSize}}}, reserveFn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestPool_unmapErrors(t *testing.T) {
 	reserveFn := func(size uint64) (region, error) {
 		return &fakeRegion{mem: make([]byte, size), releaseErr: fail}, nil
 	}
-	p, err := newPool(Config{Classes: map[catalog.CellClass]ClassConfig{tiny: {2, PageSize}}}, reserveFn)
+	p, err := newPool(Config{Classes: map[vocab.CellClass]ClassConfig{tiny: {2, PageSize}}}, reserveFn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 const page = cellpool.PageSize
@@ -41,8 +41,8 @@ func compile(t testing.TB, rt wazero.Runtime, wasm []byte) wazero.CompiledModule
 
 func newPool(t testing.TB, parallelism int, memoryBytes uint64) *cellpool.Pool {
 	t.Helper()
-	p, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
-		catalog.CellTiny: {Parallelism: parallelism, MemoryBytes: memoryBytes},
+	p, err := cellpool.New(cellpool.Config{Classes: map[vocab.CellClass]cellpool.ClassConfig{
+		vocab.CellTiny: {Parallelism: parallelism, MemoryBytes: memoryBytes},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestWazero_grow(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPool(t, 1, tc.classBytes)
-			l, err := p.TryLease(catalog.CellTiny)
+			l, err := p.TryLease(vocab.CellTiny)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestWazero_noLeakBetweenTenants(t *testing.T) {
 	const marker = 0x5eC12e7
 
 	run := func(write bool) uint32 {
-		l, err := p.TryLease(catalog.CellTiny)
+		l, err := p.TryLease(vocab.CellTiny)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestWazero_instantiationFailure(t *testing.T) {
 	cm := compile(t, rt, oobDataWasm())
 	for _, abandon := range []bool{false, true} {
 		p := newPool(t, 1, 4*page)
-		l, err := p.TryLease(catalog.CellTiny)
+		l, err := p.TryLease(vocab.CellTiny)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestWazero_minimumOverLimit(t *testing.T) {
 	rt := newRuntime(t)
 	cm := compile(t, rt, minPagesWasm(2))
 	p := newPool(t, 1, 4*page)
-	l, err := p.TryLease(catalog.CellTiny)
+	l, err := p.TryLease(vocab.CellTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestWazero_procExitFrees(t *testing.T) {
 	rt := newRuntime(t)
 	cm := compile(t, rt, testwasm.Bytes(t, "exit"))
 	p := newPool(t, 1, 4*page)
-	l, err := p.TryLease(catalog.CellTiny)
+	l, err := p.TryLease(vocab.CellTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,14 +332,14 @@ func TestPool_hammer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := cellpool.ClassStats{Parallelism: parallelism, Usable: parallelism}
-	if have := p.Stats()[catalog.CellTiny]; have != want {
+	if have := p.Stats()[vocab.CellTiny]; have != want {
 		t.Fatalf("Stats: want %+v, have %+v", want, have)
 	}
 }
 
 func activate(p *cellpool.Pool, rt wazero.Runtime, trivial, marker wazero.CompiledModule, useMarker bool, value uint32) error {
 	ctx := context.Background()
-	l, err := p.Lease(ctx, catalog.CellTiny)
+	l, err := p.Lease(ctx, vocab.CellTiny)
 	if err != nil {
 		return err
 	}
@@ -388,7 +388,7 @@ func BenchmarkActivation(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				l, err := p.TryLease(catalog.CellTiny)
+				l, err := p.TryLease(vocab.CellTiny)
 				if err != nil {
 					b.Fatal(err)
 				}

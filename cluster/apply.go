@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // applyLoop lists and watches until ctx ends, listing again after any
@@ -71,7 +72,7 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		headRev = kvs[0].ModRevision
 	}
-	var manifests []catalog.Manifest
+	var manifests []vocab.Manifest
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		t, s, ok := c.k.serviceOf(string(kv.Key))
 		if !ok {
@@ -84,7 +85,7 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 		manifests = append(manifests, rec.Manifest)
 	}
 	pin := c.cat.Pin()
-	switch gen := catalog.Generation(headRev); {
+	switch gen := vocab.Generation(headRev); {
 	case gen < pin.Generation():
 		return 0, errors.Wrapf(ErrBehind, "cluster: etcd's head is generation %d, this node serves %d: was etcd restored from an older backup? the node keeps its catalog and refuses the history",
 			gen, pin.Generation())
@@ -95,7 +96,7 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 		}
 	}
 	before := c.cat.Pin()
-	if err := c.cat.Replace(ctx, catalog.Generation(headRev), manifests); err != nil {
+	if err := c.cat.Replace(ctx, vocab.Generation(headRev), manifests); err != nil {
 		return 0, errors.Wrap(err, "cluster: replace the catalog")
 	}
 	if c.cfg.OnApply != nil {
@@ -157,7 +158,7 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 		}
 		group := events[:n]
 		events = events[n:]
-		if catalog.Generation(rev) <= c.cat.Pin().Generation() {
+		if vocab.Generation(rev) <= c.cat.Pin().Generation() {
 			continue
 		}
 		var changes []catalog.Change
@@ -179,7 +180,7 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 			}
 			changes = append(changes, ch)
 		}
-		if err := c.cat.Apply(ctx, catalog.Generation(rev), changes); err != nil {
+		if err := c.cat.Apply(ctx, vocab.Generation(rev), changes); err != nil {
 			return errors.Wrapf(err, "cluster: apply generation %d", rev)
 		}
 		if c.cfg.OnApply != nil {
@@ -194,8 +195,8 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 
 // ensureArtifacts fetches every artifact of m the catalog lacks for its
 // tenant from a holder.
-func (c *Cluster) ensureArtifacts(ctx context.Context, m catalog.Manifest) error {
-	var done []catalog.Digest
+func (c *Cluster) ensureArtifacts(ctx context.Context, m vocab.Manifest) error {
+	var done []vocab.Digest
 	for _, r := range m.Revisions {
 		if slices.Contains(done, r.Artifact) {
 			continue
@@ -214,8 +215,8 @@ func (c *Cluster) ensureArtifacts(ctx context.Context, m catalog.Manifest) error
 // fetch stores artifact d for tenant from one of its holders, trying them
 // in random order: the catalog verifies the digest, so a holder answering
 // other bytes is skipped. It then records this node as a holder too.
-func (c *Cluster) fetch(ctx context.Context, tenant catalog.TenantID, d catalog.Digest) error {
-	if _, err := catalog.ParseDigest(string(d)); err != nil {
+func (c *Cluster) fetch(ctx context.Context, tenant vocab.TenantID, d vocab.Digest) error {
+	if _, err := vocab.ParseDigest(string(d)); err != nil {
 		return errors.Wrap(err, "cluster: fetch")
 	}
 	hctx, cancel := context.WithTimeout(ctx, opTimeout)

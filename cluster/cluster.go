@@ -16,6 +16,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/peerurl"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Errors of the cluster's operations. Deploy and Delete return the
@@ -96,7 +97,7 @@ type Config struct {
 	// OnApply, when set, is called after the catalog applied changes from
 	// etcd with the services they touched (a listing: every service before
 	// and after it), from the apply loop.
-	OnApply func(tenant catalog.TenantID, service catalog.ServiceName)
+	OnApply func(tenant vocab.TenantID, service vocab.ServiceName)
 }
 
 // Cluster is a node's view of, and membership in, the cluster. New makes
@@ -197,7 +198,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 
 // Status is the node's cluster state.
 type Status struct {
-	Generation  catalog.Generation
+	Generation  vocab.Generation
 	CatalogHash string
 	// Fresh: the last check within staleAfter reached etcd and found the
 	// catalog at the cluster's head.
@@ -205,7 +206,7 @@ type Status struct {
 	// Ready: fresh within MaxStaleness (or since start).
 	Ready bool
 	// RemoteHead is the cluster's generation at the last check.
-	RemoteHead  catalog.Generation
+	RemoteHead  vocab.Generation
 	LastContact time.Time
 	// Err is the last failure to apply etcd's history (nil when none).
 	Err error
@@ -223,7 +224,7 @@ func (c *Cluster) Status() Status {
 	}
 	return Status{Generation: pin.Generation(), CatalogHash: pin.Hash(),
 		Fresh: c.mu.applyErr == nil && !c.mu.lastFresh.IsZero() && now.Sub(c.mu.lastFresh) < staleAfter,
-		Ready: now.Sub(since) < c.cfg.MaxStaleness, RemoteHead: catalog.Generation(c.mu.remoteHead),
+		Ready: now.Sub(since) < c.cfg.MaxStaleness, RemoteHead: vocab.Generation(c.mu.remoteHead),
 		LastContact: c.mu.lastContact, Err: c.mu.applyErr}
 }
 
@@ -256,7 +257,7 @@ func wait(ctx context.Context, d time.Duration) bool {
 // Unhold removes this node's holding of d (its catalog deleted the
 // artifact): peers stop asking it for the bytes. A holding that outlives
 // a failed Unhold ends with the node's lease.
-func (c *Cluster) Unhold(ctx context.Context, d catalog.Digest) error {
+func (c *Cluster) Unhold(ctx context.Context, d vocab.Digest) error {
 	dctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if _, err := c.cli.Delete(dctx, c.k.holder(d, c.cfg.NodeID)); err != nil {
@@ -369,7 +370,7 @@ func (c *Cluster) noteApplied(err error) {
 }
 
 // waitApplied waits until the local catalog reached gen, or ctx ends.
-func (c *Cluster) waitApplied(ctx context.Context, gen catalog.Generation) bool {
+func (c *Cluster) waitApplied(ctx context.Context, gen vocab.Generation) bool {
 	for {
 		c.mu.Lock()
 		ch := c.mu.applied

@@ -19,6 +19,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // member is one node of a test cluster: a catalog, its Cluster, and an
@@ -68,7 +69,7 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 			http.NotFound(w, r)
 			return
 		}
-		data, err := cat.Artifact(catalog.Digest(r.PathValue("digest")))
+		data, err := cat.Artifact(vocab.Digest(r.PathValue("digest")))
 		if err != nil {
 			http.NotFound(w, r)
 			return
@@ -83,7 +84,7 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 			http.NotFound(w, r)
 			return
 		}
-		if err := m.c.Replicate(r.Context(), catalog.TenantID(r.PathValue("tenant")), catalog.Digest(r.PathValue("digest"))); err != nil {
+		if err := m.c.Replicate(r.Context(), vocab.TenantID(r.PathValue("tenant")), vocab.Digest(r.PathValue("digest"))); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -97,7 +98,7 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 		defer cancel()
-		if !m.c.WaitApplied(ctx, catalog.Generation(gen)) {
+		if !m.c.WaitApplied(ctx, vocab.Generation(gen)) {
 			w.WriteHeader(http.StatusConflict)
 			return
 		}
@@ -138,18 +139,18 @@ func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) 
 	}
 }
 
-func manifest(tenant, service string, d catalog.Digest, weight int64) catalog.Manifest {
-	return catalog.Manifest{Tenant: catalog.TenantID(tenant), Service: catalog.ServiceName(service),
-		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
-			Ceiling: &catalog.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: catalog.Duration(2e9)}}},
-		Routes: []catalog.ManifestRoute{{Name: "run", Function: "_start",
-			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: weight}}}}}
+func manifest(tenant, service string, d vocab.Digest, weight int64) vocab.Manifest {
+	return vocab.Manifest{Tenant: vocab.TenantID(tenant), Service: vocab.ServiceName(service),
+		Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
+			Ceiling: &vocab.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 32 << 20, WallTime: vocab.Duration(2e9)}}},
+		Routes: []vocab.ManifestRoute{{Name: "run", Function: "_start",
+			Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: weight}}}}}
 }
 
-func upload(t *testing.T, m *member, tenant string, module []byte) catalog.Digest {
+func upload(t *testing.T, m *member, tenant string, module []byte) vocab.Digest {
 	t.Helper()
-	d := catalog.DigestOf(sha256.Sum256(module))
-	if err := m.cat.PutArtifact(context.Background(), catalog.TenantID(tenant), d, bytes.NewReader(module)); err != nil {
+	d := vocab.DigestOf(sha256.Sum256(module))
+	if err := m.cat.PutArtifact(context.Background(), vocab.TenantID(tenant), d, bytes.NewReader(module)); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -428,7 +429,7 @@ func TestCluster_olderStoreRefused(t *testing.T) {
 	ctx := context.Background()
 	waitFor(t, "a fresh", 10*time.Second, func() bool { return a.c.Status().Fresh })
 	d := upload(t, a, "acme", []byte("module six"))
-	var gen catalog.Generation
+	var gen vocab.Generation
 	for w := int64(1); w <= 5; w++ { // enough revisions to be ahead of a new store
 		res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, w))
 		if err != nil {
@@ -556,7 +557,7 @@ func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
 		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(members) == 2
 	})
 	upload(t, b, "acme", []byte("parked on b"))
-	if err := b.cat.PutArtifact(ctx, "acme", catalog.DigestOf(sha256.Sum256([]byte("more"))), bytes.NewReader([]byte("more"))); err == nil {
+	if err := b.cat.PutArtifact(ctx, "acme", vocab.DigestOf(sha256.Sum256([]byte("more"))), bytes.NewReader([]byte("more"))); err == nil {
 		t.Fatal("b's upload quota took a second artifact")
 	}
 	d := upload(t, a, "acme", []byte("the release's module"))

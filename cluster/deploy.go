@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // maxAttempts bounds Deploy's and Delete's compare-and-swap retries.
@@ -20,9 +21,9 @@ const maxAttempts = 5
 // Result is a deploy or delete through the cluster.
 type Result struct {
 	// Deployment is the release as published (zero for a delete).
-	Deployment catalog.Deployment
+	Deployment vocab.Deployment
 	// Generation is the etcd revision of the change.
-	Generation catalog.Generation
+	Generation vocab.Generation
 	// Applied counts the ready members (this node included) whose catalog
 	// reached Generation before the answer; Members counts the ready
 	// members.
@@ -44,7 +45,7 @@ type Result struct {
 // since that view (the tenant's census key), else the node catches up and
 // checks again — so nodes deploying new services of one tenant at once
 // cannot pass its max_services_per_tenant together.
-func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error) {
+func (c *Cluster) Deploy(ctx context.Context, m vocab.Manifest) (Result, error) {
 	if !c.Status().Fresh {
 		return Result{}, errors.WithHint(errors.Wrap(ErrUnavailable, "cluster: this node's catalog is not known to be current"),
 			"deploys resume once the node reaches etcd again")
@@ -102,7 +103,7 @@ func (c *Cluster) Deploy(ctx context.Context, m catalog.Manifest) (Result, error
 // recountError is a commit of a new service refused because the tenant's
 // services changed after the view its quota was checked on: census is
 // the generation of that change.
-type recountError struct{ census catalog.Generation }
+type recountError struct{ census vocab.Generation }
 
 func (e *recountError) Error() string {
 	return "cluster: the tenant's services changed at generation " + strconv.FormatInt(int64(e.census), 10) + " after the quota check"
@@ -110,7 +111,7 @@ func (e *recountError) Error() string {
 
 // Delete removes the service through the cluster; catalog.ErrServiceNotFound
 // when etcd has no such service.
-func (c *Cluster) Delete(ctx context.Context, tenant catalog.TenantID, service catalog.ServiceName) (Result, error) {
+func (c *Cluster) Delete(ctx context.Context, tenant vocab.TenantID, service vocab.ServiceName) (Result, error) {
 	if !c.Status().Fresh {
 		return Result{}, errors.WithHint(errors.Wrap(ErrUnavailable, "cluster: this node's catalog is not known to be current"),
 			"deletes resume once the node reaches etcd again")
@@ -135,8 +136,8 @@ func (c *Cluster) Delete(ctx context.Context, tenant catalog.TenantID, service c
 // census key; one that creates it holds only if the census did not change
 // after view, the generation the tenant's quota was checked on
 // (recountError otherwise).
-func (c *Cluster) commit(ctx context.Context, tenant catalog.TenantID, view catalog.Generation, key string, release catalog.ReleaseID,
-	ops ...clientv3.Op) (catalog.Generation, error) {
+func (c *Cluster) commit(ctx context.Context, tenant vocab.TenantID, view vocab.Generation, key string, release vocab.ReleaseID,
+	ops ...clientv3.Op) (vocab.Generation, error) {
 	census := c.k.census(tenant)
 	for range maxAttempts {
 		rev, landed, err := c.state(ctx, key, release)
@@ -147,7 +148,7 @@ func (c *Cluster) commit(ctx context.Context, tenant catalog.TenantID, view cata
 			if release == "" {
 				return 0, catalog.ErrServiceNotFound
 			}
-			return catalog.Generation(rev), nil
+			return vocab.Generation(rev), nil
 		}
 		creates := release != "" && rev == 0
 		cmps, then := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, ops
@@ -164,10 +165,10 @@ func (c *Cluster) commit(ctx context.Context, tenant catalog.TenantID, view cata
 			return c.resolve(ctx, key, release, err)
 		}
 		if resp.Succeeded {
-			return catalog.Generation(resp.Header.Revision), nil
+			return vocab.Generation(resp.Header.Revision), nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); creates && len(kvs) == 1 && kvs[0].ModRevision > int64(view) {
-			return 0, &recountError{census: catalog.Generation(kvs[0].ModRevision)}
+			return 0, &recountError{census: vocab.Generation(kvs[0].ModRevision)}
 		}
 	}
 	return 0, errors.Wrapf(ErrConflict, "cluster: %s changed on each of %d attempts", key, maxAttempts)
@@ -175,7 +176,7 @@ func (c *Cluster) commit(ctx context.Context, tenant catalog.TenantID, view cata
 
 // state reads key: its modification revision (0 when absent) and whether
 // it already is in the state release describes (absent for "").
-func (c *Cluster) state(ctx context.Context, key string, release catalog.ReleaseID) (int64, bool, error) {
+func (c *Cluster) state(ctx context.Context, key string, release vocab.ReleaseID) (int64, bool, error) {
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)
 	resp, err := c.cli.Get(gctx, key)
 	cancel()
@@ -195,20 +196,20 @@ func (c *Cluster) state(ctx context.Context, key string, release catalog.Release
 
 // resolve reads key again after a commit whose answer was lost: the
 // release id says whether it landed.
-func (c *Cluster) resolve(ctx context.Context, key string, release catalog.ReleaseID, cause error) (catalog.Generation, error) {
+func (c *Cluster) resolve(ctx context.Context, key string, release vocab.ReleaseID, cause error) (vocab.Generation, error) {
 	deadline := time.Now().Add(opTimeout)
 	for time.Now().Before(deadline) {
 		rev, landed, err := c.state(ctx, key, release)
 		if err == nil {
 			if landed && release != "" {
-				return catalog.Generation(rev), nil
+				return vocab.Generation(rev), nil
 			}
 			if !landed {
 				return 0, errors.Mark(errors.Wrap(cause, "cluster: commit"), ErrUnavailable)
 			}
 			// A delete that landed: the generation is the head's revision.
 			if hrev, herr := c.headRevision(ctx); herr == nil {
-				return catalog.Generation(hrev), nil
+				return vocab.Generation(hrev), nil
 			}
 		}
 		if !wait(ctx, retryDelay) {
@@ -234,7 +235,7 @@ func (c *Cluster) headRevision(ctx context.Context) (int64, error) {
 // (OthersWait), and counts them. The members' own records follow
 // asynchronously; asking them directly keeps etcd writes off the answer's
 // path.
-func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Result) {
+func (c *Cluster) settle(ctx context.Context, gen vocab.Generation) (res Result) {
 	committed := time.Now()
 	defer func() { res.ApplyTime = time.Since(committed) }()
 	wctx, cancel := context.WithTimeout(ctx, applyWait)
@@ -274,7 +275,7 @@ func (c *Cluster) settle(ctx context.Context, gen catalog.Generation) (res Resul
 
 // WaitApplied waits until this node's catalog reached gen or ctx ends, and
 // reports which: a peer's question before it answers a deploy.
-func (c *Cluster) WaitApplied(ctx context.Context, gen catalog.Generation) bool {
+func (c *Cluster) WaitApplied(ctx context.Context, gen vocab.Generation) bool {
 	return c.waitApplied(ctx, gen)
 }
 
@@ -284,7 +285,7 @@ func (c *Cluster) WaitApplied(ctx context.Context, gen catalog.Generation) bool 
 // release's artifact for m's tenant in etcd (announce); the keys it wrote
 // are appended to announced for the caller to withdraw once the deploy
 // ends.
-func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID string, announced *[]string) error {
+func (c *Cluster) replicate(ctx context.Context, m vocab.Manifest, deployID string, announced *[]string) error {
 	members, err := c.Members(ctx)
 	if err != nil {
 		return err
@@ -296,7 +297,7 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID st
 		}
 	}
 	need := min(c.cfg.Replication, len(ready)+1)
-	var done []catalog.Digest
+	var done []vocab.Digest
 	for _, r := range m.Revisions {
 		d := r.Artifact
 		if slices.Contains(done, d) {
@@ -366,8 +367,8 @@ func (c *Cluster) replicate(ctx context.Context, m catalog.Manifest, deployID st
 // withdrawn when the deploy ends): ErrNotPending otherwise. The peer
 // token alone therefore grants no ownership; writing the announcement
 // needs write access to etcd, which every member has anyway.
-func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d catalog.Digest) error {
-	if _, err := catalog.ParseDigest(string(d)); err != nil {
+func (c *Cluster) Replicate(ctx context.Context, tenant vocab.TenantID, d vocab.Digest) error {
+	if _, err := vocab.ParseDigest(string(d)); err != nil {
 		return errors.Wrap(err, "cluster: replicate")
 	}
 	if c.cat.HasArtifact(tenant, d) {
@@ -388,7 +389,7 @@ func (c *Cluster) Replicate(ctx context.Context, tenant catalog.TenantID, d cata
 // announce writes, under the membership lease, that the deploy deployID of a release
 // of tenant naming d is under way on this node (Replicate's rule), and
 // returns the key.
-func (c *Cluster) announce(ctx context.Context, tenant catalog.TenantID, d catalog.Digest, deployID string) (string, error) {
+func (c *Cluster) announce(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, deployID string) (string, error) {
 	lease, err := c.member.current(ctx)
 	if err != nil {
 		return "", err

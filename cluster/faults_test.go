@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestCluster_faults is a property test against the invariants the cluster
@@ -98,7 +98,7 @@ func TestCluster_faults(t *testing.T) {
 		}
 		return true
 	})
-	digests := make([]catalog.Digest, 3)
+	digests := make([]vocab.Digest, 3)
 	for i := range digests {
 		digests[i] = upload(t, current(slots[0]), "acme", []byte("fault module "+strconv.Itoa(i)))
 	}
@@ -158,7 +158,7 @@ func TestCluster_faults(t *testing.T) {
 	for time.Now().Before(deadline) {
 		m := current(slots[rng.IntN(nodes)])
 		if rng.IntN(6) == 0 {
-			if _, err := m.c.Delete(context.Background(), "acme", catalog.ServiceName(services[rng.IntN(len(services))])); err == nil {
+			if _, err := m.c.Delete(context.Background(), "acme", vocab.ServiceName(services[rng.IntN(len(services))])); err == nil {
 				deletes++
 			}
 			continue

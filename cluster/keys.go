@@ -6,35 +6,35 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // keys builds the cluster's etcd keys under one prefix.
 type keys struct{ prefix string }
 
 func (k keys) services() string { return k.prefix + "/services/" }
-func (k keys) service(t catalog.TenantID, s catalog.ServiceName) string {
+func (k keys) service(t vocab.TenantID, s vocab.ServiceName) string {
 	return k.services() + string(t) + "/" + string(s)
 }
-func (k keys) head() string                     { return k.prefix + "/head" }
-func (k keys) census(t catalog.TenantID) string { return k.prefix + "/census/" + string(t) }
-func (k keys) secret() string                   { return k.prefix + "/secret" }
-func (k keys) nodes() string                    { return k.prefix + "/nodes/" }
-func (k keys) node(id string) string            { return k.nodes() + id }
-func (k keys) holders(d catalog.Digest) string  { return k.prefix + "/artifacts/" + string(d) + "/" }
-func (k keys) holder(d catalog.Digest, id string) string {
+func (k keys) head() string                   { return k.prefix + "/head" }
+func (k keys) census(t vocab.TenantID) string { return k.prefix + "/census/" + string(t) }
+func (k keys) secret() string                 { return k.prefix + "/secret" }
+func (k keys) nodes() string                  { return k.prefix + "/nodes/" }
+func (k keys) node(id string) string          { return k.nodes() + id }
+func (k keys) holders(d vocab.Digest) string  { return k.prefix + "/artifacts/" + string(d) + "/" }
+func (k keys) holder(d vocab.Digest, id string) string {
 	return k.holders(d) + id
 }
 
 // pendings is the prefix of the announcements that a deploy of a release
 // of tenant naming d is under way (one key per deploy, under the deploying
 // node's lease): a peer asked to replicate d for tenant checks there.
-func (k keys) pendings(t catalog.TenantID, d catalog.Digest) string {
+func (k keys) pendings(t vocab.TenantID, d vocab.Digest) string {
 	return k.prefix + "/pending/" + string(t) + "/" + string(d) + "/"
 }
 
 // serviceOf parses a service key.
-func (k keys) serviceOf(key string) (catalog.TenantID, catalog.ServiceName, bool) {
+func (k keys) serviceOf(key string) (vocab.TenantID, vocab.ServiceName, bool) {
 	rest, ok := strings.CutPrefix(key, k.services())
 	if !ok {
 		return "", "", false
@@ -43,14 +43,14 @@ func (k keys) serviceOf(key string) (catalog.TenantID, catalog.ServiceName, bool
 	if !ok || t == "" || s == "" || strings.Contains(s, "/") {
 		return "", "", false
 	}
-	return catalog.TenantID(t), catalog.ServiceName(s), true
+	return vocab.TenantID(t), vocab.ServiceName(s), true
 }
 
 // record is a service's value in etcd: the release's manifest and its id
 // (derived from the content, so a re-read says whether a release landed).
 type record struct {
-	Release  catalog.ReleaseID `json:"release"`
-	Manifest catalog.Manifest  `json:"manifest"`
+	Release  vocab.ReleaseID `json:"release"`
+	Manifest vocab.Manifest  `json:"manifest"`
 }
 
 // maxRecordBytes bounds a record read from etcd (etcd itself refuses
@@ -70,18 +70,18 @@ func decodeRecord(data []byte) (record, error) {
 
 // head is the head key's value: the last change.
 type head struct {
-	Tenant  catalog.TenantID    `json:"tenant"`
-	Service catalog.ServiceName `json:"service"`
-	Release catalog.ReleaseID   `json:"release,omitempty"` // empty for a delete
+	Tenant  vocab.TenantID    `json:"tenant"`
+	Service vocab.ServiceName `json:"service"`
+	Release vocab.ReleaseID   `json:"release,omitempty"` // empty for a delete
 }
 
 // Member is one node's record in etcd.
 type Member struct {
-	ID           string             `json:"name"` // the node id
-	AdvertiseURL string             `json:"advertise_url"`
-	Version      string             `json:"version"`
-	Generation   catalog.Generation `json:"generation"`
-	CatalogHash  string             `json:"catalog_hash"`
-	Fresh        bool               `json:"fresh"`
-	Ready        bool               `json:"ready"`
+	ID           string           `json:"name"` // the node id
+	AdvertiseURL string           `json:"advertise_url"`
+	Version      string           `json:"version"`
+	Generation   vocab.Generation `json:"generation"`
+	CatalogHash  string           `json:"catalog_hash"`
+	Fresh        bool             `json:"fresh"`
+	Ready        bool             `json:"ready"`
 }

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // membership keeps this node a member of the cluster. Its lock is a leaf.
@@ -187,7 +188,7 @@ func (m *membership) current(ctx context.Context) (clientv3.LeaseID, error) {
 }
 
 // hold records under the lease that this node holds artifact d.
-func (m *membership) hold(ctx context.Context, d catalog.Digest) error {
+func (m *membership) hold(ctx context.Context, d vocab.Digest) error {
 	lease, err := m.current(ctx)
 	if err != nil {
 		return err

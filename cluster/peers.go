@@ -18,7 +18,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // peers holds the peer token and sends requests to other members with it.
@@ -110,7 +110,7 @@ func (p *peers) request(ctx context.Context, method, base, path string) (*http.R
 }
 
 // askApplied asks member to answer once its catalog reached gen.
-func (p *peers) askApplied(ctx context.Context, member Member, gen catalog.Generation) bool {
+func (p *peers) askApplied(ctx context.Context, member Member, gen vocab.Generation) bool {
 	resp, err := p.request(ctx, http.MethodGet, member.AdvertiseURL, "/v1/cluster/applied/"+strconv.FormatUint(uint64(gen), 10))
 	if err != nil {
 		return false
@@ -120,7 +120,7 @@ func (p *peers) askApplied(ctx context.Context, member Member, gen catalog.Gener
 }
 
 // askReplicate asks member to fetch artifact d for tenant.
-func (p *peers) askReplicate(ctx context.Context, member Member, tenant catalog.TenantID, d catalog.Digest) error {
+func (p *peers) askReplicate(ctx context.Context, member Member, tenant vocab.TenantID, d vocab.Digest) error {
 	resp, err := p.request(ctx, http.MethodPost, member.AdvertiseURL, "/v1/cluster/replicate/"+url.PathEscape(string(tenant))+"/"+string(d))
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (p *peers) askReplicate(ctx context.Context, member Member, tenant catalog.
 }
 
 // fetch downloads d from the peer at base and hands the bytes to store.
-func (p *peers) fetch(ctx context.Context, base string, d catalog.Digest, store func(io.Reader) error) error {
+func (p *peers) fetch(ctx context.Context, base string, d vocab.Digest, store func(io.Reader) error) error {
 	resp, err := p.request(ctx, http.MethodGet, base, "/v1/cluster/artifacts/"+string(d))
 	if err != nil {
 		return err

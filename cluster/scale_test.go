@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // applyAt100 is the per-change time of the services=100 case, for the
@@ -45,7 +46,7 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 				b.Fatal(err)
 			}
 			module := []byte("\x00asm\x01\x00\x00\x00")
-			d := catalog.DigestOf(sha256.Sum256(module))
+			d := vocab.DigestOf(sha256.Sum256(module))
 			if err := cat.PutArtifact(ctx, "acme", d, bytes.NewReader(module)); err != nil {
 				b.Fatal(err)
 			}
@@ -79,7 +80,7 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 					b.Fatal(err)
 				}
 				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				ok := m.c.WaitApplied(wctx, catalog.Generation(resp.Header.Revision))
+				ok := m.c.WaitApplied(wctx, vocab.Generation(resp.Header.Revision))
 				cancel()
 				if !ok {
 					b.Fatalf("change %d not applied", i)

@@ -14,8 +14,8 @@ import (
 	"github.com/cockroachdb/errors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // peerSpy is an HTTP server that counts the requests carrying the peer
@@ -129,7 +129,7 @@ func TestCluster_replicateNeedsPendingRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tenant := range []catalog.TenantID{"other", "acme"} {
+	for _, tenant := range []vocab.TenantID{"other", "acme"} {
 		if err := b.c.Replicate(ctx, tenant, d); !errors.Is(err, ErrNotPending) {
 			t.Fatalf("replicate for %s without a pending release: %v, want ErrNotPending", tenant, err)
 		}

@@ -16,8 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Access log defaults: each bucket (a configured tenant's, the peers',
@@ -69,7 +69,7 @@ const maxProblemCapture = 4 << 10
 // the request's context; the access-log middleware writes it once the
 // answer is complete.
 type access struct {
-	tenant   catalog.TenantID // the authenticated principal's ("" before authentication)
+	tenant   vocab.TenantID // the authenticated principal's ("" before authentication)
 	revision string
 	// executed is set once a guest ran; outcome and the figures below are
 	// then the activation's.
@@ -139,9 +139,9 @@ func (b *logBucket) take(now time.Time, n int) bool {
 
 // logSource is who a log line is charged to.
 type logSource struct {
-	tenant catalog.TenantID // the authenticated principal's ("" before authentication)
-	peer   bool             // a cluster peer that presented the peer token
-	addr   netip.Addr       // the client's address (zero: unknown)
+	tenant vocab.TenantID // the authenticated principal's ("" before authentication)
+	peer   bool           // a cluster peer that presented the peer token
+	addr   netip.Addr     // the client's address (zero: unknown)
 }
 
 // logLimiter rate-limits log lines per configured tenant. Its buckets are
@@ -198,7 +198,7 @@ func (l *logLimiter) addTenants(tenants []string) {
 
 // bucket is tenant's bucket: its own when it is configured, else the
 // shared one.
-func (l *logLimiter) bucket(tenant catalog.TenantID) *logBucket {
+func (l *logLimiter) bucket(tenant vocab.TenantID) *logBucket {
 	if b := (*l.buckets.Load())[string(tenant)]; b != nil && tenant != "" {
 		return b
 	}
@@ -293,7 +293,7 @@ func logSafe(s string, max int) string {
 // logName is a tenant, service or route name of a request's path, logged
 // only when the catalog's rules accept it.
 func logName(s string) string {
-	if catalog.ValidatePathName(s) != nil {
+	if vocab.ValidatePathName(s) != nil {
 		return invalidLogField
 	}
 	return s

@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // A node with a [cluster] table shares its catalog through etcd (package
@@ -28,7 +29,7 @@ import (
 // newCluster makes the node's cluster membership, or nil without [cluster].
 // onApply is told of every service a change from etcd touched.
 func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version string,
-	onApply func(catalog.TenantID, catalog.ServiceName)) (*cluster.Cluster, error) {
+	onApply func(vocab.TenantID, vocab.ServiceName)) (*cluster.Cluster, error) {
 	cc := cfg.Cluster
 	if !cc.Enabled {
 		return nil, nil
@@ -72,11 +73,11 @@ func clusterTLS(t config.ClusterTLS) (*tls.Config, error) {
 // appliedFromCluster keeps the activation metrics of a service that a
 // change from etcd replaced or deleted in step with the catalog, as a local
 // deploy or delete does.
-func (n *Node) appliedFromCluster(t catalog.TenantID, s catalog.ServiceName) {
+func (n *Node) appliedFromCluster(t vocab.TenantID, s vocab.ServiceName) {
 	if n.metrics == nil {
 		return
 	}
-	var keep []catalog.RevisionRef
+	var keep []vocab.RevisionRef
 	if d, ok := n.cat.Pin().Deployment(t, s); ok {
 		keep = d.Revisions
 	}
@@ -86,13 +87,13 @@ func (n *Node) appliedFromCluster(t catalog.TenantID, s catalog.ServiceName) {
 
 // deploy publishes m: through the cluster when the node has one (adding
 // the Latent-Cluster-Applied header), else in the local catalog.
-func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Manifest) (catalog.Deployment, error) {
+func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m vocab.Manifest) (vocab.Deployment, error) {
 	if n.cluster == nil {
 		return n.cat.Deploy(ctx, m)
 	}
 	res, err := n.cluster.Deploy(ctx, m)
 	if err != nil {
-		return catalog.Deployment{}, err
+		return vocab.Deployment{}, err
 	}
 	setApplied(w, res)
 	w.Header().Set("Latent-Cluster-Applied-Ms", strconv.FormatFloat(float64(res.ApplyTime.Microseconds())/1000, 'f', 3, 64))
@@ -100,7 +101,7 @@ func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m catalog.Mani
 }
 
 // remove deletes a service, through the cluster when the node has one.
-func (n *Node) remove(ctx context.Context, w http.ResponseWriter, t catalog.TenantID, s catalog.ServiceName) (catalog.Generation, error) {
+func (n *Node) remove(ctx context.Context, w http.ResponseWriter, t vocab.TenantID, s vocab.ServiceName) (vocab.Generation, error) {
 	if n.cluster == nil {
 		return n.cat.Delete(ctx, t, s)
 	}
@@ -161,7 +162,7 @@ func (n *Node) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
 // slots (503 when none is free): a peer's read costs a buffer, not the
 // module's size in memory.
 func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Catalog, slots chan struct{}) {
-	d, err := catalog.ParseDigest(r.PathValue("digest"))
+	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	if err != nil {
 		api.WriteProblem(w, badRequest("invalid-digest", "digest", ""), 0)
 		return
@@ -193,8 +194,8 @@ func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Cata
 // release of that tenant names (cluster.Replicate): 403 not-pending
 // otherwise.
 func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
-	d, err := catalog.ParseDigest(r.PathValue("digest"))
-	tenant := catalog.TenantID(r.PathValue("tenant"))
+	d, err := vocab.ParseDigest(r.PathValue("digest"))
+	tenant := vocab.TenantID(r.PathValue("tenant"))
 	if _, known := n.prov.Policy().Tenants[tenant]; err != nil || !known {
 		api.WriteProblem(w, badRequest("invalid-target", "path", ""), 0)
 		return
@@ -223,7 +224,7 @@ func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), peerAppliedWait)
 	defer cancel()
-	if !n.cluster.WaitApplied(ctx, catalog.Generation(gen)) {
+	if !n.cluster.WaitApplied(ctx, vocab.Generation(gen)) {
 		w.WriteHeader(http.StatusConflict)
 		return
 	}

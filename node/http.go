@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Handler returns the node's HTTP API. Every refusal is a problem body, for
@@ -32,7 +33,7 @@ func (n *Node) Handler() http.Handler {
 	// data pool, the rest in the control pool (see ingress.go).
 	payload := func() uint64 { return n.prov.MaxPayloadBytes() }
 	module := func() uint64 { return n.cfg.DeployLimits.ModuleBytes }
-	manifest := func() uint64 { return catalog.MaxManifestBytes }
+	manifest := func() uint64 { return vocab.MaxManifestBytes }
 	none := func() uint64 { return 0 }
 	data, ctl := n.dataPool, n.controlPool
 	// Every method and a path suffix reach invoke: a WAGI revision takes
@@ -229,7 +230,7 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 // invocation, and authorize returns false.
 func (n *Node) authorize(w http.ResponseWriter, r *http.Request, p *auth.Principal) bool {
 	pr := p.AdmissionPrincipal()
-	if t := r.PathValue("tenant"); (t != "" && catalog.TenantID(t) != p.Tenant) || n.prov.Authorize(&pr) != nil {
+	if t := r.PathValue("tenant"); (t != "" && vocab.TenantID(t) != p.Tenant) || n.prov.Authorize(&pr) != nil {
 		n.holdRefusal(r.Context(), p)
 		api.WriteProblem(w, api.FromRejection(principalNotAuthorized), 0)
 		return false
@@ -343,8 +344,8 @@ func refuseEarly(w http.ResponseWriter, span *activationSpan, prob api.Problem) 
 
 func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	arrived := n.clock.Now() // the headers are read; the body is read below
-	target := catalog.Target{Tenant: catalog.TenantID(r.PathValue("tenant")), Service: catalog.ServiceName(r.PathValue("service")),
-		Route: catalog.RouteName(r.PathValue("route"))}
+	target := vocab.Target{Tenant: vocab.TenantID(r.PathValue("tenant")), Service: vocab.ServiceName(r.PathValue("service")),
+		Route: vocab.RouteName(r.PathValue("route"))}
 	h, err := api.ParseInvokeHeaders(r.Header, n.clock.Now())
 	if h.ActivationID == "" && len(r.Header.Values("Latent-Activation-Id")) == 0 {
 		// The access log already generated one and put it on the answer.
@@ -403,7 +404,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 
 // handleArtifact stores an artifact for the caller's own tenant.
 func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	d, err := catalog.ParseDigest(r.PathValue("digest"))
+	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	if err != nil {
 		api.WriteProblem(w, badRequest("invalid-digest", "digest", `want "sha256:" followed by 64 lowercase hex digits`), 0)
 		return
@@ -469,8 +470,8 @@ func isStorageFull(err error) bool {
 }
 
 // ownTenant refuses deployment requests for another tenant.
-func ownTenant(w http.ResponseWriter, r *http.Request, p *auth.Principal) (catalog.TenantID, catalog.ServiceName, bool) {
-	t, s := catalog.TenantID(r.PathValue("tenant")), catalog.ServiceName(r.PathValue("service"))
+func ownTenant(w http.ResponseWriter, r *http.Request, p *auth.Principal) (vocab.TenantID, vocab.ServiceName, bool) {
+	t, s := vocab.TenantID(r.PathValue("tenant")), vocab.ServiceName(r.PathValue("service"))
 	if t != p.Tenant {
 		api.WriteProblem(w, forbidden("principal-not-authorized"), 0)
 		return "", "", false
@@ -488,7 +489,7 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		return
 	}
 	defer n.deploys.end(t)
-	data, prob := readBounded(w, r, catalog.MaxManifestBytes, "manifest-bytes")
+	data, prob := readBounded(w, r, vocab.MaxManifestBytes, "manifest-bytes")
 	if prob != nil {
 		api.WriteProblem(w, *prob, 0)
 		return
@@ -497,18 +498,18 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		api.WriteProblem(w, badRequest("malformed-body", "body", "the manifest is not JSON"), 0)
 		return
 	}
-	m, err := catalog.DecodeManifest(bytes.NewReader(data))
+	m, err := vocab.DecodeManifest(bytes.NewReader(data))
 	if err == nil && (m.Tenant != t || m.Service != s) {
-		err = &catalog.ValidationError{Problems: []catalog.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
+		err = &vocab.ValidationError{Problems: []vocab.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
 	}
 	if err == nil {
 		err = n.checkRelease(m) // before any module is inspected
 	}
-	var d catalog.Deployment
+	var d vocab.Deployment
 	if err == nil {
 		d, err = n.deploy(r.Context(), w, m)
 	}
-	var ve *catalog.ValidationError
+	var ve *vocab.ValidationError
 	switch {
 	case err == nil:
 		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))

@@ -5,10 +5,10 @@ import (
 	"sync"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The ingress governor bounds the requests the node holds before anything
@@ -53,19 +53,19 @@ type ingressPool struct {
 	mu         sync.Mutex
 	slots      int
 	bytes      uint64
-	tenants    map[catalog.TenantID]ingressUse
+	tenants    map[vocab.TenantID]ingressUse
 	principals map[string]ingressUse // "tenant/subject"
 }
 
 func newIngressPool(name string, lim config.IngressPool) *ingressPool {
-	return &ingressPool{name: name, lim: lim, tenants: map[catalog.TenantID]ingressUse{}, principals: map[string]ingressUse{}}
+	return &ingressPool{name: name, lim: lim, tenants: map[vocab.TenantID]ingressUse{}, principals: map[string]ingressUse{}}
 }
 
 // ingressTicket is one request's reservation in a pool.
 type ingressTicket struct {
 	pool      *ingressPool
 	bytes     uint64
-	tenant    catalog.TenantID
+	tenant    vocab.TenantID
 	principal string // "" until bound
 }
 
@@ -100,7 +100,7 @@ func over(used, b, limit uint64) bool { return b > limit || used > limit-b }
 
 // bind counts the request's slot and bytes against its verified tenant and
 // principal: slots first, then bytes, the tenant before the principal.
-func (t *ingressTicket) bind(tenant catalog.TenantID, principal string) *api.Problem {
+func (t *ingressTicket) bind(tenant vocab.TenantID, principal string) *api.Problem {
 	p := t.pool
 	key := string(tenant) + "/" + principal
 	p.mu.Lock()
@@ -167,22 +167,22 @@ type IngressUsage struct {
 	BytesPerTenant    uint64 `json:"max_bytes_per_tenant"`
 	BytesPerPrincipal uint64 `json:"max_bytes_per_principal"`
 	// Tenants are the requests each tenant holds (node snapshot only).
-	Tenants map[catalog.TenantID]int `json:"tenants,omitempty"`
+	Tenants map[vocab.TenantID]int `json:"tenants,omitempty"`
 	// TenantBytes are their modeled bytes (node snapshot only).
-	TenantBytes map[catalog.TenantID]uint64 `json:"tenant_bytes,omitempty"`
+	TenantBytes map[vocab.TenantID]uint64 `json:"tenant_bytes,omitempty"`
 }
 
 // usage returns the pool's counters; with all unset, only tenant's requests
 // are counted, and no other tenant is named.
-func (p *ingressPool) usage(tenant catalog.TenantID, all bool) IngressUsage {
+func (p *ingressPool) usage(tenant vocab.TenantID, all bool) IngressUsage {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	u := IngressUsage{MaxSlots: p.lim.Slots, MaxBytes: p.lim.Bytes, PerTenant: p.lim.PerTenant, PerPrincipal: p.lim.PerPrincipal,
 		BytesPerTenant: p.lim.BytesPerTenant, BytesPerPrincipal: p.lim.BytesPerPrincipal}
 	if all {
 		u.Slots, u.Bytes = p.slots, p.bytes
-		u.Tenants = make(map[catalog.TenantID]int, len(p.tenants))
-		u.TenantBytes = make(map[catalog.TenantID]uint64, len(p.tenants))
+		u.Tenants = make(map[vocab.TenantID]int, len(p.tenants))
+		u.TenantBytes = make(map[vocab.TenantID]uint64, len(p.tenants))
 		for t, tu := range p.tenants {
 			u.Tenants[t], u.TenantBytes[t] = tu.slots, tu.bytes
 		}
@@ -221,6 +221,6 @@ func (n *Node) governed(pool *ingressPool, routeCap func() uint64, role auth.Rol
 
 // ingressUsage returns both pools' use: all of it (node snapshot), or
 // tenant's share only.
-func (n *Node) ingressUsage(tenant catalog.TenantID, all bool) map[string]IngressUsage {
+func (n *Node) ingressUsage(tenant vocab.TenantID, all bool) map[string]IngressUsage {
 	return map[string]IngressUsage{PoolData: n.dataPool.usage(tenant, all), PoolControl: n.controlPool.usage(tenant, all)}
 }

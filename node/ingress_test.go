@@ -16,9 +16,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestModeledBytes(t *testing.T) {
@@ -51,7 +51,7 @@ func admit(p *ingressPool, bytes uint64, tenant, principal string) (*ingressTick
 	if prob != nil {
 		return nil, prob
 	}
-	if prob := tk.bind(catalog.TenantID(tenant), principal); prob != nil {
+	if prob := tk.bind(vocab.TenantID(tenant), principal); prob != nil {
 		tk.release()
 		return nil, prob
 	}
@@ -222,8 +222,8 @@ func TestIngressPool_usage(t *testing.T) {
 		{"node", "", true, func() IngressUsage {
 			u := limits
 			u.Slots, u.Bytes = 4, 1000
-			u.Tenants = map[catalog.TenantID]int{"acme": 2, "beta": 1}
-			u.TenantBytes = map[catalog.TenantID]uint64{"acme": 150, "beta": 7}
+			u.Tenants = map[vocab.TenantID]int{"acme": 2, "beta": 1}
+			u.TenantBytes = map[vocab.TenantID]uint64{"acme": 150, "beta": 7}
 			return u
 		}()},
 		{"acme", "acme", false, func() IngressUsage { u := limits; u.Slots, u.Bytes = 2, 150; return u }()},
@@ -232,7 +232,7 @@ func TestIngressPool_usage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if have := p.usage(catalog.TenantID(tt.tenant), tt.all); !reflect.DeepEqual(have, tt.want) {
+			if have := p.usage(vocab.TenantID(tt.tenant), tt.all); !reflect.DeepEqual(have, tt.want) {
 				t.Fatalf("have %+v, want %+v", have, tt.want)
 			}
 		})
@@ -303,13 +303,13 @@ func (m *ingressModel) check(p *ingressPool) error {
 	if p.slots != n || p.bytes != b || p.slots < 0 {
 		return errors.Newf("pool holds %d slots, %d bytes; the model %d, %d", p.slots, p.bytes, n, b)
 	}
-	tenants, principals := map[catalog.TenantID]ingressUse{}, map[string]ingressUse{}
+	tenants, principals := map[vocab.TenantID]ingressUse{}, map[string]ingressUse{}
 	for _, t := range m.live {
 		if t.tenant == "" {
 			continue
 		}
-		u := tenants[catalog.TenantID(t.tenant)]
-		tenants[catalog.TenantID(t.tenant)] = ingressUse{u.slots + 1, u.bytes + t.bytes}
+		u := tenants[vocab.TenantID(t.tenant)]
+		tenants[vocab.TenantID(t.tenant)] = ingressUse{u.slots + 1, u.bytes + t.bytes}
 		u = principals[t.tenant+"/"+t.principal]
 		principals[t.tenant+"/"+t.principal] = ingressUse{u.slots + 1, u.bytes + t.bytes}
 	}
@@ -353,7 +353,7 @@ func TestIngressPool_model(t *testing.T) {
 					}
 					tenant, principal := tenants[rng.IntN(len(tenants))], principals[rng.IntN(len(principals))]
 					scope, dim := m.bind(i, tenant, principal)
-					prob := m.live[i].tk.bind(catalog.TenantID(tenant), principal)
+					prob := m.live[i].tk.bind(vocab.TenantID(tenant), principal)
 					if (prob == nil) != (dim == "") || prob != nil && (prob.Scope != scope || prob.Dimension != dim) {
 						t.Fatalf("step %d: bind(%s, %s): have %+v, want %q %q", step, tenant, principal, prob, scope, dim)
 					}

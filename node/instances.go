@@ -5,7 +5,7 @@
 package node
 
 import (
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // instancesView is the "instances" part of GET /v1/admin/admission: the
@@ -46,7 +46,7 @@ func (n *Node) instances() instancesView {
 // delete of one of t's services (locally or applied from the cluster). The
 // catalog counts the snapshots each tenant's services need as they come
 // and go, so this reads a counter, not the tenant's services.
-func (n *Node) retainSnapshots(t catalog.TenantID) {
+func (n *Node) retainSnapshots(t vocab.TenantID) {
 	if n.run == nil || n.cat == nil {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // invocation is the input a queued job carries to the executor.
@@ -90,7 +91,7 @@ func newActivationID() string {
 // when the caller goes away, the scheduler cancels the queued job (its permit
 // is released) or the running guest (its permit is kept until the guest
 // stopped and the cell was released).
-func (n *Node) invoke(ctx context.Context, p *auth.Principal, target catalog.Target, h api.InvokeHeaders, body []byte, arrived time.Time) answer {
+func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Target, h api.InvokeHeaders, body []byte, arrived time.Time) answer {
 	id := h.ActivationID // handleInvoke filled it in
 	routingKey := h.RoutingKey
 	if routingKey == "" {
@@ -246,11 +247,11 @@ func queueIndex(n *Node, prio uint32) int {
 // refuse answers an admission refusal; Retry-After comes from the queue's
 // drain estimate.
 // The access log counts the refusal once it is answered.
-func (n *Node) refuse(tenant catalog.TenantID, rej *admission.Rejection) answer {
+func (n *Node) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
 	return problemAnswer(api.FromRejection(rej), n.drainEstimate())
 }
 
-func (n *Node) schedulerRefusal(tenant catalog.TenantID, err error, cell catalog.CellClass) answer {
+func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
 	var se *scheduler.Error
 	if !errors.As(err, &se) {
 		return n.internal(err)

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Pages of GET /v1/deployments/{tenant}: at most maxListLimit services an
@@ -19,10 +19,10 @@ const maxListLimit = 1000
 // deployed services ordered by name, each named by `name`, and, when more
 // follow, next: the `after` of the next page.
 type serviceList struct {
-	Tenant     catalog.TenantID    `json:"tenant"`
-	Generation catalog.Generation  `json:"generation"`
-	Services   []listedService     `json:"services"`
-	Next       catalog.ServiceName `json:"next,omitempty"`
+	Tenant     vocab.TenantID    `json:"tenant"`
+	Generation vocab.Generation  `json:"generation"`
+	Services   []listedService   `json:"services"`
+	Next       vocab.ServiceName `json:"next,omitempty"`
 }
 
 // handleListDeployments answers a page of the caller's own tenant's
@@ -51,12 +51,12 @@ func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *
 		limit = l
 	}
 	after := q.Get("after")
-	if after != "" && catalog.ValidateName(after) != nil {
+	if after != "" && vocab.ValidateName(after) != nil {
 		api.WriteProblem(w, badRequest("invalid-query", "after", "after is a service name: the next of the previous page"), 0)
 		return
 	}
 	pin := n.cat.Pin()
-	page, more := pin.ServicesPage(t, catalog.ServiceName(after), limit)
+	page, more := pin.ServicesPage(t, vocab.ServiceName(after), limit)
 	services := make([]listedService, 0, len(page)) // an empty list, not null
 	for _, d := range page {
 		services = append(services, listedService{Name: d.Service, Release: d.Release, Generation: d.Generation,

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestHTTP_listDeployments(t *testing.T) {
@@ -43,7 +43,7 @@ func TestHTTP_listDeployments(t *testing.T) {
 		_, m, _ := sn.n.cat.Manifest("demo", "hello")
 		want := []string{"hello"}
 		for i := range 7 {
-			m.Service = catalog.ServiceName(fmt.Sprintf("s%02d", i))
+			m.Service = vocab.ServiceName(fmt.Sprintf("s%02d", i))
 			if _, err := sn.n.cat.Deploy(context.Background(), m); err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestHTTP_listDeployments(t *testing.T) {
 			wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo?"+q, sn.admin, nil, nil), 400, "invalid-query")
 		}
 		for _, s := range want[1:] {
-			if _, err := sn.n.cat.Delete(context.Background(), "demo", catalog.ServiceName(s)); err != nil {
+			if _, err := sn.n.cat.Delete(context.Background(), "demo", vocab.ServiceName(s)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // metrics are the node's Prometheus metrics. Label values come only from
@@ -336,7 +337,7 @@ func (m *metrics) request(kind string, status int, took time.Duration) {
 // not in keep (a new release replaced them); with keep empty, all of the
 // service's series (it was deleted). It touches only the service's own
 // series, and gives them back to the tenant's budget.
-func (m *metrics) keepRevisions(tenant catalog.TenantID, service catalog.ServiceName, keep []catalog.RevisionRef) {
+func (m *metrics) keepRevisions(tenant vocab.TenantID, service vocab.ServiceName, keep []vocab.RevisionRef) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ts := m.tenants[string(tenant)]
@@ -345,7 +346,7 @@ func (m *metrics) keepRevisions(tenant catalog.TenantID, service catalog.Service
 	}
 	svc := ts.services[string(service)]
 	for k, rs := range svc {
-		if slices.ContainsFunc(keep, func(ref catalog.RevisionRef) bool { return string(ref.ID) == k.revision }) {
+		if slices.ContainsFunc(keep, func(ref vocab.RevisionRef) bool { return string(ref.ID) == k.revision }) {
 			continue
 		}
 		delete(svc, k)
@@ -367,7 +368,7 @@ func (n *Node) deployed(rev catalog.ResolvedRevision) bool {
 		return true
 	}
 	d, ok := n.cat.Pin().Deployment(rev.Tenant, rev.Service)
-	return ok && slices.ContainsFunc(d.Revisions, func(ref catalog.RevisionRef) bool { return ref.ID == rev.Revision })
+	return ok && slices.ContainsFunc(d.Revisions, func(ref vocab.RevisionRef) bool { return ref.ID == rev.Revision })
 }
 
 func (m *metrics) rejected(code, reason, scope, dimension string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 var descRE = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}`)
@@ -118,8 +119,8 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 	n, _ := bareNode(t)
 	m := n.metrics
 	rev := func(service, revision string) catalog.ResolvedRevision {
-		return catalog.ResolvedRevision{Tenant: "demo", Service: catalog.ServiceName(service), Route: "run",
-			Revision: catalog.RevisionID(revision)}
+		return catalog.ResolvedRevision{Tenant: "demo", Service: vocab.ServiceName(service), Route: "run",
+			Revision: vocab.RevisionID(revision)}
 	}
 	for _, r := range []catalog.ResolvedRevision{rev("a", "r1"), rev("a", "r2"), rev("b", "r1")} {
 		m.observe(r, admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 5}, timing{})
@@ -128,7 +129,7 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 		t.Fatalf("%d activation series, want 3", got)
 	}
 	// A release with r2 only replaces r1 of a.
-	m.keepRevisions("demo", "a", []catalog.RevisionRef{{Name: "v2", ID: "r2"}})
+	m.keepRevisions("demo", "a", []vocab.RevisionRef{{Name: "v2", ID: "r2"}})
 	if got := seriesCount(m.activations); got != 2 {
 		t.Fatalf("%d activation series after the release, want 2", got)
 	}
@@ -161,11 +162,11 @@ func TestMetrics_seriesBudget(t *testing.T) {
 	n, _ := bareNode(t)
 	m := n.metrics
 	m.budget = 5
-	gone := catalog.RevisionID("old")
+	gone := vocab.RevisionID("old")
 	m.deployed = func(rev catalog.ResolvedRevision) bool { return rev.Revision != gone }
-	obs := func(tenant, service, route string, rev catalog.RevisionID, kind runner.Kind) {
-		m.observe(catalog.ResolvedRevision{Tenant: catalog.TenantID(tenant), Service: catalog.ServiceName(service),
-			Route: catalog.RouteName(route), Revision: rev}, admission.Obligations{}, scheduler.Result[runner.Outcome]{},
+	obs := func(tenant, service, route string, rev vocab.RevisionID, kind runner.Kind) {
+		m.observe(catalog.ResolvedRevision{Tenant: vocab.TenantID(tenant), Service: vocab.ServiceName(service),
+			Route: vocab.RouteName(route), Revision: rev}, admission.Obligations{}, scheduler.Result[runner.Outcome]{},
 			runner.Outcome{Kind: kind, FuelUsed: 3}, timing{})
 	}
 	other := func(tenant string, kind runner.Kind) float64 {

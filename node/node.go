@@ -22,6 +22,7 @@ import (
 	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // This file composes the node: its Options, the Node and New, which opens
@@ -297,7 +298,7 @@ func connLimits(cfg *config.Config, override front.ConnLimits) front.ConnLimits 
 // cellSource adapts the cell pool to the scheduler.
 type cellSource struct{ pool *cellpool.Pool }
 
-func (s cellSource) TryLease(c catalog.CellClass) (scheduler.Cell, error) {
+func (s cellSource) TryLease(c vocab.CellClass) (scheduler.Cell, error) {
 	l, err := s.pool.TryLease(c)
 	if err != nil {
 		return nil, err

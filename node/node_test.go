@@ -18,13 +18,13 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // calmSource reports a quiet host, so tests do not depend on the machine's load.
@@ -322,14 +322,14 @@ func TestReadyz_degraded(t *testing.T) {
 	if have := readyz(); have != "ready\n" {
 		t.Fatalf("before: have %q", have)
 	}
-	l, err := tn.n.pool.TryLease(catalog.CellTiny)
+	l, err := tn.n.pool.TryLease(vocab.CellTiny)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(cellpool.Quarantine); err != nil && !errors.Is(err, cellpool.ErrQuarantined) {
 		t.Fatal(err)
 	}
-	st := tn.n.pool.Stats()[catalog.CellTiny]
+	st := tn.n.pool.Stats()[vocab.CellTiny]
 	want := fmt.Sprintf("degraded: tiny %d/%d cells usable\n", st.Parallelism-1, st.Parallelism)
 	if have := readyz(); have != want {
 		t.Fatalf("quarantined: have %q, want %q", have, want)

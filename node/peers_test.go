@@ -11,6 +11,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // discardWriter is a ResponseWriter that keeps only the status and the
@@ -33,7 +34,7 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func peerArtifactRequest(d catalog.Digest) *http.Request {
+func peerArtifactRequest(d vocab.Digest) *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "/v1/cluster/artifacts/"+string(d), nil)
 	r.SetPathValue("digest", string(d))
 	return r
@@ -52,7 +53,7 @@ func TestServePeerArtifact(t *testing.T) {
 		t.Fatal(err)
 	}
 	module := bytes.Repeat([]byte("wasm"), 1<<20) // 4 MiB
-	d := catalog.DigestOf(sha256.Sum256(module))
+	d := vocab.DigestOf(sha256.Sum256(module))
 	if err := cat.PutArtifact(ctx, "acme", d, bytes.NewReader(module)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestServePeerArtifact(t *testing.T) {
 		t.Fatalf("with a slot free again: status %d", w.status)
 	}
 	unknown := &discardWriter{h: http.Header{}}
-	servePeerArtifact(unknown, peerArtifactRequest("sha256:"+catalog.Digest(bytes.Repeat([]byte("0"), 64))), cat, slots)
+	servePeerArtifact(unknown, peerArtifactRequest("sha256:"+vocab.Digest(bytes.Repeat([]byte("0"), 64))), cat, slots)
 	if unknown.status != http.StatusNotFound {
 		t.Fatalf("unknown digest: status %d, want 404", unknown.status)
 	}

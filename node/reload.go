@@ -9,11 +9,11 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // A reload (SIGHUP, or POST /v1/admin/reload) reads the configuration file
@@ -204,7 +204,7 @@ func restartRequired(prev, next *config.Config) []string {
 	out := []string{}
 	pn, nn := prev.Node, next.Node
 	for _, n := range []*config.Node{&pn, &nn} { // the live parts of [node]
-		n.TLS, n.Limits, n.BudgetCeiling = config.NodeTLS{}, admission.TenantLimits{}, catalog.Budget{}
+		n.TLS, n.Limits, n.BudgetCeiling = config.NodeTLS{}, admission.TenantLimits{}, vocab.Budget{}
 		n.Architecture, n.Region, n.Zone = "", "", ""
 	}
 	if !reflect.DeepEqual(pn, nn) {

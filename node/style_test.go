@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The API's JSON style, checked on every body the tests below make the node
@@ -210,7 +210,7 @@ func TestStyle_bodies(t *testing.T) {
 	}
 	upload := func(fixture string) string {
 		mod := testwasm.Bytes(t, fixture)
-		d := catalog.DigestOf(sha256.Sum256(mod))
+		d := vocab.DigestOf(sha256.Sum256(mod))
 		call("artifact "+fixture, "PUT", "/v1/artifacts/"+string(d), tn.key, mod, nil, http.StatusCreated)
 		return string(d)
 	}

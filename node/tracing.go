@@ -19,10 +19,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Tracing: one span per invocation, "activation" (kind server, a child of
@@ -185,7 +185,7 @@ type spanKey struct{}
 // tenant is the principal's; id is valid UTF-8 (ParseInvokeHeaders' or the
 // node's). The returned context carries the span for
 // invoke (spanOf). Off, it returns r's context and a nil span.
-func (n *Node) startActivation(r *http.Request, target catalog.Target, id string, arrived time.Time) (context.Context, *activationSpan) {
+func (n *Node) startActivation(r *http.Request, target vocab.Target, id string, arrived time.Time) (context.Context, *activationSpan) {
 	t := n.tracer
 	if t == nil {
 		return r.Context(), nil
@@ -224,7 +224,7 @@ func (s *activationSpan) admitting() {
 
 // admitted records the admission span of the revision rev, from admitting
 // until now; err is the admission's error (nil: admitted).
-func (s *activationSpan) admitted(rev catalog.RevisionID, err error) {
+func (s *activationSpan) admitted(rev vocab.RevisionID, err error) {
 	if s == nil {
 		return
 	}

@@ -22,11 +22,11 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP traces endpoint: it decodes every
@@ -404,7 +404,7 @@ func benchmarkTracing(b *testing.B, tr *tracer) {
 	r := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
 	r.Header.Set("traceparent", "00-"+testTraceID+"-"+testParent+"-01")
 	h := http.Header{}
-	target := catalog.Target{Tenant: "demo", Service: "hello", Route: "greet"}
+	target := vocab.Target{Tenant: "demo", Service: "hello", Route: "greet"}
 	now := time.Now()
 	res := scheduler.Result[runner.Outcome]{EnqueuedAt: now, QueueWait: time.Millisecond, Execution: time.Millisecond}
 	b.ReportAllocs()

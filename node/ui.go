@@ -13,8 +13,8 @@ import (
 	"strconv"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The status page: GET /ui is an HTML page for administrators, GET /ui/data
@@ -91,7 +91,7 @@ func (n *Node) uiSnapshot() uiData {
 		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services",
 			"snapshot bytes"}}
 	for _, t := range adm.Tenants {
-		id := catalog.TenantID(t.Name)
+		id := vocab.TenantID(t.Name)
 		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
 			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
 			i(n.cat.ServiceCount(id)), u(adm.Instances.Tenants[t.Name])})

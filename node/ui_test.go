@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // evilTenant is a tenant name that is markup if the page fails to escape it.
@@ -289,8 +289,8 @@ func compareUI(tables map[string][][]string, a adminAdmission) string {
 		add("tenants", s.Name, 2, u(s.Usage.Queued))
 		add("tenants", s.Name, 3, u(s.Limits.MaxLiveActivations))
 		add("tenants", s.Name, 4, u(s.Limits.MaxQueued))
-		add("tenants", s.Name, 5, strconv.Itoa(a.Ingress[PoolData].Tenants[catalog.TenantID(s.Name)]))
-		add("tenants", s.Name, 6, strconv.Itoa(a.Ingress[PoolControl].Tenants[catalog.TenantID(s.Name)]))
+		add("tenants", s.Name, 5, strconv.Itoa(a.Ingress[PoolData].Tenants[vocab.TenantID(s.Name)]))
+		add("tenants", s.Name, 6, strconv.Itoa(a.Ingress[PoolControl].Tenants[vocab.TenantID(s.Name)]))
 	}
 	add("node", "node", 1, u(a.Node.Usage.LiveActivations))
 	add("node", "node", 2, u(a.Node.Usage.Queued))

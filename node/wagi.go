@@ -10,9 +10,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The invoke route takes every method and a path suffix
@@ -33,7 +33,7 @@ func withHTTPRequest(ctx context.Context, r *http.Request) context.Context {
 }
 
 // cgiRequest is the CGI request of r, an invoke request of target.
-func cgiRequest(r *http.Request, target catalog.Target) runner.CGIRequest {
+func cgiRequest(r *http.Request, target vocab.Target) runner.CGIRequest {
 	cgi := runner.CGIRequest{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
 		Protocol: r.Proto, Host: r.Host, TLS: r.TLS != nil, RequestURI: r.RequestURI, Header: r.Header,
 		MatchedRoute: "/v1/invoke/" + string(target.Tenant) + "/" + string(target.Service) + "/" + string(target.Route)}
@@ -50,12 +50,12 @@ func hasSuffix(r *http.Request) bool { return strings.HasSuffix(r.Pattern, "{res
 // with guest ABI abi, or the answer refusing the request: a stdio
 // revision's refusal of a method or a suffix it does not take, or a WAGI
 // revision's refusal of a request its environment cannot carry.
-func invocationInput(ctx context.Context, target catalog.Target, abi catalog.ABI, body []byte) (*invocation, *answer) {
+func invocationInput(ctx context.Context, target vocab.Target, abi vocab.ABI, body []byte) (*invocation, *answer) {
 	r, _ := ctx.Value(httpRequestKey{}).(*http.Request)
 	if r == nil { // not over HTTP: a plain POST
 		r = &http.Request{Method: http.MethodPost, URL: &url.URL{}, Header: http.Header{}}
 	}
-	if abi != catalog.ABIWAGI {
+	if abi != vocab.ABIWAGI {
 		switch {
 		case hasSuffix(r):
 			return nil, &answer{status: http.StatusNotFound, problem: ptr(api.Refusal(http.StatusNotFound,

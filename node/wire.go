@@ -3,7 +3,7 @@ package node
 import (
 	"encoding/json"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The API's JSON style (checked by style_test.go): snake_case keys; every
@@ -15,30 +15,30 @@ import (
 // wireManifest is a release manifest as the API answers it: each
 // revision's ceiling with its wall time as wall_time_ms.
 type wireManifest struct {
-	catalog.Manifest
+	vocab.Manifest
 	Revisions []wireRevision `json:"revisions"`
 }
 
 // wireRevision is a manifest revision with its wire ceiling.
 type wireRevision struct {
-	catalog.ManifestRevision
+	vocab.ManifestRevision
 	Ceiling *wireCeiling `json:"ceiling"`
 }
 
 // wireCeiling is a deployment ceiling on the wire.
 type wireCeiling struct {
-	CPUFuel     uint64           `json:"cpu_fuel"`
-	MemoryBytes catalog.ByteSize `json:"memory_bytes"`
-	WallTimeMs  json.Number      `json:"wall_time_ms"`
+	CPUFuel     uint64         `json:"cpu_fuel"`
+	MemoryBytes vocab.ByteSize `json:"memory_bytes"`
+	WallTimeMs  json.Number    `json:"wall_time_ms"`
 }
 
-func manifestWire(m catalog.Manifest) wireManifest {
+func manifestWire(m vocab.Manifest) wireManifest {
 	w := wireManifest{Manifest: m, Revisions: make([]wireRevision, len(m.Revisions))}
 	for i, r := range m.Revisions {
 		w.Revisions[i] = wireRevision{ManifestRevision: r}
 		if c := r.Ceiling; c != nil {
 			w.Revisions[i].Ceiling = &wireCeiling{CPUFuel: c.CPUFuel, MemoryBytes: c.MemoryBytes,
-				WallTimeMs: catalog.WallTimeMs(c.WallTime)}
+				WallTimeMs: vocab.WallTimeMs(c.WallTime)}
 		}
 	}
 	return w
@@ -46,15 +46,15 @@ func manifestWire(m catalog.Manifest) wireManifest {
 
 // deploymentAnswer is the answer of GET /v1/deployments/{tenant}/{service}.
 type deploymentAnswer struct {
-	catalog.Deployment
+	vocab.Deployment
 	Manifest wireManifest `json:"manifest"`
 }
 
 // listedService is one element of a service list: the service's name and
 // its active release.
 type listedService struct {
-	Name       catalog.ServiceName   `json:"name"`
-	Release    catalog.ReleaseID     `json:"release"`
-	Generation catalog.Generation    `json:"generation"`
-	Revisions  []catalog.RevisionRef `json:"revisions"`
+	Name       vocab.ServiceName   `json:"name"`
+	Release    vocab.ReleaseID     `json:"release"`
+	Generation vocab.Generation    `json:"generation"`
+	Revisions  []vocab.RevisionRef `json:"revisions"`
 }

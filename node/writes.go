@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // How many uploads and deploys one tenant may have in flight at once.
@@ -30,16 +30,16 @@ const writeRetryAfter = time.Second
 type tenantWrites struct {
 	max      int
 	mu       sync.Mutex
-	inFlight map[catalog.TenantID]int
+	inFlight map[vocab.TenantID]int
 }
 
 // begin takes a slot for tenant; false when the tenant has max in flight.
 // end gives it back.
-func (tw *tenantWrites) begin(tenant catalog.TenantID) bool {
+func (tw *tenantWrites) begin(tenant vocab.TenantID) bool {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.inFlight == nil {
-		tw.inFlight = map[catalog.TenantID]int{}
+		tw.inFlight = map[vocab.TenantID]int{}
 	}
 	if tw.inFlight[tenant] >= tw.max {
 		return false
@@ -48,7 +48,7 @@ func (tw *tenantWrites) begin(tenant catalog.TenantID) bool {
 	return true
 }
 
-func (tw *tenantWrites) end(tenant catalog.TenantID) {
+func (tw *tenantWrites) end(tenant vocab.TenantID) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	if tw.inFlight[tenant]--; tw.inFlight[tenant] <= 0 {
@@ -69,16 +69,16 @@ func writesBusy() api.Problem {
 // request that restricts nothing). The problems name the manifest's fields,
 // so the answer is the catalog's *ValidationError. What only inspection
 // knows (the module's memory, the features it uses) is checked by Admit.
-func (n *Node) checkRelease(m catalog.Manifest) error {
-	if err := catalog.ValidateManifest(m); err != nil {
+func (n *Node) checkRelease(m vocab.Manifest) error {
+	if err := vocab.ValidateManifest(m); err != nil {
 		return err
 	}
-	var problems []catalog.FieldError
+	var problems []vocab.FieldError
 	for i, r := range m.Revisions {
-		problems = append(problems, n.prov.CheckRevision(m.Tenant, catalog.FieldPath("revisions").Index(i), declaredPolicy(r))...)
+		problems = append(problems, n.prov.CheckRevision(m.Tenant, vocab.FieldPath("revisions").Index(i), declaredPolicy(r))...)
 	}
 	if len(problems) > 0 {
-		return &catalog.ValidationError{Problems: problems}
+		return &vocab.ValidationError{Problems: problems}
 	}
 	return nil
 }
@@ -86,23 +86,23 @@ func (n *Node) checkRelease(m catalog.Manifest) error {
 // declaredPolicy is the policy a validated manifest revision declares,
 // before inspection: no capsule, and only the declared features (shared
 // threading requires threads, as the catalog has it).
-func declaredPolicy(r catalog.ManifestRevision) catalog.RevisionPolicy {
-	pol := catalog.RevisionPolicy{TrustClass: r.TrustClass, Requirements: catalog.Requirements{Threading: catalog.ThreadingSingle}}
+func declaredPolicy(r vocab.ManifestRevision) vocab.RevisionPolicy {
+	pol := vocab.RevisionPolicy{TrustClass: r.TrustClass, Requirements: vocab.Requirements{Threading: vocab.ThreadingSingle}}
 	if r.Threading != "" {
-		pol.Requirements.Threading, _ = catalog.ParseThreading(r.Threading) // validated
+		pol.Requirements.Threading, _ = vocab.ParseThreading(r.Threading) // validated
 	}
 	for _, name := range r.Features {
-		f, _ := catalog.ParseFeature(name) // validated
-		pol.Requirements.Features |= catalog.FeatureSetOf(f)
+		f, _ := vocab.ParseFeature(name) // validated
+		pol.Requirements.Features |= vocab.FeatureSetOf(f)
 	}
-	if pol.Requirements.Threading == catalog.ThreadingShared {
-		pol.Requirements.Features |= catalog.FeatureSetOf(catalog.FeatureThreads)
+	if pol.Requirements.Threading == vocab.ThreadingShared {
+		pol.Requirements.Features |= vocab.FeatureSetOf(vocab.FeatureThreads)
 	}
 	if c := r.Ceiling; c != nil {
-		pol.Ceiling = catalog.Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
+		pol.Ceiling = vocab.Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
 	}
 	if p := r.Placement; p != nil {
-		pol.Placement = catalog.NewPlacement(p.Architectures, p.Regions, p.Zones)
+		pol.Placement = vocab.NewPlacement(p.Architectures, p.Regions, p.Zones)
 	}
 	return pol
 }

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestTenantWrites: a tenant gets max slots, another tenant is
@@ -93,7 +93,7 @@ func TestDeploy_refusesWhatCannotRun(t *testing.T) {
 			body, _ := json.Marshal(map[string]any{"tenant": "demo", "service": service, "revisions": tt.revisions,
 				"routes": []any{map[string]any{"name": "run", "targets": targets}}})
 			resp, data := tn.do(t, "PUT", "/v1/deployments/demo/"+service, tn.key, body, nil)
-			_, deployed := tn.n.cat.Pin().Deployment("demo", catalog.ServiceName(service))
+			_, deployed := tn.n.cat.Pin().Deployment("demo", vocab.ServiceName(service))
 			if tt.want == nil {
 				if resp.StatusCode != 200 || !deployed {
 					t.Fatalf("want 200, have %d %s", resp.StatusCode, data)

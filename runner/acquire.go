@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // AcquireModule implements catalog.ModuleAcquirer: another reference to a
@@ -12,7 +13,7 @@ import (
 // thousandth service of a shared module costs a reference, not a read and
 // a hash of the module. False when the runner holds no such module (never
 // inspected, or every reference released).
-func (r *Runner) AcquireModule(digest catalog.Digest) (catalog.ModuleInfo, bool) {
+func (r *Runner) AcquireModule(digest vocab.Digest) (catalog.ModuleInfo, bool) {
 	m := r.acquire(digest)
 	if m == nil {
 		return catalog.ModuleInfo{}, false

@@ -12,7 +12,7 @@ import (
 	"github.com/cockroachdb/errors"
 )
 
-// The WAGI ABI (catalog.ABIWAGI): the request reaches the guest as a CGI
+// The WAGI ABI (vocab.ABIWAGI): the request reaches the guest as a CGI
 // environment (CGIRequest.Environ) and the guest's stdout starts with a CGI
 // header block (ParseCGIResponse). docs/guest-abi.md, "WAGI ABI", is the
 // guest's side of the contract.

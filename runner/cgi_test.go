@@ -13,8 +13,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestParseCGIResponse(t *testing.T) {
@@ -272,9 +272,9 @@ func (e *env) runWith(name string, in Input) Outcome {
 func TestRun_wagi(t *testing.T) {
 	e := newEnv(t)
 	c := ceiling(1<<30, 1<<20, 10*time.Second)
-	e.deployRevision("cgienv", testwasm.Bytes(t, "cgienv"), catalog.ManifestRevision{Ceiling: &c, ABI: "wagi"})
-	e.deployRevision("cgienv-stdio", testwasm.Bytes(t, "cgienv"), catalog.ManifestRevision{Ceiling: &c})
-	e.deployRevision("echo", testwasm.Bytes(t, "echo"), catalog.ManifestRevision{Ceiling: &c, ABI: "wagi"})
+	e.deployRevision("cgienv", testwasm.Bytes(t, "cgienv"), vocab.ManifestRevision{Ceiling: &c, ABI: "wagi"})
+	e.deployRevision("cgienv-stdio", testwasm.Bytes(t, "cgienv"), vocab.ManifestRevision{Ceiling: &c})
+	e.deployRevision("echo", testwasm.Bytes(t, "echo"), vocab.ManifestRevision{Ceiling: &c, ABI: "wagi"})
 
 	req := CGIRequest{Method: "PUT", PathInfo: "/p", RawQuery: "q=1", ContentType: "text/plain", ContentLength: 4,
 		Protocol: "HTTP/1.1", Host: "localhost:8080", MatchedRoute: "/v1/invoke/acme/cgienv/run",

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestRun_monotonicClock: a guest's monotonic clock is its activation's
@@ -17,7 +17,7 @@ import (
 func TestRun_monotonicClock(t *testing.T) {
 	e := newEnv(t)
 	c := ceiling(1<<30, 1<<20, 10*time.Second)
-	e.deployRevision("clocks", testwasm.Bytes(t, "clocks"), catalog.ManifestRevision{Ceiling: &c})
+	e.deployRevision("clocks", testwasm.Bytes(t, "clocks"), vocab.ManifestRevision{Ceiling: &c})
 	for i := range 20 {
 		out := e.run("clocks", "", admission.BudgetRequest{})
 		var now, res int64

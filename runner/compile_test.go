@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // cacheEntries returns the files of wazero's cache directories under dir.
@@ -219,7 +220,7 @@ func TestCompile_boundedLowPriority(t *testing.T) {
 		wg.Go(func() {
 			// Distinct digests: each needs its own compile.
 			wasm := testwasm.Bytes(t, "trivial")
-			if _, err := r.Inspect(ctx, catalog.Digest("sha256:"+strings.Repeat("0", 63)+string(rune('a'+i))), wasm); err != nil {
+			if _, err := r.Inspect(ctx, vocab.Digest("sha256:"+strings.Repeat("0", 63)+string(rune('a'+i))), wasm); err != nil {
 				t.Error(err)
 				failed <- struct{}{}
 			}

@@ -9,8 +9,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // activation is the host-side state of one running guest. Host functions
@@ -47,8 +47,8 @@ type activation struct {
 	environ wasiList
 
 	// random and revision choose random_get's seed (see binding.seed).
-	random   catalog.Randomness
-	revision catalog.RevisionID
+	random   vocab.Randomness
+	revision vocab.RevisionID
 }
 
 type activationKey struct{}
@@ -181,7 +181,7 @@ func grow(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	bytes := int64(delta) * catalog.WasmPageBytes
+	bytes := int64(delta) * vocab.WasmPageBytes
 	avail := int64(a.stack.Get())
 	if bytes > max(avail-int64(stackReserve(a.grant)), 0) {
 		a.memRefused = true

@@ -18,9 +18,10 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
-func digestOf(wasm []byte) catalog.Digest { return catalog.DigestOf(sha256.Sum256(wasm)) }
+func digestOf(wasm []byte) vocab.Digest { return vocab.DigestOf(sha256.Sum256(wasm)) }
 
 // TestInspect_wasiImportTypes: an import is accepted only if it is a
 // function of the runner's own WASI module with exactly its type.
@@ -142,15 +143,15 @@ func TestRun_instantiationFailures_hammer(t *testing.T) {
 	for _, f := range fixtures {
 		e.deploy(strings.ReplaceAll(f, "/", "-"), testwasm.Bytes(t, f), big)
 	}
-	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
-		catalog.CellStandard: {Parallelism: 2, MemoryBytes: 1 << 20}}})
+	pool, err := cellpool.New(cellpool.Config{Classes: map[vocab.CellClass]cellpool.ClassConfig{
+		vocab.CellStandard: {Parallelism: 2, MemoryBytes: 1 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = pool.Close() }()
 	err = testutil.Hammer(4, 25, func(g, i int) error {
 		f := fixtures[(g+i)%2] // only the failing ones
-		lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+		lease, err := pool.Lease(context.Background(), vocab.CellStandard)
 		if err != nil {
 			return err
 		}
@@ -170,12 +171,12 @@ func TestRun_instantiationFailures_hammer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := pool.Stats()[catalog.CellStandard]; st.Usable != 2 || st.Quarantined != 0 || st.LeakedLeases != 0 {
+	if st := pool.Stats()[vocab.CellStandard]; st.Usable != 2 || st.Quarantined != 0 || st.LeakedLeases != 0 {
 		t.Fatalf("pool after 100 failed instantiations: %+v", st)
 	}
 	// Both cells still run a guest.
 	for range 2 {
-		lease, err := pool.TryLease(catalog.CellStandard)
+		lease, err := pool.TryLease(vocab.CellStandard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +247,7 @@ func TestRun_stackBomb(t *testing.T) {
 		if out.Kind != Trap || out.TrapKind != TrapCallDepth || out.Quarantine {
 			t.Fatalf("%s: want the call-depth trap, have %s/%s (%v)", name, out.Kind, out.TrapKind, out.Err)
 		}
-		if out.MemoryPeakBytes > grant || out.MemoryPeakBytes < grant-catalog.WasmPageBytes {
+		if out.MemoryPeakBytes > grant || out.MemoryPeakBytes < grant-vocab.WasmPageBytes {
 			t.Fatalf("%s: memory peak %d, want the grant (%d) less at most one page", name, out.MemoryPeakBytes, grant)
 		}
 		alloc := after.TotalAlloc - before.TotalAlloc
@@ -399,12 +400,12 @@ func TestRun_tableBytes(t *testing.T) {
 		cell := &countingCell{}
 		return e.r.Run(context.Background(), x, cell, nil), cell
 	}
-	const need = catalog.WasmPageBytes + 8*elems // one page of memory and the table
+	const need = vocab.WasmPageBytes + 8*elems // one page of memory and the table
 	// The module's tables are part of its capsule: admission refuses a
 	// grant that cannot hold them (Run checks it again before it touches
 	// the cell).
 	var rej *admission.Rejection
-	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - catalog.WasmPageBytes, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != "memory" {
+	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - vocab.WasmPageBytes, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != "memory" {
 		if x != nil {
 			_ = x.Release()
 		}
@@ -445,7 +446,7 @@ func TestInspect_signatureBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = r.Close(ctx) }()
-	deploy := func(tenant catalog.TenantID, module []byte) error {
+	deploy := func(tenant vocab.TenantID, module []byte) error {
 		_, err := r.Inspect(catalog.WithDeployingTenant(ctx, tenant), digestOf(module), module)
 		return err
 	}

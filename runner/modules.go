@@ -11,6 +11,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Compiled code is kept per digest while someone references it: the catalog
@@ -39,7 +40,7 @@ func CompiledBytesEstimate(n int) uint64 {
 
 // module is one digest's compiled module and what Run needs to know about it.
 type module struct {
-	digest catalog.Digest
+	digest vocab.Digest
 	bytes  uint64        // CompiledBytesEstimate of the instrumented module
 	ready  chan struct{} // closed once the compile finished (ok or not)
 	// refs counts the references; the fields below are set before refs
@@ -74,7 +75,7 @@ func (m *module) ref() bool {
 }
 
 // acquire returns the live module of digest with a reference taken, or nil.
-func (r *Runner) acquire(digest catalog.Digest) *module {
+func (r *Runner) acquire(digest vocab.Digest) *module {
 	r.mu.RLock()
 	m := r.modules[digest]
 	r.mu.RUnlock()
@@ -115,7 +116,7 @@ func (r *Runner) unref(m *module) {
 // that it stays compiled until release is called (once; later calls do
 // nothing). ok is false when the runner holds no compiled module for
 // digest: the revision is not available here.
-func (r *Runner) Acquire(digest catalog.Digest) (release func(), ok bool) {
+func (r *Runner) Acquire(digest vocab.Digest) (release func(), ok bool) {
 	m := r.acquire(digest)
 	if m == nil {
 		return nil, false
@@ -128,7 +129,7 @@ func (r *Runner) Acquire(digest catalog.Digest) (release func(), ok bool) {
 // digest handed out (it implements catalog.ModuleReleaser). The compiled
 // module is closed once nothing references it. Releasing a digest nobody
 // references does nothing.
-func (r *Runner) ReleaseModule(digest catalog.Digest) {
+func (r *Runner) ReleaseModule(digest vocab.Digest) {
 	r.mu.RLock()
 	m := r.modules[digest]
 	r.mu.RUnlock()
@@ -138,7 +139,7 @@ func (r *Runner) ReleaseModule(digest catalog.Digest) {
 }
 
 // Prepared reports whether digest's module is compiled and referenced.
-func (r *Runner) Prepared(digest catalog.Digest) bool {
+func (r *Runner) Prepared(digest vocab.Digest) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	m := r.modules[digest]
@@ -160,7 +161,7 @@ func (r *Runner) CompiledBytes() uint64 {
 // refused with ErrCompiledCacheFull and keeps nothing. A compile that
 // fails or panics keeps nothing either: its entry and estimate are given
 // back and waiters are woken.
-func (r *Runner) prepare(ctx context.Context, digest catalog.Digest, res *fuel.Result, info catalog.ModuleInfo) error {
+func (r *Runner) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Result, info catalog.ModuleInfo) error {
 	for {
 		r.mu.Lock()
 		if m := r.modules[digest]; m != nil {

@@ -9,10 +9,10 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 var _ Cell = (*cellpool.Lease)(nil)
@@ -25,11 +25,11 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 	big := ceiling(1<<40, 16<<20, 10*time.Second)
 	e.deploy("echo", testwasm.Bytes(t, "echo"), big)
 	e.deploy("compute", testwasm.Bytes(t, "compute"), big)
-	e.deploy("grow", testwasm.Bytes(t, "grow"), ceiling(1<<40, 8*catalog.WasmPageBytes, 10*time.Second))
+	e.deploy("grow", testwasm.Bytes(t, "grow"), ceiling(1<<40, 8*vocab.WasmPageBytes, 10*time.Second))
 	e.deploy("trap", testwasm.Bytes(t, "trap_oob"), big)
 	const parallelism = 3
-	pool, err := cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
-		catalog.CellStandard: {Parallelism: parallelism, MemoryBytes: 16 << 20}}})
+	pool, err := cellpool.New(cellpool.Config{Classes: map[vocab.CellClass]cellpool.ClassConfig{
+		vocab.CellStandard: {Parallelism: parallelism, MemoryBytes: 16 << 20}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 			tc.input = "ping " + strconv.Itoa(g) + "/" + strconv.Itoa(i)
 			tc.stdout = tc.input
 		}
-		lease, err := pool.Lease(context.Background(), catalog.CellStandard)
+		lease, err := pool.Lease(context.Background(), vocab.CellStandard)
 		if err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func TestRun_pooledCells_hammer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := pool.Stats()[catalog.CellStandard]
+	st := pool.Stats()[vocab.CellStandard]
 	if st.Usable != parallelism || st.Quarantined != 0 || st.LeakedLeases != 0 {
 		t.Fatalf("pool after the hammer: %+v", st)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // distinct counts the different strings in lines.
@@ -29,9 +29,9 @@ func TestRun_random(t *testing.T) {
 	e := newEnv(t)
 	wasm := testwasm.Bytes(t, "random")
 	c := ceiling(1<<30, 1<<20, 10*time.Second)
-	e.deployRevision("random", wasm, catalog.ManifestRevision{Ceiling: &c})
-	e.deployRevision("replay", wasm, catalog.ManifestRevision{Ceiling: &c, Random: "deterministic"})
-	e.deployRevision("replay-other", wasm, catalog.ManifestRevision{Ceiling: &c, Random: "deterministic"})
+	e.deployRevision("random", wasm, vocab.ManifestRevision{Ceiling: &c})
+	e.deployRevision("replay", wasm, vocab.ManifestRevision{Ceiling: &c, Random: "deterministic"})
+	e.deployRevision("replay-other", wasm, vocab.ManifestRevision{Ceiling: &c, Random: "deterministic"})
 	line := regexp.MustCompile(`^[0-9a-f]{64}\n$`)
 	run := func(service string) Outcome {
 		t.Helper()
@@ -70,7 +70,7 @@ func TestRun_random(t *testing.T) {
 	if string(first.Stdout) != string(second.Stdout) || first.FuelUsed != second.FuelUsed {
 		t.Fatalf("replay differs: %q fuel %d, then %q fuel %d", first.Stdout, first.FuelUsed, second.Stdout, second.FuelUsed)
 	}
-	rev, err := e.cat.Pin().Resolve(catalog.Target{Tenant: "acme", Service: "replay", Route: "run"}, "")
+	rev, err := e.cat.Pin().Resolve(vocab.Target{Tenant: "acme", Service: "replay", Route: "run"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +92,8 @@ func TestRun_goGuestRandom(t *testing.T) {
 	e := newEnv(t)
 	wasm := testwasm.BuildGoGuest(t)
 	c := ceiling(1<<40, 256<<20, 30*time.Second)
-	e.deployRevision("go", wasm, catalog.ManifestRevision{Ceiling: &c})
-	e.deployRevision("go-replay", wasm, catalog.ManifestRevision{Ceiling: &c, Random: "deterministic"})
+	e.deployRevision("go", wasm, vocab.ManifestRevision{Ceiling: &c})
+	e.deployRevision("go-replay", wasm, vocab.ManifestRevision{Ceiling: &c, Random: "deterministic"})
 	randomLine := regexp.MustCompile(`(?m)^goguest: random [0-9a-f]{16}$`)
 	run := func(service string) (Outcome, string) {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // WASIModule is the only import module a guest may use.
@@ -118,10 +119,10 @@ var (
 )
 
 // deterministicSeed is the random_get seed of a revision that opted into
-// deterministic randomness (catalog.RandomDeterministic): a hash of its
+// deterministic randomness (vocab.RandomDeterministic): a hash of its
 // revision id, so every activation of the revision, on every node and after
 // restarts, reads the same stream and the same input replays exactly.
-func deterministicSeed(rev catalog.RevisionID) [32]byte {
+func deterministicSeed(rev vocab.RevisionID) [32]byte {
 	h := sha256.New()
 	h.Write([]byte("latent-node random_get v1\x00"))
 	h.Write([]byte(rev))
@@ -162,7 +163,7 @@ type Runner struct {
 	warm *warmPool // warm instances and snapshots (warm.go)
 
 	mu            sync.RWMutex
-	modules       map[catalog.Digest]*module
+	modules       map[vocab.Digest]*module
 	compiledBytes uint64 // estimated size of every entry in modules
 }
 
@@ -227,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
 		base: base, compileSlots: make(chan struct{}, cfg.CompileConcurrency),
-		modules: map[catalog.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
+		modules: map[vocab.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -248,7 +249,7 @@ func (r *Runner) Close(ctx context.Context) error {
 // ErrCompiledCacheFull, ErrStorageFull, ErrCompileFailed and a panic while
 // inspecting are the host's (catalog.ErrHostFault). No error contains a
 // host path.
-func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []byte) (info catalog.ModuleInfo, err error) {
+func (r *Runner) Inspect(ctx context.Context, digest vocab.Digest, module []byte) (info catalog.ModuleInfo, err error) {
 	if m := r.acquire(digest); m != nil {
 		info = m.info
 		info.Exports = slices.Clone(m.info.Exports)
@@ -267,7 +268,7 @@ func (r *Runner) Inspect(ctx context.Context, digest catalog.Digest, module []by
 // inspect is Inspect on a worker.
 //
 // REQUIRES: the caller runs on a worker (onWorker).
-func (r *Runner) inspect(ctx context.Context, digest catalog.Digest, module []byte) (catalog.ModuleInfo, error) {
+func (r *Runner) inspect(ctx context.Context, digest vocab.Digest, module []byte) (catalog.ModuleInfo, error) {
 	res, err := fuel.Instrument(module, fuel.Config{Limits: r.cfg.Limits})
 	if err != nil {
 		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
@@ -292,12 +293,12 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 			return catalog.ModuleInfo{}, err
 		}
 	}
-	var exports []catalog.FunctionName
+	var exports []vocab.FunctionName
 	hasMemory := false
 	for _, e := range in.Exports {
 		switch {
 		case e.Kind == fuel.ExternFunc:
-			exports = append(exports, catalog.FunctionName(e.Name))
+			exports = append(exports, vocab.FunctionName(e.Name))
 		case e.Kind == fuel.ExternMemory && e.Name == "memory":
 			hasMemory = true
 		}
@@ -307,22 +308,22 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	}
 	slices.Sort(exports)
 	info := catalog.ModuleInfo{
-		MinMemoryBytes: uint64(in.MemoryMinPages) * catalog.WasmPageBytes,
-		MaxMemoryBytes: catalog.MaxWasm32MemoryBytes,
+		MinMemoryBytes: uint64(in.MemoryMinPages) * vocab.WasmPageBytes,
+		MaxMemoryBytes: vocab.MaxWasm32MemoryBytes,
 		// Tables live on the Go heap, charged to the grant (see Run).
 		FixedMemoryBytes: in.TableBytes,
-		Threading:        catalog.ThreadingSingle,
+		Threading:        vocab.ThreadingSingle,
 		Exports:          slices.Compact(exports),
 	}
 	if in.HasMemoryMax {
-		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * catalog.WasmPageBytes
+		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * vocab.WasmPageBytes
 	}
 	for _, name := range in.Features.Names() {
-		f, err := catalog.ParseFeature(name)
+		f, err := vocab.ParseFeature(name)
 		if err != nil {
 			return catalog.ModuleInfo{}, errors.AssertionFailedf("runner: unknown feature %q", name)
 		}
-		info.Features |= catalog.FeatureSetOf(f)
+		info.Features |= vocab.FeatureSetOf(f)
 	}
 	return info, nil
 }
@@ -364,7 +365,7 @@ type Input struct {
 }
 
 // RunWith is Run with the whole input. For a WAGI revision
-// (catalog.ABIWAGI) a successful activation's stdout is parsed as a CGI
+// (vocab.ABIWAGI) a successful activation's stdout is parsed as a CGI
 // answer: Outcome.Response, or the outcome MalformedResponse.
 func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, in Input) (out Outcome) {
 	start := time.Now()
@@ -398,7 +399,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	// costs the node what a fresh one would, and charging it keeps their
 	// fuel equal); a reuse activation pays only when it gets a new one.
 	instFuel := pm.instantiationFuel
-	if ob.Instance == catalog.InstanceReuse {
+	if ob.Instance == vocab.InstanceReuse {
 		instFuel = 0
 	}
 	if instFuel > budget.CPUFuel {
@@ -407,7 +408,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		return Outcome{Kind: FuelExhausted, FuelUsed: budget.CPUFuel, ExecutionTime: time.Since(start),
 			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 	}
-	if ob.Instance != catalog.InstanceFresh {
+	if ob.Instance != vocab.InstanceFresh {
 		return r.finish(r.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)), ob)
 	}
 
@@ -422,7 +423,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
 		init := ""
-		if ob.Function != catalog.DefaultFunction {
+		if ob.Function != vocab.DefaultFunction {
 			init = string(initExport(pm, ob)) // a reactor: initialised before its function
 		}
 		err = a.start(callCtx, mod, true, init, string(ob.Function))
@@ -457,7 +458,7 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 		random:  ob.Random, revision: ob.Revision,
 	}
-	if ob.ABI == catalog.ABIWAGI {
+	if ob.ABI == vocab.ABIWAGI {
 		a.environ.extra = in.Environ
 	}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
@@ -467,7 +468,7 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 
 // finish parses a WAGI revision's successful output as its CGI answer.
 func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
-	if out.Kind == Success && ob.ABI == catalog.ABIWAGI {
+	if out.Kind == Success && ob.ABI == vocab.ABIWAGI {
 		resp, err := ParseCGIResponse(out.Stdout)
 		if err != nil {
 			out.Kind, out.Err = MalformedResponse, err

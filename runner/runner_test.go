@@ -15,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // plainCell uses wazero's default memory allocator.
@@ -76,23 +77,23 @@ func newEnvWith(t testing.TB, r *Runner) *env {
 }
 
 // deploy uploads wasm as service name with one route "run".
-func (e *env) deploy(name string, wasm []byte, ceiling catalog.ManifestCeiling) {
+func (e *env) deploy(name string, wasm []byte, ceiling vocab.ManifestCeiling) {
 	e.t.Helper()
-	e.deployRevision(name, wasm, catalog.ManifestRevision{Ceiling: &ceiling})
+	e.deployRevision(name, wasm, vocab.ManifestRevision{Ceiling: &ceiling})
 }
 
 // deployRevision is deploy with the revision's other manifest fields from
 // rev (its name, artifact and trust class are set here).
-func (e *env) deployRevision(name string, wasm []byte, rev catalog.ManifestRevision) {
+func (e *env) deployRevision(name string, wasm []byte, rev vocab.ManifestRevision) {
 	e.t.Helper()
-	d := catalog.DigestOf(sha256.Sum256(wasm))
+	d := vocab.DigestOf(sha256.Sum256(wasm))
 	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
 		e.t.Fatal(err)
 	}
 	rev.Name, rev.Artifact, rev.TrustClass = "v1", d, "untrusted"
-	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
-		Revisions: []catalog.ManifestRevision{rev},
-		Routes:    []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+	m := vocab.Manifest{Tenant: "acme", Service: vocab.ServiceName(name),
+		Revisions: []vocab.ManifestRevision{rev},
+		Routes:    []vocab.ManifestRoute{{Name: "run", Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 	if _, err := e.cat.Deploy(context.Background(), m); err != nil {
 		e.t.Fatalf("deploy %s: %v", name, err)
 	}
@@ -117,7 +118,7 @@ func (e *env) permit(name string, budget admission.BudgetRequest) *admission.Exe
 func (e *env) tryPermit(name string, budget admission.BudgetRequest) (*admission.ExecutionPermit, error) {
 	e.t.Helper()
 	pin := e.cat.Pin()
-	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: catalog.ServiceName(name), Route: "run"}, "")
+	rev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: vocab.ServiceName(name), Route: "run"}, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -144,8 +145,8 @@ func itoa(n int) string {
 	return string(b)
 }
 
-func ceiling(fuel uint64, mem uint64, wall time.Duration) catalog.ManifestCeiling {
-	return catalog.ManifestCeiling{CPUFuel: fuel, MemoryBytes: catalog.ByteSize(mem), WallTime: catalog.Duration(wall)}
+func ceiling(fuel uint64, mem uint64, wall time.Duration) vocab.ManifestCeiling {
+	return vocab.ManifestCeiling{CPUFuel: fuel, MemoryBytes: vocab.ByteSize(mem), WallTime: vocab.Duration(wall)}
 }
 
 func (e *env) run(name, input string, budget admission.BudgetRequest) Outcome {
@@ -165,7 +166,7 @@ func TestRun_outcomes(t *testing.T) {
 	e.deploy("oob_data", testwasm.Bytes(t, "oob_data"), big)
 	e.deploy("sleep", testwasm.Bytes(t, "sleep"), ceiling(1<<40, 1<<20, 500*time.Millisecond))
 	e.deploy("small-fuel", testwasm.Bytes(t, "infinite"), ceiling(100_000, 1<<20, 10*time.Second))
-	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*catalog.WasmPageBytes, 10*time.Second))
+	e.deploy("grow-capped", testwasm.Bytes(t, "grow"), ceiling(1<<40, 16*vocab.WasmPageBytes, 10*time.Second))
 
 	none := admission.BudgetRequest{}
 	tests := []struct {
@@ -226,7 +227,7 @@ func TestRun_outcomes(t *testing.T) {
 			}
 			// Linear memory grows to the grant less the stack's reserve (2
 			// pages of 16); the stack in use adds to the peak.
-			if tc.service == "grow-capped" && (out.MemoryPeakBytes <= 14*catalog.WasmPageBytes || out.MemoryPeakBytes > 16*catalog.WasmPageBytes) {
+			if tc.service == "grow-capped" && (out.MemoryPeakBytes <= 14*vocab.WasmPageBytes || out.MemoryPeakBytes > 16*vocab.WasmPageBytes) {
 				t.Fatalf("grow under a 16-page grant: memory peak %d, want 14 pages and the stack in use", out.MemoryPeakBytes)
 			}
 			if tc.kind == FuelExhausted && tc.budget.HasCPUFuel && out.FuelUsed != tc.budget.CPUFuel {
@@ -270,7 +271,7 @@ func TestRun_fuelExactAndDeterministic(t *testing.T) {
 func TestInspect_refusesForeignImports(t *testing.T) {
 	r := sharedRunner(t)
 	wasm := testwasm.Bytes(t, "bad_import")
-	_, err := r.Inspect(context.Background(), catalog.DigestOf(sha256.Sum256(wasm)), wasm)
+	_, err := r.Inspect(context.Background(), vocab.DigestOf(sha256.Sum256(wasm)), wasm)
 	if err == nil || !strings.Contains(err.Error(), "env.host_log") {
 		t.Fatalf("want a refusal naming env.host_log, have %v", err)
 	}
@@ -307,7 +308,7 @@ func TestRunner_compilationCacheSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	wasm := testwasm.Bytes(t, "fib")
-	digest := catalog.DigestOf(sha256.Sum256(wasm))
+	digest := vocab.DigestOf(sha256.Sum256(wasm))
 	files := func() map[string]time.Time {
 		out := map[string]time.Time{}
 		_ = filepathWalk(dir, func(path string, mod time.Time) { out[path] = mod })

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // DefaultMaxSignaturesPerTenant is Config.MaxSignaturesPerTenant's default:
@@ -30,12 +30,12 @@ type signatureLedger struct {
 
 	mu        sync.Mutex
 	seen      map[uint64]struct{}
-	perTenant map[catalog.TenantID]int // "" for inspections outside a deploy
+	perTenant map[vocab.TenantID]int // "" for inspections outside a deploy
 }
 
 func newSignatureLedger(limit int) *signatureLedger {
 	return &signatureLedger{seed: maphash.MakeSeed(), limit: limit, seen: map[uint64]struct{}{},
-		perTenant: map[catalog.TenantID]int{}}
+		perTenant: map[vocab.TenantID]int{}}
 }
 
 // charge records sigs for tenant. With enforce, a module that would bring
@@ -43,7 +43,7 @@ func newSignatureLedger(limit int) *signatureLedger {
 // recorded; without (re-inspection at start-up, a cluster applying a
 // release admitted elsewhere) it is always recorded, as the runtime will
 // hold them.
-func (l *signatureLedger) charge(tenant catalog.TenantID, enforce bool, sigs []string) error {
+func (l *signatureLedger) charge(tenant vocab.TenantID, enforce bool, sigs []string) error {
 	hashes := make([]uint64, len(sigs))
 	for i, s := range sigs {
 		hashes[i] = maphash.String(l.seed, s)

@@ -41,6 +41,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/internal/image"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Defaults of the warm-instance configuration.
@@ -52,7 +53,7 @@ const (
 
 // InitializeExport is a reactor's initialisation export, called before the
 // route's function when the revision names no other.
-const InitializeExport catalog.FunctionName = "_initialize"
+const InitializeExport vocab.FunctionName = "_initialize"
 
 // ErrInitFailed marks a snapshot whose initialisation did not succeed (it
 // trapped, exited, or exceeded the deploy-time bounds): the module's fault.
@@ -79,24 +80,24 @@ type WarmStats struct {
 	// snapshot images it holds, in all and per tenant.
 	Idle          int
 	SnapshotBytes uint64
-	Tenants       map[catalog.TenantID]uint64
+	Tenants       map[vocab.TenantID]uint64
 }
 
 // warmKey is a pool's key: instances are never shared across tenants or
 // revisions.
 type warmKey struct {
-	tenant catalog.TenantID
-	rev    catalog.RevisionID
+	tenant vocab.TenantID
+	rev    vocab.RevisionID
 }
 
 // snapKey identifies a snapshot: the same module initialised by the same
 // export with the same random source for the same tenant. Tenants never share one: what a guest derived
 // at initialisation (hash seeds, for one) is in its image.
 type snapKey struct {
-	tenant catalog.TenantID
-	digest catalog.Digest
-	init   catalog.FunctionName
-	random catalog.Randomness
+	tenant vocab.TenantID
+	digest vocab.Digest
+	init   vocab.FunctionName
+	random vocab.Randomness
 }
 
 // snapshot is a module's state after its initialisation.
@@ -137,13 +138,13 @@ type warmPool struct {
 	idle      map[warmKey][]*warmInstance // most recently used last
 	n         int                         // idle instances
 	snaps     map[snapKey]*snapshot
-	snapBytes map[catalog.TenantID]uint64
+	snapBytes map[vocab.TenantID]uint64
 	stats     WarmStats
 }
 
 func newWarmPool() *warmPool {
 	return &warmPool{idle: map[warmKey][]*warmInstance{}, snaps: map[snapKey]*snapshot{},
-		snapBytes: map[catalog.TenantID]uint64{}}
+		snapBytes: map[vocab.TenantID]uint64{}}
 }
 
 // WarmStats returns the warm-instance counters and sizes.
@@ -153,7 +154,7 @@ func (r *Runner) WarmStats() WarmStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Idle = p.n
-	s.Tenants = make(map[catalog.TenantID]uint64, len(p.snapBytes))
+	s.Tenants = make(map[vocab.TenantID]uint64, len(p.snapBytes))
 	for t, b := range p.snapBytes {
 		s.SnapshotBytes += b
 		s.Tenants[t] = b
@@ -166,7 +167,7 @@ func (r *Runner) WarmStats() WarmStats {
 // instances; instances running on a dropped snapshot are closed when they
 // finish. The node calls it after each deploy or delete of one of the
 // tenant's services, so a snapshot goes with the last revision using it.
-func (r *Runner) RetainSnapshots(tenant catalog.TenantID, keep []catalog.SnapshotSpec) {
+func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotSpec) {
 	used := map[snapKey]bool{}
 	for _, spec := range keep {
 		if m := r.acquire(spec.Artifact); m != nil {
@@ -207,7 +208,7 @@ func (p *warmPool) current(s *snapshot) bool {
 }
 
 // SnapshotBytes returns the bytes of tenant's snapshot images.
-func (r *Runner) SnapshotBytes(tenant catalog.TenantID) uint64 {
+func (r *Runner) SnapshotBytes(tenant vocab.TenantID) uint64 {
 	p := r.warm
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -288,7 +289,7 @@ func (p *warmPool) drop(k warmKey, list []*warmInstance, i int) {
 
 // dropDigest removes the idle instances and the snapshots of a module whose
 // last reference went, and gives back the instances to close.
-func (p *warmPool) dropDigest(d catalog.Digest) []*warmInstance {
+func (p *warmPool) dropDigest(d vocab.Digest) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var closing []*warmInstance
@@ -353,7 +354,7 @@ func (r *Runner) closeInstance(w *warmInstance) {
 
 // initExport is the initialisation export of a revision: the one it names,
 // else a reactor's _initialize when the module exports it, else none.
-func initExport(m *module, ob admission.Obligations) catalog.FunctionName {
+func initExport(m *module, ob admission.Obligations) vocab.FunctionName {
 	if ob.Init != "" {
 		return ob.Init
 	}
@@ -448,7 +449,7 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 	a := &activation{remaining: r.cfg.InitFuel, budget: r.cfg.InitFuel, slice: r.cfg.FuelSlice,
 		deadline: start.Add(r.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
 		args:   wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
-		random: ob.Random, revision: catalog.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
+		random: ob.Random, revision: vocab.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
@@ -600,7 +601,7 @@ func (w *warmInstance) restore() error {
 func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation) Outcome {
 	k := warmKey{ob.Tenant, ob.Revision}
 	var s *snapshot
-	if ob.Instance == catalog.InstanceSnapshot {
+	if ob.Instance == vocab.InstanceSnapshot {
 		var err error
 		if s, err = r.snapshotFor(ctx, m, ob, a.grant); err != nil {
 			return r.initOutcome(a, err)

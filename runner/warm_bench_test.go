@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // BenchmarkRun_instanceModes: one activation of the state reactor, and of
@@ -36,15 +36,15 @@ func BenchmarkRun_instanceModes(b *testing.B) {
 	for _, g := range guests {
 		for _, mode := range []string{"fresh", "snapshot", "reuse"} {
 			svc := g.name + "-" + mode
-			d := catalog.DigestOf(sha256.Sum256(g.wasm))
+			d := vocab.DigestOf(sha256.Sum256(g.wasm))
 			if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(g.wasm))); err != nil {
 				b.Fatal(err)
 			}
 			c := ceiling(1<<32, 64<<20, 10*time.Second)
-			m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(svc),
-				Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: mode, ABI: g.abi}},
-				Routes: []catalog.ManifestRoute{{Name: "run", Function: catalog.FunctionName(g.function),
-					Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+			m := vocab.Manifest{Tenant: "acme", Service: vocab.ServiceName(svc),
+				Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: mode, ABI: g.abi}},
+				Routes: []vocab.ManifestRoute{{Name: "run", Function: vocab.FunctionName(g.function),
+					Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 			if _, err := e.cat.Deploy(context.Background(), m); err != nil {
 				b.Fatalf("deploy %s: %v", svc, err)
 			}

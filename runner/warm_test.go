@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // deployReactor deploys wasm as service name whose route "run" calls
@@ -25,16 +25,16 @@ func (e *env) deployReactor(name string, wasm []byte, instance, function string)
 // the deploy's error.
 func (e *env) tryDeployReactor(name string, wasm []byte, instance, init, function string) error {
 	e.t.Helper()
-	d := catalog.DigestOf(sha256.Sum256(wasm))
+	d := vocab.DigestOf(sha256.Sum256(wasm))
 	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
 		e.t.Fatal(err)
 	}
 	c := ceiling(1<<30, 1<<20, 10*time.Second)
-	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(name),
-		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: instance,
-			Init: catalog.FunctionName(init)}},
-		Routes: []catalog.ManifestRoute{{Name: "run", Function: catalog.FunctionName(function),
-			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+	m := vocab.Manifest{Tenant: "acme", Service: vocab.ServiceName(name),
+		Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &c, Instance: instance,
+			Init: vocab.FunctionName(init)}},
+		Routes: []vocab.ManifestRoute{{Name: "run", Function: vocab.FunctionName(function),
+			Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 	_, err := e.cat.Deploy(context.Background(), m)
 	return err
 }
@@ -133,7 +133,7 @@ func TestRun_instanceModes(t *testing.T) {
 	if s.Snapshots != 1 || s.Restored != 2 || s.Recreated != 1 || s.Created != 1 || s.Reused != 2 {
 		t.Errorf("stats %+v: want 1 snapshot, 1 recreated and 2 restored activations, 1 created and 2 reused", s)
 	}
-	if s.SnapshotBytes != 2*catalog.WasmPageBytes || e.r.SnapshotBytes("acme") != 2*catalog.WasmPageBytes {
+	if s.SnapshotBytes != 2*vocab.WasmPageBytes || e.r.SnapshotBytes("acme") != 2*vocab.WasmPageBytes {
 		t.Errorf("snapshot bytes %d (acme %d), want one page per snapshot", s.SnapshotBytes, e.r.SnapshotBytes("acme"))
 	}
 }

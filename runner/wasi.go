@@ -14,8 +14,8 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // errnoFault is WASI's EFAULT: a pointer the guest passed is out of range.
@@ -218,15 +218,15 @@ func (b *bindingRand) Read(p []byte) (int, error) {
 
 // seed starts the bound activation's random stream, on its first
 // random_get: an activation that reads no random bytes costs no seeding.
-// By default (catalog.RandomSecure) the seed is 32 bytes from crypto/rand,
+// By default (vocab.RandomSecure) the seed is 32 bytes from crypto/rand,
 // so no two activations read the same stream; a revision that opted into
-// catalog.RandomDeterministic gets deterministicSeed of its revision id.
+// vocab.RandomDeterministic gets deterministicSeed of its revision id.
 // ChaCha8 is a cryptographically strong generator, so the secure stream is
 // as good as crypto/rand's own bytes and costs one getrandom per activation
 // instead of one per call (RATIONALE.md).
 func (b *binding) seed() {
 	var seed [32]byte
-	if b.a.random == catalog.RandomDeterministic {
+	if b.a.random == vocab.RandomDeterministic {
 		seed = deterministicSeed(b.a.revision)
 	} else {
 		_, _ = crand.Read(seed[:]) // never fails: crypto/rand panics instead of returning an error

@@ -9,7 +9,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // oneMemoryPage is (module (memory (export "memory") 1)).
@@ -59,7 +59,7 @@ func TestWASIList(t *testing.T) {
 		t.Fatalf("strings %q", buf)
 	}
 
-	const end = catalog.WasmPageBytes // oneMemoryPage's size
+	const end = vocab.WasmPageBytes // oneMemoryPage's size
 	for _, tc := range []struct {
 		name             string
 		offsets, strings uint32

@@ -3,7 +3,7 @@ package scheduler
 import (
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Capacity of a cell class. Each queue class owns its reserved cells; the
@@ -175,7 +175,7 @@ type Stats struct {
 
 // CellStats describes one cell class.
 type CellStats struct {
-	Class       catalog.CellClass
+	Class       vocab.CellClass
 	Parallelism int
 	// Quarantined counts cells lost to quarantine (LoseCell); Usable is
 	// Parallelism minus Quarantined.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // BenchmarkCore_cycle measures one activation's way through the core
@@ -20,7 +20,7 @@ func BenchmarkCore_cycle(b *testing.B) {
 	const tenants, principals, depth = 64, 4, 4
 	items := make([]Item, tenants*principals*depth)
 	for i := range items {
-		items[i] = Item{Tenant: catalog.TenantID("t" + strconv.Itoa(i%tenants)),
+		items[i] = Item{Tenant: vocab.TenantID("t" + strconv.Itoa(i%tenants)),
 			Principal: "p" + strconv.Itoa(i/tenants%principals), Cell: simCell}
 	}
 	now := simEpoch

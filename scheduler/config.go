@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Fairness modes (Config.Fairness).
@@ -33,7 +33,7 @@ const (
 // fill its defaults (WithDefaults) and check it once (Validate).
 type Config struct {
 	// CellClasses are the configured cell classes; at least one.
-	CellClasses map[catalog.CellClass]CellConfig
+	CellClasses map[vocab.CellClass]CellConfig
 	// QueueClasses are indexed as admission indexes them
 	// (admission.Obligations.QueueIndex): the node builds both from the same
 	// [[queue_classes]] list. Priority ranges must not overlap; lanes are
@@ -68,7 +68,7 @@ type CellConfig struct {
 
 // QueueConfig configures one queue class.
 type QueueConfig struct {
-	// Name is the class's name (catalog.ValidateName; unique).
+	// Name is the class's name (vocab.ValidateName; unique).
 	Name string
 	// MinPriority and MaxPriority bound the class's inclusive priority range.
 	MinPriority, MaxPriority uint32
@@ -82,15 +82,15 @@ type QueueConfig struct {
 }
 
 // ConfigError lists every problem of a Config. Each problem's Field is a
-// catalog.FieldPath in the Go terms of Config (`CellClasses["tiny"].Parallelism`);
+// vocab.FieldPath in the Go terms of Config (`CellClasses["tiny"].Parallelism`);
 // a caller that reads the configuration from a file maps the paths onto its
 // own keys.
 type ConfigError struct {
-	Problems []catalog.FieldError
+	Problems []vocab.FieldError
 }
 
 func (e *ConfigError) Error() string {
-	return catalog.JoinFieldErrors("scheduler: invalid configuration", e.Problems)
+	return vocab.JoinFieldErrors("scheduler: invalid configuration", e.Problems)
 }
 
 // ErrInvalidConfig marks a *ConfigError.
@@ -122,8 +122,8 @@ func (c Config) WithDefaults() Config {
 // every problem by its field. The shape of the queue classes (names,
 // ranges, overlap) is admission's rule, admission.CheckQueueClasses.
 func (c *Config) Validate() error {
-	var probs []catalog.FieldError
-	add := func(field catalog.FieldPath, problem string) { probs = append(probs, field.Error(problem)) }
+	var probs []vocab.FieldError
+	add := func(field vocab.FieldPath, problem string) { probs = append(probs, field.Error(problem)) }
 	if c.MaxWait <= 0 {
 		add("MaxWait", "must be positive")
 	}
@@ -137,7 +137,7 @@ func (c *Config) Validate() error {
 		add("AdjustInterval", "must be positive")
 	}
 
-	const queues = catalog.FieldPath("QueueClasses")
+	const queues = vocab.FieldPath("QueueClasses")
 	shapes := make([]admission.QueueClassPolicy, len(c.QueueClasses))
 	for i, q := range c.QueueClasses {
 		shapes[i] = admission.QueueClassPolicy{Name: q.Name, MinPriority: q.MinPriority, MaxPriority: q.MaxPriority}
@@ -155,7 +155,7 @@ func (c *Config) Validate() error {
 		unreserved = unreserved || q.ReservedCells == 0
 	}
 
-	const cells = catalog.FieldPath("CellClasses")
+	const cells = vocab.FieldPath("CellClasses")
 	if len(c.CellClasses) == 0 {
 		add(cells, "at least one cell class is required")
 	}

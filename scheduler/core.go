@@ -6,7 +6,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Item is one queued activation as the core sees it. The caller fills the
@@ -14,10 +14,10 @@ import (
 // at most once.
 type Item struct {
 	// Tenant and Principal (the subject) key the two levels of fairness.
-	Tenant    catalog.TenantID
+	Tenant    vocab.TenantID
 	Principal string
 	// Cell is the cell class the item runs on (admission selected it).
-	Cell catalog.CellClass
+	Cell vocab.CellClass
 	// Queue is the queue class index (admission.Obligations.QueueIndex).
 	Queue int
 	// Payload is the caller's (the driver stores its *Job).
@@ -77,7 +77,7 @@ type lane struct {
 // cellState is one cell class: its lanes by rank (highest priority first),
 // capacity, waiters by age, and adaptive state.
 type cellState struct {
-	class       catalog.CellClass
+	class       vocab.CellClass
 	parallelism int
 	usable      int // parallelism minus cells lost (quarantined)
 	reserved    int // Σ reserved cells over queue classes
@@ -116,7 +116,7 @@ type queueState struct {
 }
 
 type holderKey struct {
-	tenant    catalog.TenantID
+	tenant    vocab.TenantID
 	principal string
 }
 
@@ -134,7 +134,7 @@ type holder struct {
 type Core struct {
 	cfg    Config
 	fuel   bool
-	cells  [len(catalog.CellClasses) + 1]*cellState
+	cells  [len(vocab.CellClasses) + 1]*cellState
 	queues []queueState
 	rankOf []int // queue class index → lane rank
 	seq    uint64
@@ -194,7 +194,7 @@ func (c *Core) advance(now time.Time) time.Time {
 	return now
 }
 
-func (c *Core) cell(class catalog.CellClass) *cellState {
+func (c *Core) cell(class vocab.CellClass) *cellState {
 	if int(class) >= len(c.cells) {
 		return nil
 	}
@@ -243,7 +243,7 @@ func (c *Core) Enqueue(now time.Time, it *Item) error {
 // higher-class dispatches onto shared cells: then the lowest of those. Within
 // the lane: the least-served tenant, its least-served principal, that
 // principal's oldest item.
-func (c *Core) Next(now time.Time, cell catalog.CellClass) (*Item, bool) {
+func (c *Core) Next(now time.Time, cell vocab.CellClass) (*Item, bool) {
 	cs := c.cell(cell)
 	if cs == nil || cs.waiting == 0 {
 		return nil, false
@@ -490,7 +490,7 @@ func (c *Core) Drain() []*Item {
 
 // LoseCell records that a cell of class cell left service (quarantined): the
 // usable capacity shrinks by one, and the window with it.
-func (c *Core) LoseCell(cell catalog.CellClass) {
+func (c *Core) LoseCell(cell vocab.CellClass) {
 	cs := c.cell(cell)
 	if cs == nil || cs.usable == 0 {
 		return
@@ -501,7 +501,7 @@ func (c *Core) LoseCell(cell catalog.CellClass) {
 
 // Waiting returns the number of items waiting in cell class cell and queue
 // class queue (for tests and stats).
-func (c *Core) Waiting(cell catalog.CellClass, queue int) int {
+func (c *Core) Waiting(cell vocab.CellClass, queue int) int {
 	cs := c.cell(cell)
 	if cs == nil || queue < 0 || queue >= len(c.rankOf) {
 		return 0
@@ -528,7 +528,7 @@ func (it *Item) arrived() time.Time {
 // seen), and decayed toward zero while nothing waits. A class with no usable
 // cell reports the largest duration, so admission refuses its work as
 // infeasible instead of queueing it to expire.
-func (c *Core) ObservedQueueDelay(cell catalog.CellClass) time.Duration {
+func (c *Core) ObservedQueueDelay(cell vocab.CellClass) time.Duration {
 	cs := c.cell(cell)
 	switch {
 	case cs == nil:

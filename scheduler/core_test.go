@@ -8,13 +8,13 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestConfig_Validate(t *testing.T) {
 	valid := func() Config {
 		return Config{
-			CellClasses: map[catalog.CellClass]CellConfig{catalog.CellTiny: {Parallelism: 2}, catalog.CellSmall: {Parallelism: 4}},
+			CellClasses: map[vocab.CellClass]CellConfig{vocab.CellTiny: {Parallelism: 2}, vocab.CellSmall: {Parallelism: 4}},
 			QueueClasses: []QueueConfig{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: 8},
 				{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 8, ReservedCells: 1}},
 			MaxWait: time.Second,
@@ -48,10 +48,10 @@ func TestConfig_Validate(t *testing.T) {
 			c.QueueClasses[0].ReservedCells = -1
 		}, []string{"QueueClasses[0].MaxQueued", "QueueClasses[0].ReservedCells"}},
 		{"no cell classes", func(c *Config) { c.CellClasses = nil }, []string{"CellClasses"}},
-		{"bad cell class", func(c *Config) { c.CellClasses[catalog.CellClass(9)] = CellConfig{Parallelism: 1} }, []string{`CellClasses["cell-class(9)"]`}},
-		{"no parallelism", func(c *Config) { c.CellClasses[catalog.CellTiny] = CellConfig{} }, []string{`CellClasses["tiny"].Parallelism`}},
+		{"bad cell class", func(c *Config) { c.CellClasses[vocab.CellClass(9)] = CellConfig{Parallelism: 1} }, []string{`CellClasses["cell-class(9)"]`}},
+		{"no parallelism", func(c *Config) { c.CellClasses[vocab.CellTiny] = CellConfig{} }, []string{`CellClasses["tiny"].Parallelism`}},
 		{"negative target", func(c *Config) {
-			c.CellClasses[catalog.CellTiny] = CellConfig{Parallelism: 2, TargetServiceTime: -1}
+			c.CellClasses[vocab.CellTiny] = CellConfig{Parallelism: 2, TargetServiceTime: -1}
 		}, []string{`CellClasses["tiny"].TargetServiceTime`}},
 		{"reserved beyond parallelism", func(c *Config) { c.QueueClasses[1].ReservedCells = 3 }, []string{`CellClasses["tiny"].Parallelism`}},
 		{"reserved leaves an unreserved class nothing", func(c *Config) { c.QueueClasses[1].ReservedCells = 2 },
@@ -97,7 +97,7 @@ func TestConfig_Validate(t *testing.T) {
 }
 
 func TestConfig_WithDefaults(t *testing.T) {
-	cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{catalog.CellTiny: {Parallelism: 1}},
+	cfg := Config{CellClasses: map[vocab.CellClass]CellConfig{vocab.CellTiny: {Parallelism: 1}},
 		QueueClasses: []QueueConfig{{Name: "all", MaxPriority: 9}}, MaxWait: time.Second}
 	d := cfg.WithDefaults()
 	if cfg.LowerClassAfter != 0 || cfg.Fairness != "" || cfg.AdjustInterval != 0 {
@@ -126,10 +126,10 @@ func TestCore_misuse(t *testing.T) {
 	if err := c.Enqueue(simEpoch, it); err == nil {
 		t.Error("enqueued twice")
 	}
-	if err := c.Enqueue(simEpoch, &Item{Cell: catalog.CellTiny}); err == nil {
+	if err := c.Enqueue(simEpoch, &Item{Cell: vocab.CellTiny}); err == nil {
 		t.Error("enqueued on an unconfigured cell class")
 	}
-	if err := c.Enqueue(simEpoch, &Item{Cell: catalog.CellClass(200)}); err == nil {
+	if err := c.Enqueue(simEpoch, &Item{Cell: vocab.CellClass(200)}); err == nil {
 		t.Error("enqueued on an invalid cell class")
 	}
 	if err := c.Enqueue(simEpoch, &Item{Cell: simCell, Queue: 3}); err == nil {
@@ -144,7 +144,7 @@ func TestCore_misuse(t *testing.T) {
 			t.Errorf("%s on a waiting item succeeded", name)
 		}
 	}
-	if _, ok := c.Next(simEpoch, catalog.CellTiny); ok {
+	if _, ok := c.Next(simEpoch, vocab.CellTiny); ok {
 		t.Error("dispatched from an unconfigured cell class")
 	}
 	got, ok := c.Next(simEpoch, simCell)
@@ -160,10 +160,10 @@ func TestCore_misuse(t *testing.T) {
 	if h, n := c.Holding(-1, "t", "p"); h != 0 || n != 0 {
 		t.Error("holding of an unconfigured queue class")
 	}
-	if c.Waiting(catalog.CellTiny, 0) != 0 || c.ObservedQueueDelay(catalog.CellTiny) != 0 {
+	if c.Waiting(vocab.CellTiny, 0) != 0 || c.ObservedQueueDelay(vocab.CellTiny) != 0 {
 		t.Error("figures for an unconfigured cell class")
 	}
-	c.LoseCell(catalog.CellTiny) // no effect, no panic
+	c.LoseCell(vocab.CellTiny) // no effect, no panic
 }
 
 // TestCore_timeNeverGoesBack: an earlier now is treated as the latest seen.
@@ -183,12 +183,12 @@ func TestCore_timeNeverGoesBack(t *testing.T) {
 // without changing the order.
 func TestCore_rebase(t *testing.T) {
 	c := newSimCore(t, simConfig(1, FairnessFuel, 100))
-	for _, tn := range []catalog.TenantID{"a", "b"} {
+	for _, tn := range []vocab.TenantID{"a", "b"} {
 		for range 3 {
 			mustEnqueue(t, c, &Item{Tenant: tn, Principal: "p", Cell: simCell})
 		}
 	}
-	var order []catalog.TenantID
+	var order []vocab.TenantID
 	fuel := uint64(maxCharge) // each completion charges 2^50
 	for i := 0; i < 6; i++ {
 		it, ok := c.Next(simEpoch, simCell)
@@ -216,7 +216,7 @@ func TestCore_rebase(t *testing.T) {
 	}
 }
 
-func joinTenants(ts []catalog.TenantID) []byte {
+func joinTenants(ts []vocab.TenantID) []byte {
 	var b []byte
 	for _, t := range ts {
 		b = append(b, t...)

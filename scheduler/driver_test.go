@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The driver's tests use real admission permits: a catalog whose module
@@ -30,7 +31,7 @@ import (
 // fakeCells is a pool of cells per class; a quarantined cell leaves it.
 type fakeCells struct {
 	mu          sync.Mutex
-	free        map[catalog.CellClass]int
+	free        map[vocab.CellClass]int
 	leased      int
 	leases      int // successful TryLease calls
 	quarantined int
@@ -42,7 +43,7 @@ type fakeCells struct {
 
 var errNoCell = errors.New("fake: no idle cell")
 
-func (f *fakeCells) TryLease(c catalog.CellClass) (Cell, error) {
+func (f *fakeCells) TryLease(c vocab.CellClass) (Cell, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refuse > 0 {
@@ -66,7 +67,7 @@ func (f *fakeCells) TryLease(c catalog.CellClass) (Cell, error) {
 
 type fakeCell struct {
 	pool     *fakeCells
-	class    catalog.CellClass
+	class    vocab.CellClass
 	released atomic.Bool
 }
 
@@ -169,7 +170,7 @@ type env struct {
 	runErr   error
 }
 
-var driverTenants = map[catalog.TenantID][]string{"acme": {"alice", "bob"}, "beta": {"carol"}}
+var driverTenants = map[vocab.TenantID][]string{"acme": {"alice", "bob"}, "beta": {"carol"}}
 
 // envOptions configure newEnv.
 type envOptions struct {
@@ -192,24 +193,24 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 		parallelism = 2
 	}
 	e := &env{t: t, clock: testutil.NewClock(simEpoch), load: loadsource.NewState(time.Hour),
-		cells: &fakeCells{free: map[catalog.CellClass]int{catalog.CellStandard: parallelism}}, ticks: make(chan time.Time)}
+		cells: &fakeCells{free: map[vocab.CellClass]int{vocab.CellStandard: parallelism}}, ticks: make(chan time.Time)}
 	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.cat = cat
 	module := []byte("module")
-	d := catalog.DigestOf(sha256.Sum256(module))
+	d := vocab.DigestOf(sha256.Sum256(module))
 	for tenant := range driverTenants {
 		if err := cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(string(module))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for tenant := range driverTenants {
-		m := catalog.Manifest{Tenant: tenant, Service: "svc",
-			Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
-				Ceiling: &catalog.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 1 << 20, WallTime: catalog.Duration(2 * time.Second)}}},
-			Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+		m := vocab.Manifest{Tenant: tenant, Service: "svc",
+			Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
+				Ceiling: &vocab.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 1 << 20, WallTime: vocab.Duration(2 * time.Second)}}},
+			Routes: []vocab.ManifestRoute{{Name: "run", Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 		if _, err := cat.Deploy(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +224,7 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 		t.Fatal(err)
 	}
 	cfg := Config{
-		CellClasses: map[catalog.CellClass]CellConfig{catalog.CellStandard: {Parallelism: parallelism}},
+		CellClasses: map[vocab.CellClass]CellConfig{vocab.CellStandard: {Parallelism: parallelism}},
 		QueueClasses: []QueueConfig{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: int(maxQueued)},
 			{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: int(maxQueued), ReservedCells: 1}},
 		MaxWait: 10 * time.Second,
@@ -296,10 +297,10 @@ func (e *env) checkIdle() {
 // the tick; the results follow on the jobs' channels).
 func (e *env) tick() { e.ticks <- time.Time{} }
 
-func (e *env) admit(tenant catalog.TenantID, subject string, priority uint32) (*admission.Permit, error) {
+func (e *env) admit(tenant vocab.TenantID, subject string, priority uint32) (*admission.Permit, error) {
 	e.t.Helper()
 	pin := e.cat.Pin()
-	rev, err := pin.Resolve(catalog.Target{Tenant: tenant, Service: "svc", Route: "run"}, "")
+	rev, err := pin.Resolve(vocab.Target{Tenant: tenant, Service: "svc", Route: "run"}, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func (e *env) admit(tenant catalog.TenantID, subject string, priority uint32) (*
 		Principal: admission.Principal{Subject: subject, Kind: admission.KindUser, Tenant: tenant}})
 }
 
-func (e *env) submit(ctx context.Context, tenant catalog.TenantID, subject string, priority uint32) *testJob {
+func (e *env) submit(ctx context.Context, tenant vocab.TenantID, subject string, priority uint32) *testJob {
 	e.t.Helper()
 	p, err := e.admit(tenant, subject, priority)
 	if err != nil {
@@ -342,7 +343,7 @@ func TestScheduler_executes(t *testing.T) {
 	e.run()
 	j := e.submit(context.Background(), "acme", "alice", 7)
 	r := result(t, j)
-	if r.Err != nil || r.Completion.FuelUsed != 1234 || r.Completion.Outcome.note != "out" || r.Cell != catalog.CellStandard {
+	if r.Err != nil || r.Completion.FuelUsed != 1234 || r.Completion.Outcome.note != "out" || r.Cell != vocab.CellStandard {
 		t.Errorf("result %+v", r)
 	}
 	if have := seen.Load(); have != "alice/alice/interactive" {
@@ -600,7 +601,7 @@ func TestScheduler_newErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.tick != 100*time.Millisecond || s.ObservedQueueDelay(catalog.CellClass(99)) != 0 {
+	if s.tick != 100*time.Millisecond || s.ObservedQueueDelay(vocab.CellClass(99)) != 0 {
 		t.Errorf("tick %v", s.tick)
 	}
 	if _, err := s.Submit(context.Background(), nil, ""); err == nil {
@@ -625,7 +626,7 @@ func TestScheduler_queueDelay(t *testing.T) {
 	e.clock.Advance(500 * time.Millisecond)
 	g.release(a, testCompletion{FuelUsed: 1})
 	<-g.started
-	if d := e.s.ObservedQueueDelay(catalog.CellStandard); d <= 0 || d > 500*time.Millisecond {
+	if d := e.s.ObservedQueueDelay(vocab.CellStandard); d <= 0 || d > 500*time.Millisecond {
 		t.Errorf("observed queue delay %v", d)
 	}
 	g.release(b, testCompletion{FuelUsed: 1})
@@ -702,7 +703,7 @@ func TestScheduler_hammer(t *testing.T) {
 			if st.Cells[0].Running > 16 {
 				t.Errorf("%d running on 16 cells", st.Cells[0].Running)
 			}
-			_ = e.s.ObservedQueueDelay(catalog.CellStandard)
+			_ = e.s.ObservedQueueDelay(vocab.CellStandard)
 			runtime.Gosched()
 		}
 	}()
@@ -710,7 +711,7 @@ func TestScheduler_hammer(t *testing.T) {
 	for g := range rngs {
 		rngs[g] = rand.New(rand.NewPCG(uint64(g), 99))
 	}
-	tenants := []catalog.TenantID{"acme", "acme", "beta"}
+	tenants := []vocab.TenantID{"acme", "acme", "beta"}
 	err := testutil.Hammer(submitters, batches, func(g, b int) error {
 		rng := rngs[g]
 		var jobs []*testJob
@@ -892,7 +893,7 @@ func goid() string {
 }
 
 // do admits and runs a job with Do on the calling goroutine.
-func (e *env) do(ctx context.Context, tenant catalog.TenantID, subject string) testResult {
+func (e *env) do(ctx context.Context, tenant vocab.TenantID, subject string) testResult {
 	e.t.Helper()
 	p, err := e.admit(tenant, subject, 0)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The fairness bars the scheduler must meet (equal tenants, the max-min
@@ -18,7 +18,7 @@ const simP = 8 // cells
 
 const noisyExec = 50 * time.Millisecond // mean service time in the noisy-neighbour runs
 
-func tenantName(i int) catalog.TenantID { return catalog.TenantID("t" + strconv.Itoa(i)) }
+func tenantName(i int) vocab.TenantID { return vocab.TenantID("t" + strconv.Itoa(i)) }
 
 // equalFigures runs 8 equal-weight tenants with outstanding[i] activations
 // each and returns the run's Jain index and the smallest 1s-window Jain

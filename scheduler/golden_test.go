@@ -11,7 +11,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestGolden runs the datadriven scripts in testdata/*.txt against the
@@ -97,7 +97,7 @@ func (g *goldenScript) run(t *testing.T, d *datadriven.TestData) (string, error)
 	}
 	switch d.Cmd {
 	case "init":
-		cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{simCell: {Parallelism: num("parallelism", 1),
+		cfg := Config{CellClasses: map[vocab.CellClass]CellConfig{simCell: {Parallelism: num("parallelism", 1),
 			TargetServiceTime: dur("target", "0s")}},
 			MaxWait: dur("max-wait", "10s"), LowerClassAfter: num("lower-class-after", 0), Fairness: arg("fairness", "")}
 		for _, q := range args["queue"] {
@@ -118,7 +118,7 @@ func (g *goldenScript) run(t *testing.T, d *datadriven.TestData) (string, error)
 		return "ok", nil
 	case "enqueue":
 		for _, id := range strings.Split(arg("ids", ""), ",") {
-			it := &Item{Tenant: catalog.TenantID(arg("tenant", "t")), Principal: arg("principal", "p"), Cell: simCell,
+			it := &Item{Tenant: vocab.TenantID(arg("tenant", "t")), Principal: arg("principal", "p"), Cell: simCell,
 				Queue: num("queue", 0), Payload: id}
 			if err := g.c.Enqueue(g.now, it); err != nil {
 				return "", err
@@ -149,7 +149,7 @@ func (g *goldenScript) run(t *testing.T, d *datadriven.TestData) (string, error)
 	case "remove":
 		return strconv.FormatBool(g.c.Remove(item())), nil
 	case "yield":
-		v, ok := g.c.YieldSlotTo(g.now, num("queue", 0), catalog.TenantID(arg("tenant", "")), arg("principal", ""))
+		v, ok := g.c.YieldSlotTo(g.now, num("queue", 0), vocab.TenantID(arg("tenant", "")), arg("principal", ""))
 		if !ok {
 			return "none", nil
 		}

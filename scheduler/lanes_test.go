@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // laneOracle watches dispatches from outside the core and measures, per
@@ -67,7 +67,7 @@ func (o *laneOracle) settle() {
 func randomLaneConfig(rng *rand.Rand) Config {
 	n := 2 + rng.IntN(3)
 	p := 1 + rng.IntN(5)
-	cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{simCell: {Parallelism: p}},
+	cfg := Config{CellClasses: map[vocab.CellClass]CellConfig{simCell: {Parallelism: p}},
 		MaxWait: time.Second, LowerClassAfter: 1 + rng.IntN(8), AdjustInterval: time.Second}
 	prios := rng.Perm(n)
 	budget := p - 1 // leave one shared cell
@@ -178,7 +178,7 @@ func laneSchedule(t *testing.T, rng *rand.Rand, lc *laneCase, r *laneRun, ops in
 }
 
 var (
-	tenantNames    = []catalog.TenantID{"t0", "t1", "t2"}
+	tenantNames    = []vocab.TenantID{"t0", "t1", "t2"}
 	principalNames = []string{"p0", "p1"}
 )
 
@@ -235,7 +235,7 @@ func TestLanes_bound(t *testing.T) {
 // lower class waiting under a flood of higher-class work is served exactly
 // after every 8 higher-class dispatches.
 func TestLanes_reachesBound(t *testing.T) {
-	cfg := Config{CellClasses: map[catalog.CellClass]CellConfig{simCell: {Parallelism: 1}},
+	cfg := Config{CellClasses: map[vocab.CellClass]CellConfig{simCell: {Parallelism: 1}},
 		QueueClasses: []QueueConfig{{Name: "data", MinPriority: 0, MaxPriority: 4, MaxQueued: 1000},
 			{Name: "control", MinPriority: 5, MaxPriority: 9, MaxQueued: 1000}},
 		MaxWait: time.Hour}

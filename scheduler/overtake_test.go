@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestCore_overtaken: only a newcomer the fair queue puts first overtakes a
@@ -52,7 +52,7 @@ func TestCore_overtaken(t *testing.T) {
 							principal = tenant
 						}
 						count[tenant]++
-						it := &Item{Tenant: catalog.TenantID(tenant), Principal: principal, Cell: simCell,
+						it := &Item{Tenant: vocab.TenantID(tenant), Principal: principal, Cell: simCell,
 							Payload: tenant + strconv.Itoa(count[tenant])}
 						mustEnqueue(t, c, it)
 						items[it.Payload.(string)] = it
@@ -303,7 +303,7 @@ func TestScheduler_pauseHammer(t *testing.T) {
 				defer wg.Done()
 				for range 20 {
 					w := who[i%len(who)]
-					if r := e.do(context.Background(), catalog.TenantID(w[0]), w[1]); r.Err != nil {
+					if r := e.do(context.Background(), vocab.TenantID(w[0]), w[1]); r.Err != nil {
 						t.Errorf("%s: %v", w[1], r.Err)
 					}
 				}

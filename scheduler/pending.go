@@ -3,7 +3,7 @@ package scheduler
 import (
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // hold links a waiting item into its principal's holder in the queue class,
@@ -42,7 +42,7 @@ func (q *queueState) unhold(it *Item) {
 // and retries the arrival's admission.
 // Otherwise it returns false and the arrival is refused. One principal may
 // still hold every slot while nobody else waits, and the total never grows.
-func (c *Core) YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, principal string) (*Item, bool) {
+func (c *Core) YieldSlotTo(now time.Time, queue int, tenant vocab.TenantID, principal string) (*Item, bool) {
 	if queue < 0 || queue >= len(c.queues) {
 		return nil, false
 	}
@@ -75,7 +75,7 @@ func (c *Core) YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, pr
 
 // Holding returns how many items principal (of tenant) has waiting in queue
 // class queue, and how many principals wait there (for tests and stats).
-func (c *Core) Holding(queue int, tenant catalog.TenantID, principal string) (held, principals int) {
+func (c *Core) Holding(queue int, tenant vocab.TenantID, principal string) (held, principals int) {
 	if queue < 0 || queue >= len(c.queues) {
 		return 0, 0
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // pendingModel is a naive reference of the pending slots: per queue class,
@@ -96,7 +96,7 @@ func TestPending_property(t *testing.T) {
 	for run := range runs {
 		rng := rand.New(rand.NewPCG(uint64(run), 11))
 		cfg := Config{
-			CellClasses: map[catalog.CellClass]CellConfig{catalog.CellSmall: {Parallelism: 2}, catalog.CellStandard: {Parallelism: 3}},
+			CellClasses: map[vocab.CellClass]CellConfig{vocab.CellSmall: {Parallelism: 2}, vocab.CellStandard: {Parallelism: 3}},
 			QueueClasses: []QueueConfig{{Name: "batch", MinPriority: 0, MaxPriority: 4, MaxQueued: limit},
 				{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: limit / 4, ReservedCells: 1}},
 			MaxWait: maxWait,
@@ -105,7 +105,7 @@ func TestPending_property(t *testing.T) {
 		m := &pendingModel{limit: []int{limit, limit / 4}, holders: []map[holderKey][]*Item{{}, {}}}
 		now, nextTick := simEpoch, simEpoch.Add(tick)
 		var running []*Item
-		cells := []catalog.CellClass{catalog.CellSmall, catalog.CellStandard}
+		cells := []vocab.CellClass{vocab.CellSmall, vocab.CellStandard}
 		for range ops {
 			switch op := rng.IntN(20); {
 			case op < 12: // an arrival; principal 0 of tenant 0 floods

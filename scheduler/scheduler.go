@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Clock is the scheduler's source of time (queue waits, expiry, execution
@@ -31,7 +31,7 @@ type Cell interface {
 type CellSource interface {
 	// TryLease returns an idle cell of the class, or an error when none is
 	// available now.
-	TryLease(catalog.CellClass) (Cell, error)
+	TryLease(vocab.CellClass) (Cell, error)
 }
 
 // Executor runs a started job on a leased cell (the node adapts the runner).
@@ -71,7 +71,7 @@ type Result[Out any] struct {
 	// Execution is the time Execute took, less Paused: how long the job
 	// was paused for a newcomer (Pause).
 	Execution, Paused time.Duration
-	Cell              catalog.CellClass
+	Cell              vocab.CellClass
 	// EnqueuedAt is when Submit queued the job; DoneAt is when the result
 	// was delivered (the caller measures how long it took to pick it up).
 	EnqueuedAt, DoneAt time.Time
@@ -179,9 +179,9 @@ type Scheduler[In, Out any] struct {
 	clock   Clock
 	tick    time.Duration
 	ticks   <-chan time.Time // tests replace the ticker
-	classes []catalog.CellClass
+	classes []vocab.CellClass
 	wake    chan struct{}
-	delay   [len(catalog.CellClasses) + 1]atomic.Int64
+	delay   [len(vocab.CellClasses) + 1]atomic.Int64
 	started atomic.Bool
 	execs   sync.WaitGroup
 	// permitErrors counts permit releases that failed: a permit given to
@@ -201,7 +201,7 @@ type Scheduler[In, Out any] struct {
 		// handoffs counts newcomers a Pause took from the queue and is
 		// starting in the paused job's slot: they hold the slot already.
 		handoffs int
-		blocked  [len(catalog.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
+		blocked  [len(vocab.CellClasses) + 1]bool // TryLease failed: wait for a Done or a tick
 	}
 	// dispatching admits one dispatcher at a time (the Run loop, Do's
 	// callers and finishing executors all dispatch); again asks the one
@@ -236,7 +236,7 @@ func New[In, Out any](cfg Config, deps Deps[In, Out]) (*Scheduler[In, Out], erro
 	if s.tick == 0 {
 		s.tick = min(max(core.cfg.MaxWait/10, time.Millisecond), 100*time.Millisecond)
 	}
-	for _, c := range catalog.CellClasses {
+	for _, c := range vocab.CellClasses {
 		if core.cell(c) != nil {
 			s.classes = append(s.classes, c)
 		}
@@ -369,7 +369,7 @@ func (s *Scheduler[In, Out]) callerGone(j *Job[In, Out]) {
 // capacity (see Core.YieldSlotTo). When it returns true, a victim was
 // removed, its permit released (so its queue slot is free now) and its
 // result is ErrFairShare: admit the arrival again.
-func (s *Scheduler[In, Out]) YieldSlotTo(queue int, tenant catalog.TenantID, principal string) bool {
+func (s *Scheduler[In, Out]) YieldSlotTo(queue int, tenant vocab.TenantID, principal string) bool {
 	now := s.clock.Now()
 	s.mu.Lock()
 	it, ok := s.mu.core.YieldSlotTo(now, queue, tenant, principal)
@@ -387,7 +387,7 @@ func (s *Scheduler[In, Out]) YieldSlotTo(queue int, tenant catalog.TenantID, pri
 
 // ObservedQueueDelay is the moving average of the queue wait of a cell class
 // (admission.QueueDelaySource). It takes no lock.
-func (s *Scheduler[In, Out]) ObservedQueueDelay(c catalog.CellClass) time.Duration {
+func (s *Scheduler[In, Out]) ObservedQueueDelay(c vocab.CellClass) time.Duration {
 	if int(c) >= len(s.delay) {
 		return 0
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // This file is a deterministic discrete-event simulation of a scheduler with
@@ -22,10 +22,10 @@ import (
 // simSched is what the simulation drives: Core, or fifoSched.
 type simSched interface {
 	Enqueue(now time.Time, it *Item) error
-	Next(now time.Time, cell catalog.CellClass) (*Item, bool)
+	Next(now time.Time, cell vocab.CellClass) (*Item, bool)
 	Done(now time.Time, it *Item, fuelUsed uint64, execTime time.Duration) error
 	Expire(now time.Time) []*Item
-	YieldSlotTo(now time.Time, queue int, tenant catalog.TenantID, principal string) (*Item, bool)
+	YieldSlotTo(now time.Time, queue int, tenant vocab.TenantID, principal string) (*Item, bool)
 	Adjust(now time.Time) bool
 }
 
@@ -43,7 +43,7 @@ func (f *fifoSched) Enqueue(now time.Time, it *Item) error {
 	return nil
 }
 
-func (f *fifoSched) Next(time.Time, catalog.CellClass) (*Item, bool) {
+func (f *fifoSched) Next(time.Time, vocab.CellClass) (*Item, bool) {
 	if f.running >= f.p || len(f.q) == 0 {
 		return nil, false
 	}
@@ -67,18 +67,18 @@ func (f *fifoSched) Expire(now time.Time) []*Item {
 	return out
 }
 
-func (f *fifoSched) YieldSlotTo(time.Time, int, catalog.TenantID, string) (*Item, bool) {
+func (f *fifoSched) YieldSlotTo(time.Time, int, vocab.TenantID, string) (*Item, bool) {
 	return nil, false
 }
 func (f *fifoSched) Adjust(time.Time) bool { return false }
 
 var simEpoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-const simCell = catalog.CellStandard
+const simCell = vocab.CellStandard
 
 // workload is one tenant's offered load.
 type workload struct {
-	tenant     catalog.TenantID
+	tenant     vocab.TenantID
 	principals int // round-robin among them; default 1
 	queue      int
 	closed     int     // closed loop: activations kept outstanding
@@ -379,7 +379,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func simConfig(p int, fairness string, limit int) Config {
 	return Config{
-		CellClasses:  map[catalog.CellClass]CellConfig{simCell: {Parallelism: p}},
+		CellClasses:  map[vocab.CellClass]CellConfig{simCell: {Parallelism: p}},
 		QueueClasses: []QueueConfig{{Name: "default", MinPriority: 0, MaxPriority: 9, MaxQueued: limit}},
 		MaxWait:      10 * time.Second, Fairness: fairness,
 	}

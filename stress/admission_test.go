@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The isolated admission regression: rejections must leave nothing behind.
@@ -145,14 +146,14 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := catalog.DigestOf(sha256.Sum256([]byte("m")))
+	d := vocab.DigestOf(sha256.Sum256([]byte("m")))
 	if err := cat.PutArtifact(context.Background(), "acme", d, strings.NewReader("m")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cat.Deploy(context.Background(), catalog.Manifest{Tenant: "acme", Service: "images",
-		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
-			Ceiling: &catalog.ManifestCeiling{CPUFuel: 1000, MemoryBytes: 1 << 20, WallTime: catalog.Duration(time.Second)}}},
-		Routes: []catalog.ManifestRoute{{Name: "run", Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}})
+	_, err = cat.Deploy(context.Background(), vocab.Manifest{Tenant: "acme", Service: "images",
+		Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted",
+			Ceiling: &vocab.ManifestCeiling{CPUFuel: 1000, MemoryBytes: 1 << 20, WallTime: vocab.Duration(time.Second)}}},
+		Routes: []vocab.ManifestRoute{{Name: "run", Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 	}
 	// One tenant, acme, whose user alice may run on four tiny cells; load
 	// above 0.9 is overload.
-	policy := admissiontest.Policy(admissiontest.Spec{Cell: catalog.CellTiny, Parallelism: 4,
+	policy := admissiontest.Policy(admissiontest.Spec{Cell: vocab.CellTiny, Parallelism: 4,
 		Limits:          admission.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 1 << 40, MaxReservedMemory: 1 << 40},
 		MaxPayloadBytes: 1 << 20})
 	policy.Overload.CPUThreshold, policy.Overload.MemoryThreshold = 0.9, 0.9
@@ -179,14 +180,14 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 func (h *admissionHarness) cycle(t *testing.T, round, n, k int) {
 	pin := h.cat.Pin()
 	c := h.prov.WithPolicySource(pin)
-	good, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
+	good, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "run"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	prefix := "r" + strconv.Itoa(round) + "-"
 	for i := 0; i < n; i++ {
-		svc := catalog.ServiceName(prefix + "svc-" + strconv.Itoa(i))
-		if _, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: svc, Route: "run"}, ""); !errors.Is(err, catalog.ErrRevisionNotAvailable) {
+		svc := vocab.ServiceName(prefix + "svc-" + strconv.Itoa(i))
+		if _, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: svc, Route: "run"}, ""); !errors.Is(err, catalog.ErrRevisionNotAvailable) {
 			t.Fatalf("resolve of an unknown service: %v", err)
 		}
 		forged := good

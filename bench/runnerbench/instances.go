@@ -19,9 +19,9 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Engines of the instance-mode series. A reactor case's engLatent is the
@@ -82,7 +82,7 @@ func instanceGuests() []instanceGuest {
 			what: "stdio: the words of a 40-byte sentence by frequency"},
 		{name: "c-upper", lang: "c", module: "upper-reactor", command: "upper", export: "upper",
 			input: []byte("hello, Ada 42\n"), check: exactly("HELLO, ADA 42\n"), what: "stdio: a 14-byte line in upper case"},
-		{name: "trivial", module: "trivial", export: string(catalog.DefaultFunction), check: exactly(""),
+		{name: "trivial", module: "trivial", export: string(vocab.DefaultFunction), check: exactly(""),
 			what: "testdata/wasm/trivial.wasm, a command whose _start returns at once (no _initialize)"},
 	}
 }
@@ -292,8 +292,8 @@ func setupGuest(ctx context.Context, ie *instanceEnv, rep *report, g instanceGue
 			continue
 		}
 		service := g.name + "-" + m.mode
-		fn := catalog.FunctionName(g.export)
-		if fn == catalog.DefaultFunction {
+		fn := vocab.FunctionName(g.export)
+		if fn == vocab.DefaultFunction {
 			fn = ""
 		}
 		if err := ie.lat.deploy(ctx, service, wasm, deployment{instance: m.mode, abi: g.abi, function: fn}); err != nil {

@@ -18,12 +18,13 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // cellSource leases the runner.Cell of an activation.
 type cellSource interface {
 	name() string
-	lease(ctx context.Context, class catalog.CellClass) (runner.Cell, error)
+	lease(ctx context.Context, class vocab.CellClass) (runner.Cell, error)
 	release(c runner.Cell, quarantine bool) error
 }
 
@@ -33,7 +34,7 @@ type poolCells struct{ p *cellpool.Pool }
 
 func (poolCells) name() string { return "cellpool" }
 
-func (s poolCells) lease(ctx context.Context, class catalog.CellClass) (runner.Cell, error) {
+func (s poolCells) lease(ctx context.Context, class vocab.CellClass) (runner.Cell, error) {
 	l, err := s.p.Lease(ctx, class)
 	if err != nil {
 		return nil, errors.Wrap(err, "runnerbench: lease cell")
@@ -66,7 +67,7 @@ var (
 
 func (heapCells) name() string { return "default-allocator" }
 
-func (heapCells) lease(context.Context, catalog.CellClass) (runner.Cell, error) {
+func (heapCells) lease(context.Context, vocab.CellClass) (runner.Cell, error) {
 	return defaultCell{}, nil
 }
 
@@ -114,8 +115,8 @@ func newLatentEnv(ctx context.Context, guests map[string][]byte) (*latentEnv, er
 		_ = r.Close(ctx)
 		return nil, errors.Wrap(err, "runnerbench: temp dir")
 	}
-	if e.pool, err = cellpool.New(cellpool.Config{Classes: map[catalog.CellClass]cellpool.ClassConfig{
-		catalog.CellStandard: {Parallelism: 8, MemoryBytes: cellMemoryBytes}}}); err != nil {
+	if e.pool, err = cellpool.New(cellpool.Config{Classes: map[vocab.CellClass]cellpool.ClassConfig{
+		vocab.CellStandard: {Parallelism: 8, MemoryBytes: cellMemoryBytes}}}); err != nil {
 		e.close(ctx)
 		return nil, errors.Wrap(err, "runnerbench: cell pool")
 	}
@@ -153,22 +154,22 @@ func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 // _start).
 type deployment struct {
 	instance, abi string
-	function      catalog.FunctionName
+	function      vocab.FunctionName
 }
 
 // deploy deploys wasm as service with one revision v1 and one route "run".
 // A snapshot revision is initialised here (the catalog's SnapshotPreparer).
 func (e *latentEnv) deploy(ctx context.Context, service string, wasm []byte, how deployment) error {
-	ceiling := catalog.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: catalog.Duration(10 * time.Minute)}
-	d := catalog.DigestOf(sha256.Sum256(wasm))
+	ceiling := vocab.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: vocab.Duration(10 * time.Minute)}
+	d := vocab.DigestOf(sha256.Sum256(wasm))
 	if err := e.cat.PutArtifact(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
 		return errors.Wrapf(err, "runnerbench: put %s", service)
 	}
-	m := catalog.Manifest{Tenant: "acme", Service: catalog.ServiceName(service),
-		Revisions: []catalog.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &ceiling,
+	m := vocab.Manifest{Tenant: "acme", Service: vocab.ServiceName(service),
+		Revisions: []vocab.ManifestRevision{{Name: "v1", Artifact: d, TrustClass: "untrusted", Ceiling: &ceiling,
 			Instance: how.instance, ABI: how.abi}},
-		Routes: []catalog.ManifestRoute{{Name: "run", Function: how.function,
-			Targets: []catalog.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
+		Routes: []vocab.ManifestRoute{{Name: "run", Function: how.function,
+			Targets: []vocab.ManifestTarget{{Revision: "v1", Weight: 1}}}}}
 	if _, err := e.cat.Deploy(ctx, m); err != nil {
 		return errors.Wrapf(err, "runnerbench: deploy %s", service)
 	}
@@ -195,7 +196,7 @@ func (e *latentEnv) close(ctx context.Context) {
 // returns its admission permit.
 func (e *latentEnv) permit(service string) (*admission.Permit, error) {
 	pin := e.cat.Pin()
-	rev, err := pin.Resolve(catalog.Target{Tenant: "acme", Service: catalog.ServiceName(service), Route: "run"}, "")
+	rev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: vocab.ServiceName(service), Route: "run"}, "")
 	if err != nil {
 		return nil, errors.Wrapf(err, "runnerbench: resolve %s", service)
 	}

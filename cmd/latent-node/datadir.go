@@ -16,6 +16,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The data directory commands: gc and restore work on a stopped node's data
@@ -251,7 +252,7 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	tenants := slices.Sorted(maps.Keys(cfg.Tenants))
 	if tenants == nil {
-		tenants = []catalog.TenantID{}
+		tenants = []vocab.TenantID{}
 	}
 	st, err := catalog.Restore(ctx, src, dir, catalog.RestoreOptions{
 		MaxArtifactBytes: cfg.CatalogOptions().MaxArtifactBytes, Quotas: cfg.CatalogOptions(), Tenants: tenants,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // headerFlag collects repeated -H 'Name: value' flags.
@@ -78,7 +78,7 @@ func invoke(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		opts.Priority = priority
 	}
 	if *memory != "" {
-		m, err := catalog.ParseByteSize(*memory)
+		m, err := vocab.ParseByteSize(*memory)
 		if err != nil {
 			fmt.Fprintln(stderr, "latent-node invoke: --memory:", err)
 			return 2

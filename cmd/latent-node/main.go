@@ -28,7 +28,6 @@ import (
 	"github.com/oklog/run"
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/gcfloor"
 	"github.com/latent-node/latent-node/loadsource"
@@ -36,6 +35,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func main() {
@@ -423,28 +423,28 @@ func deploy(args []string, stdout, stderr io.Writer) int {
 
 // loadManifest reads release.toml, uploads every module it names (paths
 // relative to the manifest) and returns the JSON form with artifact digests.
-func loadManifest(ctx context.Context, c *client.Client, path string) (catalog.Manifest, error) {
+func loadManifest(ctx context.Context, c *client.Client, path string) (vocab.Manifest, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return catalog.Manifest{}, err
+		return vocab.Manifest{}, err
 	}
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			line, col := de.Position()
-			return catalog.Manifest{}, &manifestSyntaxError{path: path, line: line, column: col,
+			return vocab.Manifest{}, &manifestSyntaxError{path: path, line: line, column: col,
 				msg: strings.TrimPrefix(de.Error(), "toml: "), context: de.String()}
 		}
-		return catalog.Manifest{}, errors.Wrapf(err, "%s", path)
+		return vocab.Manifest{}, errors.Wrapf(err, "%s", path)
 	}
 	js, err := json.Marshal(doc)
 	if err != nil {
-		return catalog.Manifest{}, errors.Wrap(err, "encode manifest")
+		return vocab.Manifest{}, errors.Wrap(err, "encode manifest")
 	}
-	m, err := catalog.DecodeManifest(strings.NewReader(string(js)))
+	m, err := vocab.DecodeManifest(strings.NewReader(string(js)))
 	if err != nil {
-		return catalog.Manifest{}, errors.Wrapf(err, "%s", path)
+		return vocab.Manifest{}, errors.Wrapf(err, "%s", path)
 	}
 	for i := range m.Revisions {
 		r := &m.Revisions[i]
@@ -457,13 +457,13 @@ func loadManifest(ctx context.Context, c *client.Client, path string) (catalog.M
 		}
 		wasm, err := os.ReadFile(mod)
 		if err != nil {
-			return catalog.Manifest{}, errors.Wrapf(err, "revisions[%d].module", i)
+			return vocab.Manifest{}, errors.Wrapf(err, "revisions[%d].module", i)
 		}
 		d, err := c.UploadArtifact(ctx, wasm)
 		if err != nil {
-			return catalog.Manifest{}, errors.Wrapf(err, "upload %s", r.Module)
+			return vocab.Manifest{}, errors.Wrapf(err, "upload %s", r.Module)
 		}
-		r.Artifact, r.Module = catalog.Digest(d), ""
+		r.Artifact, r.Module = vocab.Digest(d), ""
 	}
 	return m, nil
 }

@@ -3,7 +3,7 @@ package hostilewasm
 import (
 	"encoding/binary"
 
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Opcodes the generators emit.
@@ -34,7 +34,7 @@ const (
 const WASIModule = "wasi_snapshot_preview1"
 
 // PageSize is the WebAssembly page size in bytes.
-const PageSize = catalog.WasmPageBytes
+const PageSize = vocab.WasmPageBytes
 
 var voidType = FuncType{}
 

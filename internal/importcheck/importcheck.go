@@ -15,13 +15,14 @@ import (
 // this module it may import. Packages not listed (node, cmd, stress, bench,
 // internal) may import anything upstream of them.
 var Allowed = map[string][]string{
-	"catalog":    {"internal"},
-	"loadsource": {"internal"},
-	"admission":  {"catalog", "loadsource", "internal"},
-	"cellpool":   {"catalog", "internal"},
-	"runner":     {"catalog", "admission", "cellpool", "internal"},
-	"scheduler":  {"catalog", "admission", "internal"},
-	"cluster":    {"catalog", "internal"},
+	"vocab":      {"internal"},
+	"catalog":    {"vocab", "internal"},
+	"loadsource": {"vocab", "internal"},
+	"admission":  {"vocab", "catalog", "loadsource", "internal"},
+	"cellpool":   {"vocab", "catalog", "internal"},
+	"runner":     {"vocab", "catalog", "admission", "cellpool", "internal"},
+	"scheduler":  {"vocab", "catalog", "admission", "internal"},
+	"cluster":    {"vocab", "catalog", "internal"},
 }
 
 // Narrow maps packages below the top level to the only packages of this

@@ -10,7 +10,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // InvokeHeaders are the parsed request headers of an invocation.
@@ -21,7 +21,7 @@ type InvokeHeaders struct {
 	Timeout      time.Duration // 0: none
 	Deadline     time.Time     // zero: none
 	Budget       admission.BudgetRequest
-	Metadata     []catalog.Attribute // Latent-Meta-* as lower-case keys
+	Metadata     []vocab.Attribute // Latent-Meta-* as lower-case keys
 	// WantStderr: Latent-Stderr: tail asks for a successful activation's
 	// stderr tail in the answer (Latent-Stderr-Tail); a failed one's is in
 	// its problem body anyway.
@@ -128,7 +128,7 @@ func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 			return out, &headerError{"Latent-Meta-*", "too many metadata headers"}
 		}
 		for _, v := range vs {
-			out.Metadata = append(out.Metadata, catalog.Attribute{Key: strings.ToLower(key), Value: v})
+			out.Metadata = append(out.Metadata, vocab.Attribute{Key: strings.ToLower(key), Value: v})
 		}
 	}
 	return out, nil
@@ -155,7 +155,7 @@ func parseBudget(v string) (admission.BudgetRequest, error) {
 			}
 			b.CPUFuel, b.HasCPUFuel = n, true
 		case "memory":
-			n, err := catalog.ParseByteSize(val)
+			n, err := vocab.ParseByteSize(val)
 			if err != nil || b.HasMemoryBytes {
 				return b, bad("memory must be a byte size, given once")
 			}

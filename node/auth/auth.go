@@ -12,8 +12,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Roles is a set of roles (the configuration's type).
@@ -56,7 +56,7 @@ var (
 type Principal struct {
 	Subject         string
 	Kind            admission.PrincipalKind
-	Tenant          catalog.TenantID
+	Tenant          vocab.TenantID
 	ServiceIdentity string // set exactly for admission.KindService
 	Roles           Roles
 	// issuers, when not empty, are the RFC 2253 issuers one of which must

@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // MaxFileBytes bounds a configuration file. A larger file is refused before
@@ -73,9 +74,9 @@ const (
 type Config struct {
 	Node         Node
 	QueueClasses []QueueClass // [[queue_classes]], in file order
-	CellClasses  map[catalog.CellClass]CellClass
-	TrustClasses map[catalog.TrustClass]TrustClass
-	Tenants      map[catalog.TenantID]Tenant
+	CellClasses  map[vocab.CellClass]CellClass
+	TrustClasses map[vocab.TrustClass]TrustClass
+	Tenants      map[vocab.TenantID]Tenant
 	Principals   []Principal // [[principals]], in file order
 	Overload     Overload
 	Deadline     admission.DeadlinePolicy
@@ -183,7 +184,7 @@ type Node struct {
 	ShutdownGrace time.Duration
 	// BudgetCeiling is the hard per-activation ceiling ([node.budget_ceiling]:
 	// cpu_fuel, memory_bytes, wall_time; all required and positive).
-	BudgetCeiling catalog.Budget
+	BudgetCeiling vocab.Budget
 	// Limits are the node-scope limits ([node.limits], all six required).
 	Limits admission.TenantLimits
 	// MaxConnections bounds concurrent client connections (idle keep-alive
@@ -269,9 +270,9 @@ type CellClass struct {
 	// Parallelism is the number of cells, 1..cellpool.MaxParallelism. Required.
 	Parallelism int
 	// Threading lists the threading models offered (default ["single"]).
-	Threading []catalog.Threading
+	Threading []vocab.Threading
 	// Features are the WebAssembly features offered (default: DefaultFeatures).
-	Features catalog.FeatureSet
+	Features vocab.FeatureSet
 	// TargetServiceTime is the adaptive-concurrency target (execution time
 	// per 1,000,000 fuel); 0 disables adaptation. ≥ 0, default 0.
 	TargetServiceTime time.Duration
@@ -279,21 +280,21 @@ type CellClass struct {
 
 // DefaultFeatures is what a cell class offers when it does not list
 // features: every feature the runner supports in single-threaded cells.
-var DefaultFeatures = catalog.FeatureSetOf(catalog.FeatureBulkMemory, catalog.FeatureSIMD,
-	catalog.FeatureMultiValue, catalog.FeatureSignExtension, catalog.FeatureNontrappingF2I,
-	catalog.FeatureReferenceTypes)
+var DefaultFeatures = vocab.FeatureSetOf(vocab.FeatureBulkMemory, vocab.FeatureSIMD,
+	vocab.FeatureMultiValue, vocab.FeatureSignExtension, vocab.FeatureNontrappingF2I,
+	vocab.FeatureReferenceTypes)
 
 // TrustClass is one [trust_classes.NAME] table.
 type TrustClass struct {
-	CellClasses []catalog.CellClass // required list; may be empty (no cell)
-	Limits      admission.Limits    // all four required
+	CellClasses []vocab.CellClass // required list; may be empty (no cell)
+	Limits      admission.Limits  // all four required
 }
 
 // Tenant is one [tenants.NAME] table. Every list is required and is an exact
 // allowlist: an empty list denies everything.
 type Tenant struct {
-	TrustClasses []catalog.TrustClass
-	CellClasses  []catalog.CellClass
+	TrustClasses []vocab.TrustClass
+	CellClasses  []vocab.CellClass
 	Subjects     []string
 	Kinds        []admission.PrincipalKind
 	Limits       admission.TenantLimits // all six required
@@ -303,7 +304,7 @@ type Tenant struct {
 type Principal struct {
 	Subject         string
 	Kind            admission.PrincipalKind
-	Tenant          catalog.TenantID
+	Tenant          vocab.TenantID
 	ServiceIdentity string // required for kind = "service", absent for users
 	Roles           Roles  // at least one
 	// APIKeys are the hashes ("sha256:" + 64 lowercase hex digits) of the
@@ -469,9 +470,9 @@ func (c *Config) AdmissionPolicy() admission.Policy {
 		BudgetCeiling: c.Node.BudgetCeiling,
 		Limits:        c.Node.Limits,
 		QueueClasses:  make([]admission.QueueClassPolicy, len(c.QueueClasses)),
-		CellClasses:   make(map[catalog.CellClass]admission.CellClassPolicy, len(c.CellClasses)),
-		TrustClasses:  make(map[catalog.TrustClass]admission.TrustClassPolicy, len(c.TrustClasses)),
-		Tenants:       make(map[catalog.TenantID]admission.TenantPolicy, len(c.Tenants)),
+		CellClasses:   make(map[vocab.CellClass]admission.CellClassPolicy, len(c.CellClasses)),
+		TrustClasses:  make(map[vocab.TrustClass]admission.TrustClassPolicy, len(c.TrustClasses)),
+		Tenants:       make(map[vocab.TenantID]admission.TenantPolicy, len(c.Tenants)),
 		Overload: admission.OverloadPolicy{
 			CPUThreshold:      c.Overload.CPUThreshold,
 			MemoryThreshold:   c.Overload.MemoryThreshold,
@@ -507,7 +508,7 @@ func (c *Config) AdmissionPolicy() admission.Policy {
 // the adaptive window's period: it is scheduler.DefaultAdjustInterval.
 // Validate checks it with scheduler.Config.Validate.
 func (c *Config) SchedulerConfig() scheduler.Config {
-	sc := scheduler.Config{CellClasses: make(map[catalog.CellClass]scheduler.CellConfig, len(c.CellClasses)),
+	sc := scheduler.Config{CellClasses: make(map[vocab.CellClass]scheduler.CellConfig, len(c.CellClasses)),
 		QueueClasses: make([]scheduler.QueueConfig, len(c.QueueClasses)), MaxWait: c.Scheduler.MaxWait,
 		LowerClassAfter: c.Scheduler.LowerClassAfter, Fairness: c.Scheduler.Fairness,
 		AdjustInterval: scheduler.DefaultAdjustInterval}
@@ -524,7 +525,7 @@ func (c *Config) SchedulerConfig() scheduler.Config {
 // CellPoolConfig returns the cell pool configuration: one pool class per
 // configured cell class, with its parallelism and memory.
 func (c *Config) CellPoolConfig() cellpool.Config {
-	cfg := cellpool.Config{Classes: make(map[catalog.CellClass]cellpool.ClassConfig, len(c.CellClasses))}
+	cfg := cellpool.Config{Classes: make(map[vocab.CellClass]cellpool.ClassConfig, len(c.CellClasses))}
 	for class, cc := range c.CellClasses {
 		cfg.Classes[class] = cellpool.ClassConfig{Parallelism: cc.Parallelism, MemoryBytes: cc.MemoryBytes}
 	}
@@ -588,7 +589,7 @@ func (g GuestSizing) String() string {
 
 // SortedCellClasses returns the configured cell classes in their fixed
 // order (tiny to xlarge).
-func (c *Config) SortedCellClasses() []catalog.CellClass {
+func (c *Config) SortedCellClasses() []vocab.CellClass {
 	return slices.Sorted(maps.Keys(c.CellClasses))
 }
 

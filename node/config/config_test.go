@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Hashes of three keys, for principals.
@@ -173,13 +173,13 @@ func TestParse_base(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if have := cfg.CellClasses[catalog.CellSmall].MemoryBytes; have != 64<<20 {
+	if have := cfg.CellClasses[vocab.CellSmall].MemoryBytes; have != 64<<20 {
 		t.Errorf("integer size: have %d", have)
 	}
-	if have := cfg.CellClasses[catalog.CellSmall].Features; have != DefaultFeatures {
+	if have := cfg.CellClasses[vocab.CellSmall].Features; have != DefaultFeatures {
 		t.Errorf("default features: have %v", have)
 	}
-	if have := cfg.CellClasses[catalog.CellSmall].Threading; !slices.Equal(have, []catalog.Threading{catalog.ThreadingSingle}) {
+	if have := cfg.CellClasses[vocab.CellSmall].Threading; !slices.Equal(have, []vocab.Threading{vocab.ThreadingSingle}) {
 		t.Errorf("default threading: have %v", have)
 	}
 	if have := cfg.Node.Limits.MaxReservedFuel; have != 1_000_000_000_000 {
@@ -518,7 +518,7 @@ func TestParse_design(t *testing.T) {
 		n.Region != "local" || n.Zone != "local-a" || n.MaxOutputBytes != 1<<20 || n.ShutdownGrace != 10*time.Second {
 		t.Errorf("node: %+v", n)
 	}
-	if want := (catalog.Budget{CPUFuel: 5_000_000_000, MemoryBytes: 512 << 20, WallTime: 30 * time.Second}); n.BudgetCeiling != want {
+	if want := (vocab.Budget{CPUFuel: 5_000_000_000, MemoryBytes: 512 << 20, WallTime: 30 * time.Second}); n.BudgetCeiling != want {
 		t.Errorf("budget ceiling: have %+v", n.BudgetCeiling)
 	}
 	wantLimits := admission.TenantLimits{Limits: admission.Limits{MaxLiveActivations: 256, MaxQueued: 512,
@@ -529,7 +529,7 @@ func TestParse_design(t *testing.T) {
 	if q := cfg.QueueClasses[0]; q != (QueueClass{Name: "interactive", MinPriority: 5, MaxPriority: 9, MaxQueued: 256, ReservedCells: 1}) {
 		t.Errorf("queue class: have %+v", q)
 	}
-	tiny := cfg.CellClasses[catalog.CellTiny]
+	tiny := cfg.CellClasses[vocab.CellTiny]
 	if tiny.MemoryBytes != 16<<20 || tiny.Parallelism != 2 || tiny.Features != DefaultFeatures || tiny.TargetServiceTime != 0 {
 		t.Errorf("tiny: have %+v", tiny)
 	}
@@ -559,7 +559,7 @@ func TestParse_design(t *testing.T) {
 		t.Fatalf("admission policy: %v", err)
 	}
 	if pol.Placement.Zone != "local-a" || len(pol.QueueClasses) != 2 ||
-		pol.QueueClasses[0].ReservedCells != 1 || pol.CellClasses[catalog.CellTiny].Parallelism != 2 ||
+		pol.QueueClasses[0].ReservedCells != 1 || pol.CellClasses[vocab.CellTiny].Parallelism != 2 ||
 		pol.TrustClasses["untrusted"].Limits.MaxQueued != 256 || pol.Tenants["acme"].Limits.MaxPriority != 6 ||
 		pol.Overload.MaxObservationAge != 2*time.Second || pol.Deadline.SafetyMargin != 2*time.Millisecond {
 		t.Errorf("admission policy: %+v", pol)
@@ -571,7 +571,7 @@ func TestParse_design(t *testing.T) {
 	}
 
 	pc := cfg.CellPoolConfig()
-	if want := (cellpool.ClassConfig{Parallelism: 2, MemoryBytes: 16 << 20}); pc.Classes[catalog.CellTiny] != want || len(pc.Classes) != 3 {
+	if want := (cellpool.ClassConfig{Parallelism: 2, MemoryBytes: 16 << 20}); pc.Classes[vocab.CellTiny] != want || len(pc.Classes) != 3 {
 		t.Errorf("cell pool: have %+v", pc)
 	}
 	rc := cfg.RunnerConfig(cfg.Node.DataDir)
@@ -581,7 +581,7 @@ func TestParse_design(t *testing.T) {
 	if rc := cfg.RunnerConfig(""); rc.CacheDir != "" {
 		t.Errorf("runner without a data dir: have %+v", rc)
 	}
-	if have := cfg.SortedCellClasses(); !slices.Equal(have, []catalog.CellClass{catalog.CellTiny, catalog.CellSmall, catalog.CellStandard}) {
+	if have := cfg.SortedCellClasses(); !slices.Equal(have, []vocab.CellClass{vocab.CellTiny, vocab.CellSmall, vocab.CellStandard}) {
 		t.Errorf("sorted cell classes: have %v", have)
 	}
 }
@@ -594,12 +594,12 @@ func TestDemo(t *testing.T) {
 	if cfg.Node.Listen != "127.0.0.1:8080" || cfg.Node.Architecture != HostArchitecture() {
 		t.Errorf("node: %+v", cfg.Node)
 	}
-	want := map[catalog.CellClass]cellpool.ClassConfig{
-		catalog.CellTiny: {Parallelism: 2, MemoryBytes: 16 << 20}, catalog.CellSmall: {Parallelism: 2, MemoryBytes: 64 << 20},
-		catalog.CellStandard: {Parallelism: 1, MemoryBytes: 256 << 20},
+	want := map[vocab.CellClass]cellpool.ClassConfig{
+		vocab.CellTiny: {Parallelism: 2, MemoryBytes: 16 << 20}, vocab.CellSmall: {Parallelism: 2, MemoryBytes: 64 << 20},
+		vocab.CellStandard: {Parallelism: 1, MemoryBytes: 256 << 20},
 	}
-	if have := cfg.CellPoolConfig().Classes; len(have) != len(want) || have[catalog.CellTiny] != want[catalog.CellTiny] ||
-		have[catalog.CellSmall] != want[catalog.CellSmall] || have[catalog.CellStandard] != want[catalog.CellStandard] {
+	if have := cfg.CellPoolConfig().Classes; len(have) != len(want) || have[vocab.CellTiny] != want[vocab.CellTiny] ||
+		have[vocab.CellSmall] != want[vocab.CellSmall] || have[vocab.CellStandard] != want[vocab.CellStandard] {
 		t.Errorf("cells: have %+v", have)
 	}
 	if len(cfg.Principals) != 1 {

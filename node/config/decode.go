@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The document is parsed by go-toml into a generic tree (tables are
@@ -103,7 +103,7 @@ var schema = map[reflect.Type][]key{
 		{"Limits", "limits", required}, {"TLS", "tls", 0}},
 	reflect.TypeFor[NodeTLS](): {{"CertFile", "cert_file", 0}, {"KeyFile", "key_file", 0},
 		{"ClientCAFile", "client_ca_file", 0}},
-	reflect.TypeFor[catalog.Budget](): {{"CPUFuel", "cpu_fuel", required},
+	reflect.TypeFor[vocab.Budget](): {{"CPUFuel", "cpu_fuel", required},
 		{"MemoryBytes", "memory_bytes", required | asSize}, {"WallTime", "wall_time", required}},
 	reflect.TypeFor[admission.Limits](): limitsKeys,
 	reflect.TypeFor[admission.TenantLimits](): append(slices.Clip(limitsKeys),
@@ -168,13 +168,13 @@ var hints = map[reflect.Type]map[string]string{
 
 // parsers decode the types written as strings (for a set: one element).
 var parsers = map[reflect.Type]func(string) (any, error){
-	reflect.TypeFor[catalog.CellClass]():       parser(catalog.ParseCellClass),
-	reflect.TypeFor[catalog.Threading]():       parser(catalog.ParseThreading),
+	reflect.TypeFor[vocab.CellClass]():         parser(vocab.ParseCellClass),
+	reflect.TypeFor[vocab.Threading]():         parser(vocab.ParseThreading),
 	reflect.TypeFor[admission.PrincipalKind](): parser(parseKind),
 	reflect.TypeFor[Roles]():                   parser(ParseRole),
-	reflect.TypeFor[catalog.FeatureSet](): func(s string) (any, error) {
-		f, err := catalog.ParseFeature(s)
-		return catalog.FeatureSetOf(f), err
+	reflect.TypeFor[vocab.FeatureSet](): func(s string) (any, error) {
+		f, err := vocab.ParseFeature(s)
+		return vocab.FeatureSetOf(f), err
 	},
 }
 
@@ -230,9 +230,9 @@ func (d *decoder) config(doc map[string]any) *Config {
 		DeployLimits: DefaultDeployLimits,
 		Catalog:      DefaultCatalogLimits,
 		Ingress:      DefaultIngress,
-		CellClasses:  map[catalog.CellClass]CellClass{},
-		TrustClasses: map[catalog.TrustClass]TrustClass{},
-		Tenants:      map[catalog.TenantID]Tenant{},
+		CellClasses:  map[vocab.CellClass]CellClass{},
+		TrustClasses: map[vocab.TrustClass]TrustClass{},
+		Tenants:      map[vocab.TenantID]Tenant{},
 		Overload: Overload{CPUThreshold: DefaultCPUThreshold, MemoryThreshold: DefaultMemoryThreshold,
 			MaxObservationAge: DefaultMaxObservationAge, SampleInterval: DefaultSampleInterval},
 		Deadline: admission.DeadlinePolicy{EstimatedServiceTime: DefaultEstimatedServiceTime,
@@ -466,7 +466,7 @@ func (d *decoder) size(path string, v any, dst reflect.Value) {
 		}
 		n = uint64(s)
 	case string:
-		b, err := catalog.ParseByteSize(s)
+		b, err := vocab.ParseByteSize(s)
 		if err != nil {
 			d.add(path, "invalid size: "+err.Error())
 			return
@@ -543,7 +543,7 @@ func (q *QueueClass) decodeKey(d *decoder, path string, v any) {
 }
 
 func (c *CellClass) setDefaults(int) {
-	c.Threading = []catalog.Threading{catalog.ThreadingSingle}
+	c.Threading = []vocab.Threading{vocab.ThreadingSingle}
 	c.Features = DefaultFeatures
 }
 

@@ -22,7 +22,7 @@
 //
 // Decoding is strict: an unknown key, a value of the wrong type, a missing
 // required key, a bad size or duration is a problem naming its key. Sizes
-// are integers of bytes or strings such as "64MiB" (catalog.ParseByteSize);
+// are integers of bytes or strings such as "64MiB" (vocab.ParseByteSize);
 // durations are Go duration strings; integers may use underscores.
 //
 // Required, with no default: [node.budget_ceiling] (all three keys),

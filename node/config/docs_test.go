@@ -14,8 +14,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The configuration reference, docs/configuration.md, lists every key in a
@@ -261,7 +261,7 @@ func decoderKeys(t *testing.T, candidates []string) []string {
 
 func cellClassNames() []string {
 	var names []string
-	for _, c := range catalog.CellClasses {
+	for _, c := range vocab.CellClasses {
 		names = append(names, c.String())
 	}
 	return names

@@ -10,8 +10,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // FuzzParse: Parse never panics; an accepted configuration converts into an
@@ -90,7 +90,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("principal %+v", p)
 			}
 			for _, k := range p.APIKeys {
-				if _, err := catalog.ParseDigest(k); err != nil {
+				if _, err := vocab.ParseDigest(k); err != nil {
 					t.Fatalf("key hash %q", k)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/peerurl"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // DeployLimits is the [deploy_limits] table: what a module may contain to be
@@ -215,7 +216,7 @@ var DefaultIngress = Ingress{
 func (c *Config) ingressLargest() (data, control uint64, dataKey, controlKey string) {
 	data, dataKey = c.Node.Limits.MaxPayloadBytes+IngressOverheadBytes, "node.limits.max_payload_bytes"
 	if mb := c.DeployLimits.ModuleBytes; mb >= 1 && mb <= math.MaxInt32 {
-		control, controlKey = max(mb, catalog.MaxManifestBytes)+IngressOverheadBytes, "deploy_limits.module_bytes"
+		control, controlKey = max(mb, vocab.MaxManifestBytes)+IngressOverheadBytes, "deploy_limits.module_bytes"
 	}
 	return data, control, dataKey, controlKey
 }

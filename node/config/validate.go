@@ -12,9 +12,9 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cellpool"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Problem is one configuration problem, the module's one field-problem
@@ -22,7 +22,7 @@ import (
 // ("tenants.acme.limits.max_queued", "principals[0].api_keys[1]"; empty for
 // the document as a whole) and Problem what to fix. String renders
 // "<key>: <problem>" (just the problem when there is no key).
-type Problem = catalog.FieldError
+type Problem = vocab.FieldError
 
 // Error lists every problem of a configuration, sorted by key path (array
 // indices in numeric order) and then message, without duplicates.
@@ -128,7 +128,7 @@ func fieldProblems(err error) []Problem {
 		return nil
 	}
 	var (
-		list []catalog.FieldError
+		list []vocab.FieldError
 		pe   *admission.PolicyError
 		se   *scheduler.ConfigError
 		ce   *cellpool.ConfigError
@@ -145,7 +145,7 @@ func fieldProblems(err error) []Problem {
 	}
 	out := make([]Problem, len(list))
 	for i, f := range list {
-		out[i] = Problem{Field: fileKey(catalog.FieldPath(f.Field)), Problem: f.Problem}
+		out[i] = Problem{Field: fileKey(vocab.FieldPath(f.Field)), Problem: f.Problem}
 	}
 	return out
 }
@@ -217,7 +217,7 @@ var fileKeys = map[string]string{
 // path with no key in the file (a value the node sets itself, such as
 // the scheduler's AdjustInterval) keeps its Go spelling, so the problem is
 // still reported.
-func fileKey(p catalog.FieldPath) string {
+func fileKey(p vocab.FieldPath) string {
 	key, ok := mapFieldPath(p)
 	if !ok {
 		return string(p)
@@ -225,7 +225,7 @@ func fileKey(p catalog.FieldPath) string {
 	return key
 }
 
-func mapFieldPath(p catalog.FieldPath) (string, bool) {
+func mapFieldPath(p vocab.FieldPath) (string, bool) {
 	steps, ok := p.Steps()
 	if !ok {
 		return "", false
@@ -289,7 +289,7 @@ func (c *Config) checkNode(v *checker) {
 		v.add("node.write_timeout", "must be from 1ms to 1h")
 	}
 	for i, h := range n.UIHosts {
-		if strings.HasSuffix(h, ".") || catalog.ValidateName(strings.ToLower(h)) != nil && net.ParseIP(h) == nil {
+		if strings.HasSuffix(h, ".") || vocab.ValidateName(strings.ToLower(h)) != nil && net.ParseIP(h) == nil {
 			v.add("node.ui_hosts["+strconv.Itoa(i)+"]", "must be a host name (no port) or an IP address")
 		}
 	}
@@ -305,7 +305,7 @@ func checkListen(addr string) error {
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return errors.New("the port must be a number from 0 to 65535")
 	}
-	if host != "" && net.ParseIP(host) == nil && catalog.ValidateName(host) != nil {
+	if host != "" && net.ParseIP(host) == nil && vocab.ValidateName(host) != nil {
 		return errors.New("the host must be empty, an IP address or a host name")
 	}
 	return nil
@@ -316,11 +316,11 @@ func (c *Config) checkClasses(v *checker) {
 	// that lists it too.
 	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
 		t := c.Tenants[name]
-		if !slices.Contains(t.CellClasses, catalog.CellXLarge) {
+		if !slices.Contains(t.CellClasses, vocab.CellXLarge) {
 			continue
 		}
-		if !slices.ContainsFunc(t.TrustClasses, func(tc catalog.TrustClass) bool {
-			return slices.Contains(c.TrustClasses[tc].CellClasses, catalog.CellXLarge)
+		if !slices.ContainsFunc(t.TrustClasses, func(tc vocab.TrustClass) bool {
+			return slices.Contains(c.TrustClasses[tc].CellClasses, vocab.CellXLarge)
 		}) {
 			v.add("tenants."+quoteKey(string(name))+".cell_classes",
 				"lists xlarge, but none of the tenant's trust classes does: xlarge needs explicit permission in both")
@@ -331,7 +331,7 @@ func (c *Config) checkClasses(v *checker) {
 	// identifier bound that admission applies to targets.
 	if maxID := c.Metadata.MaxIdentifierBytes; maxID > 0 {
 		for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
-			if catalog.ValidatePathName(string(name)) == nil && len(name) > maxID {
+			if vocab.ValidatePathName(string(name)) == nil && len(name) > maxID {
 				v.add("tenants."+quoteKey(string(name)), "the tenant name is longer than metadata.maximum_identifier_bytes ("+
 					strconv.Itoa(maxID)+")")
 			}
@@ -344,18 +344,18 @@ func (c *Config) checkPrincipals(v *checker) {
 		v.add("principals", "at least one principal is required: without one no request can authenticate")
 	}
 	maxID := c.Metadata.MaxIdentifierBytes
-	if maxID < 1 || maxID > catalog.MaxNameBytes {
-		maxID = catalog.MaxNameBytes // admission reports the bound itself
+	if maxID < 1 || maxID > vocab.MaxNameBytes {
+		maxID = vocab.MaxNameBytes // admission reports the bound itself
 	}
 	type who struct {
-		tenant  catalog.TenantID
+		tenant  vocab.TenantID
 		subject string
 	}
 	subjects := map[who]int{}
 	owners := map[string]int{}
 	for i, p := range c.Principals {
 		f := "principals[" + strconv.Itoa(i) + "]"
-		if err := catalog.ValidateNameWithin(p.Subject, maxID); err != nil {
+		if err := vocab.ValidateNameWithin(p.Subject, maxID); err != nil {
 			v.add(f+".subject", err.Error())
 		} else if j, dup := subjects[who{p.Tenant, p.Subject}]; dup {
 			v.add(f+".subject", "principals["+strconv.Itoa(j)+"] has the same subject and tenant; "+
@@ -370,7 +370,7 @@ func (c *Config) checkPrincipals(v *checker) {
 		case admission.KindService:
 			if p.ServiceIdentity == "" {
 				v.add(f+".service_identity", `missing required key: kind = "service" needs a service identity`)
-			} else if err := catalog.ValidateNameWithin(p.ServiceIdentity, maxID); err != nil {
+			} else if err := vocab.ValidateNameWithin(p.ServiceIdentity, maxID); err != nil {
 				v.add(f+".service_identity", err.Error())
 			}
 		case admission.KindUser:
@@ -390,7 +390,7 @@ func (c *Config) checkPrincipals(v *checker) {
 		}
 		for j, k := range p.APIKeys {
 			kf := f + ".api_keys[" + strconv.Itoa(j) + "]"
-			if _, err := catalog.ParseDigest(k); err != nil {
+			if _, err := vocab.ParseDigest(k); err != nil {
 				msg := `must be "sha256:" followed by 64 lowercase hex digits, as "latent-node keygen" prints`
 				if strings.HasPrefix(k, "lk_") {
 					msg = `is an API key, not its hash: store only the "sha256:" hash that "latent-node keygen" prints, and rotate this key`

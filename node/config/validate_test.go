@@ -9,27 +9,27 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/scheduler"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestFileKey(t *testing.T) {
 	tests := []struct {
 		name string
-		path catalog.FieldPath
+		path vocab.FieldPath
 		want string
 	}{
 		{"top-level field", "MaxWait", "scheduler.max_wait"},
-		{"renamed table", catalog.FieldPath("Placement").Field("Zone"), "node.zone"},
-		{"list element", catalog.FieldPath("QueueClasses").Index(12).Field("MaxPriority"), "queue_classes[12].priorities"},
-		{"map element", catalog.FieldPath("CellClasses").Key("tiny").Field("MemoryBytes"), "cell_classes.tiny.memory"},
-		{"quoted map key", catalog.FieldPath("Tenants").Key("a.b").Field("Limits").Field("MaxPriority"),
+		{"renamed table", vocab.FieldPath("Placement").Field("Zone"), "node.zone"},
+		{"list element", vocab.FieldPath("QueueClasses").Index(12).Field("MaxPriority"), "queue_classes[12].priorities"},
+		{"map element", vocab.FieldPath("CellClasses").Key("tiny").Field("MemoryBytes"), "cell_classes.tiny.memory"},
+		{"quoted map key", vocab.FieldPath("Tenants").Key("a.b").Field("Limits").Field("MaxPriority"),
 			`tenants."a.b".limits.max_priority`},
-		{"map itself", catalog.FieldPath("TrustClasses").Key(`x"y`), `trust_classes."x\"y"`},
+		{"map itself", vocab.FieldPath("TrustClasses").Key(`x"y`), `trust_classes."x\"y"`},
 		// No key in the file: the Go path is kept, so the problem still shows.
 		{"unmapped field", "AdjustInterval", "AdjustInterval"},
-		{"index where a key belongs", catalog.FieldPath("Tenants").Index(0).Field("Kinds"), "Tenants[0].Kinds"},
-		{"key where an index belongs", catalog.FieldPath("QueueClasses").Key("0").Field("Name"), `QueueClasses["0"].Name`},
+		{"index where a key belongs", vocab.FieldPath("Tenants").Index(0).Field("Kinds"), "Tenants[0].Kinds"},
+		{"key where an index belongs", vocab.FieldPath("QueueClasses").Key("0").Field("Name"), `QueueClasses["0"].Name`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,25 +45,25 @@ func TestFileKey(t *testing.T) {
 // sets itself), so fileKeys follows their validation.
 func TestFileKeys_cover(t *testing.T) {
 	noKey := map[string]bool{"AdjustInterval": true}
-	check := func(t *testing.T, problems []catalog.FieldError) {
+	check := func(t *testing.T, problems []vocab.FieldError) {
 		t.Helper()
 		if len(problems) == 0 {
 			t.Fatal("no problems: the broken value is valid")
 		}
 		for _, p := range problems {
-			if _, ok := mapFieldPath(catalog.FieldPath(p.Field)); !ok && !noKey[p.Field] {
+			if _, ok := mapFieldPath(vocab.FieldPath(p.Field)); !ok && !noKey[p.Field] {
 				t.Errorf("%s (%s) has no key in the file", p.Field, p.Problem)
 			}
 		}
 	}
 	policies := []admission.Policy{{}, {
-		BudgetCeiling: catalog.Budget{Accelerators: 1},
+		BudgetCeiling: vocab.Budget{Accelerators: 1},
 		Limits:        admission.TenantLimits{MaxPriority: 5000},
 		QueueClasses:  []admission.QueueClassPolicy{{Name: ""}, {Name: "a", MinPriority: 3, MaxPriority: 1}, {Name: "a"}},
-		CellClasses:   map[catalog.CellClass]admission.CellClassPolicy{catalog.CellTiny: {}, catalog.CellClass(9): {}},
-		TrustClasses:  map[catalog.TrustClass]admission.TrustClassPolicy{"a.b": {CellClasses: []catalog.CellClass{catalog.CellLarge}}, "": {}},
-		Tenants: map[catalog.TenantID]admission.TenantPolicy{"t.x": {TrustClasses: []catalog.TrustClass{"none"},
-			CellClasses: []catalog.CellClass{catalog.CellLarge}, Subjects: []string{"a b"}, Kinds: []admission.PrincipalKind{9},
+		CellClasses:   map[vocab.CellClass]admission.CellClassPolicy{vocab.CellTiny: {}, vocab.CellClass(9): {}},
+		TrustClasses:  map[vocab.TrustClass]admission.TrustClassPolicy{"a.b": {CellClasses: []vocab.CellClass{vocab.CellLarge}}, "": {}},
+		Tenants: map[vocab.TenantID]admission.TenantPolicy{"t.x": {TrustClasses: []vocab.TrustClass{"none"},
+			CellClasses: []vocab.CellClass{vocab.CellLarge}, Subjects: []string{"a b"}, Kinds: []admission.PrincipalKind{9},
 			Limits: admission.TenantLimits{MaxPriority: 5000}}, "/": {}},
 		Overload: admission.OverloadPolicy{CPUThreshold: 2, MemoryThreshold: -1, MaxObservationAge: -1},
 		Deadline: admission.DeadlinePolicy{EstimatedServiceTime: -1, MinimumExecutionTime: -1, SafetyMargin: -1},
@@ -77,8 +77,8 @@ func TestFileKeys_cover(t *testing.T) {
 		check(t, pe.Problems)
 	}
 	configs := []scheduler.Config{{}, {
-		CellClasses: map[catalog.CellClass]scheduler.CellConfig{catalog.CellTiny: {Parallelism: 1, TargetServiceTime: -1},
-			catalog.CellSmall: {}, catalog.CellClass(9): {}},
+		CellClasses: map[vocab.CellClass]scheduler.CellConfig{vocab.CellTiny: {Parallelism: 1, TargetServiceTime: -1},
+			vocab.CellSmall: {}, vocab.CellClass(9): {}},
 		QueueClasses: []scheduler.QueueConfig{{Name: "", MinPriority: 2, MaxPriority: 1, MaxQueued: -1, ReservedCells: 3},
 			{Name: "b", ReservedCells: -1}},
 		MaxWait: -1, LowerClassAfter: -1, Fairness: "lottery", AdjustInterval: -time.Second,

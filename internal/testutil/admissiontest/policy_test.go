@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestPolicy(t *testing.T) {
@@ -16,8 +16,8 @@ func TestPolicy(t *testing.T) {
 		spec Spec
 	}{
 		{"defaults", Spec{}},
-		{"tiny cell, two tenants", Spec{Cell: catalog.CellTiny, Parallelism: 2, MaxPriority: 9,
-			Tenants: map[catalog.TenantID][]string{"a": {"x"}, "b": {"y", "z"}}}},
+		{"tiny cell, two tenants", Spec{Cell: vocab.CellTiny, Parallelism: 2, MaxPriority: 9,
+			Tenants: map[vocab.TenantID][]string{"a": {"x"}, "b": {"y", "z"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

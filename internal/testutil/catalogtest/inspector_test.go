@@ -5,16 +5,17 @@ import (
 	"testing"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 func TestInspector(t *testing.T) {
 	shared := PlainModuleInfo()
-	shared.Threading = catalog.ThreadingShared
+	shared.Threading = vocab.ThreadingShared
 	in := Inspector{ByModule: map[string]catalog.ModuleInfo{"shared": shared}}
 	tests := []struct {
 		module string
-		want   catalog.Threading
-	}{{"plain", catalog.ThreadingSingle}, {"shared", catalog.ThreadingShared}}
+		want   vocab.Threading
+	}{{"plain", vocab.ThreadingSingle}, {"shared", vocab.ThreadingShared}}
 	for _, tc := range tests {
 		t.Run(tc.module, func(t *testing.T) {
 			info, err := in.Inspect(context.Background(), "", []byte(tc.module))

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 var hash = "sha256:" + strings.Repeat("ab", 32)
@@ -52,8 +52,8 @@ func TestConfig_parses(t *testing.T) {
 			if c.Overload.CPUThreshold != 1 || c.Scheduler.MaxWait != 10*time.Second || c.Metadata.MaxBytes != 4096 {
 				t.Errorf("overload %+v, scheduler %+v, metadata %+v", c.Overload, c.Scheduler, c.Metadata)
 			}
-			if c.CellClasses[catalog.CellTiny].Features != config.DefaultFeatures {
-				t.Errorf("features: %v", c.CellClasses[catalog.CellTiny].Features)
+			if c.CellClasses[vocab.CellTiny].Features != config.DefaultFeatures {
+				t.Errorf("features: %v", c.CellClasses[vocab.CellTiny].Features)
 			}
 		}},
 		{"every field", full, func(t *testing.T, c *config.Config) {

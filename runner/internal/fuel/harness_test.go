@@ -13,11 +13,12 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/errors"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // This file is a small stand-in for the runner's host side: the fuel, grow
@@ -90,7 +91,7 @@ func tick(ctx context.Context, mod api.Module) {
 func grow(ctx context.Context, mod api.Module, delta uint32) uint32 {
 	me := meterFrom(ctx)
 	mem := mod.Memory()
-	pages := mem.Size() / catalog.WasmPageBytes
+	pages := mem.Size() / vocab.WasmPageBytes
 	if uint64(pages)+uint64(delta) > uint64(me.pageCap) {
 		me.refusals++
 		return 0xffffffff

@@ -1,4 +1,7 @@
-package catalog
+// FieldError and FieldPath: the one problem type of every validation in
+// the module and the Go-terms path of the field it names.
+
+package vocab
 
 import (
 	"strconv"

@@ -1,15 +1,18 @@
-package catalog
+// Tests of names, byte sizes, the enumerations, and the manifest's
+// decoding and validation, with their fuzz targets.
+
+package vocab
 
 import (
+	"bytes"
+	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/errors"
 )
-
-const digestA = Digest("sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
-const digestB = Digest("sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
 
 func TestValidateName(t *testing.T) {
 	tests := []struct {
@@ -368,8 +371,8 @@ func FuzzDecodeManifest(f *testing.F) {
 			}
 			return
 		}
-		s1, err1 := validate(m)
-		s2, err2 := validate(cloneManifest(m))
+		s1, err1 := NewSpec(m)
+		s2, err2 := NewSpec(cloneManifest(m))
 		if (err1 == nil) != (err2 == nil) {
 			t.Fatalf("validation not deterministic: %v vs %v", err1, err2)
 		}
@@ -379,11 +382,11 @@ func FuzzDecodeManifest(f *testing.F) {
 			}
 			return
 		}
-		if releaseID(s1) != releaseID(s2) {
+		if s1.ReleaseID() != s2.ReleaseID() {
 			t.Fatal("release id changed across a JSON round trip")
 		}
-		for i := range s1.revisions {
-			if revisionID(s1, s1.revisions[i]) != revisionID(s2, s2.revisions[i]) {
+		for i := range s1.Revisions {
+			if s1.RevisionID(i) != s2.RevisionID(i) {
 				t.Fatal("revision id changed across a JSON round trip")
 			}
 		}
@@ -405,4 +408,91 @@ func FuzzValidateName(f *testing.F) {
 			t.Fatalf("path name accepted %q", s)
 		}
 	})
+}
+
+// TestInstance_validate: the manifest's instance mode and initialisation
+// export, checked without the modules. Every refusal names its field; an
+// init is refused without a snapshot or reuse mode, but not reported twice
+// when the mode itself is wrong.
+func TestInstance_validate(t *testing.T) {
+	tests := []struct {
+		name           string
+		instance, init string
+		fields         []string
+	}{
+		{name: "default", fields: nil},
+		{name: "fresh spelled out", instance: "fresh"},
+		{name: "snapshot", instance: "snapshot"},
+		{name: "reuse", instance: "reuse"},
+		{name: "snapshot with init", instance: "snapshot", init: "wizer.initialize"},
+		{name: "reuse with init", instance: "reuse", init: "_initialize"},
+		{name: "unknown mode", instance: "warm", fields: []string{"revisions[0].instance"}},
+		{name: "mode is case sensitive", instance: "Snapshot", fields: []string{"revisions[0].instance"}},
+		{name: "init without a mode", init: "_initialize", fields: []string{"revisions[0].init"}},
+		{name: "init with fresh", instance: "fresh", init: "_initialize", fields: []string{"revisions[0].init"}},
+		{name: "init not a name", instance: "snapshot", init: "a b", fields: []string{"revisions[0].init"}},
+		{name: "init too long", instance: "reuse", init: strings.Repeat("i", MaxNameBytes+1),
+			fields: []string{"revisions[0].init"}},
+		{name: "init with an unknown mode: the mode only", instance: "cold", init: "_initialize",
+			fields: []string{"revisions[0].instance"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := twoRevisions(digestA, digestB)
+			m.Revisions[0].Instance, m.Revisions[0].Init = tc.instance, FunctionName(tc.init)
+			err := ValidateManifest(m)
+			if tc.fields == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidManifest) {
+				t.Fatalf("want ErrInvalidManifest, have %v", err)
+			}
+			if have := problemFields(t, err); !slices.Equal(have, tc.fields) {
+				t.Fatalf("fields %q, want %q (%v)", have, tc.fields, err)
+			}
+		})
+	}
+}
+
+// TestRandom_manifestJSON: the field decodes from the JSON manifest by its
+// name, and an unknown value is refused naming it.
+func TestRandom_manifestJSON(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{
+		{"secure", true},
+		{"deterministic", true},
+		{"Deterministic", false},
+		{"fixed", false},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			m := validManifest()
+			js, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js = bytes.Replace(js, []byte(`"trust_class"`), []byte(`"random":"`+tc.value+`","trust_class"`), 1)
+			dec, err := DecodeManifest(bytes.NewReader(js))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dec.Revisions[0].Random != tc.value {
+				t.Fatalf("decoded random %q, want %q", dec.Revisions[0].Random, tc.value)
+			}
+			err = ValidateManifest(dec)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("want valid, have %v", err)
+				}
+				return
+			}
+			if fields := problemFields(t, err); !reflect.DeepEqual(fields, []string{"revisions[0].random"}) {
+				t.Fatalf("want a problem in revisions[0].random, have %q (%v)", fields, err)
+			}
+		})
+	}
 }

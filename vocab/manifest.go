@@ -1,4 +1,7 @@
-package catalog
+// The release manifest: its JSON form, strict decoding (DecodeManifest),
+// and validation into a Spec (NewSpec, ValidateManifest).
+
+package vocab
 
 import (
 	"bytes"
@@ -155,17 +158,23 @@ func (e *ValidationError) Error() string {
 // Is makes errors.Is(err, ErrInvalidManifest) hold.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalidManifest }
 
-type problems struct{ list []FieldError }
+// Problems collects the problems of a manifest, each naming its field; the
+// catalog adds the ones it finds with the modules. The zero value is empty.
+type Problems struct{ list []FieldError }
 
-func (p *problems) add(field, format string, args ...any) {
+// Add records the problem format (with args) of field.
+func (p *Problems) Add(field, format string, args ...any) {
 	p.list = append(p.list, FieldError{Field: field, Problem: errors.Newf(format, args...).Error()})
 }
 
-func (p *problems) addErr(field string, err error) {
+// AddErr records err's message as the problem of field.
+func (p *Problems) AddErr(field string, err error) {
 	p.list = append(p.list, FieldError{Field: field, Problem: err.Error()})
 }
 
-func (p *problems) err() error {
+// Err returns a *ValidationError listing the problems, or nil when there
+// are none.
+func (p *Problems) Err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
@@ -184,22 +193,25 @@ func DecodeManifest(r io.Reader) (Manifest, error) {
 		return Manifest{}, &ValidationError{Problems: []FieldError{{Field: "(manifest)", Problem: "larger than " + strconv.Itoa(MaxManifestBytes) + " bytes"}}}
 	}
 	var m Manifest
-	if err := decodeStrict(data, &m); err != nil {
+	if err := DecodeStrict(data, &m); err != nil {
 		return Manifest{}, &ValidationError{Problems: []FieldError{jsonFieldError(err)}}
 	}
-	var p problems
+	var p Problems
 	for i, r := range m.Revisions {
 		if r.Ceiling != nil && r.Ceiling.bothWallTimes {
-			p.add("revisions["+strconv.Itoa(i)+"].ceiling.wall_time_ms", "set wall_time or wall_time_ms, not both")
+			p.Add("revisions["+strconv.Itoa(i)+"].ceiling.wall_time_ms", "set wall_time or wall_time_ms, not both")
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return Manifest{}, err
 	}
 	return m, nil
 }
 
-func decodeStrict(data []byte, v any) error {
+// DecodeStrict decodes one JSON value from data into v, refusing unknown
+// fields and trailing data: the rule of manifests and of the catalog's
+// records.
+func DecodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -227,38 +239,43 @@ func jsonFieldError(err error) FieldError {
 	return FieldError{Field: "(manifest)", Problem: strings.TrimPrefix(msg, "json: ")}
 }
 
-// spec is a validated manifest in the catalog's own types.
-type spec struct {
-	tenant    TenantID
-	service   ServiceName
-	revisions []revisionSpec
-	routes    []routeSpec
+// Spec is a validated manifest in the vocabulary's types (NewSpec builds
+// it): the revisions and routes in manifest order, defaults applied.
+type Spec struct {
+	Tenant    TenantID
+	Service   ServiceName
+	Revisions []RevisionSpec
+	Routes    []RouteSpec
 }
 
-type revisionSpec struct {
-	name       RevisionName
-	artifact   Digest
-	trustClass TrustClass
-	threading  Threading
-	random     Randomness
-	abi        ABI
-	instance   InstanceMode
-	init       FunctionName
-	features   FeatureSet
-	ceiling    Budget
-	placement  Placement
-	attributes []Attribute
+// RevisionSpec is one validated revision of a Spec.
+type RevisionSpec struct {
+	Name       RevisionName
+	Artifact   Digest
+	TrustClass TrustClass
+	Threading  Threading
+	Random     Randomness
+	ABI        ABI
+	Instance   InstanceMode
+	Init       FunctionName
+	Features   FeatureSet
+	Ceiling    Budget
+	Placement  Placement
+	Attributes []Attribute
 }
 
-type routeSpec struct {
-	name     RouteName
-	function FunctionName
-	targets  []targetSpec
+// RouteSpec is one validated route of a Spec; Function defaults to
+// DefaultFunction.
+type RouteSpec struct {
+	Name     RouteName
+	Function FunctionName
+	Targets  []TargetSpec
 }
 
-type targetSpec struct {
-	revision int // index into spec.revisions
-	weight   uint32
+// TargetSpec is one weighted target of a RouteSpec.
+type TargetSpec struct {
+	Revision int // index into Spec.Revisions
+	Weight   uint32
 }
 
 // Attribute is an informational key/value label of a revision. Attributes are
@@ -270,33 +287,35 @@ type Attribute struct {
 // ValidateManifest checks a manifest without touching artifacts and returns
 // every problem, each naming its field.
 func ValidateManifest(m Manifest) error {
-	_, err := validate(m)
+	_, err := NewSpec(m)
 	return err
 }
 
-func validate(m Manifest) (spec, error) {
-	var p problems
-	s := spec{tenant: m.Tenant, service: m.Service}
+// NewSpec validates m, as ValidateManifest does, and returns it in the
+// vocabulary's types.
+func NewSpec(m Manifest) (Spec, error) {
+	var p Problems
+	s := Spec{Tenant: m.Tenant, Service: m.Service}
 	if err := ValidatePathName(string(m.Tenant)); err != nil {
-		p.addErr("tenant", err)
+		p.AddErr("tenant", err)
 	}
 	if err := ValidatePathName(string(m.Service)); err != nil {
-		p.addErr("service", err)
+		p.AddErr("service", err)
 	}
 	switch {
 	case len(m.Revisions) == 0:
-		p.add("revisions", "at least one revision is required")
+		p.Add("revisions", "at least one revision is required")
 	case len(m.Revisions) > MaxRevisions:
-		p.add("revisions", "at most %d revisions are allowed", MaxRevisions)
+		p.Add("revisions", "at most %d revisions are allowed", MaxRevisions)
 	}
 	switch {
 	case len(m.Routes) == 0:
-		p.add("routes", "at least one route is required")
+		p.Add("routes", "at least one route is required")
 	case len(m.Routes) > MaxRoutes:
-		p.add("routes", "at most %d routes are allowed", MaxRoutes)
+		p.Add("routes", "at most %d routes are allowed", MaxRoutes)
 	}
 	if len(p.list) > 0 && (len(m.Revisions) > MaxRevisions || len(m.Routes) > MaxRoutes) {
-		return spec{}, p.err() // do not walk oversized lists
+		return Spec{}, p.Err() // do not walk oversized lists
 	}
 
 	index := make(map[RevisionName]int, len(m.Revisions))
@@ -305,36 +324,36 @@ func validate(m Manifest) (spec, error) {
 		rs := validateRevision(&p, f, r)
 		if ValidateName(string(r.Name)) == nil {
 			if _, dup := index[r.Name]; dup {
-				p.add(f+".name", "duplicate revision name")
+				p.Add(f+".name", "duplicate revision name")
 			} else {
 				index[r.Name] = i
 			}
 		}
-		s.revisions = append(s.revisions, rs)
+		s.Revisions = append(s.Revisions, rs)
 	}
 
 	referenced := make([]bool, len(m.Revisions))
 	routeNames := make(map[RouteName]bool, len(m.Routes))
 	for i, r := range m.Routes {
 		f := "routes[" + strconv.Itoa(i) + "]"
-		rs := routeSpec{name: r.Name, function: r.Function}
+		rs := RouteSpec{Name: r.Name, Function: r.Function}
 		if err := ValidatePathName(string(r.Name)); err != nil {
-			p.addErr(f+".name", err)
+			p.AddErr(f+".name", err)
 		} else if routeNames[r.Name] {
-			p.add(f+".name", "duplicate route name")
+			p.Add(f+".name", "duplicate route name")
 		}
 		routeNames[r.Name] = true
-		if rs.function == "" {
-			rs.function = DefaultFunction
+		if rs.Function == "" {
+			rs.Function = DefaultFunction
 		}
-		if err := ValidateName(string(rs.function)); err != nil {
-			p.addErr(f+".function", err)
+		if err := ValidateName(string(rs.Function)); err != nil {
+			p.AddErr(f+".function", err)
 		}
 		switch {
 		case len(r.Targets) == 0:
-			p.add(f+".targets", "at least one target is required")
+			p.Add(f+".targets", "at least one target is required")
 		case len(r.Targets) > MaxTargetsPerRoute:
-			p.add(f+".targets", "at most %d targets are allowed", MaxTargetsPerRoute)
+			p.Add(f+".targets", "at most %d targets are allowed", MaxTargetsPerRoute)
 			continue
 		}
 		seen := make(map[RevisionName]bool, len(r.Targets))
@@ -343,126 +362,126 @@ func validate(m Manifest) (spec, error) {
 			idx, ok := index[t.Revision]
 			switch {
 			case t.Revision == "":
-				p.add(tf+".revision", "must name a revision")
+				p.Add(tf+".revision", "must name a revision")
 			case !ok:
-				p.add(tf+".revision", "names no revision of this manifest")
+				p.Add(tf+".revision", "names no revision of this manifest")
 			case seen[t.Revision]:
-				p.add(tf+".revision", "duplicate target")
+				p.Add(tf+".revision", "duplicate target")
 			}
 			seen[t.Revision] = true
 			if t.Weight < 1 || t.Weight > MaxWeight {
-				p.add(tf+".weight", "must be an integer from 1 to %d", MaxWeight)
+				p.Add(tf+".weight", "must be an integer from 1 to %d", MaxWeight)
 			}
 			if ok {
 				referenced[idx] = true
-				rs.targets = append(rs.targets, targetSpec{revision: idx, weight: uint32(max(t.Weight, 0))})
+				rs.Targets = append(rs.Targets, TargetSpec{Revision: idx, Weight: uint32(max(t.Weight, 0))})
 			}
 		}
-		s.routes = append(s.routes, rs)
+		s.Routes = append(s.Routes, rs)
 	}
 	for i, r := range m.Revisions {
 		if _, ok := index[r.Name]; ok && index[r.Name] == i && !referenced[i] {
-			p.add("revisions["+strconv.Itoa(i)+"]", "no route targets this revision")
+			p.Add("revisions["+strconv.Itoa(i)+"]", "no route targets this revision")
 		}
 	}
-	if err := p.err(); err != nil {
-		return spec{}, err
+	if err := p.Err(); err != nil {
+		return Spec{}, err
 	}
 	return s, nil
 }
 
-func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
-	rs := revisionSpec{name: r.Name, artifact: r.Artifact, trustClass: r.TrustClass, threading: ThreadingSingle}
+func validateRevision(p *Problems, f string, r ManifestRevision) RevisionSpec {
+	rs := RevisionSpec{Name: r.Name, Artifact: r.Artifact, TrustClass: r.TrustClass, Threading: ThreadingSingle}
 	if err := ValidateName(string(r.Name)); err != nil {
-		p.addErr(f+".name", err)
+		p.AddErr(f+".name", err)
 	}
 	if r.Module != "" {
-		p.add(f+".module", "module paths are read by the CLI; upload the module and name it by artifact digest")
+		p.Add(f+".module", "module paths are read by the CLI; upload the module and name it by artifact digest")
 	}
 	if _, err := ParseDigest(string(r.Artifact)); err != nil {
-		p.addErr(f+".artifact", err)
+		p.AddErr(f+".artifact", err)
 	}
 	if err := ValidateName(string(r.TrustClass)); err != nil {
-		p.addErr(f+".trust_class", err)
+		p.AddErr(f+".trust_class", err)
 	}
 	if r.Threading != "" {
 		th, err := ParseThreading(r.Threading)
 		if err != nil {
-			p.addErr(f+".threading", err)
+			p.AddErr(f+".threading", err)
 		}
-		rs.threading = th
+		rs.Threading = th
 	}
 	if r.Random != "" {
 		rnd, err := ParseRandomness(r.Random)
 		if err != nil {
-			p.addErr(f+".random", err)
+			p.AddErr(f+".random", err)
 		}
-		rs.random = rnd
+		rs.Random = rnd
 	}
 	if r.ABI != "" {
 		abi, err := ParseABI(r.ABI)
 		if err != nil {
-			p.addErr(f+".abi", err)
+			p.AddErr(f+".abi", err)
 		}
-		rs.abi = abi
+		rs.ABI = abi
 	}
 	instanceOK := true
 	if r.Instance != "" {
 		mode, err := ParseInstanceMode(r.Instance)
 		if err != nil {
-			p.addErr(f+".instance", err)
+			p.AddErr(f+".instance", err)
 			instanceOK = false
 		}
-		rs.instance = mode
+		rs.Instance = mode
 	}
 	if r.Init != "" {
-		rs.init = r.Init
+		rs.Init = r.Init
 		if err := ValidateName(string(r.Init)); err != nil {
-			p.addErr(f+".init", err)
-		} else if instanceOK && rs.instance == InstanceFresh {
-			p.add(f+".init", `an initialisation export needs instance = "snapshot" or "reuse" (a fresh instance runs the module's own start)`)
+			p.AddErr(f+".init", err)
+		} else if instanceOK && rs.Instance == InstanceFresh {
+			p.Add(f+".init", `an initialisation export needs instance = "snapshot" or "reuse" (a fresh instance runs the module's own start)`)
 		}
 	}
 	if len(r.Features) > int(numFeatures) {
-		p.add(f+".features", "at most %d features", numFeatures)
+		p.Add(f+".features", "at most %d features", numFeatures)
 	} else {
 		for j, name := range r.Features {
 			ft, err := ParseFeature(name)
 			ff := f + ".features[" + strconv.Itoa(j) + "]"
 			switch {
 			case err != nil:
-				p.addErr(ff, err)
-			case rs.features.Has(ft):
-				p.add(ff, "duplicate feature")
+				p.AddErr(ff, err)
+			case rs.Features.Has(ft):
+				p.Add(ff, "duplicate feature")
 			}
 			if err == nil {
-				rs.features |= FeatureSetOf(ft)
+				rs.Features |= FeatureSetOf(ft)
 			}
 		}
 	}
-	if rs.threading == ThreadingShared && !rs.features.Has(FeatureThreads) {
-		rs.features |= FeatureSetOf(FeatureThreads)
+	if rs.Threading == ThreadingShared && !rs.Features.Has(FeatureThreads) {
+		rs.Features |= FeatureSetOf(FeatureThreads)
 	}
 	if r.Ceiling == nil {
-		p.add(f+".ceiling", "a deployment ceiling (cpu_fuel, memory_bytes, wall_time) is required")
+		p.Add(f+".ceiling", "a deployment ceiling (cpu_fuel, memory_bytes, wall_time) is required")
 	} else {
 		c := r.Ceiling
 		if c.CPUFuel == 0 {
-			p.add(f+".ceiling.cpu_fuel", "must be positive")
+			p.Add(f+".ceiling.cpu_fuel", "must be positive")
 		}
 		switch {
 		case c.MemoryBytes == 0:
-			p.add(f+".ceiling.memory_bytes", "must be positive")
+			p.Add(f+".ceiling.memory_bytes", "must be positive")
 		case c.MemoryBytes > MaxWasm32MemoryBytes:
-			p.add(f+".ceiling.memory_bytes", "must be at most 4GiB (the wasm32 limit)")
+			p.Add(f+".ceiling.memory_bytes", "must be at most 4GiB (the wasm32 limit)")
 		}
 		switch {
 		case c.WallTime <= 0:
-			p.add(f+".ceiling.wall_time", "must be positive")
+			p.Add(f+".ceiling.wall_time", "must be positive")
 		case time.Duration(c.WallTime) > MaxCeilingWallTime:
-			p.add(f+".ceiling.wall_time", "must be at most %s", MaxCeilingWallTime)
+			p.Add(f+".ceiling.wall_time", "must be at most %s", MaxCeilingWallTime)
 		}
-		rs.ceiling = Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
+		rs.Ceiling = Budget{CPUFuel: c.CPUFuel, MemoryBytes: uint64(c.MemoryBytes), WallTime: time.Duration(c.WallTime)}
 	}
 	if r.Placement != nil {
 		lists := []struct {
@@ -471,32 +490,32 @@ func validateRevision(p *problems, f string, r ManifestRevision) revisionSpec {
 		}{{"architectures", r.Placement.Architectures}, {"regions", r.Placement.Regions}, {"zones", r.Placement.Zones}}
 		for _, l := range lists {
 			if len(l.vals) > MaxPlacementValues {
-				p.add(f+".placement."+l.name, "at most %d values", MaxPlacementValues)
+				p.Add(f+".placement."+l.name, "at most %d values", MaxPlacementValues)
 				continue
 			}
 			for j, v := range l.vals {
 				if err := ValidateName(v); err != nil {
-					p.addErr(f+".placement."+l.name+"["+strconv.Itoa(j)+"]", err)
+					p.AddErr(f+".placement."+l.name+"["+strconv.Itoa(j)+"]", err)
 				}
 			}
 		}
-		rs.placement = NewPlacement(r.Placement.Architectures, r.Placement.Regions, r.Placement.Zones)
+		rs.Placement = NewPlacement(r.Placement.Architectures, r.Placement.Regions, r.Placement.Zones)
 	}
 	if len(r.Attributes) > MaxRevisionAttributes {
-		p.add(f+".attributes", "at most %d attributes", MaxRevisionAttributes)
+		p.Add(f+".attributes", "at most %d attributes", MaxRevisionAttributes)
 	} else {
 		keys := slices.Sorted(maps.Keys(r.Attributes))
 		for _, k := range keys {
 			v := r.Attributes[k]
 			if err := ValidateName(k); err != nil {
-				p.addErr(f+".attributes", errors.Wrap(err, "key"))
+				p.AddErr(f+".attributes", errors.Wrap(err, "key"))
 				continue
 			}
 			if !validValue(v) {
-				p.add(f+".attributes."+k, "must be valid UTF-8 of at most %d bytes without control characters", MaxAttributeValueBytes)
+				p.Add(f+".attributes."+k, "must be valid UTF-8 of at most %d bytes without control characters", MaxAttributeValueBytes)
 				continue
 			}
-			rs.attributes = append(rs.attributes, Attribute{Key: k, Value: v})
+			rs.Attributes = append(rs.Attributes, Attribute{Key: k, Value: v})
 		}
 	}
 	return rs

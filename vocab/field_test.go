@@ -1,4 +1,6 @@
-package catalog
+// Tests of FieldPath and FieldError.
+
+package vocab
 
 import (
 	"reflect"

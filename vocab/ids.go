@@ -1,4 +1,8 @@
-package catalog
+// Identities: tenant, service, route, revision and function names, trust
+// classes, generated revision and release ids, generations, targets and
+// digests, and the rules every caller-chosen name follows.
+
+package vocab
 
 import (
 	"encoding/hex"
@@ -154,7 +158,7 @@ func ValidateGeneratedID(s string) error {
 	default:
 		return errors.Mark(errors.New("must be a generated revision or release id"), ErrInvalidName)
 	}
-	if len(hexPart) != 64 || !isLowerHex(hexPart) {
+	if len(hexPart) != 64 || !IsLowerHex(hexPart) {
 		return errors.Mark(errors.New("must be a generated revision or release id"), ErrInvalidName)
 	}
 	return nil
@@ -163,25 +167,28 @@ func ValidateGeneratedID(s string) error {
 // Digest is a content address: "sha256:" followed by 64 lowercase hex digits.
 type Digest string
 
-const digestPrefix = "sha256:"
+// DigestPrefix is the algorithm prefix of every Digest.
+const DigestPrefix = "sha256:"
 
 // DigestOf returns the digest of b.
 func DigestOf(sum [32]byte) Digest {
-	return Digest(digestPrefix + hex.EncodeToString(sum[:]))
+	return Digest(DigestPrefix + hex.EncodeToString(sum[:]))
 }
 
 // ParseDigest checks the syntax of a digest.
 func ParseDigest(s string) (Digest, error) {
-	if !strings.HasPrefix(s, digestPrefix) || len(s) != len(digestPrefix)+64 || !isLowerHex(s[len(digestPrefix):]) {
+	if !strings.HasPrefix(s, DigestPrefix) || len(s) != len(DigestPrefix)+64 || !IsLowerHex(s[len(DigestPrefix):]) {
 		return "", errors.Mark(errors.New(`must be "sha256:" followed by 64 lowercase hex digits`), ErrInvalidName)
 	}
 	return Digest(s), nil
 }
 
 // Hex returns the hex part of the digest.
-func (d Digest) Hex() string { return strings.TrimPrefix(string(d), digestPrefix) }
+func (d Digest) Hex() string { return strings.TrimPrefix(string(d), DigestPrefix) }
 
-func isLowerHex(s string) bool {
+// IsLowerHex reports whether s is only lowercase hex digits (the form of a
+// digest's hex part and of the catalog's file names derived from one).
+func IsLowerHex(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
