@@ -15,8 +15,8 @@ import (
 
 // Options wire a provider to its clock and observations.
 type Options struct {
-	Clock Clock      // required
-	Load  LoadSource // required
+	Clock vocab.Clock // required
+	Load  LoadSource  // required
 	// QueueDelay is optional (the scheduler); absent means zero observed delay.
 	QueueDelay QueueDelaySource
 }

@@ -8,12 +8,6 @@ import (
 	"github.com/latent-node/latent-node/vocab"
 )
 
-// Clock is admission's only source of time. The node injects a real clock;
-// tests inject a fake. Time is never taken from a caller.
-type Clock interface {
-	Now() time.Time
-}
-
 // LoadSource supplies trusted node-wide load observations; *loadsource.State
 // implements it. Reads fail closed.
 type LoadSource interface {

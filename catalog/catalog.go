@@ -77,7 +77,7 @@ type Options struct {
 	// its tenant's services uses survives CollectGarbage (default 1 hour).
 	ArtifactGrace time.Duration
 	// Clock stamps uploads (default: the wall clock).
-	Clock Clock
+	Clock vocab.Clock
 }
 
 func (o *Options) setDefaults() {
@@ -103,7 +103,7 @@ func (o *Options) setDefaults() {
 		o.ArtifactGrace = DefaultArtifactGrace
 	}
 	if o.Clock == nil {
-		o.Clock = wallClock{}
+		o.Clock = vocab.WallClock
 	}
 }
 

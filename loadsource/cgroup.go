@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // The cgroup v2 interface files CgroupSource reads.
@@ -28,7 +30,7 @@ type CgroupConfig struct {
 	Root string
 	// Clock measures the wall time between two CPU readings. Default: the
 	// system clock (time.Now, monotonic).
-	Clock Clock
+	Clock vocab.Clock
 	// HostMemory returns the host's total memory in bytes; it is the limit
 	// when memory.max is "max". Default: gopsutil mem.VirtualMemory's Total.
 	HostMemory func(context.Context) (uint64, error)
@@ -56,7 +58,7 @@ type CgroupConfig struct {
 // starts nothing and reads nothing.
 type CgroupSource struct {
 	root       string
-	clock      Clock
+	clock      vocab.Clock
 	hostMemory func(context.Context) (uint64, error)
 	hostCPUs   func() int
 	baseline   time.Duration
@@ -82,7 +84,7 @@ func NewCgroupSource(cfg CgroupConfig) *CgroupSource {
 		c.root = DefaultCgroupRoot
 	}
 	if c.clock == nil {
-		c.clock = systemClock{}
+		c.clock = vocab.WallClock
 	}
 	if c.hostMemory == nil {
 		c.hostMemory = hostMemoryTotal

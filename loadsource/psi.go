@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // DefaultPressureDir is where Linux publishes host-wide pressure stall
@@ -65,7 +67,7 @@ type PSISource struct {
 	dir              string
 	cpuFile, memFile string
 	kind             string
-	clock            Clock
+	clock            vocab.Clock
 
 	mu struct {
 		sync.Mutex
@@ -78,7 +80,7 @@ type PSISource struct {
 // NewPSISource returns a PSISource reading the host-wide files dir/cpu and
 // dir/memory (dir: DefaultPressureDir when empty). A nil clock is the system
 // clock. Its Kind is KindPSIHost.
-func NewPSISource(dir string, clock Clock) *PSISource {
+func NewPSISource(dir string, clock vocab.Clock) *PSISource {
 	if dir == "" {
 		dir = DefaultPressureDir
 	}
@@ -89,16 +91,16 @@ func NewPSISource(dir string, clock Clock) *PSISource {
 // memory.pressure in the cgroup v2 directory dir (DefaultCgroupRoot when
 // empty): the stalls of that cgroup's tasks only. A nil clock is the system
 // clock. Its Kind is KindPSICgroup.
-func NewCgroupPSISource(dir string, clock Clock) *PSISource {
+func NewCgroupPSISource(dir string, clock vocab.Clock) *PSISource {
 	if dir == "" {
 		dir = DefaultCgroupRoot
 	}
 	return newPSISource(dir, filePSICgroupCPU, filePSICgroupMemory, KindPSICgroup, clock)
 }
 
-func newPSISource(dir, cpuFile, memFile, kind string, clock Clock) *PSISource {
+func newPSISource(dir, cpuFile, memFile, kind string, clock vocab.Clock) *PSISource {
 	if clock == nil {
-		clock = systemClock{}
+		clock = vocab.WallClock
 	}
 	return &PSISource{dir: dir, cpuFile: cpuFile, memFile: memFile, kind: kind, clock: clock}
 }

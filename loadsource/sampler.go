@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // SamplerConfig configures a Sampler. NewSampler validates it.
@@ -18,8 +20,8 @@ type SamplerConfig struct {
 	// State's maximum age, or reads go stale between samples.
 	Interval time.Duration
 	// Clock stamps TakenAt when a Source call returns. Default: the system
-	// clock (time.Now, which carries a monotonic reading).
-	Clock Clock
+	// clock (vocab.WallClock).
+	Clock vocab.Clock
 	// OnAttempt, when set, is called after every attempt with nil (a sample
 	// was published) or the error (a Source error, a recovered panic, a
 	// refused publish). It runs on Run's goroutine and must not block; the
@@ -31,7 +33,7 @@ type SamplerConfig struct {
 // then every Interval. A Source error or panic publishes nothing, so the
 // State goes stale and fails closed by age; both are counted. It is the
 // driver: the one part of the package that keeps real time (a time.Ticker,
-// and time.Now through the default Clock).
+// and vocab.WallClock by default).
 type Sampler struct {
 	cfg     SamplerConfig
 	running atomic.Bool
@@ -65,7 +67,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		return nil, errors.New("loadsource: sampler: Interval must be positive")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = vocab.WallClock
 	}
 	return &Sampler{cfg: cfg}, nil
 }
@@ -141,6 +143,3 @@ func (s *Sampler) Stats() SamplerStats {
 }
 
 // systemClock is the real clock: the one wall-clock read of this package.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

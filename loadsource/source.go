@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // Source measures pressure. Implementations: PSISource (Linux pressure stall
@@ -70,12 +72,6 @@ func (f FixedSource) Sample(context.Context) (cpu, memory float64, err error) {
 // Kind implements Describer: KindFixed.
 func (FixedSource) Kind() string { return KindFixed }
 
-// Clock is where this package takes time from when it must: the Sampler
-// stamps TakenAt with it and CgroupSource measures elapsed time with it.
-type Clock interface {
-	Now() time.Time
-}
-
 // DefaultCgroupRoot is where cgroup v2 is mounted; in a container with a
 // private cgroup namespace (the default with cgroup v2) it is the container's
 // own cgroup.
@@ -95,7 +91,7 @@ type DetectConfig struct {
 	PressureDir string
 	// Clock is the clock of the Source returned (PSISource and CgroupSource
 	// measure elapsed wall time with it). Default: the system clock.
-	Clock Clock
+	Clock vocab.Clock
 }
 
 // Detect returns the best Source available, preferring pressure stall

@@ -150,7 +150,7 @@ type logSource struct {
 // tenants adds theirs (addTenants), and nothing else ever does, so every
 // map and array grows only with the configuration.
 type logLimiter struct {
-	clock   Clock
+	clock   vocab.Clock
 	rates   logRates
 	newDrop func(tenant string) func()
 	mu      sync.Mutex                            // serializes addTenants
@@ -161,7 +161,7 @@ type logLimiter struct {
 	seed    maphash.Seed
 }
 
-func newLogLimiter(clock Clock, r logRates, tenants []string, dropped func(tenant string) func()) *logLimiter {
+func newLogLimiter(clock vocab.Clock, r logRates, tenants []string, dropped func(tenant string) func()) *logLimiter {
 	r.burstLines, r.burstBytes = max(r.burstLines, 1), max(r.burstBytes, 1)
 	now := clock.Now()
 	l := &logLimiter{clock: clock, rates: r, newDrop: dropped, seed: maphash.MakeSeed(),

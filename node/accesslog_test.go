@@ -19,6 +19,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // startLoggedNode is startNode with the node's log captured as JSON lines
@@ -325,7 +326,7 @@ func TestAccessLog_rateLimited(t *testing.T) {
 // one), and no method longer than the field bound.
 func TestAccessLog_boundedFields(t *testing.T) {
 	n, logs := bareNode(t)
-	n.clock = wallClock{}
+	n.clock = vocab.WallClock
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) })
@@ -451,9 +452,9 @@ func TestAccessLog_guestStderr(t *testing.T) {
 // BenchmarkAccessLog is the middleware's cost on a request that answers
 // 204, with the JSON handler writing to io.Discard.
 func BenchmarkAccessLog(b *testing.B) {
-	n := &Node{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: wallClock{}}
+	n := &Node{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: vocab.WallClock}
 	n.metrics = newMetrics(n)
-	n.metrics.access = newLogLimiter(wallClock{}, logRates{1 << 30, 1 << 30, 1 << 40, 1 << 40}, nil, func(string) func() { return func() {} })
+	n.metrics.access = newLogLimiter(vocab.WallClock, logRates{1 << 30, 1 << 30, 1 << 40, 1 << 40}, nil, func(string) func() { return func() {} })
 	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	req := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
 	b.ReportAllocs()

@@ -167,7 +167,7 @@ func newMetrics(n *Node) *metrics {
 		}
 	}
 	slices.Sort(tenants)
-	var clock Clock = wallClock{}
+	clock := vocab.WallClock
 	if n.clock != nil {
 		clock = n.clock
 	}

@@ -30,17 +30,10 @@ import (
 // sampler, scheduler, admission), the accessors of the actors serve runs,
 // and the adapters the scheduler calls (cellSource, cell, executor).
 
-// Clock is the node's time source (the wall clock in production).
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // Options are the node's collaborators that are not configuration.
 type Options struct {
 	Logger *slog.Logger // default: discard
-	Clock  Clock        // default: the wall clock
+	Clock  vocab.Clock  // default: the wall clock
 	// LoadSource overrides the host pressure source (tests).
 	LoadSource loadsource.Source
 	// Conns overrides node.max_connections and
@@ -58,7 +51,7 @@ type Options struct {
 type Node struct {
 	cfg   *config.Config
 	log   *slog.Logger
-	clock Clock
+	clock vocab.Clock
 	cat   *catalog.Catalog
 	run   *runner.Runner
 	pool  *cellpool.Pool
@@ -102,7 +95,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		n.log = slog.New(slog.DiscardHandler)
 	}
 	if n.clock == nil {
-		n.clock = wallClock{}
+		n.clock = vocab.WallClock
 	}
 	n.conns = front.NewConnLimiter(connLimits(cfg, opts.Conns), n.log)
 	n.panics = front.NewRateLog(n.log, time.Second)

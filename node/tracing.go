@@ -172,7 +172,7 @@ func (t *tracer) close(ctx context.Context) error {
 // activationSpan is the span of one invocation.
 type activationSpan struct {
 	t       *tracer
-	clock   Clock
+	clock   vocab.Clock
 	ctx     context.Context // carries span: the parent of the children
 	span    trace.Span
 	admitAt time.Time // when admission began

@@ -400,7 +400,7 @@ func BenchmarkTracing(b *testing.B) {
 }
 
 func benchmarkTracing(b *testing.B, tr *tracer) {
-	n := &Node{clock: wallClock{}, tracer: tr}
+	n := &Node{clock: vocab.WallClock, tracer: tr}
 	r := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
 	r.Header.Set("traceparent", "00-"+testTraceID+"-"+testParent+"-01")
 	h := http.Header{}

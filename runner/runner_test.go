@@ -25,10 +25,6 @@ func (plainCell) WithMemory(ctx context.Context, _ uint64) context.Context { ret
 
 func (plainCell) AbandonMemory() {}
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // env is a catalog whose inspector is a real Runner, and an admission ledger
 // to issue permits: the path an activation takes in the node.
 type env struct {
@@ -66,7 +62,7 @@ func newEnvWith(t testing.TB, r *Runner) *env {
 	}
 	e.cat = cat
 	policy := admissiontest.Policy(admissiontest.Spec{})
-	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: wallClock{}, Load: e.load}); err != nil {
+	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: vocab.WallClock, Load: e.load}); err != nil {
 		t.Fatal(err)
 	}
 	// One sample, fresh for the test's lifetime (max age 1h).

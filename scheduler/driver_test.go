@@ -667,7 +667,7 @@ func TestScheduler_hammer(t *testing.T) {
 	})
 	e := newEnv(t, exec, envOptions{maxQueued: 6, parallelism: 16, queueDelay: true, mutate: func(c *Config, d *testDeps) {
 		c.MaxWait = 20 * time.Millisecond
-		d.Clock = wallClock{}
+		d.Clock = vocab.WallClock
 		d.Tick = 2 * time.Millisecond
 		d.ShutdownGrace = time.Millisecond
 	}})

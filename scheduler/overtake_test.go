@@ -287,7 +287,7 @@ func TestScheduler_pauseHammer(t *testing.T) {
 		return testCompletion{FuelUsed: 10}
 	}), envOptions{maxQueued: 64, parallelism: 8, mutate: func(c *Config, d *testDeps) {
 		d.MaxRunning = maxRunning
-		d.Clock = wallClock{}
+		d.Clock = vocab.WallClock
 	}})
 	if err := e.load.Publish(loadsource.Sample{TakenAt: time.Now()}); err != nil {
 		t.Fatal(err)

@@ -13,12 +13,6 @@ import (
 	"github.com/latent-node/latent-node/vocab"
 )
 
-// Clock is the scheduler's source of time (queue waits, expiry, execution
-// time, the adaptive window). It must not block.
-type Clock interface {
-	Now() time.Time
-}
-
 // Cell is a leased execution cell (the node adapts a cellpool lease).
 type Cell interface {
 	// Release returns the cell to its pool, or takes it out of service when
@@ -142,7 +136,7 @@ type Deps[In, Out any] struct {
 	// Exec runs jobs (required).
 	Exec Executor[In, Out]
 	// Clock defaults to the wall clock.
-	Clock Clock
+	Clock vocab.Clock
 	// Tick is the period of expiry and adjustment (default: MaxWait/10, at
 	// most 100ms, at least 1ms). Nothing waits past MaxWait plus one tick.
 	Tick time.Duration
@@ -176,7 +170,7 @@ const (
 // (admission calls it under its own).
 type Scheduler[In, Out any] struct {
 	deps    Deps[In, Out]
-	clock   Clock
+	clock   vocab.Clock
 	tick    time.Duration
 	ticks   <-chan time.Time // tests replace the ticker
 	classes []vocab.CellClass
@@ -231,7 +225,7 @@ func New[In, Out any](cfg Config, deps Deps[In, Out]) (*Scheduler[In, Out], erro
 	}
 	s := &Scheduler[In, Out]{deps: deps, clock: deps.Clock, tick: deps.Tick, wake: make(chan struct{}, 1)}
 	if s.clock == nil {
-		s.clock = wallClock{}
+		s.clock = vocab.WallClock
 	}
 	if s.tick == 0 {
 		s.tick = min(max(core.cfg.MaxWait/10, time.Millisecond), 100*time.Millisecond)
@@ -247,9 +241,6 @@ func New[In, Out any](cfg Config, deps Deps[In, Out]) (*Scheduler[In, Out], erro
 }
 
 // wallClock is the default clock, the one place the package reads the time.
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // Submit enqueues an admitted activation. The job owns permit from now on:
 // if Submit fails it releases the permit (ErrShuttingDown after Run's

@@ -55,6 +55,8 @@
 //     ValidateManifest, Spec, Problems.
 //   - release.go: RevisionPolicy, RevisionRef, Deployment, Canon and the
 //     derivation of revision and release ids.
+//   - clock.go: Clock, the one time source injected into admission, the
+//     scheduler, the catalog, the load sampler and the node, and WallClock.
 //
 // # Usage
 //

@@ -73,10 +73,6 @@ func (heapCells) lease(context.Context, vocab.CellClass) (runner.Cell, error) {
 
 func (heapCells) release(runner.Cell, bool) error { return nil }
 
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // latentEnv is the path an activation takes in the node: a catalog whose
 // inspector is the Runner (modules are instrumented and compiled at deploy),
 // the admission ledger, and the Runner.
@@ -135,7 +131,7 @@ func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 	policy := admissiontest.Policy(admissiontest.Spec{})
 	policy.BudgetCeiling.WallTime = time.Hour
 	policy.Placement.Architecture = nodeArch()
-	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: wallClock{}, Load: e.load}); err != nil {
+	if e.prov, err = admission.NewLocalQuotaProvider(policy, admission.Options{Clock: vocab.WallClock, Load: e.load}); err != nil {
 		return errors.Wrap(err, "runnerbench: admission")
 	}
 	if err := e.publishLoad(); err != nil {
