@@ -13,15 +13,18 @@ import (
 
 // Allowed maps each layered top-level package to the top-level packages of
 // this module it may import. Packages not listed (node, cmd, stress, bench,
-// internal) may import anything upstream of them.
+// internal) may import anything upstream of them. refusal, the refusal
+// vocabulary, is at the bottom: it imports nothing of the module, and every
+// package but client may import it.
 var Allowed = map[string][]string{
-	"catalog":    {"internal"},
-	"loadsource": {"internal"},
-	"admission":  {"catalog", "loadsource", "internal"},
-	"cellpool":   {"catalog", "internal"},
-	"runner":     {"catalog", "admission", "cellpool", "internal"},
-	"scheduler":  {"catalog", "admission", "internal"},
-	"cluster":    {"catalog", "internal"},
+	"refusal":    {},
+	"catalog":    {"refusal", "internal"},
+	"loadsource": {"refusal", "internal"},
+	"admission":  {"refusal", "catalog", "loadsource", "internal"},
+	"cellpool":   {"refusal", "catalog", "internal"},
+	"runner":     {"refusal", "catalog", "admission", "cellpool", "internal"},
+	"scheduler":  {"refusal", "catalog", "admission", "internal"},
+	"cluster":    {"refusal", "catalog", "internal"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.
@@ -88,7 +91,11 @@ func Check(module string, pkgs []Package) []string {
 				}
 			default:
 				if allowed, layered := Allowed[me]; layered && !slices.Contains(allowed, o) {
-					bad = append(bad, rel+" imports "+other+": "+me+" may import only "+strings.Join(allowed, ", ")+" of this module")
+					only := strings.Join(allowed, ", ")
+					if only == "" {
+						only = "nothing"
+					}
+					bad = append(bad, rel+" imports "+other+": "+me+" may import only "+only+" of this module")
 				}
 			}
 		}
