@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // realClock is the production clock shape (the node wires time.Now).
@@ -68,7 +69,7 @@ func BenchmarkAdmit(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := c.Admit(req); err == nil || err.(*Rejection).Reason != "capacity-exhausted" {
+			if _, err := c.Admit(req); err == nil || err.(*Rejection).Reason != refusal.ReasonCapacityExhausted {
 				b.Fatal(err)
 			}
 		}

@@ -1,13 +1,12 @@
 package node
 
 import (
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // How many uploads and deploys one tenant may have in flight at once.
@@ -59,8 +58,8 @@ func (tw *tenantWrites) end(tenant catalog.TenantID) {
 // writesBusy is the refusal of an upload or deploy over its bound:
 // retryable, the tenant's own concurrency.
 func writesBusy() api.Problem {
-	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted",
-		admission.ScopeTenant, "catalog-writes", true)
+	return api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: refusal.ScopeTenant, Dimension: refusal.DimCatalogWrites, Retryable: true})
 }
 
 // checkRelease refuses a release that could never run on this node: after

@@ -7,9 +7,10 @@ package refusal
 // Latent-Outcome header's value and, for a failure, the problem's reason.
 type Outcome uint8
 
-// Outcomes.
+// Outcomes. OutcomeNone is the zero value: no outcome yet.
 const (
-	OutcomeSuccess Outcome = iota
+	OutcomeNone Outcome = iota
+	OutcomeSuccess
 	OutcomeDeclaredError
 	OutcomeTrap
 	OutcomeFuelExhausted
@@ -37,7 +38,8 @@ var outcomeReasons = [numOutcomes]Reason{
 	OutcomePlatformFailure:   ReasonPlatformFailure,
 }
 
-// String is the outcome's wire name: "success", or its reason's.
+// String is the outcome's wire name: "success", or its reason's ("" for
+// OutcomeNone).
 func (o Outcome) String() string {
 	if o == OutcomeSuccess {
 		return "success"
@@ -48,22 +50,17 @@ func (o Outcome) String() string {
 	return name(nil, o, "Outcome")
 }
 
-// Outcomes lists every outcome, success first.
-func Outcomes() []Outcome {
-	out := make([]Outcome, 0, numOutcomes)
-	for o := range numOutcomes {
-		out = append(out, o)
-	}
-	return out
-}
+// Outcomes lists every outcome but OutcomeNone, success first.
+func Outcomes() []Outcome { return all[Outcome](numOutcomes) }
 
 // Refusal is the refusal of a failed outcome: execution-failed with the
 // outcome as its reason in scope activation, not retryable; for
 // OutcomePlatformFailure the node's own failure, internal/platform-failure in
-// scope node. OutcomeSuccess has no refusal (the zero Refusal).
+// scope node. OutcomeNone and OutcomeSuccess have no refusal (the zero
+// Refusal).
 func (o Outcome) Refusal() Refusal {
 	switch {
-	case o == OutcomeSuccess || o >= numOutcomes:
+	case o == OutcomeNone || o == OutcomeSuccess || o >= numOutcomes:
 		return Refusal{}
 	case o == OutcomePlatformFailure:
 		return Internal
