@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -201,10 +202,10 @@ func TestLedger_limitBoundaries(t *testing.T) {
 }
 
 func TestRejection_sanitizedAndRetryable(t *testing.T) {
-	retryable := map[string]bool{
-		"capacity-exhausted": true, "node-overloaded": true, "queue-deadline-infeasible": true,
-		"load-sample-missing": true, "load-sample-malformed": true, "load-sample-out-of-order": true,
-		"load-sample-future": true, "load-sample-stale": true, "load-source-unavailable": true,
+	retryable := map[refusal.Reason]bool{
+		refusal.ReasonCapacityExhausted: true, refusal.ReasonNodeOverloaded: true, refusal.ReasonQueueDeadlineInfeasible: true,
+		refusal.ReasonLoadSampleMissing: true, refusal.ReasonLoadSampleMalformed: true, refusal.ReasonLoadSampleOutOfOrder: true,
+		refusal.ReasonLoadSampleFuture: true, refusal.ReasonLoadSampleStale: true, refusal.ReasonLoadSourceUnavailable: true,
 	}
 	all := []*Rejection{rejPrincipal, rejServiceIdentity, rejPriorityNode, rejPriorityTenant, rejTrustClass, rejCellClass,
 		rejActivationID, rejSubject, rejTargetName, rejGeneratedID, rejMetadataEntries, rejMetadataBytes, rejMetadataKey,
@@ -226,7 +227,7 @@ func TestRejection_sanitizedAndRetryable(t *testing.T) {
 		if !errors.Is(r, &Rejection{Code: r.Code}) || !errors.Is(errors.Wrap(r, "context"), &Rejection{Code: r.Code, Reason: r.Reason}) {
 			t.Errorf("%v does not match its sentinels through errors.Is", r)
 		}
-		if errors.Is(r, &Rejection{Code: "other"}) {
+		if errors.Is(r, &Rejection{Code: refusal.Code(200)}) {
 			t.Errorf("%v matches a foreign code", r)
 		}
 	}
@@ -530,7 +531,7 @@ func TestLedger_hammer(t *testing.T) {
 		pm, err := c.Admit(req)
 		if err != nil {
 			var rej *Rejection
-			if !errors.As(err, &rej) || rej.Code != CodeResourceExhausted && rej.Code != CodeAlreadyExists {
+			if !errors.As(err, &rej) || rej.Code != refusal.CodeResourceExhausted && rej.Code != refusal.CodeAlreadyExists {
 				return errors.Wrap(err, "unexpected refusal")
 			}
 			refused.Add(1)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -68,7 +69,7 @@ func BenchmarkAdmit(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			if _, err := c.Admit(req); err == nil || err.(*Rejection).Reason != "capacity-exhausted" {
+			if _, err := c.Admit(req); err == nil || err.(*Rejection).Reason != refusal.ReasonCapacityExhausted {
 				b.Fatal(err)
 			}
 		}

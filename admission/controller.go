@@ -5,6 +5,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -179,7 +180,7 @@ func (p *LocalQuotaProvider) admitLocked(v *view, id string, res reservation, te
 		return 0, unavailable(loadsource.Reason(err))
 	}
 	if now.Sub(sample.TakenAt) > v.policy.Overload.MaxObservationAge {
-		return 0, rejUnavailable["load-sample-stale"] // the policy's bound holds whatever the source's
+		return 0, rejUnavailable[refusal.ReasonLoadSampleStale] // the policy's bound holds whatever the source's
 	}
 	if sample.CPU >= v.policy.Overload.CPUThreshold {
 		return 0, rejOverloadCPU

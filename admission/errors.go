@@ -1,29 +1,6 @@
 package admission
 
-// Platform codes of rejections.
-const (
-	CodeUnauthenticated   = "unauthenticated"
-	CodePermissionDenied  = "permission-denied"
-	CodeInvalidArgument   = "invalid-argument"
-	CodeAdmissionRejected = "admission-rejected"
-	CodeResourceExhausted = "resource-exhausted"
-	CodeDeadlineExceeded  = "deadline-exceeded"
-	CodeUnavailable       = "unavailable"
-	CodeAlreadyExists     = "already-exists"
-)
-
-// Scopes of rejections: which layer or ledger scope refused.
-const (
-	ScopeRequest    = "request"
-	ScopePrincipal  = "principal"
-	ScopeRevision   = "revision"
-	ScopeNode       = "node"
-	ScopeTenant     = "tenant"
-	ScopeTrustClass = "trust-class"
-	ScopeQueueClass = "queue-class"
-	ScopeCellClass  = "cell-class"
-	ScopeLoadSource = "load-source"
-)
+import "github.com/latent-node/latent-node/refusal"
 
 // Rejection is the one structured refusal of admission: a platform code, a
 // stable reason, the limiting scope and dimension, and whether retrying the
@@ -35,120 +12,116 @@ const (
 // (the reject path allocates nothing). Compare with errors.Is against the
 // exported sentinels: a sentinel with an empty Reason matches every
 // rejection of its Code.
-type Rejection struct {
-	Code      string
-	Reason    string
-	Scope     string
-	Dimension string
-	Retryable bool
-}
+//
+// A Rejection is a refusal.Refusal (the same fields, converted for free).
+type Rejection refusal.Refusal
+
+// Refusal is r as the refusal value.
+func (r *Rejection) Refusal() refusal.Refusal { return refusal.Refusal(*r) }
 
 // Error renders code/reason and the limiting scope and dimension.
 func (r *Rejection) Error() string {
-	s := "admission: " + r.Code
-	if r.Reason != "" {
-		s += "/" + r.Reason
+	s := "admission: " + r.Code.String()
+	if r.Reason != refusal.ReasonNone {
+		s += "/" + r.Reason.String()
 	}
-	if r.Scope != "" {
-		s += " (scope " + r.Scope
-		if r.Dimension != "" {
-			s += ", dimension " + r.Dimension
+	if r.Scope != refusal.ScopeNone {
+		s += " (scope " + r.Scope.String()
+		if r.Dimension != refusal.DimNone {
+			s += ", dimension " + r.Dimension.String()
 		}
 		s += ")"
 	}
 	return s
 }
 
-// Is matches a sentinel of the same code (and reason, when the sentinel names one).
+// Is matches a sentinel of the same code (and reason, scope and dimension,
+// when the sentinel names them).
 func (r *Rejection) Is(target error) bool {
 	t, ok := target.(*Rejection)
-	if !ok {
-		return false
-	}
-	return t.Code == r.Code && (t.Reason == "" || t.Reason == r.Reason) &&
-		(t.Scope == "" || t.Scope == r.Scope) && (t.Dimension == "" || t.Dimension == r.Dimension)
+	return ok && r.Refusal().Matches(t.Refusal())
 }
 
 // Sentinels for errors.Is. Codes:
 var (
-	ErrPermissionDenied  = &Rejection{Code: CodePermissionDenied}
-	ErrInvalidArgument   = &Rejection{Code: CodeInvalidArgument}
-	ErrAdmissionRejected = &Rejection{Code: CodeAdmissionRejected}
-	ErrResourceExhausted = &Rejection{Code: CodeResourceExhausted}
-	ErrDeadlineExceeded  = &Rejection{Code: CodeDeadlineExceeded}
-	ErrUnavailable       = &Rejection{Code: CodeUnavailable}
-	ErrAlreadyExists     = &Rejection{Code: CodeAlreadyExists}
+	ErrPermissionDenied  = &Rejection{Code: refusal.CodePermissionDenied}
+	ErrInvalidArgument   = &Rejection{Code: refusal.CodeInvalidArgument}
+	ErrAdmissionRejected = &Rejection{Code: refusal.CodeAdmissionRejected}
+	ErrResourceExhausted = &Rejection{Code: refusal.CodeResourceExhausted}
+	ErrDeadlineExceeded  = &Rejection{Code: refusal.CodeDeadlineExceeded}
+	ErrUnavailable       = &Rejection{Code: refusal.CodeUnavailable}
+	ErrAlreadyExists     = &Rejection{Code: refusal.CodeAlreadyExists}
 )
 
 // Sentinels for errors.Is. Reasons:
 var (
-	ErrPrincipalNotAuthorized     = &Rejection{Code: CodePermissionDenied, Reason: "principal-not-authorized"}
-	ErrPriorityNotAuthorized      = &Rejection{Code: CodePermissionDenied, Reason: "priority-not-authorized"}
-	ErrTrustClassNotAuthorized    = &Rejection{Code: CodePermissionDenied, Reason: "trust-class-not-authorized"}
-	ErrCellClassNotAuthorized     = &Rejection{Code: CodePermissionDenied, Reason: "cell-class-not-authorized"}
-	ErrRevisionNotAvailable       = &Rejection{Code: CodeAdmissionRejected, Reason: "revision-not-available"}
-	ErrServiceNotFound            = &Rejection{Code: CodeAdmissionRejected, Reason: "service-not-found"}
-	ErrRouteNotFound              = &Rejection{Code: CodeAdmissionRejected, Reason: "route-not-found"}
-	ErrUnsupportedRequirement     = &Rejection{Code: CodeAdmissionRejected, Reason: "unsupported-execution-requirement"}
-	ErrPlacementNotCompatible     = &Rejection{Code: CodeAdmissionRejected, Reason: "placement-not-compatible"}
-	ErrNoCompatibleCell           = &Rejection{Code: CodeAdmissionRejected, Reason: "no-compatible-cell"}
-	ErrQueueDeadlineInfeasible    = &Rejection{Code: CodeAdmissionRejected, Reason: "queue-deadline-infeasible"}
-	ErrPayloadTooLarge            = &Rejection{Code: CodeResourceExhausted, Reason: "payload-too-large"}
-	ErrCapacityExhausted          = &Rejection{Code: CodeResourceExhausted, Reason: "capacity-exhausted"}
-	ErrNodeOverloaded             = &Rejection{Code: CodeResourceExhausted, Reason: "node-overloaded"}
-	ErrDeadlineExpired            = &Rejection{Code: CodeDeadlineExceeded, Reason: "deadline-exceeded"}
-	ErrActivationIDUnavailable    = &Rejection{Code: CodeAlreadyExists, Reason: "activation-id-unavailable"}
-	ErrUnsupportedBudgetDimension = &Rejection{Code: CodeInvalidArgument, Reason: "unsupported-budget-dimension"}
-	ErrBudgetInfeasible           = &Rejection{Code: CodeInvalidArgument, Reason: "budget-infeasible"}
-	ErrInvalidIdentifier          = &Rejection{Code: CodeInvalidArgument, Reason: "invalid-identifier"}
-	ErrMetadataTooLarge           = &Rejection{Code: CodeInvalidArgument, Reason: "metadata-too-large"}
+	ErrPrincipalNotAuthorized     = &Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonPrincipalNotAuthorized}
+	ErrPriorityNotAuthorized      = &Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonPriorityNotAuthorized}
+	ErrTrustClassNotAuthorized    = &Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonTrustClassNotAuthorized}
+	ErrCellClassNotAuthorized     = &Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonCellClassNotAuthorized}
+	ErrRevisionNotAvailable       = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonRevisionNotAvailable}
+	ErrServiceNotFound            = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonServiceNotFound}
+	ErrRouteNotFound              = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonRouteNotFound}
+	ErrUnsupportedRequirement     = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonUnsupportedExecutionRequirement}
+	ErrPlacementNotCompatible     = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonPlacementNotCompatible}
+	ErrNoCompatibleCell           = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonNoCompatibleCell}
+	ErrQueueDeadlineInfeasible    = &Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonQueueDeadlineInfeasible}
+	ErrPayloadTooLarge            = &Rejection{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonPayloadTooLarge}
+	ErrCapacityExhausted          = &Rejection{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted}
+	ErrNodeOverloaded             = &Rejection{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonNodeOverloaded}
+	ErrDeadlineExpired            = &Rejection{Code: refusal.CodeDeadlineExceeded, Reason: refusal.ReasonDeadlineExceeded}
+	ErrActivationIDUnavailable    = &Rejection{Code: refusal.CodeAlreadyExists, Reason: refusal.ReasonActivationIDUnavailable}
+	ErrUnsupportedBudgetDimension = &Rejection{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonUnsupportedBudgetDimension}
+	ErrBudgetInfeasible           = &Rejection{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonBudgetInfeasible}
+	ErrInvalidIdentifier          = &Rejection{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonInvalidIdentifier}
+	ErrMetadataTooLarge           = &Rejection{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonMetadataTooLarge}
 )
 
 // The concrete rejections admission returns. They are package-level values,
 // so a refusal allocates nothing.
 var (
-	rejPrincipal        = &Rejection{CodePermissionDenied, "principal-not-authorized", ScopePrincipal, "", false}
-	rejServiceIdentity  = &Rejection{CodePermissionDenied, "principal-not-authorized", ScopePrincipal, "service-identity", false}
-	rejPriorityNode     = &Rejection{CodePermissionDenied, "priority-not-authorized", ScopeNode, "priority", false}
-	rejPriorityTenant   = &Rejection{CodePermissionDenied, "priority-not-authorized", ScopeTenant, "priority", false}
-	rejTrustClass       = &Rejection{CodePermissionDenied, "trust-class-not-authorized", ScopeTenant, "trust-class", false}
-	rejCellClass        = &Rejection{CodePermissionDenied, "cell-class-not-authorized", ScopeCellClass, "cell-class", false}
-	rejActivationID     = &Rejection{CodeInvalidArgument, "invalid-identifier", ScopeRequest, "activation-id", false}
-	rejSubject          = &Rejection{CodeInvalidArgument, "invalid-identifier", ScopePrincipal, "subject", false}
-	rejTargetName       = &Rejection{CodeInvalidArgument, "invalid-identifier", ScopeRequest, "target", false}
-	rejGeneratedID      = &Rejection{CodeInvalidArgument, "invalid-identifier", ScopeRevision, "revision-id", false}
-	rejMetadataEntries  = &Rejection{CodeInvalidArgument, "metadata-too-large", ScopeRequest, "metadata-entries", false}
-	rejMetadataBytes    = &Rejection{CodeInvalidArgument, "metadata-too-large", ScopeRequest, "metadata-bytes", false}
-	rejMetadataKey      = &Rejection{CodeInvalidArgument, "invalid-identifier", ScopeRequest, "metadata-key", false}
-	rejRevision         = &Rejection{CodeAdmissionRejected, "revision-not-available", ScopeRevision, "", false}
-	rejPlacement        = &Rejection{CodeAdmissionRejected, "placement-not-compatible", ScopeNode, "placement", false}
-	rejThreading        = &Rejection{CodeAdmissionRejected, "unsupported-execution-requirement", ScopeCellClass, "threading", false}
-	rejFeatures         = &Rejection{CodeAdmissionRejected, "unsupported-execution-requirement", ScopeCellClass, "features", false}
-	rejNoCell           = &Rejection{CodeAdmissionRejected, "no-compatible-cell", ScopeCellClass, "memory", false}
-	rejInfeasible       = &Rejection{CodeAdmissionRejected, "queue-deadline-infeasible", ScopeCellClass, "wall-time", true}
-	rejPayloadNode      = &Rejection{CodeResourceExhausted, "payload-too-large", ScopeNode, "payload-bytes", false}
-	rejPayloadTenant    = &Rejection{CodeResourceExhausted, "payload-too-large", ScopeTenant, "payload-bytes", false}
-	rejOverloadCPU      = &Rejection{CodeResourceExhausted, "node-overloaded", ScopeNode, "cpu", true}
-	rejOverloadMemory   = &Rejection{CodeResourceExhausted, "node-overloaded", ScopeNode, "memory", true}
-	rejDeadline         = &Rejection{CodeDeadlineExceeded, "deadline-exceeded", ScopeRequest, "wall-time", false}
-	rejDuplicate        = &Rejection{CodeAlreadyExists, "activation-id-unavailable", ScopeRequest, "activation-id", false}
-	rejZeroFuel         = &Rejection{CodeInvalidArgument, "budget-infeasible", ScopeRequest, "cpu-fuel", false}
-	rejZeroMemory       = &Rejection{CodeInvalidArgument, "budget-infeasible", ScopeRequest, "memory", false}
-	rejZeroWall         = &Rejection{CodeInvalidArgument, "budget-infeasible", ScopeRequest, "wall-time", false}
-	rejMemoryBelowMin   = &Rejection{CodeInvalidArgument, "budget-infeasible", ScopeRevision, "memory", false}
-	rejNetworkDimension = &Rejection{CodeInvalidArgument, "unsupported-budget-dimension", ScopeRequest, "network-egress-bytes", false}
-	rejStorageDimension = &Rejection{CodeInvalidArgument, "unsupported-budget-dimension", ScopeRequest, "storage-bytes", false}
-	rejAccelDimension   = &Rejection{CodeInvalidArgument, "unsupported-budget-dimension", ScopeRequest, "accelerators", false}
-	rejArithmetic       = &Rejection{CodeResourceExhausted, "capacity-exhausted", ScopeNode, "arithmetic", true}
+	rejPrincipal        = &Rejection{refusal.CodePermissionDenied, refusal.ReasonPrincipalNotAuthorized, refusal.ScopePrincipal, refusal.DimNone, false}
+	rejServiceIdentity  = &Rejection{refusal.CodePermissionDenied, refusal.ReasonPrincipalNotAuthorized, refusal.ScopePrincipal, refusal.DimServiceIdentity, false}
+	rejPriorityNode     = &Rejection{refusal.CodePermissionDenied, refusal.ReasonPriorityNotAuthorized, refusal.ScopeNode, refusal.DimPriority, false}
+	rejPriorityTenant   = &Rejection{refusal.CodePermissionDenied, refusal.ReasonPriorityNotAuthorized, refusal.ScopeTenant, refusal.DimPriority, false}
+	rejTrustClass       = &Rejection{refusal.CodePermissionDenied, refusal.ReasonTrustClassNotAuthorized, refusal.ScopeTenant, refusal.DimTrustClass, false}
+	rejCellClass        = &Rejection{refusal.CodePermissionDenied, refusal.ReasonCellClassNotAuthorized, refusal.ScopeCellClass, refusal.DimCellClass, false}
+	rejActivationID     = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonInvalidIdentifier, refusal.ScopeRequest, refusal.DimActivationID, false}
+	rejSubject          = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonInvalidIdentifier, refusal.ScopePrincipal, refusal.DimSubject, false}
+	rejTargetName       = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonInvalidIdentifier, refusal.ScopeRequest, refusal.DimTarget, false}
+	rejGeneratedID      = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonInvalidIdentifier, refusal.ScopeRevision, refusal.DimRevisionID, false}
+	rejMetadataEntries  = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonMetadataTooLarge, refusal.ScopeRequest, refusal.DimMetadataEntries, false}
+	rejMetadataBytes    = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonMetadataTooLarge, refusal.ScopeRequest, refusal.DimMetadataBytes, false}
+	rejMetadataKey      = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonInvalidIdentifier, refusal.ScopeRequest, refusal.DimMetadataKey, false}
+	rejRevision         = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonRevisionNotAvailable, refusal.ScopeRevision, refusal.DimNone, false}
+	rejPlacement        = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonPlacementNotCompatible, refusal.ScopeNode, refusal.DimPlacement, false}
+	rejThreading        = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonUnsupportedExecutionRequirement, refusal.ScopeCellClass, refusal.DimThreading, false}
+	rejFeatures         = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonUnsupportedExecutionRequirement, refusal.ScopeCellClass, refusal.DimFeatures, false}
+	rejNoCell           = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonNoCompatibleCell, refusal.ScopeCellClass, refusal.DimMemory, false}
+	rejInfeasible       = &Rejection{refusal.CodeAdmissionRejected, refusal.ReasonQueueDeadlineInfeasible, refusal.ScopeCellClass, refusal.DimWallTime, true}
+	rejPayloadNode      = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonPayloadTooLarge, refusal.ScopeNode, refusal.DimPayloadBytes, false}
+	rejPayloadTenant    = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonPayloadTooLarge, refusal.ScopeTenant, refusal.DimPayloadBytes, false}
+	rejOverloadCPU      = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonNodeOverloaded, refusal.ScopeNode, refusal.DimCPU, true}
+	rejOverloadMemory   = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonNodeOverloaded, refusal.ScopeNode, refusal.DimMemory, true}
+	rejDeadline         = &Rejection{refusal.CodeDeadlineExceeded, refusal.ReasonDeadlineExceeded, refusal.ScopeRequest, refusal.DimWallTime, false}
+	rejDuplicate        = &Rejection{refusal.CodeAlreadyExists, refusal.ReasonActivationIDUnavailable, refusal.ScopeRequest, refusal.DimActivationID, false}
+	rejZeroFuel         = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonBudgetInfeasible, refusal.ScopeRequest, refusal.DimCPUFuel, false}
+	rejZeroMemory       = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonBudgetInfeasible, refusal.ScopeRequest, refusal.DimMemory, false}
+	rejZeroWall         = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonBudgetInfeasible, refusal.ScopeRequest, refusal.DimWallTime, false}
+	rejMemoryBelowMin   = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonBudgetInfeasible, refusal.ScopeRevision, refusal.DimMemory, false}
+	rejNetworkDimension = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonUnsupportedBudgetDimension, refusal.ScopeRequest, refusal.DimNetworkEgressBytes, false}
+	rejStorageDimension = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonUnsupportedBudgetDimension, refusal.ScopeRequest, refusal.DimStorageBytes, false}
+	rejAccelDimension   = &Rejection{refusal.CodeInvalidArgument, refusal.ReasonUnsupportedBudgetDimension, refusal.ScopeRequest, refusal.DimAccelerators, false}
+	rejArithmetic       = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonCapacityExhausted, refusal.ScopeNode, refusal.DimArithmetic, true}
 )
 
 // Capacity rejections per scope and dimension.
 var rejCapacity = func() (t [numScopes][numDims]*Rejection) {
-	scopes := [numScopes]string{ScopeNode, ScopeTenant, ScopeTrustClass, ScopeQueueClass}
-	dims := [numDims]string{"live-activations", "queued", "cpu-fuel", "memory"}
+	scopes := [numScopes]refusal.Scope{refusal.ScopeNode, refusal.ScopeTenant, refusal.ScopeTrustClass, refusal.ScopeQueueClass}
+	dims := [numDims]refusal.Dimension{refusal.DimLiveActivations, refusal.DimQueued, refusal.DimCPUFuel, refusal.DimMemory}
 	for s := range t {
 		for d := range t[s] {
-			t[s][d] = &Rejection{CodeResourceExhausted, "capacity-exhausted", scopes[s], dims[d], true}
+			t[s][d] = &Rejection{refusal.CodeResourceExhausted, refusal.ReasonCapacityExhausted, scopes[s], dims[d], true}
 		}
 	}
 	return t
@@ -177,19 +150,20 @@ const (
 // unavailable returns the rejection for a load-source failure with the
 // source's sanitized reason. The set of reasons is fixed, so the values are
 // built once.
-func unavailable(reason string) *Rejection {
+func unavailable(reason refusal.Reason) *Rejection {
 	if r, ok := rejUnavailable[reason]; ok {
 		return r
 	}
 	return rejUnavailableOther
 }
 
-var rejUnavailableOther = &Rejection{CodeUnavailable, "load-source-unavailable", ScopeLoadSource, "", true}
+var rejUnavailableOther = &Rejection{refusal.CodeUnavailable, refusal.ReasonLoadSourceUnavailable, refusal.ScopeLoadSource, refusal.DimNone, true}
 
-var rejUnavailable = func() map[string]*Rejection {
-	m := map[string]*Rejection{}
-	for _, r := range []string{"load-sample-missing", "load-sample-malformed", "load-sample-out-of-order", "load-sample-future", "load-sample-stale"} {
-		m[r] = &Rejection{CodeUnavailable, r, ScopeLoadSource, "", true}
+var rejUnavailable = func() map[refusal.Reason]*Rejection {
+	m := map[refusal.Reason]*Rejection{}
+	for _, r := range []refusal.Reason{refusal.ReasonLoadSampleMissing, refusal.ReasonLoadSampleMalformed,
+		refusal.ReasonLoadSampleOutOfOrder, refusal.ReasonLoadSampleFuture, refusal.ReasonLoadSampleStale} {
+		m[r] = &Rejection{refusal.CodeUnavailable, r, refusal.ScopeLoadSource, refusal.DimNone, true}
 	}
 	return m
 }()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -20,7 +21,8 @@ var (
 
 // rejDeadlineInQueue refuses a queued permit whose deadline passed before
 // execution started.
-var rejDeadlineInQueue = &Rejection{CodeDeadlineExceeded, "deadline-exceeded", ScopeQueueClass, "wall-time", false}
+var rejDeadlineInQueue = &Rejection{refusal.CodeDeadlineExceeded, refusal.ReasonDeadlineExceeded, refusal.ScopeQueueClass,
+	refusal.DimWallTime, false}
 
 // noCopy makes go vet's copylocks check flag copies of permits.
 type noCopy struct{}

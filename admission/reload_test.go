@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -33,7 +34,7 @@ func TestReload_limitsAndTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rej *Rejection
-	if _, err := h.admit(h.request("a2", "acme", "images")); !errors.As(err, &rej) || rej.Scope != ScopeTenant {
+	if _, err := h.admit(h.request("a2", "acme", "images")); !errors.As(err, &rej) || rej.Scope != refusal.ScopeTenant {
 		t.Fatalf("third admission under the lowered limit: %v", err)
 	}
 	if v, _ := h.prov.TenantSnapshot("acme"); v.Usage.LiveActivations != 2 || v.Limits.MaxLiveActivations != 2 {
@@ -46,7 +47,7 @@ func TestReload_limitsAndTenants(t *testing.T) {
 	if err := h.prov.Reload(without); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.admit(h.request("a3", "acme", "images")); !errors.As(err, &rej) || rej.Reason != "principal-not-authorized" {
+	if _, err := h.admit(h.request("a3", "acme", "images")); !errors.As(err, &rej) || rej.Reason != refusal.ReasonPrincipalNotAuthorized {
 		t.Fatalf("admission of a removed tenant: %v", err)
 	}
 	if _, ok := h.prov.TenantSnapshot("acme"); ok {

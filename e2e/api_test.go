@@ -16,6 +16,7 @@ import (
 
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // otherArch is an architecture this host is not.
@@ -112,24 +113,24 @@ func TestOutcomesAndRejections(t *testing.T) {
 		}{
 			{"no key", "", "acme/echo/run", "", nil, 401, "unauthenticated"},
 			{"unknown key", "lk_unknown", "acme/echo/run", "", nil, 401, "unauthenticated"},
-			{"other tenant's route", "bob", "acme/echo/run", "", nil, 403, "principal-not-authorized"},
-			{"subject not allowed by tenant", "mallory", "acme/echo/run", "", nil, 403, "principal-not-authorized"},
-			{"admin lacks invoke role", "root", "acme/echo/run", "", nil, 403, "role-not-authorized"},
-			{"priority over tenant max", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "7"}, 403, "priority-not-authorized"},
-			{"bad budget dimension", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
-			{"bad budget value", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=lots"}, 400, "invalid-header"},
-			{"bad priority", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "-1"}, 400, "invalid-header"},
-			{"bad deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Deadline-Unix-Ms": "soon"}, 400, "invalid-header"},
-			{"bad timeout", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "1.5s"}, 400, "invalid-header"},
-			{"invalid identifier", "alice", "acme/echo/" + longName, "", nil, 400, "invalid-identifier"},
-			{"invalid activation id", "alice", "acme/echo/run", "", map[string]string{"Latent-Activation-Id": strings.Repeat("a", 200)}, 400, "invalid-identifier"},
-			{"too much metadata", "alice", "acme/echo/run", "", meta, 400, "metadata-too-large"},
-			{"zero fuel", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=0"}, 400, "budget-infeasible"},
-			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, "route-not-found"},
-			{"unknown service", "alice", "acme/nope/run", "", nil, 404, "service-not-found"},
-			{"payload over node cap", "alice", "acme/echo/run", big, nil, 413, "payload-too-large"},
-			{"payload over tenant cap", "alice", "acme/echo/run", strings.Repeat("x", 32<<10+1), nil, 413, "payload-too-large"},
-			{"infeasible deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "50"}, 503, "queue-deadline-infeasible"},
+			{"other tenant's route", "bob", "acme/echo/run", "", nil, 403, refusal.ReasonPrincipalNotAuthorized.String()},
+			{"subject not allowed by tenant", "mallory", "acme/echo/run", "", nil, 403, refusal.ReasonPrincipalNotAuthorized.String()},
+			{"admin lacks invoke role", "root", "acme/echo/run", "", nil, 403, refusal.ReasonRoleNotAuthorized.String()},
+			{"priority over tenant max", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "7"}, 403, refusal.ReasonPriorityNotAuthorized.String()},
+			{"bad budget dimension", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "gpu=1"}, 400, refusal.ReasonInvalidHeader.String()},
+			{"bad budget value", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=lots"}, 400, refusal.ReasonInvalidHeader.String()},
+			{"bad priority", "alice", "acme/echo/run", "", map[string]string{"Latent-Priority": "-1"}, 400, refusal.ReasonInvalidHeader.String()},
+			{"bad deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Deadline-Unix-Ms": "soon"}, 400, refusal.ReasonInvalidHeader.String()},
+			{"bad timeout", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "1.5s"}, 400, refusal.ReasonInvalidHeader.String()},
+			{"invalid identifier", "alice", "acme/echo/" + longName, "", nil, 400, refusal.ReasonInvalidIdentifier.String()},
+			{"invalid activation id", "alice", "acme/echo/run", "", map[string]string{"Latent-Activation-Id": strings.Repeat("a", 200)}, 400, refusal.ReasonInvalidIdentifier.String()},
+			{"too much metadata", "alice", "acme/echo/run", "", meta, 400, refusal.ReasonMetadataTooLarge.String()},
+			{"zero fuel", "alice", "acme/echo/run", "", map[string]string{"Latent-Budget": "fuel=0"}, 400, refusal.ReasonBudgetInfeasible.String()},
+			{"unknown route", "alice", "acme/echo/nope", "", nil, 404, refusal.ReasonRouteNotFound.String()},
+			{"unknown service", "alice", "acme/nope/run", "", nil, 404, refusal.ReasonServiceNotFound.String()},
+			{"payload over node cap", "alice", "acme/echo/run", big, nil, 413, refusal.ReasonPayloadTooLarge.String()},
+			{"payload over tenant cap", "alice", "acme/echo/run", strings.Repeat("x", 32<<10+1), nil, 413, refusal.ReasonPayloadTooLarge.String()},
+			{"infeasible deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Timeout-Ms": "50"}, 503, refusal.ReasonQueueDeadlineInfeasible.String()},
 			{"expired deadline", "alice", "acme/echo/run", "", map[string]string{"Latent-Deadline-Unix-Ms": "1000"}, 504, "deadline-exceeded"},
 		}
 		for _, tc := range tests {
@@ -139,7 +140,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 				if tc.status == 401 && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
 					t.Fatalf("401 without WWW-Authenticate: %v", r.header)
 				}
-				if tc.status != 401 && tc.reason != "role-not-authorized" && r.header.Get("Latent-Activation-Id") == "" {
+				if tc.status != 401 && tc.reason != refusal.ReasonRoleNotAuthorized.String() && r.header.Get("Latent-Activation-Id") == "" {
 					t.Fatalf("refusal without Latent-Activation-Id")
 				}
 				if bytes.Contains(r.body, []byte("acme")) || bytes.Contains(r.body, []byte("alice")) {
@@ -152,7 +153,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 			// An io.Reader of unknown length is sent chunked.
 			body := io.MultiReader(strings.NewReader(big[:1<<10]), strings.NewReader(big[1<<10:]))
 			r := n.do(t, "POST", "/v1/invoke/acme/echo/run", "alice", body, nil)
-			checkRefusal(t, r, 413, "payload-too-large")
+			checkRefusal(t, r, 413, refusal.ReasonPayloadTooLarge.String())
 		})
 
 		t.Run("capacity exhausted", func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 			first := n.async("bob", "beta/sleep/run", "", map[string]string{"Latent-Timeout-Ms": "1500"})
 			n.waitUsage(t, "bob", func(live, _ uint64) bool { return live == 1 })
 			r := n.invoke(t, "bob", "beta/partner/run", "x", nil)
-			checkRefusal(t, r, 429, "capacity-exhausted")
+			checkRefusal(t, r, 429, refusal.ReasonCapacityExhausted.String())
 			if r.problem.Scope != "tenant" || !r.problem.Retryable {
 				t.Fatalf("capacity: %s", r.body)
 			}
@@ -181,7 +182,7 @@ func TestOutcomesAndRejections(t *testing.T) {
 			first := n.async("alice", "acme/sleep/run", "", id)
 			n.waitUsage(t, "alice", func(live, _ uint64) bool { return live >= 1 })
 			r := n.invoke(t, "alice", "acme/echo/run", "x", map[string]string{"Latent-Activation-Id": "dup-1"})
-			checkRefusal(t, r, 409, "activation-id-unavailable")
+			checkRefusal(t, r, 409, refusal.ReasonActivationIDUnavailable.String())
 			if r.header.Get("Latent-Activation-Id") != "dup-1" {
 				t.Fatalf("409 activation id %q", r.header.Get("Latent-Activation-Id"))
 			}
@@ -240,7 +241,7 @@ func TestAPI_hardening(t *testing.T) {
 
 	t.Run("metrics need admin", func(t *testing.T) {
 		checkRefusal(t, n.do(t, "GET", "/metrics", "", nil, nil), 401, "unauthenticated")
-		checkRefusal(t, n.do(t, "GET", "/metrics", "alice", nil, nil), 403, "role-not-authorized")
+		checkRefusal(t, n.do(t, "GET", "/metrics", "alice", nil, nil), 403, refusal.ReasonRoleNotAuthorized.String())
 		r := n.do(t, "GET", "/metrics", "root", nil, nil)
 		if r.status != 200 || !strings.Contains(string(r.body), "latent_http_connections") {
 			t.Fatalf("admin: %d %.200s", r.status, r.body)
@@ -258,7 +259,7 @@ func TestAPI_hardening(t *testing.T) {
 		}
 		// Negative control: within acme the id is still taken.
 		checkRefusal(t, n.invoke(t, "alice", "acme/echo/run", "x", map[string]string{"Latent-Activation-Id": id}),
-			409, "activation-id-unavailable")
+			409, refusal.ReasonActivationIDUnavailable.String())
 		if r := await(t, held, 10*time.Second); r.status != 504 || r.header.Get("Latent-Activation-Id") != id {
 			t.Fatalf("held: %d %s", r.status, r.body)
 		}
@@ -280,13 +281,13 @@ func TestAPI_hardening(t *testing.T) {
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				checkRefusal(t, n.rawExchange(t, tc.req), 400, "malformed-body")
+				checkRefusal(t, n.rawExchange(t, tc.req), 400, refusal.ReasonMalformedBody.String())
 			})
 		}
 		// A body over its bound stays 413, also chunked.
 		big := strings.Repeat("x", 64<<10+1)
 		checkRefusal(t, n.rawExchange(t, head("POST", "/v1/invoke/acme/echo/run")+"Transfer-Encoding: chunked\r\n\r\n"+
-			strconv.FormatInt(int64(len(big)), 16)+"\r\n"+big+"\r\n0\r\n\r\n"), 413, "payload-too-large")
+			strconv.FormatInt(int64(len(big)), 16)+"\r\n"+big+"\r\n0\r\n\r\n"), 413, refusal.ReasonPayloadTooLarge.String())
 		// The node still serves, and blamed none of it on itself.
 		if r := n.invoke(t, "alice", "acme/echo/run", "ok", nil); r.status != 200 || string(r.body) != "ok" {
 			t.Fatalf("after malformed bodies: %d %s", r.status, r.body)
@@ -305,7 +306,7 @@ func TestAPI_hardening(t *testing.T) {
 			`","trust_class":"untrusted","ceiling":{"cpu_fuel":1000000,"memory_bytes":"1MiB","wall_time":"1s"}}],` +
 			`"routes":[{"name":"run","targets":[{"revision":"v1","weight":1}]}]}`
 		r := n.do(t, "PUT", "/v1/deployments/acme/bad", "alice", strings.NewReader(manifest), nil)
-		checkRefusal(t, r, 422, "invalid-manifest")
+		checkRefusal(t, r, 422, refusal.ReasonInvalidManifest.String())
 		var p struct {
 			Fields []struct{ Field, Problem string } `json:"invalid_fields"`
 		}
@@ -316,8 +317,8 @@ func TestAPI_hardening(t *testing.T) {
 	})
 
 	t.Run("unknown paths are problems", func(t *testing.T) {
-		checkRefusal(t, n.do(t, "GET", "/v1/nope", "", nil, nil), 404, "unknown-path")
-		checkRefusal(t, n.do(t, "GET", "/v1/invoke/acme/echo/run", "alice", nil, nil), 405, "method-not-allowed")
+		checkRefusal(t, n.do(t, "GET", "/v1/nope", "", nil, nil), 404, refusal.ReasonUnknownPath.String())
+		checkRefusal(t, n.do(t, "GET", "/v1/invoke/acme/echo/run", "alice", nil, nil), 405, refusal.ReasonMethodNotAllowed.String())
 	})
 
 	// Whatever the server met, its log stays structured: one JSON object a line.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // tokenSpy counts the requests it gets and those carrying the peer token.
@@ -132,7 +133,7 @@ func TestClusterSecurity_peers(t *testing.T) {
 		// module succeeded.
 		tok := map[string]string{"Latent-Peer-Token": token()}
 		r := n2.do(t, "POST", "/v1/cluster/replicate/beta/"+echoDigest, "", nil, tok)
-		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), "not-pending") {
+		if r.status != http.StatusForbidden || !strings.Contains(string(r.body), refusal.ReasonNotPending.String()) {
 			t.Fatalf("replicate for beta: %d %s, want 403 not-pending", r.status, r.body)
 		}
 		if err := deployDigest(t, n2.node, "bob", "beta", "stolen", echoDigest); err == nil {

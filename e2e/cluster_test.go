@@ -23,6 +23,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // clusterNode is a node binary serving in a cluster.
@@ -303,7 +304,7 @@ func TestCluster_fourNodes(t *testing.T) {
 			t.Fatalf("%s: /readyz %d after %v cut off, want %d", n.id, resp.StatusCode, outage, want)
 		}
 	}
-	if r, _ := deploy(nodes[2], manifestJSON(digest, 30)); r.status != 503 || r.problem.Reason != "cluster-unavailable" {
+	if r, _ := deploy(nodes[2], manifestJSON(digest, 30)); r.status != 503 || r.problem.Reason != refusal.ReasonClusterUnavailable.String() {
 		t.Fatalf("deploy with etcd cut off: %d %s", r.status, r.body)
 	}
 	for _, n := range nodes {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // thisArch is the architecture otherArch is not.
@@ -82,7 +83,7 @@ func TestDeployRefusesWhatCannotRun(t *testing.T) {
 				}
 				return
 			}
-			checkRefusal(t, r, 422, "invalid-manifest")
+			checkRefusal(t, r, 422, refusal.ReasonInvalidManifest.String())
 			var p struct {
 				Fields []field `json:"invalid_fields"`
 			}
@@ -115,10 +116,10 @@ func TestDeployRefusesWhatCannotRun(t *testing.T) {
 			status            int
 			reason            string
 		}{
-			{"unknown service", "alice", "acme/nope/run", 404, "service-not-found"},
-			{"unknown route", "alice", "acme/svc/nope", 404, "route-not-found"},
-			{"another tenant's route", "bob", "acme/svc/run", 403, "principal-not-authorized"},
-			{"another tenant's unknown service", "bob", "acme/nope/run", 403, "principal-not-authorized"},
+			{"unknown service", "alice", "acme/nope/run", 404, refusal.ReasonServiceNotFound.String()},
+			{"unknown route", "alice", "acme/svc/nope", 404, refusal.ReasonRouteNotFound.String()},
+			{"another tenant's route", "bob", "acme/svc/run", 403, refusal.ReasonPrincipalNotAuthorized.String()},
+			{"another tenant's unknown service", "bob", "acme/nope/run", 403, refusal.ReasonPrincipalNotAuthorized.String()},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				r := n.invoke(t, tc.who, tc.target, "", nil)

@@ -28,6 +28,7 @@ import (
 	"github.com/latent-node/latent-node/internal/hostilewasm"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // The hostile-tenant suite: a node with two tenants, quiet (one closed-loop
@@ -1334,7 +1335,7 @@ func attackNamespaces(t *testing.T, e *hostileEnv) {
 		}
 		if refused.status == 0 {
 			t.Errorf("hostile created %d services (quota %d, had %d) and was never refused", len(created), hostileServicesQuota, have)
-		} else if refused.status != 429 || refused.problem.Reason != "tenant-quota-exceeded" || refused.problem.Dimension != "services" ||
+		} else if refused.status != 429 || refused.problem.Reason != refusal.ReasonTenantQuotaExceeded.String() || refused.problem.Dimension != "services" ||
 			refused.problem.Retryable || refused.header.Get("Retry-After") != "" {
 			t.Errorf("service %d of hostile (quota %d, had %d): want 429 tenant-quota-exceeded services, not retryable; have %d %s",
 				len(created)+1, hostileServicesQuota, have, refused.status, truncate(string(refused.body), 300))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // The ingress governor against the real binary: requests are held open by
@@ -129,7 +130,7 @@ func (n *node) waitIngress(t *testing.T, what string, cond func(ingressPool) boo
 // dimension.
 func checkIngressRefused(t *testing.T, r reply, scope, dimension string) {
 	t.Helper()
-	checkRefusal(t, r, http.StatusTooManyRequests, "capacity-exhausted")
+	checkRefusal(t, r, http.StatusTooManyRequests, refusal.ReasonCapacityExhausted.String())
 	if r.problem.Scope != scope || r.problem.Dimension != dimension || !r.problem.Retryable {
 		t.Fatalf("want scope %s, dimension %s, retryable: %s", scope, dimension, r.body)
 	}

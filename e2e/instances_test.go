@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // The instance modes end to end: the examples' snapshot routes answer what
@@ -402,7 +403,7 @@ func TestInstances(t *testing.T) {
 		// initialisation it fails at deploy, naming the revision's mode.
 		r := n.putRelease(t, "alice", "acme", "init-traps", "trap_unreachable", "_start",
 			stateRev{name: "v1", instance: "snapshot", init: "_start"})
-		checkRefusal(t, r, 422, "invalid-manifest")
+		checkRefusal(t, r, 422, refusal.ReasonInvalidManifest.String())
 		var p struct {
 			Fields []struct{ Field, Problem string } `json:"invalid_fields"`
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // TestTenantIsolation: another tenant's key cannot invoke, deploy to, read
@@ -28,11 +29,11 @@ func TestTenantIsolation(t *testing.T) {
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
 
-	checkRefusal(t, n.invoke(t, "bob", "acme/echo/run", "x", nil), 403, "principal-not-authorized")
+	checkRefusal(t, n.invoke(t, "bob", "acme/echo/run", "x", nil), 403, refusal.ReasonPrincipalNotAuthorized.String())
 	manifest := `{"tenant":"acme","service":"echo","revisions":[],"routes":[]}`
-	checkRefusal(t, n.do(t, "PUT", "/v1/deployments/acme/echo", "bob", strings.NewReader(manifest), nil), 403, "principal-not-authorized")
-	checkRefusal(t, n.do(t, "GET", "/v1/deployments/acme/echo", "bob", nil, nil), 403, "principal-not-authorized")
-	checkRefusal(t, n.do(t, "DELETE", "/v1/deployments/acme/echo", "bob", nil, nil), 403, "principal-not-authorized")
+	checkRefusal(t, n.do(t, "PUT", "/v1/deployments/acme/echo", "bob", strings.NewReader(manifest), nil), 403, refusal.ReasonPrincipalNotAuthorized.String())
+	checkRefusal(t, n.do(t, "GET", "/v1/deployments/acme/echo", "bob", nil, nil), 403, refusal.ReasonPrincipalNotAuthorized.String())
+	checkRefusal(t, n.do(t, "DELETE", "/v1/deployments/acme/echo", "bob", nil, nil), 403, refusal.ReasonPrincipalNotAuthorized.String())
 	// A manifest naming another tenant under one's own path is refused too.
 	r := n.do(t, "PUT", "/v1/deployments/beta/echo", "bob", strings.NewReader(manifest), nil)
 	if r.status != 422 {
@@ -47,8 +48,8 @@ func TestTenantIsolation(t *testing.T) {
 	if r.status != 200 || json.Unmarshal(r.body, &own) != nil || own.Name == "acme" || strings.Contains(string(r.body), "acme") {
 		t.Fatalf("bob's admission: %d %s", r.status, r.body)
 	}
-	checkRefusal(t, n.do(t, "GET", "/v1/admin/admission", "bob", nil, nil), 403, "role-not-authorized")
-	checkRefusal(t, n.do(t, "GET", "/v1/admin/admission", "alice", nil, nil), 403, "role-not-authorized")
+	checkRefusal(t, n.do(t, "GET", "/v1/admin/admission", "bob", nil, nil), 403, refusal.ReasonRoleNotAuthorized.String())
+	checkRefusal(t, n.do(t, "GET", "/v1/admin/admission", "alice", nil, nil), 403, refusal.ReasonRoleNotAuthorized.String())
 	checkRefusal(t, n.do(t, "GET", "/v1/admin/admission", "", nil, nil), 401, "unauthenticated")
 	r = n.do(t, "GET", "/v1/admin/admission", "root", nil, nil)
 	if r.status != 200 || !strings.Contains(string(r.body), `"tenants"`) {
@@ -87,10 +88,10 @@ func TestQueueRefusals(t *testing.T) {
 	// bob holds no slot of the full batch queue: alice's newest waiter gives
 	// its slot up.
 	b := n.async("bob", "beta/echo/run", "x", slow(5000))
-	checkRefusal(t, await(t, q2, 5*time.Second), 429, "fair-share-of-waiting-slots")
+	checkRefusal(t, await(t, q2, 5*time.Second), 429, refusal.ReasonFairShareOfWaitingSlots.String())
 	// The others wait their max_wait behind the sleeping guest.
-	checkRefusal(t, await(t, q1, 5*time.Second), 429, "queue-wait-exceeded")
-	checkRefusal(t, await(t, b, 5*time.Second), 429, "queue-wait-exceeded")
+	checkRefusal(t, await(t, q1, 5*time.Second), 429, refusal.ReasonQueueWaitExceeded.String())
+	checkRefusal(t, await(t, b, 5*time.Second), 429, refusal.ReasonQueueWaitExceeded.String())
 	if r := await(t, running, 10*time.Second); r.status != 504 {
 		t.Fatalf("running: %d %s", r.status, r.body)
 	}
@@ -108,7 +109,7 @@ func TestNodeOverloaded(t *testing.T) {
 	n, _ := startNode(t, nil, []string{"LATENT_NODE_LOAD_SOURCE=fixed:1,0.1"})
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	r := n.invoke(t, "alice", "acme/echo/run", "x", nil)
-	checkRefusal(t, r, 503, "node-overloaded")
+	checkRefusal(t, r, 503, refusal.ReasonNodeOverloaded.String())
 	if r.problem.Dimension != "cpu" || strings.Contains(string(r.body), "1.0") {
 		t.Fatalf("overloaded problem: %s", r.body)
 	}
@@ -274,7 +275,7 @@ func TestSIGTERM(t *testing.T) {
 	n.signal(t, sigterm)
 	for _, q := range []<-chan result{q1, q2} {
 		r := await(t, q, 5*time.Second)
-		checkRefusal(t, r, 503, "shutting-down")
+		checkRefusal(t, r, 503, refusal.ReasonShuttingDown.String())
 	}
 	r := await(t, running, 10*time.Second)
 	if r.status != 504 || r.problem.Outcome != "deadline-exceeded" {
@@ -298,7 +299,7 @@ func TestSIGTERM_graceExpires(t *testing.T) {
 	sent := time.Now()
 	n.signal(t, sigterm)
 	r := await(t, running, 6*time.Second)
-	checkRefusal(t, r, 503, "shutting-down")
+	checkRefusal(t, r, 503, refusal.ReasonShuttingDown.String())
 	if r.problem.Outcome != "cancelled" || r.header.Get("Latent-Outcome") != "cancelled" {
 		t.Fatalf("cancelled activation: %d %s", r.status, r.body)
 	}
@@ -317,7 +318,7 @@ func retryOverloaded(t *testing.T, n *node, who, target, input string) reply {
 	var r reply
 	for i := 0; i < 50; i++ {
 		r = n.invoke(t, who, target, input, nil)
-		if r.status != 503 || r.problem.Reason != "node-overloaded" {
+		if r.status != 503 || r.problem.Reason != refusal.ReasonNodeOverloaded.String() {
 			return r
 		}
 		<-time.After(100 * time.Millisecond) // the next load sample

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // TestReload_sighupKeyRotation rotates an API key with SIGHUP while clients
@@ -114,7 +115,7 @@ func TestReload_sighupKeyRotation(t *testing.T) {
 		t.Fatalf("after a refused reload: %d", r.status)
 	}
 	r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil)
-	if r.status != 422 || r.problem.Reason != "invalid-configuration" || !strings.Contains(string(r.body), "node.colour") {
+	if r.status != 422 || r.problem.Reason != refusal.ReasonInvalidConfiguration.String() || !strings.Contains(string(r.body), "node.colour") {
 		t.Fatalf("POST reload of the invalid file: %d %s", r.status, r.body)
 	}
 	write(withAlice(`"` + newHash + `"`))

@@ -23,6 +23,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testcert"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // The front door against the real binary: one authorization rule for every
@@ -112,7 +113,7 @@ func TestSecurityFront_revocation(t *testing.T) {
 		t.Helper()
 		for _, a := range tenantActions(t, "by-"+who) {
 			r := n.do(t, a.method, a.path, who, strings.NewReader(string(a.body)), nil)
-			if r.status != http.StatusForbidden || r.problem.Reason != "principal-not-authorized" || r.problem.Code != "permission-denied" {
+			if r.status != http.StatusForbidden || r.problem.Reason != refusal.ReasonPrincipalNotAuthorized.String() || r.problem.Code != "permission-denied" {
 				t.Errorf("%s by %s: %d %q, want 403 principal-not-authorized", a.name, who, r.status, r.problem.Reason)
 			}
 		}
@@ -445,7 +446,7 @@ func TestSecurityFront_browsers(t *testing.T) {
 	}
 	for _, tt := range refused {
 		r := b.do(t, b.cert, "POST", "/v1/admin/reload", "", tt.headers)
-		if r.status != http.StatusForbidden || r.problem.Reason != "cross-site-request" {
+		if r.status != http.StatusForbidden || r.problem.Reason != refusal.ReasonCrossSiteRequest.String() {
 			t.Errorf("reload by certificate, %s: %d %s, want 403 cross-site-request", tt.name, r.status, r.body)
 		}
 	}
@@ -476,7 +477,7 @@ func TestSecurityFront_browsers(t *testing.T) {
 	admin := map[string]string{"Authorization": "Bearer " + keys["root"]}
 	for _, path := range []string{"/ui", "/ui/data"} {
 		if r := b.do(t, b.anon, "GET", path, "attacker.example", admin); r.status != http.StatusForbidden ||
-			r.problem.Reason != "host-not-allowed" {
+			r.problem.Reason != refusal.ReasonHostNotAllowed.String() {
 			t.Errorf("%s under attacker.example: %d %q, want 403 host-not-allowed", path, r.status, r.problem.Reason)
 		}
 		for _, host := range []string{"localhost", own} {

@@ -23,6 +23,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // otlpCollector is an in-process OTLP/HTTP traces endpoint: it decodes the
@@ -231,10 +233,10 @@ func TestTrace_followActivation(t *testing.T) {
 	}{
 		{"completed", "acme/echo/run", "ada", "11111111111111111111111111111111", 200, "",
 			[]string{"activation", "admission", "queue", "execution"}},
-		{"route not found", "acme/echo/nosuch", "ada", "22222222222222222222222222222222", 404, "route-not-found",
+		{"route not found", "acme/echo/nosuch", "ada", "22222222222222222222222222222222", 404, refusal.ReasonRouteNotFound.String(),
 			[]string{"activation"}},
 		{"payload too large", "acme/echo/run", strings.Repeat("x", 64<<10+1), "33333333333333333333333333333333", 413,
-			"payload-too-large", []string{"activation"}},
+			refusal.ReasonPayloadTooLarge.String(), []string{"activation"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := n.scrape(t)

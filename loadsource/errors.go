@@ -1,6 +1,10 @@
 package loadsource
 
-import "github.com/cockroachdb/errors"
+import (
+	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/refusal"
+)
 
 // ErrUnavailable is the umbrella sentinel: errors.Is(err, ErrUnavailable)
 // holds for every error that State.Read returns and every refusal of
@@ -13,18 +17,18 @@ var ErrUnavailable = errors.New("loadsource: load source unavailable")
 // timestamps or paths: admission forwards the reason to callers.
 var (
 	// ErrSampleMissing: nothing has been published yet.
-	ErrSampleMissing = newUnavailable("load-sample-missing")
+	ErrSampleMissing = newUnavailable(refusal.ReasonLoadSampleMissing)
 	// ErrSampleMalformed: the latest publish carried a pressure that is NaN,
 	// infinite or outside [0,1], or a zero TakenAt.
-	ErrSampleMalformed = newUnavailable("load-sample-malformed")
+	ErrSampleMalformed = newUnavailable(refusal.ReasonLoadSampleMalformed)
 	// ErrSampleOutOfOrder: the latest publish carried a TakenAt that is not
 	// after the last accepted sample's.
-	ErrSampleOutOfOrder = newUnavailable("load-sample-out-of-order")
+	ErrSampleOutOfOrder = newUnavailable(refusal.ReasonLoadSampleOutOfOrder)
 	// ErrSampleFuture: the sample is dated more than FutureTolerance after the
 	// reader's now.
-	ErrSampleFuture = newUnavailable("load-sample-future")
+	ErrSampleFuture = newUnavailable(refusal.ReasonLoadSampleFuture)
 	// ErrSampleStale: the sample is older than the State's maximum age.
-	ErrSampleStale = newUnavailable("load-sample-stale")
+	ErrSampleStale = newUnavailable(refusal.ReasonLoadSampleStale)
 )
 
 // ErrSourceMalformed matches, under errors.Is, every error a Source returns
@@ -35,27 +39,27 @@ var (
 var ErrSourceMalformed = errors.New("loadsource: source file malformed")
 
 // reasonUnavailable is the reason of any other error.
-const reasonUnavailable = "load-source-unavailable"
+const reasonUnavailable = refusal.ReasonLoadSourceUnavailable
 
 // unavailableError is one fail-closed case. It is a type of its own, not
 // errors.Mark(…, ErrUnavailable): a mark makes every marked error equivalent
 // to every other one under errors.Is, and the cases must stay distinct.
-type unavailableError struct{ reason string }
+type unavailableError struct{ reason refusal.Reason }
 
-func newUnavailable(reason string) error { return &unavailableError{reason: reason} }
+func newUnavailable(reason refusal.Reason) error { return &unavailableError{reason: reason} }
 
-func (e *unavailableError) Error() string { return "loadsource: " + e.reason }
+func (e *unavailableError) Error() string { return "loadsource: " + e.reason.String() }
 
 // Is makes errors.Is(err, ErrUnavailable) hold for every case.
 func (e *unavailableError) Is(target error) bool { return target == ErrUnavailable }
 
-// Reason returns the stable, sanitized reason of err: "" for nil, one of
+// Reason returns the stable, sanitized reason of err: ReasonNone for nil, one of
 // load-sample-missing, load-sample-malformed, load-sample-out-of-order,
 // load-sample-future or load-sample-stale for the sentinels above (also when
 // wrapped), and load-source-unavailable for any other error.
-func Reason(err error) string {
+func Reason(err error) refusal.Reason {
 	if err == nil {
-		return ""
+		return refusal.ReasonNone
 	}
 	var e *unavailableError
 	if errors.As(err, &e) {

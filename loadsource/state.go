@@ -174,7 +174,8 @@ type Snapshot struct {
 	Last Sample
 	// Age is now − Last.TakenAt (negative when future-dated), 0 if none.
 	Age time.Duration
-	// Reason is Reason(err) for the error Read(now) would return: "" when the
+	// Reason is the wire name of Reason(err) for the error Read(now) would
+	// return: "" when the
 	// sample is usable.
 	Reason string
 	// Accepted counts samples accepted by Publish.
@@ -188,7 +189,7 @@ type Snapshot struct {
 func (s *State) Snapshot(now time.Time) Snapshot {
 	r := s.cur.Load()
 	snap := Snapshot{
-		Reason:            Reason(check(r, now, s.maxAge)),
+		Reason:            Reason(check(r, now, s.maxAge)).String(),
 		Accepted:          s.accepted.Load(),
 		RefusedMalformed:  s.refusedMalformed.Load(),
 		RefusedOutOfOrder: s.refusedOutOfOrder.Load(),

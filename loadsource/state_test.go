@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -191,7 +192,7 @@ func TestState_Read_allocs(t *testing.T) {
 
 func TestState_Snapshot(t *testing.T) {
 	s := NewState(maxAge)
-	if have, want := s.Snapshot(t0), (Snapshot{Reason: "load-sample-missing"}); have != want {
+	if have, want := s.Snapshot(t0), (Snapshot{Reason: refusal.ReasonLoadSampleMissing.String()}); have != want {
 		t.Fatalf("empty: want %+v, have %+v", want, have)
 	}
 	x := sampleAt(0)
@@ -205,12 +206,12 @@ func TestState_Snapshot(t *testing.T) {
 	if have := s.Snapshot(at(2500 * time.Millisecond)); have != want {
 		t.Fatalf("want %+v, have %+v", want, have)
 	}
-	want.Age, want.Reason = maxAge+time.Nanosecond, "load-sample-stale"
+	want.Age, want.Reason = maxAge+time.Nanosecond, refusal.ReasonLoadSampleStale.String()
 	if have := s.Snapshot(at(time.Second + maxAge + time.Nanosecond)); have != want {
 		t.Fatalf("stale: want %+v, have %+v", want, have)
 	}
 	_ = s.Publish(y) // poison: Last stays the last accepted sample
-	want.Age, want.Reason, want.RefusedOutOfOrder = 0, "load-sample-out-of-order", 2
+	want.Age, want.Reason, want.RefusedOutOfOrder = 0, refusal.ReasonLoadSampleOutOfOrder.String(), 2
 	if have := s.Snapshot(at(time.Second)); have != want {
 		t.Fatalf("poisoned: want %+v, have %+v", want, have)
 	}
@@ -296,17 +297,17 @@ func TestReason(t *testing.T) {
 	tests := []struct {
 		name string
 		err  error
-		want string
+		want refusal.Reason
 	}{
-		{"nil", nil, ""},
-		{"missing", ErrSampleMissing, "load-sample-missing"},
-		{"malformed", ErrSampleMalformed, "load-sample-malformed"},
-		{"out of order", ErrSampleOutOfOrder, "load-sample-out-of-order"},
-		{"future", ErrSampleFuture, "load-sample-future"},
-		{"stale", ErrSampleStale, "load-sample-stale"},
-		{"wrapped", errors.Wrap(ErrSampleStale, "admission: load"), "load-sample-stale"},
-		{"umbrella", ErrUnavailable, "load-source-unavailable"},
-		{"unknown", errors.New("boom"), "load-source-unavailable"},
+		{"nil", nil, refusal.ReasonNone},
+		{"missing", ErrSampleMissing, refusal.ReasonLoadSampleMissing},
+		{"malformed", ErrSampleMalformed, refusal.ReasonLoadSampleMalformed},
+		{"out of order", ErrSampleOutOfOrder, refusal.ReasonLoadSampleOutOfOrder},
+		{"future", ErrSampleFuture, refusal.ReasonLoadSampleFuture},
+		{"stale", ErrSampleStale, refusal.ReasonLoadSampleStale},
+		{"wrapped", errors.Wrap(ErrSampleStale, "admission: load"), refusal.ReasonLoadSampleStale},
+		{"umbrella", ErrUnavailable, refusal.ReasonLoadSourceUnavailable},
+		{"unknown", errors.New("boom"), refusal.ReasonLoadSourceUnavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -486,7 +486,7 @@ func (n *Node) finishAccess(aw *accessWriter, r *http.Request, rec *access, invo
 	n.log.LogAttrs(ctx, slog.LevelInfo, msg, args...)
 	if rec.executed && len(rec.stderr) > 0 {
 		level := slog.LevelInfo
-		if rec.outcome == string(runner.Success) {
+		if rec.outcome == runner.Success.String() {
 			level = slog.LevelDebug
 		}
 		if !n.log.Enabled(ctx, level) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -69,9 +70,9 @@ func TestAccessLog_followsActivation(t *testing.T) {
 		{"completed, caller's id", tn.key, "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Activation-Id": "trace-me-1"}, 200,
 			map[string]any{"id": "trace-me-1", "outcome": "success"}, nil},
 		{"refused: invalid header", tn.key, "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Priority": "high"}, 400,
-			map[string]any{"reason": "invalid-header", "status": 400.0},
+			map[string]any{"reason": refusal.ReasonInvalidHeader.String(), "status": 400.0},
 			func() float64 {
-				return counterValue(m.rejections.WithLabelValues("invalid-argument", "invalid-header", "request", "Latent-Priority"))
+				return counterValue(m.rejections.WithLabelValues("invalid-argument", refusal.ReasonInvalidHeader.String(), "request", "Latent-Priority"))
 			}},
 		{"refused: unauthenticated", "", "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Activation-Id": "anon-1"}, 401,
 			map[string]any{"id": "anon-1", "reason": "unauthenticated", "tenant": "demo"},
@@ -79,9 +80,9 @@ func TestAccessLog_followsActivation(t *testing.T) {
 				return counterValue(m.rejections.WithLabelValues("unauthenticated", "unauthenticated", "principal", ""))
 			}},
 		{"refused: other tenant", tn.key, "/v1/invoke/acme/hello/greet", nil, 403,
-			map[string]any{"reason": "principal-not-authorized", "tenant": "acme"},
+			map[string]any{"reason": refusal.ReasonPrincipalNotAuthorized.String(), "tenant": "acme"},
 			func() float64 {
-				return counterValue(m.rejections.WithLabelValues("permission-denied", "principal-not-authorized", "principal", ""))
+				return counterValue(m.rejections.WithLabelValues("permission-denied", refusal.ReasonPrincipalNotAuthorized.String(), "principal", ""))
 			}},
 		{"refused: unknown service", tn.key, "/v1/invoke/demo/nope/greet", nil, 404,
 			map[string]any{"service": "nope", "status": 404.0}, nil},
@@ -141,7 +142,7 @@ func TestAccessLog_roleRefusalCounted(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	if got := counterValue(m.rejections.WithLabelValues("invalid-argument", "unknown-path", "request", "path")); got != 1 {
+	if got := counterValue(m.rejections.WithLabelValues("invalid-argument", refusal.ReasonUnknownPath.String(), "request", "path")); got != 1 {
 		t.Fatalf("unknown path counted %v times", got)
 	}
 	// A success is not a refusal.
@@ -372,8 +373,8 @@ func TestReadProblem(t *testing.T) {
 		in   string
 		want problemFields
 	}{
-		{"full", full, problemFields{code: "invalid-argument", reason: "invalid-header", scope: "request", dimension: "Latent-Priority"}},
-		{"cut in a long field", full[:len(full)-20], problemFields{code: "invalid-argument", reason: "invalid-header", scope: "request", dimension: "Latent-Priority"}},
+		{"full", full, problemFields{code: "invalid-argument", reason: refusal.ReasonInvalidHeader.String(), scope: "request", dimension: "Latent-Priority"}},
+		{"cut in a long field", full[:len(full)-20], problemFields{code: "invalid-argument", reason: refusal.ReasonInvalidHeader.String(), scope: "request", dimension: "Latent-Priority"}},
 		{"outcome", `{"status":502,"outcome":"trap","stderr":"boom"}`, problemFields{outcome: "trap"}},
 		{"not JSON", `oops`, problemFields{}},
 	}

@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // Browsers: the defences of the routes a browser can reach with
@@ -57,8 +57,8 @@ func crossSite(r *http.Request) bool {
 
 // crossSiteRefusal is the answer to crossSite.
 func crossSiteRefusal() api.Problem {
-	p := api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, "cross-site-request", admission.ScopeRequest,
-		"origin", false)
+	p := api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonCrossSiteRequest,
+		Scope: refusal.ScopeRequest, Dimension: refusal.DimOrigin})
 	p.Detail = "a request authenticated by a client certificate must come from the node's own origin; " +
 		"send an Authorization header instead"
 	return p
@@ -101,8 +101,8 @@ func hostAllowed(host string, names []string) bool {
 func uiHostOnly(names []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r.Host, names) {
-			p := api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, "host-not-allowed", admission.ScopeRequest,
-				"host", false)
+			p := api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonHostNotAllowed,
+				Scope: refusal.ScopeRequest, Dimension: refusal.DimHost})
 			p.Detail = "the status page answers only under the names of node.ui_hosts or an IP address"
 			api.WriteProblem(w, p, 0)
 			return

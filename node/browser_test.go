@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 func TestCrossSite(t *testing.T) {
@@ -99,7 +100,7 @@ func TestUI_hostRefused(t *testing.T) {
 		}
 		a := readAnswer(t, resp)
 		_ = resp.Body.Close()
-		if a.status != http.StatusForbidden || a.prob.Reason != "host-not-allowed" {
+		if a.status != http.StatusForbidden || a.prob.Reason != refusal.ReasonHostNotAllowed.String() {
 			t.Fatalf("%s under attacker.example: %d %s", path, a.status, a.body)
 		}
 		if a := sn.do(t, "GET", path, sn.admin, nil, nil); a.status != http.StatusOK {

@@ -11,12 +11,12 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cluster"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -122,19 +122,27 @@ func setApplied(w http.ResponseWriter, res cluster.Result) {
 func clusterProblem(err error) (api.Problem, bool) {
 	switch {
 	case errors.Is(err, cluster.ErrCommitUnknown):
-		return api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "commit-unknown", admission.ScopeNode,
-			"cluster", true), true
+		return api.Refusal(clusterRefusal(refusal.ReasonCommitUnknown)), true
 	case errors.Is(err, cluster.ErrUnavailable):
-		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "cluster-unavailable", admission.ScopeNode,
-			"cluster", true)
+		p := api.Refusal(clusterRefusal(refusal.ReasonClusterUnavailable))
 		p.Detail = "the cluster's store cannot take the change now; invocations are not affected"
 		return p, true
 	case errors.Is(err, cluster.ErrConflict):
-		return api.Refusal(http.StatusConflict, admission.CodeUnavailable, "concurrent-change", admission.ScopeNode,
-			"cluster", true), true
+		return api.Refusal(clusterRefusal(refusal.ReasonConcurrentChange)), true
 	}
 	return api.Problem{}, false
 }
+
+// clusterRefusal is the retryable unavailable/reason of the cluster, in
+// scope node.
+func clusterRefusal(reason refusal.Reason) refusal.Refusal {
+	return refusal.Refusal{Code: refusal.CodeUnavailable, Reason: reason, Scope: refusal.ScopeNode,
+		Dimension: refusal.DimCluster, Retryable: true}
+}
+
+// notClustered refuses the cluster's admin routes on a standalone node.
+var notClustered = refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonNotClustered,
+	Scope: refusal.ScopeNode, Dimension: refusal.DimCluster}
 
 // peerOnly serves h to peers presenting the cluster's peer token.
 func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
@@ -164,14 +172,14 @@ func (n *Node) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
 func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Catalog, slots chan struct{}) {
 	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	if err != nil {
-		api.WriteProblem(w, badRequest("invalid-digest", "digest", ""), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonInvalidDigest, refusal.DimDigest, ""), 0)
 		return
 	}
 	select {
 	case slots <- struct{}{}:
 		defer func() { <-slots }()
 	default:
-		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "peer-busy", admission.ScopeNode, "cluster", true)
+		p := api.Refusal(clusterRefusal(refusal.ReasonPeerBusy))
 		p.Detail = "too many artifact reads by peers at once; try another holder or later"
 		w.Header().Set("Retry-After", "1")
 		api.WriteProblem(w, p, 0)
@@ -197,14 +205,14 @@ func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	tenant := vocab.TenantID(r.PathValue("tenant"))
 	if _, known := n.prov.Policy().Tenants[tenant]; err != nil || !known {
-		api.WriteProblem(w, badRequest("invalid-target", "path", ""), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonInvalidTarget, refusal.DimPath, ""), 0)
 		return
 	}
 	if err := n.cluster.Replicate(r.Context(), tenant, d); err != nil {
 		n.log.Warn("cluster: replication refused", "tenant", string(tenant), "digest", string(d), "err", err)
 		if errors.Is(err, cluster.ErrNotPending) {
-			api.WriteProblem(w, api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, "not-pending",
-				admission.ScopeTenant, "cluster", false), 0)
+			api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonNotPending,
+				Scope: refusal.ScopeTenant, Dimension: refusal.DimCluster}), 0)
 			return
 		}
 		p, _ := clusterProblem(errors.Mark(err, cluster.ErrUnavailable))
@@ -219,7 +227,7 @@ func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
 	gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 64)
 	if err != nil {
-		api.WriteProblem(w, badRequest("invalid-generation", "path", ""), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonInvalidGeneration, refusal.DimPath, ""), 0)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), peerAppliedWait)
@@ -237,8 +245,7 @@ const peerAppliedWait = 10 * time.Second
 // handleNodes lists the cluster's members (admin).
 func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
 	if n.cluster == nil {
-		api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "not-clustered",
-			admission.ScopeNode, "cluster", false), 0)
+		api.WriteProblem(w, api.Refusal(notClustered), 0)
 		return
 	}
 	members, err := n.cluster.Members(r.Context())
@@ -257,8 +264,7 @@ func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Princ
 // ready, the cluster's head at its last check. It needs no etcd.
 func (n *Node) handleClusterStatus(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
 	if n.cluster == nil {
-		api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "not-clustered",
-			admission.ScopeNode, "cluster", false), 0)
+		api.WriteProblem(w, api.Refusal(notClustered), 0)
 		return
 	}
 	st := n.cluster.Status()

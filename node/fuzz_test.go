@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // Body modes of the fuzz targets: how the body reader ends.
@@ -158,7 +159,7 @@ func checkFuzzAnswer(t *testing.T, method, path string, rec *httptest.ResponseRe
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code || (p.Code == "" && p.Outcome == "") || p.Type == "" {
 		t.Fatalf("%s %q: problem %q: %v", method, path, rec.Body.String(), err)
 	}
-	if p.Reason == "platform-failure" && p.Outcome == "" {
+	if p.Reason == refusal.ReasonPlatformFailure.String() && p.Outcome == "" {
 		t.Fatalf("%s %q: the node blamed itself: %s", method, path, rec.Body.String())
 	}
 }
@@ -193,7 +194,7 @@ func FuzzReadBody(f *testing.F) {
 		req := httptest.NewRequest("POST", "/", nil)
 		req.Body, req.ContentLength = b, cl
 		rec := httptest.NewRecorder()
-		data, p := readBounded(rec, req, int64(limit), "payload-bytes")
+		data, p := readBounded(rec, req, int64(limit), refusal.DimPayloadBytes)
 		over := len(body) > int(limit) || cl > int64(limit)
 		failed := mode%bodyModes >= bodyTruncated
 		switch {
@@ -202,7 +203,7 @@ func FuzzReadBody(f *testing.F) {
 				t.Fatalf("%d bytes (declared %d) over %d: %+v", len(body), cl, limit, p)
 			}
 		case failed:
-			if p == nil || p.Status != http.StatusBadRequest || p.Reason != "malformed-body" {
+			if p == nil || p.Status != http.StatusBadRequest || p.Reason != refusal.ReasonMalformedBody.String() {
 				t.Fatalf("mode %d: %+v", mode%bodyModes, p)
 			}
 		default:

@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -81,14 +82,21 @@ func (n *Node) Handler() http.Handler {
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
-	api.WriteProblem(w, api.Refusal(http.StatusNotFound, admission.CodeInvalidArgument, "unknown-path", admission.ScopeRequest,
-		"path", false), 0)
+	api.WriteProblem(w, api.Refusal(unknownPath), 0)
 }
 
 func handleMethodNotAllowed(w http.ResponseWriter, _ *http.Request) {
-	api.WriteProblem(w, api.Refusal(http.StatusMethodNotAllowed, admission.CodeInvalidArgument, "method-not-allowed",
-		admission.ScopeRequest, "method", false), 0)
+	api.WriteProblem(w, api.Refusal(methodNotAllowed), 0)
 }
+
+// The refusals of a path no route serves and of a method the path's route
+// does not take.
+var (
+	unknownPath = refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonUnknownPath,
+		Scope: refusal.ScopeRequest, Dimension: refusal.DimPath}
+	methodNotAllowed = refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonMethodNotAllowed,
+		Scope: refusal.ScopeRequest, Dimension: refusal.DimMethod}
+)
 
 // cleanPaths answers a path the mux would redirect (not absolute, or with
 // "." or ".." elements or repeated slashes) with 404 instead: the API has
@@ -203,13 +211,12 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 			p, err = n.auth.Load().Authenticate(a)
 		}
 		if err != nil {
-			api.WriteProblem(w, api.Problem{Type: "https://latent-node.dev/problems/unauthenticated", Title: "unauthenticated",
-				Status: http.StatusUnauthorized, Code: admission.CodeUnauthenticated, Reason: "unauthenticated",
-				Scope: admission.ScopePrincipal}, 0)
+			api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnauthenticated,
+				Reason: refusal.ReasonUnauthenticated, Scope: refusal.ScopePrincipal}), 0)
 			return
 		}
 		if role != 0 && !p.Can(role) {
-			api.WriteProblem(w, forbidden("role-not-authorized"), 0)
+			api.WriteProblem(w, forbidden(refusal.ReasonRoleNotAuthorized), 0)
 			return
 		}
 		accessOf(r.Context()).tenant = p.Tenant
@@ -232,25 +239,29 @@ func (n *Node) authorize(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	pr := p.AdmissionPrincipal()
 	if t := r.PathValue("tenant"); (t != "" && vocab.TenantID(t) != p.Tenant) || n.prov.Authorize(&pr) != nil {
 		n.holdRefusal(r.Context(), p)
-		api.WriteProblem(w, api.FromRejection(principalNotAuthorized), 0)
+		api.WriteProblem(w, api.Refusal(principalNotAuthorized.Refusal()), 0)
 		return false
 	}
 	return true
 }
 
-func forbidden(reason string) api.Problem {
-	return api.Refusal(http.StatusForbidden, admission.CodePermissionDenied, reason, admission.ScopePrincipal, "", false)
+// forbidden is permission-denied/reason in scope principal.
+func forbidden(reason refusal.Reason) api.Problem {
+	return api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: reason, Scope: refusal.ScopePrincipal})
 }
 
-func badRequest(reason, dimension, detail string) api.Problem {
-	p := api.Refusal(http.StatusBadRequest, admission.CodeInvalidArgument, reason, admission.ScopeRequest, dimension, false)
+// badRequest is invalid-argument/reason in scope request, with a detail.
+func badRequest(reason refusal.Reason, dimension refusal.Dimension, detail string) api.Problem {
+	p := api.Refusal(refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: reason, Scope: refusal.ScopeRequest,
+		Dimension: dimension})
 	p.Detail = detail
 	return p
 }
 
-func tooLarge(dimension string) api.Problem {
-	return api.Refusal(http.StatusRequestEntityTooLarge, admission.CodeResourceExhausted, "payload-too-large",
-		admission.ScopeNode, dimension, false)
+// tooLarge is payload-too-large in scope node.
+func tooLarge(dimension refusal.Dimension) api.Problem {
+	return api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonPayloadTooLarge,
+		Scope: refusal.ScopeNode, Dimension: dimension})
 }
 
 // storageRetryAfter is the Retry-After of an insufficient-storage answer:
@@ -260,18 +271,33 @@ const storageRetryAfter = time.Minute
 
 // insufficientStorage answers a write the disk could not hold. It names no
 // path: the cause is logged, not answered.
-func insufficientStorage() api.Problem {
-	p := api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "insufficient-storage",
-		admission.ScopeNode, "storage-bytes", true)
+func insufficientStorage(dimension refusal.Dimension) api.Problem {
+	p := api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonInsufficientStorage,
+		Scope: refusal.ScopeNode, Dimension: dimension, Retryable: true})
 	p.Detail = "the node's storage is full; retry later"
 	return p
 }
 
 // quotaExceeded answers a tenant's own catalog quota (not retryable: the
 // tenant must delete something first).
-func quotaExceeded(dimension string) api.Problem {
-	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "tenant-quota-exceeded",
-		admission.ScopeTenant, dimension, false)
+func quotaExceeded(dimension refusal.Dimension) api.Problem {
+	return api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonTenantQuotaExceeded,
+		Scope: refusal.ScopeTenant, Dimension: dimension})
+}
+
+// quotaDimension is the dimension of the catalog's quota dimension d.
+func quotaDimension(d string) refusal.Dimension {
+	switch d {
+	case catalog.QuotaServices:
+		return refusal.DimServices
+	case catalog.QuotaArtifacts:
+		return refusal.DimArtifacts
+	case catalog.QuotaArtifactBytes:
+		return refusal.DimArtifactBytes
+	case catalog.QuotaDeployedBytes:
+		return refusal.DimDeployedBytes
+	}
+	return refusal.DimNone
 }
 
 // Body problems.
@@ -285,7 +311,7 @@ const (
 // bodyProblem is the answer to a failed body read: 413 when the body passed
 // its bound (dimension names the bound), 400 malformed-body otherwise
 // (truncated, malformed chunked framing, too slow).
-func bodyProblem(err error, dimension string) api.Problem {
+func bodyProblem(err error, dimension refusal.Dimension) api.Problem {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return tooLarge(dimension)
@@ -300,13 +326,13 @@ func bodyProblem(err error, dimension string) api.Problem {
 	case strings.Contains(msg, "chunk"):
 		detail = detailBodyChunked
 	}
-	return badRequest("malformed-body", "body", detail)
+	return badRequest(refusal.ReasonMalformedBody, refusal.DimBody, detail)
 }
 
 // readBounded reads a body of at most limit bytes: a declared length over
 // the limit is refused before reading, a chunked body as soon as it passes
 // it. A failed read is answered by bodyProblem.
-func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension string) ([]byte, *api.Problem) {
+func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension refusal.Dimension) ([]byte, *api.Problem) {
 	if r.ContentLength > limit {
 		p := tooLarge(dimension)
 		return nil, &p
@@ -367,14 +393,14 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
-		refuseEarly(w, span, badRequest("invalid-header", header, err.Error()))
+		refuseEarly(w, span, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
 		return
 	}
 	if invalid != nil {
-		refuseEarly(w, span, badRequest("invalid-identifier", "target", ""))
+		refuseEarly(w, span, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
 		return
 	}
-	body, prob := readBounded(w, r, int64(n.prov.MaxPayloadBytes()), "payload-bytes")
+	body, prob := readBounded(w, r, int64(n.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
 	if prob != nil {
 		refuseEarly(w, span, *prob)
 		return
@@ -406,12 +432,12 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	if err != nil {
-		api.WriteProblem(w, badRequest("invalid-digest", "digest", `want "sha256:" followed by 64 lowercase hex digits`), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonInvalidDigest, refusal.DimDigest, `want "sha256:" followed by 64 lowercase hex digits`), 0)
 		return
 	}
 	limit := int64(n.cfg.DeployLimits.ModuleBytes)
 	if r.ContentLength > limit {
-		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
+		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
 		return
 	}
 	if !n.uploads.begin(p.Tenant) {
@@ -425,11 +451,11 @@ func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Pr
 	case err == nil:
 		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})
 	case body.err != nil: // the caller's body failed, whatever the catalog made of it
-		api.WriteProblem(w, bodyProblem(body.err, "artifact-bytes"), 0)
+		api.WriteProblem(w, bodyProblem(body.err, refusal.DimArtifactBytes), 0)
 	case errors.Is(err, catalog.ErrDigestMismatch):
-		api.WriteProblem(w, badRequest("digest-mismatch", "digest", "the body does not hash to the digest in the path"), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonDigestMismatch, refusal.DimDigest, "the body does not hash to the digest in the path"), 0)
 	case errors.Is(err, catalog.ErrArtifactTooLarge):
-		api.WriteProblem(w, tooLarge("artifact-bytes"), 0)
+		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
 	default:
 		n.writeCatalogError(w, err)
 	}
@@ -440,24 +466,23 @@ func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
 	var qe *catalog.QuotaError
 	switch {
 	case errors.As(err, &qe):
-		prob := quotaExceeded(qe.Dimension)
+		prob := quotaExceeded(quotaDimension(qe.Dimension))
 		api.WriteProblem(w, prob, 0)
 	case errors.Is(err, catalog.ErrTenantQuota):
-		prob := quotaExceeded("")
+		prob := quotaExceeded(refusal.DimNone)
 		api.WriteProblem(w, prob, 0)
 	case isStorageFull(err):
 		n.log.Error("storage full", "err", err) // the cause names the path; the answer does not
-		prob := insufficientStorage()
+		prob := insufficientStorage(refusal.DimStorageBytes)
 		api.WriteProblem(w, prob, storageRetryAfter)
 	case errors.Is(err, runner.ErrCompiledCacheFull):
 		n.log.Warn("compiled module cache full", "err", err)
-		prob := api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "insufficient-storage",
-			admission.ScopeNode, "compiled-bytes", true)
+		prob := insufficientStorage(refusal.DimCompiledBytes)
 		prob.Detail = "the node holds as many compiled modules as it may; retry once releases are replaced or deleted"
 		api.WriteProblem(w, prob, storageRetryAfter)
 	case errors.Is(err, catalog.ErrCatalogFull):
-		api.WriteProblem(w, api.Refusal(http.StatusInsufficientStorage, admission.CodeResourceExhausted, "catalog-full",
-			admission.ScopeNode, "services", false), 0)
+		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCatalogFull,
+			Scope: refusal.ScopeNode, Dimension: refusal.DimServices}), 0)
 	default:
 		n.writeAnswer(w, n.internal(err))
 	}
@@ -473,7 +498,7 @@ func isStorageFull(err error) bool {
 func ownTenant(w http.ResponseWriter, r *http.Request, p *auth.Principal) (vocab.TenantID, vocab.ServiceName, bool) {
 	t, s := vocab.TenantID(r.PathValue("tenant")), vocab.ServiceName(r.PathValue("service"))
 	if t != p.Tenant {
-		api.WriteProblem(w, forbidden("principal-not-authorized"), 0)
+		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
 		return "", "", false
 	}
 	return t, s, true
@@ -489,13 +514,13 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		return
 	}
 	defer n.deploys.end(t)
-	data, prob := readBounded(w, r, vocab.MaxManifestBytes, "manifest-bytes")
+	data, prob := readBounded(w, r, vocab.MaxManifestBytes, refusal.DimManifestBytes)
 	if prob != nil {
 		api.WriteProblem(w, *prob, 0)
 		return
 	}
 	if !json.Valid(data) {
-		api.WriteProblem(w, badRequest("malformed-body", "body", "the manifest is not JSON"), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonMalformedBody, refusal.DimBody, "the manifest is not JSON"), 0)
 		return
 	}
 	m, err := vocab.DecodeManifest(bytes.NewReader(data))
@@ -519,8 +544,7 @@ func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	case errors.As(err, &ve):
 		// Module refusals are field problems too: they name the deploy limit
 		// or the import.
-		prob := badRequest("invalid-manifest", "manifest", ve.Error())
-		prob.Status = http.StatusUnprocessableEntity
+		prob := badRequest(refusal.ReasonInvalidManifest, refusal.DimManifest, ve.Error())
 		for _, fe := range ve.Problems {
 			prob.Fields = append(prob.Fields, api.FieldProblem{Field: fe.Field, Problem: fe.Problem})
 		}
@@ -542,7 +566,7 @@ func (n *Node) handleGetDeployment(w http.ResponseWriter, r *http.Request, p *au
 	d, m, err := n.cat.Manifest(t, s) // from the service's record: the catalog keeps no manifests in memory
 	switch {
 	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.FromRejection(revisionNotAvailable), 0)
+		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
 	case err != nil:
 		n.writeAnswer(w, n.internal(err))
 	default:
@@ -561,7 +585,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	case isCluster:
 		api.WriteProblem(w, cp, 0)
 	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.FromRejection(revisionNotAvailable), 0)
+		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
 	case err != nil:
 		n.writeAnswer(w, n.internal(err))
 	default:
@@ -574,7 +598,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Prin
 func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	s, ok := n.prov.TenantSnapshot(p.Tenant)
 	if !ok {
-		api.WriteProblem(w, forbidden("principal-not-authorized"), 0)
+		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -597,8 +621,8 @@ func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	default:
-		api.WriteProblem(w, api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "health-checks-busy",
-			admission.ScopeNode, "", true), 0)
+		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonHealthChecksBusy,
+			Scope: refusal.ScopeNode, Retryable: true}), 0)
 	}
 }
 
@@ -651,7 +675,7 @@ func (n *Node) writeAnswer(w http.ResponseWriter, a answer) {
 // internalProblem is the answer to the node's own failure; the cause is
 // logged, never answered.
 func internalProblem() api.Problem {
-	return api.Refusal(http.StatusInternalServerError, "internal", "platform-failure", admission.ScopeNode, "", false)
+	return api.Refusal(refusal.Internal)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -24,6 +24,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 )
 
@@ -164,7 +165,7 @@ func wantProblem(t *testing.T, a answerOf, status int, reason string) {
 func TestHTTP_metricsNeedAdmin(t *testing.T) {
 	sn := startServed(t)
 	wantProblem(t, sn.do(t, "GET", "/metrics", "", nil, nil), 401, "unauthenticated")
-	wantProblem(t, sn.do(t, "GET", "/metrics", sn.inv, nil, nil), 403, "role-not-authorized")
+	wantProblem(t, sn.do(t, "GET", "/metrics", sn.inv, nil, nil), 403, refusal.ReasonRoleNotAuthorized.String())
 	a := sn.do(t, "GET", "/metrics", sn.admin, nil, nil)
 	if a.status != 200 || !strings.Contains(string(a.body), "latent_http_connections{state=\"busy\"}") {
 		t.Fatalf("admin metrics: %d %.300s", a.status, a.body)
@@ -188,25 +189,25 @@ func TestHTTP_malformedBodies(t *testing.T) {
 		reason    string
 	}{
 		{"invoke bad chunk size", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400, "malformed-body"},
+			"Transfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400, refusal.ReasonMalformedBody.String()},
 		{"invoke chunk cut short", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Transfer-Encoding: chunked\r\n\r\n10\r\nabc", 400, "malformed-body"},
+			"Transfer-Encoding: chunked\r\n\r\n10\r\nabc", 400, refusal.ReasonMalformedBody.String()},
 		{"invoke truncated", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Content-Length: 10\r\n\r\nabc", 400, "malformed-body"},
+			"Content-Length: 10\r\n\r\nabc", 400, refusal.ReasonMalformedBody.String()},
 		{"invoke chunked over the bound", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Transfer-Encoding: chunked\r\n\r\n100001\r\n" + strings.Repeat("x", 1<<20+1) + "\r\n0\r\n\r\n", 413, "payload-too-large"},
+			"Transfer-Encoding: chunked\r\n\r\n100001\r\n" + strings.Repeat("x", 1<<20+1) + "\r\n0\r\n\r\n", 413, refusal.ReasonPayloadTooLarge.String()},
 		{"artifact bad chunk", "PUT /v1/artifacts/" + digest + " HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Transfer-Encoding: chunked\r\n\r\n5\r\n01234XX\r\n", 400, "malformed-body"},
+			"Transfer-Encoding: chunked\r\n\r\n5\r\n01234XX\r\n", 400, refusal.ReasonMalformedBody.String()},
 		{"artifact truncated", "PUT /v1/artifacts/" + digest + " HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Content-Length: 10\r\n\r\n01234", 400, "malformed-body"},
+			"Content-Length: 10\r\n\r\n01234", 400, refusal.ReasonMalformedBody.String()},
 		{"deploy bad chunk", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Transfer-Encoding: chunked\r\n\r\n;;\r\n{}\r\n", 400, "malformed-body"},
+			"Transfer-Encoding: chunked\r\n\r\n;;\r\n{}\r\n", 400, refusal.ReasonMalformedBody.String()},
 		{"deploy truncated", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Content-Length: 100\r\n\r\n{\"tenant\":", 400, "malformed-body"},
+			"Content-Length: 100\r\n\r\n{\"tenant\":", 400, refusal.ReasonMalformedBody.String()},
 		{"deploy not JSON", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Content-Length: 9\r\n\r\n{\"tenant\"", 400, "malformed-body"},
+			"Content-Length: 9\r\n\r\n{\"tenant\"", 400, refusal.ReasonMalformedBody.String()},
 		{"deploy invalid manifest", "PUT /v1/deployments/demo/x HTTP/1.1\r\nHost: n\r\n" + auth +
-			"Content-Length: 31\r\n\r\n{\"tenant\":\"demo\",\"service\":\"x\"}", 422, "invalid-manifest"},
+			"Content-Length: 31\r\n\r\n{\"tenant\":\"demo\",\"service\":\"x\"}", 422, refusal.ReasonInvalidManifest.String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,12 +230,12 @@ func TestHTTP_problemsForUnknownPathsAndMethods(t *testing.T) {
 		status       int
 		reason       string
 	}{
-		{"GET", "/nope", 404, "unknown-path"},
-		{"DELETE", "/v1/artifacts/sha256:00", 405, "method-not-allowed"},
-		{"POST", "/metrics", 405, "method-not-allowed"},
-		{"GET", "/v1//admission", 404, "unknown-path"},
-		{"GET", "/v1/admission/../admission", 404, "unknown-path"},
-		{"PATCH", "/v1/deployments/demo/hello", 405, "method-not-allowed"},
+		{"GET", "/nope", 404, refusal.ReasonUnknownPath.String()},
+		{"DELETE", "/v1/artifacts/sha256:00", 405, refusal.ReasonMethodNotAllowed.String()},
+		{"POST", "/metrics", 405, refusal.ReasonMethodNotAllowed.String()},
+		{"GET", "/v1//admission", 404, refusal.ReasonUnknownPath.String()},
+		{"GET", "/v1/admission/../admission", 404, refusal.ReasonUnknownPath.String()},
+		{"PATCH", "/v1/deployments/demo/hello", 405, refusal.ReasonMethodNotAllowed.String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
@@ -262,16 +263,16 @@ func TestHTTP_catalogErrors(t *testing.T) {
 		dimension string
 	}{
 		{"storage full", errors.Wrap(errors.Mark(errors.New("write /var/lib/secret/artifacts/x: no space left on device"),
-			catalog.ErrStorageFull), "catalog: put artifact"), 507, "insufficient-storage", "storage-bytes"},
+			catalog.ErrStorageFull), "catalog: put artifact"), 507, refusal.ReasonInsufficientStorage.String(), "storage-bytes"},
 		{"tenant quota", errors.Wrap(&catalog.QuotaError{Dimension: catalog.QuotaArtifactBytes, Limit: 10, Used: 9}, "x"),
-			429, "tenant-quota-exceeded", "artifact-bytes"},
+			429, refusal.ReasonTenantQuotaExceeded.String(), "artifact-bytes"},
 		{"service quota", &catalog.QuotaError{Dimension: catalog.QuotaServices, Limit: 1, Used: 1}, 429,
-			"tenant-quota-exceeded", "services"},
-		{"catalog full", errors.Wrap(catalog.ErrCatalogFull, "x"), 507, "catalog-full", "services"},
+			refusal.ReasonTenantQuotaExceeded.String(), "services"},
+		{"catalog full", errors.Wrap(catalog.ErrCatalogFull, "x"), 507, refusal.ReasonCatalogFull.String(), "services"},
 		{"compile cache disk full", errors.Wrap(errors.Mark(errors.New("write /var/lib/cache: no space left on device"),
-			runner.ErrStorageFull), "inspect"), 507, "insufficient-storage", "storage-bytes"},
-		{"compiled modules bound", errors.Wrap(runner.ErrCompiledCacheFull, "inspect"), 507, "insufficient-storage", "compiled-bytes"},
-		{"other", errors.New("disk on fire at /var/lib/secret"), 500, "platform-failure", ""},
+			runner.ErrStorageFull), "inspect"), 507, refusal.ReasonInsufficientStorage.String(), "storage-bytes"},
+		{"compiled modules bound", errors.Wrap(runner.ErrCompiledCacheFull, "inspect"), 507, refusal.ReasonInsufficientStorage.String(), "compiled-bytes"},
+		{"other", errors.New("disk on fire at /var/lib/secret"), 500, refusal.ReasonPlatformFailure.String(), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,7 +283,7 @@ func TestHTTP_catalogErrors(t *testing.T) {
 			if a.prob.Dimension != tc.dimension || strings.Contains(string(a.body), "/var/lib") {
 				t.Fatalf("problem: %s", a.body)
 			}
-			if tc.reason == "insufficient-storage" && (!a.prob.Retryable || a.header.Get("Retry-After") != "60") {
+			if tc.reason == refusal.ReasonInsufficientStorage.String() && (!a.prob.Retryable || a.header.Get("Retry-After") != "60") {
 				t.Fatalf("storage full must be retryable: %v %s", a.header, a.body)
 			}
 			if tc.status == 429 && a.prob.Retryable {
@@ -306,7 +307,7 @@ func TestHTTP_recover(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	a := readAnswer(t, rec.Result())
-	wantProblem(t, a, 500, "platform-failure")
+	wantProblem(t, a, 500, refusal.ReasonPlatformFailure.String())
 	if !strings.Contains(logs.String(), `"msg":"handler panic"`) {
 		t.Fatalf("panic not logged: %s", logs.String())
 	}
@@ -334,7 +335,7 @@ func TestBodyProblem(t *testing.T) {
 		{&net.OpError{Op: "read", Err: timeoutErr{}}, 400, detailBodyTimeout},
 	}
 	for _, tc := range tests {
-		p := bodyProblem(tc.err, "payload-bytes")
+		p := bodyProblem(tc.err, refusal.DimPayloadBytes)
 		if p.Status != tc.status || p.Detail != tc.detail {
 			t.Errorf("%v: %+v", tc.err, p)
 		}

@@ -4,10 +4,10 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -49,6 +49,8 @@ type ingressUse struct {
 type ingressPool struct {
 	name string
 	lim  config.IngressPool
+	// slotsDim and bytesDim are the dimensions of the pool's refusals.
+	slotsDim, bytesDim refusal.Dimension
 
 	mu         sync.Mutex
 	slots      int
@@ -58,7 +60,15 @@ type ingressPool struct {
 }
 
 func newIngressPool(name string, lim config.IngressPool) *ingressPool {
-	return &ingressPool{name: name, lim: lim, tenants: map[vocab.TenantID]ingressUse{}, principals: map[string]ingressUse{}}
+	dims := poolDimensions[name]
+	return &ingressPool{name: name, lim: lim, slotsDim: dims[0], bytesDim: dims[1], tenants: map[vocab.TenantID]ingressUse{},
+		principals: map[string]ingressUse{}}
+}
+
+// poolDimensions are each pool's slot and byte dimensions.
+var poolDimensions = map[string][2]refusal.Dimension{
+	PoolData:    {refusal.DimDataSlots, refusal.DimDataBytes},
+	PoolControl: {refusal.DimControlSlots, refusal.DimControlBytes},
 }
 
 // ingressTicket is one request's reservation in a pool.
@@ -86,9 +96,9 @@ func (p *ingressPool) reserve(bytes uint64) (*ingressTicket, *api.Problem) {
 	defer p.mu.Unlock()
 	switch {
 	case p.slots >= p.lim.Slots:
-		return nil, ingressRefusal(admission.ScopeNode, p.name+"-slots")
+		return nil, ingressRefusal(refusal.ScopeNode, p.slotsDim)
 	case bytes > p.lim.Bytes || p.bytes > p.lim.Bytes-bytes:
-		return nil, ingressRefusal(admission.ScopeNode, p.name+"-bytes")
+		return nil, ingressRefusal(refusal.ScopeNode, p.bytesDim)
 	}
 	p.slots++
 	p.bytes += bytes
@@ -108,13 +118,13 @@ func (t *ingressTicket) bind(tenant vocab.TenantID, principal string) *api.Probl
 	tu, pu := p.tenants[tenant], p.principals[key]
 	switch {
 	case tu.slots >= p.lim.PerTenant:
-		return ingressRefusal(admission.ScopeTenant, p.name+"-slots")
+		return ingressRefusal(refusal.ScopeTenant, p.slotsDim)
 	case pu.slots >= p.lim.PerPrincipal:
-		return ingressRefusal(admission.ScopePrincipal, p.name+"-slots")
+		return ingressRefusal(refusal.ScopePrincipal, p.slotsDim)
 	case over(tu.bytes, t.bytes, p.lim.BytesPerTenant):
-		return ingressRefusal(admission.ScopeTenant, p.name+"-bytes")
+		return ingressRefusal(refusal.ScopeTenant, p.bytesDim)
 	case over(pu.bytes, t.bytes, p.lim.BytesPerPrincipal):
-		return ingressRefusal(admission.ScopePrincipal, p.name+"-bytes")
+		return ingressRefusal(refusal.ScopePrincipal, p.bytesDim)
 	}
 	tu.slots++
 	tu.bytes += t.bytes
@@ -147,8 +157,10 @@ func (t *ingressTicket) release() {
 	}
 }
 
-func ingressRefusal(scope, dimension string) *api.Problem {
-	p := api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted", scope, dimension, true)
+// ingressRefusal is the retryable capacity-exhausted refusal of a full pool.
+func ingressRefusal(scope refusal.Scope, dimension refusal.Dimension) *api.Problem {
+	p := api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: scope, Dimension: dimension, Retryable: true})
 	return &p
 }
 

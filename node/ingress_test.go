@@ -15,9 +15,9 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -68,8 +68,8 @@ func checkIngressRefusal(t *testing.T, prob *api.Problem, scope, dimension strin
 	case dimension == "":
 	case prob == nil:
 		t.Fatalf("admitted; want %s %s", scope, dimension)
-	case prob.Status != http.StatusTooManyRequests || prob.Code != admission.CodeResourceExhausted ||
-		prob.Reason != "capacity-exhausted" || !prob.Retryable || prob.Scope != scope || prob.Dimension != dimension:
+	case prob.Status != http.StatusTooManyRequests || prob.Code != refusal.CodeResourceExhausted.String() ||
+		prob.Reason != refusal.ReasonCapacityExhausted.String() || !prob.Retryable || prob.Scope != scope || prob.Dimension != dimension:
 		t.Fatalf("have %+v, want 429 capacity-exhausted %s %s retryable", prob, scope, dimension)
 	}
 }

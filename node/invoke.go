@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -112,9 +113,9 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	if err != nil {
 		return n.refuse(target.Tenant, revisionNotAvailable)
 	}
-	input, refusal := invocationInput(ctx, target, pol.ABI, body)
-	if refusal != nil {
-		return *refusal
+	input, refused := invocationInput(ctx, target, pol.ABI, body)
+	if refused != nil {
+		return *refused
 	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
@@ -123,7 +124,7 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	span.admitting()
 	permit, err := ctrl.Admit(req)
 	var rej *admission.Rejection
-	if errors.As(err, &rej) && rej.Reason == "capacity-exhausted" && rej.Scope == admission.ScopeQueueClass {
+	if errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted && rej.Scope == refusal.ScopeQueueClass {
 		// Pending-slot fair share: a principal under its share of a full
 		// queue class takes the newest slot of the largest over-share holder.
 		if n.sched.YieldSlotTo(queueIndex(n, h.Priority), p.Tenant, p.Subject) {
@@ -166,20 +167,20 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
 	n.metrics.observe(rev, job.Obligations(), res, out, t)
 	// The access log writes the activation's line once its answer is out.
-	rec.executed, rec.outcome, rec.fuel = true, string(out.Kind), out.FuelUsed
+	rec.executed, rec.outcome, rec.fuel = true, out.Kind.String(), out.FuelUsed
 	rec.queue, rec.exec, rec.stderr = t.front+t.queue, out.ExecutionTime, out.StderrTail
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because
 		// shutdown_grace ran out. Answer definitely (not 499), like a queued
 		// activation dropped at shutdown.
-		p := api.Refusal(http.StatusServiceUnavailable, admission.CodeUnavailable, "shutting-down", admission.ScopeNode, "", true)
-		p.Outcome = string(out.Kind)
+		p := api.Refusal(scheduler.ErrShuttingDown.Refusal())
+		p.Outcome = out.Kind.String()
 		a = problemAnswer(p, n.drainEstimate())
 	}
 	a.headers = &activationHeaders{
 		revision:     string(rev.Revision),
-		outcome:      string(out.Kind),
+		outcome:      out.Kind.String(),
 		fuel:         strconv.FormatUint(out.FuelUsed, 10),
 		memoryPeak:   strconv.FormatUint(out.MemoryPeakBytes, 10),
 		queueWait:    strconv.FormatInt((t.front + t.queue).Milliseconds(), 10),
@@ -209,19 +210,19 @@ func stderrHeader(tail []byte) string {
 	return q
 }
 
-var principalNotAuthorized = &admission.Rejection{Code: admission.CodePermissionDenied, Reason: "principal-not-authorized",
-	Scope: admission.ScopePrincipal}
+var principalNotAuthorized = &admission.Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonPrincipalNotAuthorized,
+	Scope: refusal.ScopePrincipal}
 
-var revisionNotAvailable = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "revision-not-available",
-	Scope: admission.ScopeRevision}
+var revisionNotAvailable = &admission.Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonRevisionNotAvailable,
+	Scope: refusal.ScopeRevision}
 
 // The refusals of a target the pin does not resolve: the caller's own
 // tenant has no such service, or the service no such route.
 var (
-	serviceNotFound = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "service-not-found",
-		Scope: admission.ScopeRevision, Dimension: "service"}
-	routeNotFound = &admission.Rejection{Code: admission.CodeAdmissionRejected, Reason: "route-not-found",
-		Scope: admission.ScopeRevision, Dimension: "route"}
+	serviceNotFound = &admission.Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonServiceNotFound,
+		Scope: refusal.ScopeRevision, Dimension: refusal.DimService}
+	routeNotFound = &admission.Rejection{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonRouteNotFound,
+		Scope: refusal.ScopeRevision, Dimension: refusal.DimRoute}
 )
 
 // resolveRefusal is the refusal of a Resolve error.
@@ -248,7 +249,7 @@ func queueIndex(n *Node, prio uint32) int {
 // drain estimate.
 // The access log counts the refusal once it is answered.
 func (n *Node) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
-	return problemAnswer(api.FromRejection(rej), n.drainEstimate())
+	return problemAnswer(api.Refusal(rej.Refusal()), n.drainEstimate())
 }
 
 func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
@@ -256,15 +257,8 @@ func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.Cel
 	if !errors.As(err, &se) {
 		return n.internal(err)
 	}
-	p := api.Refusal(api.StatusOf(se.Code(), se.Reason()), se.Code(), se.Reason(), se.Scope(), se.Dimension(), se.Retryable())
-	switch se.Reason() {
-	case "shutting-down":
-		p.Status = http.StatusServiceUnavailable
-	case "cancelled":
-		p.Status = 499 // the caller is gone; nobody reads this
-	case "platform-failure":
-		p.Status = http.StatusInternalServerError
-	}
+	// A cancelled caller is answered 499: it is gone; nobody reads this.
+	p := api.Refusal(se.Refusal())
 	return problemAnswer(p, max(n.sched.ObservedQueueDelay(cell), n.drainEstimate()))
 }
 
@@ -283,13 +277,6 @@ func (n *Node) internal(err error) answer {
 	return problemAnswer(internalProblem(), 0)
 }
 
-// The code and scope of the problem of an executed activation that did not
-// succeed.
-const (
-	codeExecutionFailed = "execution-failed"
-	scopeActivation     = "activation"
-)
-
 // outcomeAnswer maps an executed activation to its HTTP answer (docs/api.md, "Outcomes of executed activations").
 func outcomeAnswer(out runner.Outcome) answer {
 	if out.Kind == runner.Success && out.Response != nil {
@@ -299,30 +286,24 @@ func outcomeAnswer(out runner.Outcome) answer {
 		return answer{status: http.StatusOK, body: out.Stdout}
 	}
 	// The activation ran and failed: code execution-failed, the outcome as
-	// the reason, scope activation.
-	p := api.Problem{Type: "https://latent-node.dev/problems/" + string(out.Kind), Title: codeExecutionFailed + "/" + string(out.Kind),
-		Code: codeExecutionFailed, Reason: string(out.Kind), Scope: scopeActivation, Outcome: string(out.Kind)}
+	// the reason, scope activation (its status from the refusal's mapping).
+	p := api.Refusal(out.Kind.Refusal())
+	p.Outcome = out.Kind.String()
 	switch out.Kind {
 	case runner.DeclaredError:
-		p.Status = http.StatusBadGateway
 		code := int(out.ExitCode)
 		p.ExitCode = &code
 		p.Stderr = string(out.StderrTail)
 	case runner.Trap, runner.FuelExhausted, runner.MemoryExhausted, runner.OutputExceeded:
-		p.Status = http.StatusBadGateway
 		p.TrapKind = out.TrapKind
 		p.Stderr = string(out.StderrTail)
 	case runner.MalformedResponse:
-		p.Status = http.StatusBadGateway
 		p.Detail = out.Malformed
 		p.Stderr = string(out.StderrTail)
-	case runner.DeadlineExceeded:
-		p.Status = http.StatusGatewayTimeout
-	case runner.Cancelled:
-		p.Status = 499
+	case runner.DeadlineExceeded, runner.Cancelled:
 	default:
 		p = internalProblem()
-		p.Outcome = string(runner.PlatformFailure)
+		p.Outcome = runner.PlatformFailure.String()
 	}
 	return answer{status: p.Status, problem: &p}
 }

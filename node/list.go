@@ -6,6 +6,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -44,7 +45,7 @@ func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *
 	if v := q.Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil || l < 1 || l > maxListLimit {
-			api.WriteProblem(w, badRequest("invalid-query", "limit",
+			api.WriteProblem(w, badRequest(refusal.ReasonInvalidQuery, refusal.DimLimit,
 				"limit is a number of services from 1 to "+strconv.Itoa(maxListLimit)), 0)
 			return
 		}
@@ -52,7 +53,7 @@ func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *
 	}
 	after := q.Get("after")
 	if after != "" && vocab.ValidateName(after) != nil {
-		api.WriteProblem(w, badRequest("invalid-query", "after", "after is a service name: the next of the previous page"), 0)
+		api.WriteProblem(w, badRequest(refusal.ReasonInvalidQuery, refusal.DimAfter, "after is a service name: the next of the previous page"), 0)
 		return
 	}
 	pin := n.cat.Pin()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -33,9 +34,9 @@ func TestHTTP_listDeployments(t *testing.T) {
 	})
 	t.Run("refusals", func(t *testing.T) {
 		wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo", "", nil, nil), 401, "unauthenticated")
-		wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo", sn.inv, nil, nil), 403, "role-not-authorized")
-		wantProblem(t, sn.do(t, "GET", "/v1/deployments/acme", sn.admin, nil, nil), 403, "principal-not-authorized")
-		wantProblem(t, sn.do(t, "POST", "/v1/deployments/demo", sn.admin, nil, nil), 405, "method-not-allowed")
+		wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo", sn.inv, nil, nil), 403, refusal.ReasonRoleNotAuthorized.String())
+		wantProblem(t, sn.do(t, "GET", "/v1/deployments/acme", sn.admin, nil, nil), 403, refusal.ReasonPrincipalNotAuthorized.String())
+		wantProblem(t, sn.do(t, "POST", "/v1/deployments/demo", sn.admin, nil, nil), 405, refusal.ReasonMethodNotAllowed.String())
 	})
 	t.Run("pages", func(t *testing.T) {
 		// demo gets hello plus s00..s06: pages of 3 list all 8 once, in
@@ -77,7 +78,7 @@ func TestHTTP_listDeployments(t *testing.T) {
 			t.Fatalf("without limit: %+v", all)
 		}
 		for _, q := range []string{"limit=0", "limit=1001", "limit=x", "after=a%20b"} {
-			wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo?"+q, sn.admin, nil, nil), 400, "invalid-query")
+			wantProblem(t, sn.do(t, "GET", "/v1/deployments/demo?"+q, sn.admin, nil, nil), 400, refusal.ReasonInvalidQuery.String())
 		}
 		for _, s := range want[1:] {
 			if _, err := sn.n.cat.Delete(context.Background(), "demo", vocab.ServiceName(s)); err != nil {

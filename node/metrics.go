@@ -301,7 +301,7 @@ func (m *metrics) seriesLocked(rev catalog.ResolvedRevision, kind runner.Kind) (
 			return rs.fuel, c, nil
 		}
 		if ts.used+1 <= m.budget {
-			c := m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, string(kind))
+			c := m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, kind.String())
 			rs.outcomes[kind] = c
 			ts.used++
 			return rs.fuel, c, nil
@@ -314,7 +314,7 @@ func (m *metrics) seriesLocked(rev catalog.ResolvedRevision, kind runner.Kind) (
 	}
 	c := ts.other.outcomes[kind] // bounded by the outcome kinds
 	if c == nil {
-		c = m.activations.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel, string(kind))
+		c = m.activations.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel, kind.String())
 		ts.other.outcomes[kind] = c
 	}
 	return ts.other.fuel, c, ts.overflowed
@@ -352,7 +352,7 @@ func (m *metrics) keepRevisions(tenant vocab.TenantID, service vocab.ServiceName
 		delete(svc, k)
 		m.fuel.DeleteLabelValues(k.tenant, k.service, k.route, k.revision)
 		for kind := range rs.outcomes {
-			m.activations.DeleteLabelValues(k.tenant, k.service, k.route, k.revision, string(kind))
+			m.activations.DeleteLabelValues(k.tenant, k.service, k.route, k.revision, kind.String())
 		}
 		ts.used -= 1 + len(rs.outcomes)
 	}

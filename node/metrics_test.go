@@ -170,7 +170,7 @@ func TestMetrics_seriesBudget(t *testing.T) {
 			runner.Outcome{Kind: kind, FuelUsed: 3}, timing{})
 	}
 	other := func(tenant string, kind runner.Kind) float64 {
-		return counterValue(m.activations.WithLabelValues(tenant, otherLabel, otherLabel, otherLabel, string(kind)))
+		return counterValue(m.activations.WithLabelValues(tenant, otherLabel, otherLabel, otherLabel, kind.String()))
 	}
 	obs("acme", "s", "a", "r1", runner.Success)       // 2 series
 	obs("acme", "s", "a", "r1", runner.Trap)          // 3
@@ -179,7 +179,7 @@ func TestMetrics_seriesBudget(t *testing.T) {
 	obs("acme", "s", "a", "r1", runner.DeclaredError) // a new outcome, over: _other
 	obs("acme", "s", "a", "r1", runner.Success)       // its own series
 	obs("demo", "s", "c", "r1", runner.Success)       // another tenant's budget
-	if have := counterValue(m.activations.WithLabelValues("acme", "s", "a", "r1", string(runner.Success))); have != 2 {
+	if have := counterValue(m.activations.WithLabelValues("acme", "s", "a", "r1", runner.Success.String())); have != 2 {
 		t.Errorf("acme s/a/r1 success = %v, want 2", have)
 	}
 	if have, want := other("acme", runner.Success)+other("acme", runner.DeclaredError), 2.0; have != want {
@@ -191,7 +191,7 @@ func TestMetrics_seriesBudget(t *testing.T) {
 	if have := counterValue(m.fuel.WithLabelValues("acme", otherLabel, otherLabel, otherLabel)); have != 6 {
 		t.Errorf("acme _other fuel %v, want 6", have)
 	}
-	if have := counterValue(m.activations.WithLabelValues("demo", "s", "c", "r1", string(runner.Success))); have != 1 {
+	if have := counterValue(m.activations.WithLabelValues("demo", "s", "c", "r1", runner.Success.String())); have != 1 {
 		t.Errorf("demo's own series %v, want 1", have)
 	}
 	// Deleting the service gives the budget back: c gets its own series.
@@ -200,7 +200,7 @@ func TestMetrics_seriesBudget(t *testing.T) {
 		t.Fatalf("acme uses %d series after the delete, want 0", m.tenants["acme"].used)
 	}
 	obs("acme", "s", "c", "r1", runner.Success)
-	if have := counterValue(m.activations.WithLabelValues("acme", "s", "c", "r1", string(runner.Success))); have != 1 {
+	if have := counterValue(m.activations.WithLabelValues("acme", "s", "c", "r1", runner.Success.String())); have != 1 {
 		t.Errorf("acme s/c/r1 after the delete = %v, want 1", have)
 	}
 	// An activation of a revision the catalog no longer has ends after the

@@ -337,7 +337,7 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, r
 	if out.Quarantine {
 		ob := exec.Obligations()
 		e.n.log.Warn("cell quarantined after a host fault; the pool replaces it", "cell_class", ob.CellClass.String(),
-			"outcome", string(out.Kind), "err", out.Err)
+			"outcome", out.Kind.String(), "err", out.Err)
 	}
 	return scheduler.Completion[runner.Outcome]{FuelUsed: out.FuelUsed, Quarantine: out.Quarantine, Outcome: out}
 }

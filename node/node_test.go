@@ -24,6 +24,7 @@ import (
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -208,17 +209,17 @@ func TestNode_endToEnd(t *testing.T) {
 	}{
 		{"no key", "POST", "/v1/invoke/demo/hello/greet", "", nil, nil, 401, "unauthenticated"},
 		{"unknown key", "POST", "/v1/invoke/demo/hello/greet", "lk_nope", nil, nil, 401, "unauthenticated"},
-		{"unknown route", "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil, 404, "route-not-found"},
-		{"other tenant", "POST", "/v1/invoke/acme/hello/greet", tn.key, nil, nil, 403, "principal-not-authorized"},
-		{"bad budget", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "gpu=1"}, 400, "invalid-header"},
-		{"bad priority", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Priority": "x"}, 400, "invalid-header"},
+		{"unknown route", "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil, 404, refusal.ReasonRouteNotFound.String()},
+		{"other tenant", "POST", "/v1/invoke/acme/hello/greet", tn.key, nil, nil, 403, refusal.ReasonPrincipalNotAuthorized.String()},
+		{"bad budget", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "gpu=1"}, 400, refusal.ReasonInvalidHeader.String()},
+		{"bad priority", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Priority": "x"}, 400, refusal.ReasonInvalidHeader.String()},
 		{"expired deadline", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Deadline-Unix-Ms": "1000"}, 504, "deadline-exceeded"},
-		{"payload too large", "POST", "/v1/invoke/demo/hello/greet", tn.key, bytes.Repeat([]byte("x"), 1<<20+1), nil, 413, "payload-too-large"},
-		{"zero fuel", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "fuel=0"}, 400, "budget-infeasible"},
-		{"wrong-tenant deploy", "PUT", "/v1/deployments/acme/x", tn.key, []byte(`{}`), nil, 403, "principal-not-authorized"},
-		{"invalid manifest", "PUT", "/v1/deployments/demo/x", tn.key, []byte(`{"tenant":"demo","service":"x"}`), nil, 422, "invalid-manifest"},
-		{"digest mismatch", "PUT", "/v1/artifacts/" + client.Digest([]byte("a")), tn.key, []byte("b"), nil, 400, "digest-mismatch"},
-		{"bad digest", "PUT", "/v1/artifacts/md5:x", tn.key, []byte("b"), nil, 400, "invalid-digest"},
+		{"payload too large", "POST", "/v1/invoke/demo/hello/greet", tn.key, bytes.Repeat([]byte("x"), 1<<20+1), nil, 413, refusal.ReasonPayloadTooLarge.String()},
+		{"zero fuel", "POST", "/v1/invoke/demo/hello/greet", tn.key, nil, map[string]string{"Latent-Budget": "fuel=0"}, 400, refusal.ReasonBudgetInfeasible.String()},
+		{"wrong-tenant deploy", "PUT", "/v1/deployments/acme/x", tn.key, []byte(`{}`), nil, 403, refusal.ReasonPrincipalNotAuthorized.String()},
+		{"invalid manifest", "PUT", "/v1/deployments/demo/x", tn.key, []byte(`{"tenant":"demo","service":"x"}`), nil, 422, refusal.ReasonInvalidManifest.String()},
+		{"digest mismatch", "PUT", "/v1/artifacts/" + client.Digest([]byte("a")), tn.key, []byte("b"), nil, 400, refusal.ReasonDigestMismatch.String()},
+		{"bad digest", "PUT", "/v1/artifacts/md5:x", tn.key, []byte("b"), nil, 400, refusal.ReasonInvalidDigest.String()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -290,7 +291,7 @@ func TestRejections_aggregatedLog(t *testing.T) {
 	m := &metrics{log: &n.rejections, rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"},
 		[]string{"code", "reason", "scope", "dimension"})}
 	for i := 0; i < 1000; i++ {
-		m.rejected("resource-exhausted", "capacity-exhausted", "tenant", "queued")
+		m.rejected("resource-exhausted", refusal.ReasonCapacityExhausted.String(), "tenant", "queued")
 	}
 	m.rejected("unauthenticated", "unauthenticated", "principal", "")
 	n.flushRejections()

@@ -13,6 +13,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -235,19 +236,20 @@ func (n *Node) handleReload(w http.ResponseWriter, _ *http.Request, _ *auth.Prin
 	var ce *config.Error
 	switch {
 	case errors.Is(err, ErrNotReloadable):
-		p := api.Refusal(http.StatusConflict, admission.CodeInvalidArgument, "not-reloadable", admission.ScopeNode, "configuration", false)
+		p := api.Refusal(refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonNotReloadable,
+			Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration})
 		p.Detail = "the node was started without a configuration file"
 		api.WriteProblem(w, p, 0)
 	case errors.As(err, &ce):
-		p := badRequest("invalid-configuration", "configuration", "the file has problems; nothing changed")
-		p.Status = http.StatusUnprocessableEntity
+		p := badRequest(refusal.ReasonInvalidConfiguration, refusal.DimConfiguration, "the file has problems; nothing changed")
 		for _, pr := range ce.Problems {
 			p.Fields = append(p.Fields, api.FieldProblem{Field: pr.Field, Problem: pr.Problem})
 		}
 		api.WriteProblem(w, p, 0)
 	case err != nil:
 		n.log.Warn("reload failed", "err", err.Error())
-		p := api.Refusal(http.StatusInternalServerError, admission.CodeUnavailable, "reload-failed", admission.ScopeNode, "configuration", true)
+		p := api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonReloadFailed,
+			Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration, Retryable: true})
 		p.Detail = "the file is valid but could not be applied in full; see the node's log"
 		api.WriteProblem(w, p, 0)
 	default:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // withKeys is the running configuration with the demo principal's API keys
@@ -114,7 +115,7 @@ func TestReload_invalidAndRestart(t *testing.T) {
 		t.Fatalf("invalid file: %v", err)
 	}
 	a := sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil)
-	if a.status != http.StatusUnprocessableEntity || a.prob.Reason != "invalid-configuration" {
+	if a.status != http.StatusUnprocessableEntity || a.prob.Reason != refusal.ReasonInvalidConfiguration.String() {
 		t.Fatalf("POST reload of an invalid file: %d %s", a.status, a.body)
 	}
 	if a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, nil, nil); a.status != 200 {
@@ -143,7 +144,7 @@ func TestReload_notReloadable(t *testing.T) {
 	if _, err := sn.n.Reload(); !errors.Is(err, ErrNotReloadable) {
 		t.Fatalf("reload without a source: %v", err)
 	}
-	if a := sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil); a.status != http.StatusConflict || a.prob.Reason != "not-reloadable" {
+	if a := sn.do(t, "POST", "/v1/admin/reload", sn.admin, nil, nil); a.status != http.StatusConflict || a.prob.Reason != refusal.ReasonNotReloadable.String() {
 		t.Fatalf("POST reload: %d %s", a.status, a.body)
 	}
 	if a := sn.do(t, "POST", "/v1/admin/reload", sn.inv, nil, nil); a.status != http.StatusForbidden {

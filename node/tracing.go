@@ -20,6 +20,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -234,10 +235,10 @@ func (s *activationSpan) admitted(rev vocab.RevisionID, err error) {
 	var rej *admission.Rejection
 	switch {
 	case errors.As(err, &rej):
-		c.SetAttributes(attrRefusalReason.String(rej.Reason), attrRefusalCode.String(rej.Code))
-		c.SetStatus(codes.Error, rej.Reason)
+		c.SetAttributes(attrRefusalReason.String(rej.Reason.String()), attrRefusalCode.String(rej.Code.String()))
+		c.SetStatus(codes.Error, rej.Reason.String())
 	case err != nil:
-		c.SetStatus(codes.Error, "platform-failure")
+		c.SetStatus(codes.Error, refusal.ReasonPlatformFailure.String())
 	}
 	c.End(trace.WithTimestamp(end))
 }
@@ -260,10 +261,10 @@ func (s *activationSpan) scheduled(res scheduler.Result[runner.Outcome]) {
 	}
 	out := res.Completion.Outcome
 	cell := attrCellClass.String(res.Cell.String())
-	s.span.SetAttributes(cell, attrOutcome.String(string(out.Kind)), attrFuelUsed.Int64(int64(out.FuelUsed)))
-	e := s.child("execution", dispatched, cell, attrOutcome.String(string(out.Kind)))
+	s.span.SetAttributes(cell, attrOutcome.String(out.Kind.String()), attrFuelUsed.Int64(int64(out.FuelUsed)))
+	e := s.child("execution", dispatched, cell, attrOutcome.String(out.Kind.String()))
 	if out.Kind != runner.Success {
-		e.SetStatus(codes.Error, string(out.Kind))
+		e.SetStatus(codes.Error, out.Kind.String())
 	}
 	e.End(trace.WithTimestamp(dispatched.Add(res.Execution)))
 }
@@ -274,11 +275,11 @@ func refusalReason(err error) string {
 	var se *scheduler.Error
 	switch {
 	case errors.As(err, &rej):
-		return rej.Reason
+		return rej.Reason.String()
 	case errors.As(err, &se):
-		return se.Reason()
+		return se.Reason().String()
 	}
-	return "platform-failure"
+	return refusal.ReasonPlatformFailure.String()
 }
 
 // end ends the span with the answer a at the node's now, and writes the

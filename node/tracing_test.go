@@ -24,6 +24,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -190,8 +191,8 @@ func TestTracing_refusal(t *testing.T) {
 		status                        int
 		spans                         []string // besides the activation span
 	}{
-		{"unknown route", "nosuch", "", "route-not-found", http.StatusNotFound, nil},
-		{"refused by admission", "greet", "1000000", "priority-not-authorized", http.StatusForbidden, []string{"admission"}},
+		{"unknown route", "nosuch", "", refusal.ReasonRouteNotFound.String(), http.StatusNotFound, nil},
+		{"refused by admission", "greet", "1000000", refusal.ReasonPriorityNotAuthorized.String(), http.StatusForbidden, []string{"admission"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rcv.mu.Lock()
@@ -250,19 +251,19 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 		noSpan     bool // refused before the span starts
 	}{
 		{"invalid header", "/v1/invoke/demo/hello/greet", []byte("ada"), map[string]string{"Latent-Priority": "high"},
-			http.StatusBadRequest, "invalid-header", false},
-		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, "payload-too-large", false},
+			http.StatusBadRequest, refusal.ReasonInvalidHeader.String(), false},
+		{"payload too large", "/v1/invoke/demo/hello/greet", big, nil, http.StatusRequestEntityTooLarge, refusal.ReasonPayloadTooLarge.String(), false},
 		// Names the catalog refuses, and another tenant's target: no span
 		// (its name and attributes would carry them).
-		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier", true},
-		{"invalid utf-8", "/v1/invoke/demo/%FF/x", []byte("ada"), nil, http.StatusBadRequest, "invalid-identifier", true},
-		{"another tenant", "/v1/invoke/other/hello/greet", []byte("ada"), nil, http.StatusForbidden, "principal-not-authorized", true},
+		{"invalid identifier", "/v1/invoke/demo/hello/a%2Fb", []byte("ada"), nil, http.StatusBadRequest, refusal.ReasonInvalidIdentifier.String(), true},
+		{"invalid utf-8", "/v1/invoke/demo/%FF/x", []byte("ada"), nil, http.StatusBadRequest, refusal.ReasonInvalidIdentifier.String(), true},
+		{"another tenant", "/v1/invoke/other/hello/greet", []byte("ada"), nil, http.StatusForbidden, refusal.ReasonPrincipalNotAuthorized.String(), true},
 		// Refused once resolved, before admission: a WAGI revision's CGI
 		// environment over its bound (the test server reads headers of up
 		// to 1 MiB).
 		{"environment too large", "/v1/invoke/demo/cgi/run", []byte("ada"),
 			map[string]string{"X-Big": strings.Repeat("b", runner.MaxCGIEnvironBytes)},
-			http.StatusRequestHeaderFieldsTooLarge, "environment-too-large", false},
+			http.StatusRequestHeaderFieldsTooLarge, refusal.ReasonEnvironmentTooLarge.String(), false},
 		// Negative control: a completed invocation's span has no error.
 		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, "", false},
 	} {

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -29,15 +30,15 @@ func TestUI_access(t *testing.T) {
 	for _, path := range []string{"/ui", "/ui/data"} {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
 			wantProblem(t, sn.do(t, "GET", path, "", nil, nil), http.StatusUnauthorized, "unauthenticated")
-			wantProblem(t, sn.do(t, "GET", path, sn.inv, nil, nil), http.StatusForbidden, "role-not-authorized")
-			wantProblem(t, sn.do(t, "POST", path, sn.admin, nil, nil), http.StatusMethodNotAllowed, "method-not-allowed")
+			wantProblem(t, sn.do(t, "GET", path, sn.inv, nil, nil), http.StatusForbidden, refusal.ReasonRoleNotAuthorized.String())
+			wantProblem(t, sn.do(t, "POST", path, sn.admin, nil, nil), http.StatusMethodNotAllowed, refusal.ReasonMethodNotAllowed.String())
 			a := sn.do(t, "GET", path, sn.admin, nil, nil)
 			if a.status != http.StatusOK || a.header.Get("X-Content-Type-Options") != "nosniff" {
 				t.Fatalf("admin: %d %v", a.status, a.header)
 			}
 		})
 	}
-	wantProblem(t, sn.do(t, "GET", "/ui/", sn.admin, nil, nil), http.StatusNotFound, "unknown-path")
+	wantProblem(t, sn.do(t, "GET", "/ui/", sn.admin, nil, nil), http.StatusNotFound, refusal.ReasonUnknownPath.String())
 }
 
 var nonceRE = regexp.MustCompile(`<(script|style) nonce="([^"]+)">`)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -58,11 +58,11 @@ func invocationInput(ctx context.Context, target vocab.Target, abi vocab.ABI, bo
 	if abi != vocab.ABIWAGI {
 		switch {
 		case hasSuffix(r):
-			return nil, &answer{status: http.StatusNotFound, problem: ptr(api.Refusal(http.StatusNotFound,
-				admission.CodeInvalidArgument, "unknown-path", admission.ScopeRequest, "path", false))}
+			p := api.Refusal(unknownPath)
+			return nil, &answer{status: p.Status, problem: &p}
 		case r.Method != http.MethodPost:
-			return nil, &answer{status: http.StatusMethodNotAllowed, problem: ptr(api.Refusal(http.StatusMethodNotAllowed,
-				admission.CodeInvalidArgument, "method-not-allowed", admission.ScopeRequest, "method", false))}
+			p := api.Refusal(methodNotAllowed)
+			return nil, &answer{status: p.Status, problem: &p}
 		}
 		return &invocation{body: body}, nil
 	}
@@ -71,17 +71,14 @@ func invocationInput(ctx context.Context, target vocab.Target, abi vocab.ABI, bo
 	env, err := cgi.Environ()
 	switch {
 	case errors.Is(err, runner.ErrEnvironTooLarge):
-		return nil, &answer{status: http.StatusRequestHeaderFieldsTooLarge, problem: ptr(api.Refusal(
-			http.StatusRequestHeaderFieldsTooLarge, admission.CodeInvalidArgument, "environment-too-large",
-			admission.ScopeRequest, "headers", false))}
+		p := badRequest(refusal.ReasonEnvironmentTooLarge, refusal.DimHeaders, "")
+		return nil, &answer{status: p.Status, problem: &p}
 	case err != nil:
-		p := badRequest("invalid-path", "path", "the path decodes to a NUL byte")
+		p := badRequest(refusal.ReasonInvalidPath, refusal.DimPath, "the path decodes to a NUL byte")
 		return nil, &answer{status: p.Status, problem: &p}
 	}
 	return &invocation{body: body, environ: env}, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // writeCGIAnswer writes a WAGI guest's answer: its status, Content-Type,
 // Location and allowed headers, and its body.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // deployGuest deploys the fixture as demo/service, route "run", with abi
@@ -104,11 +105,11 @@ func TestInvoke_wagi(t *testing.T) {
 		status       int
 		reason       string
 	}{
-		{"GET", "/v1/invoke/demo/cgi-stdio/run", 405, "method-not-allowed"},
-		{"PUT", "/v1/invoke/demo/cgi-stdio/run", 405, "method-not-allowed"},
-		{"POST", "/v1/invoke/demo/cgi-stdio/run/x", 404, "unknown-path"},
-		{"POST", "/v1/invoke/demo/cgi-stdio/run/", 404, "unknown-path"},
-		{"GET", "/v1/invoke/demo/hello/greet", 405, "method-not-allowed"},
+		{"GET", "/v1/invoke/demo/cgi-stdio/run", 405, refusal.ReasonMethodNotAllowed.String()},
+		{"PUT", "/v1/invoke/demo/cgi-stdio/run", 405, refusal.ReasonMethodNotAllowed.String()},
+		{"POST", "/v1/invoke/demo/cgi-stdio/run/x", 404, refusal.ReasonUnknownPath.String()},
+		{"POST", "/v1/invoke/demo/cgi-stdio/run/", 404, refusal.ReasonUnknownPath.String()},
+		{"GET", "/v1/invoke/demo/hello/greet", 405, refusal.ReasonMethodNotAllowed.String()},
 	} {
 		resp, body := tn.do(t, tc.method, tc.path, tn.key, nil, nil)
 		var p client.Problem

@@ -1,12 +1,11 @@
 package node
 
 import (
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -59,8 +58,8 @@ func (tw *tenantWrites) end(tenant vocab.TenantID) {
 // writesBusy is the refusal of an upload or deploy over its bound:
 // retryable, the tenant's own concurrency.
 func writesBusy() api.Problem {
-	return api.Refusal(http.StatusTooManyRequests, admission.CodeResourceExhausted, "capacity-exhausted",
-		admission.ScopeTenant, "catalog-writes", true)
+	return api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: refusal.ScopeTenant, Dimension: refusal.DimCatalogWrites, Retryable: true})
 }
 
 // checkRelease refuses a release that could never run on this node: after

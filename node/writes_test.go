@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -104,7 +105,7 @@ func TestDeploy_refusesWhatCannotRun(t *testing.T) {
 			if err := json.Unmarshal(data, &p); err != nil {
 				t.Fatal(err)
 			}
-			if resp.StatusCode != 422 || p.Reason != "invalid-manifest" || deployed {
+			if resp.StatusCode != 422 || p.Reason != refusal.ReasonInvalidManifest.String() || deployed {
 				t.Fatalf("want 422 invalid-manifest and nothing deployed, have %d %s (deployed %v)", resp.StatusCode, data, deployed)
 			}
 			if !reflect.DeepEqual(p.Fields, tt.want) {
@@ -125,10 +126,10 @@ func TestInvoke_notFound(t *testing.T) {
 		reason     string
 	}{
 		{"found", "/v1/invoke/demo/hello/greet", 200, ""},
-		{"unknown service", "/v1/invoke/demo/nope/greet", 404, "service-not-found"},
-		{"unknown route", "/v1/invoke/demo/hello/nope", 404, "route-not-found"},
-		{"another tenant's service", "/v1/invoke/acme/hello/greet", 403, "principal-not-authorized"},
-		{"another tenant's unknown service", "/v1/invoke/acme/nope/greet", 403, "principal-not-authorized"},
+		{"unknown service", "/v1/invoke/demo/nope/greet", 404, refusal.ReasonServiceNotFound.String()},
+		{"unknown route", "/v1/invoke/demo/hello/nope", 404, refusal.ReasonRouteNotFound.String()},
+		{"another tenant's service", "/v1/invoke/acme/hello/greet", 403, refusal.ReasonPrincipalNotAuthorized.String()},
+		{"another tenant's unknown service", "/v1/invoke/acme/nope/greet", 403, refusal.ReasonPrincipalNotAuthorized.String()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

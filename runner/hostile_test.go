@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/internal/hostilewasm"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -405,7 +406,7 @@ func TestRun_tableBytes(t *testing.T) {
 	// grant that cannot hold them (Run checks it again before it touches
 	// the cell).
 	var rej *admission.Rejection
-	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - vocab.WasmPageBytes, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != "memory" {
+	if x, err := e.tryPermit("tables", admission.BudgetRequest{MemoryBytes: need - vocab.WasmPageBytes, HasMemoryBytes: true}); !errors.As(err, &rej) || rej.Dimension != refusal.DimMemory {
 		if x != nil {
 			_ = x.Release()
 		}

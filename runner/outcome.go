@@ -6,25 +6,28 @@ import (
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/latent-node/latent-node/refusal"
 )
 
-// Kind is the outcome of one activation.
-type Kind string
+// Kind is the outcome of one activation; its String is the
+// `Latent-Outcome` header's value (the names are the refusal package's).
+type Kind = refusal.Outcome
 
 // Outcome kinds (the `Latent-Outcome` header values).
 const (
-	Success          Kind = "success"
-	DeclaredError    Kind = "declared-error"
-	Trap             Kind = "trap"
-	FuelExhausted    Kind = "fuel-exhausted"
-	MemoryExhausted  Kind = "memory-exhausted"
-	OutputExceeded   Kind = "output-exceeded"
-	DeadlineExceeded Kind = "deadline-exceeded"
-	Cancelled        Kind = "cancelled"
+	Success          = refusal.OutcomeSuccess
+	DeclaredError    = refusal.OutcomeDeclaredError
+	Trap             = refusal.OutcomeTrap
+	FuelExhausted    = refusal.OutcomeFuelExhausted
+	MemoryExhausted  = refusal.OutcomeMemoryExhausted
+	OutputExceeded   = refusal.OutcomeOutputExceeded
+	DeadlineExceeded = refusal.OutcomeDeadlineExceeded
+	Cancelled        = refusal.OutcomeCancelled
 	// MalformedResponse: a WAGI guest stopped normally but its stdout does
 	// not start with a valid CGI header block (Outcome.Malformed says why).
-	MalformedResponse Kind = "malformed-response"
-	PlatformFailure   Kind = "platform-failure"
+	MalformedResponse = refusal.OutcomeMalformedResponse
+	PlatformFailure   = refusal.OutcomePlatformFailure
 )
 
 // Trap kinds.

@@ -457,7 +457,7 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 	defer r.release(b)
 	fail := func(err error) {
 		kind, code, trap := classify(a, err, time.Now(), a.mod == nil)
-		detail := string(kind)
+		detail := kind.String()
 		switch {
 		case kind == Trap:
 			detail += " (" + trap + ")"

@@ -232,7 +232,7 @@
 //	// per request:
 //	permit, err := ctrl.Admit(req)
 //	var rej *admission.Rejection
-//	if errors.As(err, &rej) && rej.Scope == admission.ScopeQueueClass && rej.Dimension == "queued" &&
+//	if errors.As(err, &rej) && rej.Scope == refusal.ScopeQueueClass && rej.Dimension == refusal.DimQueued &&
 //		s.YieldSlotTo(queueIndex, tenant, subject) {
 //		permit, err = ctrl.Admit(req) // a slot was freed for this arrival
 //	}

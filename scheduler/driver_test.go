@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil/admissiontest"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -384,7 +385,7 @@ func TestScheduler_queued(t *testing.T) {
 	r := result(t, expiring)
 	var se *Error
 	if !errors.Is(r.Err, ErrQueueWaitExceeded) || !errors.As(r.Err, &se) || !se.Retryable() ||
-		se.Reason() != "queue-wait-exceeded" || se.Code() != "resource-exhausted" || r.QueueWait != 10*time.Second {
+		se.Reason() != refusal.ReasonQueueWaitExceeded || se.Code() != refusal.CodeResourceExhausted || r.QueueWait != 10*time.Second {
 		t.Errorf("expired job: %v, wait %v", r.Err, r.QueueWait)
 	}
 	if d := r.DoneAt.Sub(r.EnqueuedAt); r.EnqueuedAt.IsZero() || d != r.QueueWait {
@@ -608,7 +609,7 @@ func TestScheduler_newErrors(t *testing.T) {
 		t.Error("Submit without a permit")
 	}
 	for _, e := range []*Error{ErrQueueWaitExceeded, ErrFairShare, ErrShuttingDown, ErrCancelled, ErrExecutorPanicked} {
-		if e.Scope() == "" || e.Error() == "" || (e.Retryable() != (e.Code() == "resource-exhausted" || e.Code() == "unavailable")) {
+		if e.Scope() == refusal.ScopeNone || e.Error() == "" || (e.Retryable() != (e.Code() == refusal.CodeResourceExhausted || e.Code() == refusal.CodeUnavailable)) {
 			t.Errorf("%v: scope %q dimension %q retryable %v", e, e.Scope(), e.Dimension(), e.Retryable())
 		}
 	}
@@ -772,7 +773,7 @@ func TestScheduler_hammer(t *testing.T) {
 			case r.Err == nil:
 				count("executed")
 			case errors.As(r.Err, &se):
-				count(se.Reason())
+				count(se.Reason().String())
 			case errors.Is(r.Err, admission.ErrDeadlineExpired):
 				count("deadline")
 			default:

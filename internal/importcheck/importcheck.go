@@ -13,16 +13,19 @@ import (
 
 // Allowed maps each layered top-level package to the top-level packages of
 // this module it may import. Packages not listed (node, cmd, stress, bench,
-// internal) may import anything upstream of them.
+// internal) may import anything upstream of them. refusal, the refusal
+// vocabulary, is at the bottom: it imports nothing of the module, and every
+// package but client may import it.
 var Allowed = map[string][]string{
+	"refusal":    {},
 	"vocab":      {"internal"},
-	"catalog":    {"vocab", "internal"},
-	"loadsource": {"vocab", "internal"},
-	"admission":  {"vocab", "catalog", "loadsource", "internal"},
-	"cellpool":   {"vocab", "catalog", "internal"},
-	"runner":     {"vocab", "catalog", "admission", "cellpool", "internal"},
-	"scheduler":  {"vocab", "catalog", "admission", "internal"},
-	"cluster":    {"vocab", "catalog", "internal"},
+	"catalog":    {"refusal", "vocab", "internal"},
+	"loadsource": {"refusal", "vocab", "internal"},
+	"admission":  {"refusal", "vocab", "catalog", "loadsource", "internal"},
+	"cellpool":   {"refusal", "vocab", "catalog", "internal"},
+	"runner":     {"refusal", "vocab", "catalog", "admission", "cellpool", "internal"},
+	"scheduler":  {"refusal", "vocab", "catalog", "admission", "internal"},
+	"cluster":    {"refusal", "vocab", "catalog", "internal"},
 }
 
 // Narrow maps packages below the top level to the only packages of this
@@ -100,7 +103,11 @@ func Check(module string, pkgs []Package) []string {
 				}
 			default:
 				if allowed, layered := Allowed[me]; layered && !slices.Contains(allowed, o) {
-					bad = append(bad, rel+" imports "+other+": "+me+" may import only "+strings.Join(allowed, ", ")+" of this module")
+					only := strings.Join(allowed, ", ")
+					if only == "" {
+						only = "nothing"
+					}
+					bad = append(bad, rel+" imports "+other+": "+me+" may import only "+only+" of this module")
 				}
 			}
 		}

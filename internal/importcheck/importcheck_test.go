@@ -35,6 +35,9 @@ func TestCheck(t *testing.T) {
 		{"client may use stdlib errors", Package{ImportPath: mod + "/client", Imports: []string{"errors", "fmt", "net/http"}, TestImports: []string{"errors", "testing"}}, 0},
 		{"client's external tests may import client", Package{ImportPath: mod + "/client", XTestImports: []string{mod + "/client", "testing"}}, 0},
 		{"subpackage counts as its top", Package{ImportPath: mod + "/runner/internal/fuel", Imports: []string{mod + "/scheduler"}}, 1},
+		{"refusal imports nothing of the module", Package{ImportPath: mod + "/refusal", Imports: []string{mod + "/internal/gcfloor"}}, 1},
+		{"every layer may import refusal", Package{ImportPath: mod + "/catalog", Imports: []string{mod + "/refusal"}}, 0},
+		{"client may not import refusal", Package{ImportPath: mod + "/client", Imports: []string{mod + "/refusal"}}, 1},
 		{"stdlib errors is refused", Package{ImportPath: mod + "/catalog", Imports: []string{"errors"}}, 1},
 		{"stdlib errors in tests is refused", Package{ImportPath: mod + "/catalog", XTestImports: []string{"errors"}}, 1},
 	}

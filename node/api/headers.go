@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -30,9 +31,12 @@ type InvokeHeaders struct {
 
 // headerError is a malformed request header: 400 invalid-argument with the
 // header's name as the dimension (never its value).
-type headerError struct{ header, problem string }
+type headerError struct {
+	header  refusal.Dimension
+	problem string
+}
 
-func (e *headerError) Error() string { return e.header + ": " + e.problem }
+func (e *headerError) Error() string { return e.header.String() + ": " + e.problem }
 
 // Bounds on what the parser accepts before admission's own bounds apply.
 const (
@@ -45,8 +49,8 @@ const (
 // relative timeout.
 func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 	var out InvokeHeaders
-	one := func(name string) (string, bool, error) {
-		vs := h.Values(name)
+	one := func(name refusal.Dimension) (string, bool, error) {
+		vs := h.Values(name.String())
 		switch {
 		case len(vs) == 0:
 			return "", false, nil
@@ -60,59 +64,59 @@ func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 	var err error
 	var v string
 	var ok bool
-	if v, ok, err = one("Latent-Activation-Id"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderActivationID); err != nil {
 		return out, err
 	} else if ok {
 		if v == "" {
-			return out, &headerError{"Latent-Activation-Id", "must not be empty"}
+			return out, &headerError{refusal.DimHeaderActivationID, "must not be empty"}
 		}
 		out.ActivationID = v
 	}
-	if v, ok, err = one("Latent-Routing-Key"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderRoutingKey); err != nil {
 		return out, err
 	} else if ok {
 		out.RoutingKey = v
 	}
-	if v, ok, err = one("Latent-Stderr"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderStderr); err != nil {
 		return out, err
 	} else if ok {
 		if v != "tail" {
-			return out, &headerError{"Latent-Stderr", `must be "tail"`}
+			return out, &headerError{refusal.DimHeaderStderr, `must be "tail"`}
 		}
 		out.WantStderr = true
 	}
-	if v, ok, err = one("Latent-Priority"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderPriority); err != nil {
 		return out, err
 	} else if ok {
 		p, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return out, &headerError{"Latent-Priority", "must be a non-negative integer"}
+			return out, &headerError{refusal.DimHeaderPriority, "must be a non-negative integer"}
 		}
 		out.Priority = uint32(p)
 	}
-	if v, ok, err = one("Latent-Timeout-Ms"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderTimeoutMs); err != nil {
 		return out, err
 	} else if ok {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-			return out, &headerError{"Latent-Timeout-Ms", "must be a positive integer of milliseconds"}
+			return out, &headerError{refusal.DimHeaderTimeoutMs, "must be a positive integer of milliseconds"}
 		}
 		out.Timeout = time.Duration(ms) * time.Millisecond
 		out.Deadline = now.Add(out.Timeout)
 	}
-	if v, ok, err = one("Latent-Deadline-Unix-Ms"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderDeadlineUnixMs); err != nil {
 		return out, err
 	} else if ok {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 {
-			return out, &headerError{"Latent-Deadline-Unix-Ms", "must be a positive integer of Unix milliseconds"}
+			return out, &headerError{refusal.DimHeaderDeadlineUnixMs, "must be a positive integer of Unix milliseconds"}
 		}
 		d := time.UnixMilli(ms)
 		if out.Deadline.IsZero() || d.Before(out.Deadline) {
 			out.Deadline = d // the earlier wins
 		}
 	}
-	if v, ok, err = one("Latent-Budget"); err != nil {
+	if v, ok, err = one(refusal.DimHeaderBudget); err != nil {
 		return out, err
 	} else if ok {
 		if out.Budget, err = parseBudget(v); err != nil {
@@ -125,7 +129,7 @@ func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 			continue
 		}
 		if len(out.Metadata)+len(vs) > maxMetadataHeaders {
-			return out, &headerError{"Latent-Meta-*", "too many metadata headers"}
+			return out, &headerError{refusal.DimHeaderMeta, "too many metadata headers"}
 		}
 		for _, v := range vs {
 			out.Metadata = append(out.Metadata, vocab.Attribute{Key: strings.ToLower(key), Value: v})
@@ -137,7 +141,7 @@ func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 // parseBudget parses "fuel=N, memory=BYTES, wall-ms=N" (any subset, each once).
 func parseBudget(v string) (admission.BudgetRequest, error) {
 	var b admission.BudgetRequest
-	bad := func(p string) error { return &headerError{"Latent-Budget", p} }
+	bad := func(p string) error { return &headerError{refusal.DimHeaderBudget, p} }
 	if v == "" {
 		return b, bad("must name at least one of fuel, memory, wall-ms")
 	}
@@ -180,12 +184,12 @@ func isHeaderError(err error) (*headerError, bool) {
 	return he, ok
 }
 
-// InvalidHeader returns the name of the malformed header err reports (the
-// problem's dimension), or false when err is not a header error.
-func InvalidHeader(err error) (string, bool) {
+// InvalidHeader returns the malformed header err reports (the problem's
+// dimension, named as the header), or false when err is not a header error.
+func InvalidHeader(err error) (refusal.Dimension, bool) {
 	he, ok := isHeaderError(err)
 	if !ok {
-		return "", false
+		return refusal.DimNone, false
 	}
 	return he.header, true
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 func TestParseInvokeHeaders(t *testing.T) {
@@ -76,7 +77,7 @@ func TestParseInvokeHeaders(t *testing.T) {
 			have, err := ParseInvokeHeaders(h, now)
 			if tc.bad != "" {
 				he, ok := isHeaderError(err)
-				if !ok || he.header != tc.bad {
+				if !ok || he.header.String() != tc.bad {
 					t.Fatalf("want an error naming %s, have %v", tc.bad, err)
 				}
 				return
@@ -96,41 +97,45 @@ func TestParseInvokeHeaders(t *testing.T) {
 	}
 }
 
-func TestStatusOfAndWriteProblem(t *testing.T) {
+func TestRefusalAndWriteProblem(t *testing.T) {
 	tests := []struct {
-		code, reason string
-		status       int
+		r      refusal.Refusal
+		status int
 	}{
-		{"unauthenticated", "", 401}, {"permission-denied", "principal-not-authorized", 403},
-		{"invalid-argument", "invalid-identifier", 400}, {"admission-rejected", "revision-not-available", 404},
-		{"admission-rejected", "no-compatible-cell", 422}, {"admission-rejected", "placement-not-compatible", 422},
-		{"admission-rejected", "unsupported-execution-requirement", 422}, {"resource-exhausted", "payload-too-large", 413},
-		{"resource-exhausted", "capacity-exhausted", 429}, {"resource-exhausted", "fair-share-of-waiting-slots", 429},
-		{"resource-exhausted", "queue-wait-exceeded", 429}, {"resource-exhausted", "node-overloaded", 503},
-		{"admission-rejected", "queue-deadline-infeasible", 503}, {"deadline-exceeded", "deadline-exceeded", 504},
-		{"unavailable", "load-sample-stale", 503}, {"already-exists", "activation-id-unavailable", 409},
-		{"invalid-argument", "malformed-body", 400}, {"invalid-argument", "unknown-path", 404},
-		{"invalid-argument", "method-not-allowed", 405}, {"resource-exhausted", "insufficient-storage", 507},
-		{"resource-exhausted", "catalog-full", 507}, {"resource-exhausted", "tenant-quota-exceeded", 429},
-		{"something-else", "", 500},
+		{refusal.Refusal{Code: refusal.CodeUnauthenticated, Reason: refusal.ReasonUnauthenticated}, 401},
+		{refusal.Refusal{Code: refusal.CodeAdmissionRejected, Reason: refusal.ReasonRevisionNotAvailable}, 404},
+		{refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonPayloadTooLarge}, 413},
+		{refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonInvalidManifest}, 422},
+		{refusal.Refusal{Code: refusal.CodeCancelled, Reason: refusal.ReasonCancelled}, 499},
+		{refusal.Internal, 500},
 	}
 	for _, tc := range tests {
-		if have := StatusOf(tc.code, tc.reason); have != tc.status {
-			t.Errorf("%s/%s: want %d, have %d", tc.code, tc.reason, tc.status, have)
+		p := Refusal(tc.r)
+		if p.Status != tc.status || p.Code != tc.r.Code.String() || p.Reason != tc.r.Reason.String() ||
+			p.Type != tc.r.HTTP().Type || p.Title != tc.r.HTTP().Title {
+			t.Errorf("%+v: problem %+v, want status %d", tc.r, p, tc.status)
 		}
 	}
 	rec := httptest.NewRecorder()
-	WriteProblem(rec, FromRejection(&admission.Rejection{Code: "resource-exhausted", Reason: "capacity-exhausted", Scope: "tenant", Retryable: true}), 1500*time.Millisecond)
+	WriteProblem(rec, Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: refusal.ScopeTenant, Retryable: true}), 1500*time.Millisecond)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "2" || rec.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("%d %v", rec.Code, rec.Header())
 	}
+	want := `{"type":"https://latent-node.dev/problems/resource-exhausted","title":"resource-exhausted/capacity-exhausted",` +
+		`"status":429,"code":"resource-exhausted","reason":"capacity-exhausted","scope":"tenant","retryable":true}` + "\n"
+	if rec.Body.String() != want {
+		t.Fatalf("body %s, want %s", rec.Body.String(), want)
+	}
 	rec = httptest.NewRecorder()
-	WriteProblem(rec, Problem{Status: 401, Title: "unauthenticated", Code: "unauthenticated"}, 0)
+	WriteProblem(rec, Refusal(refusal.Refusal{Code: refusal.CodeUnauthenticated, Reason: refusal.ReasonUnauthenticated,
+		Scope: refusal.ScopePrincipal}), 0)
 	if rec.Header().Get("Retry-After") != "" || rec.Header().Get("WWW-Authenticate") == "" {
 		t.Fatalf("401 headers: %v", rec.Header())
 	}
 	rec = httptest.NewRecorder()
-	p := Refusal(422, "invalid-argument", "invalid-manifest", "request", "manifest", false)
+	p := Refusal(refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonInvalidManifest,
+		Scope: refusal.ScopeRequest, Dimension: refusal.DimManifest})
 	p.Fields = []FieldProblem{{Field: "revisions[0].artifact", Problem: "deploy_limits.functions is 50000"}}
 	WriteProblem(rec, p, 0)
 	if !strings.Contains(rec.Body.String(), `"invalid_fields":[{"field":"revisions[0].artifact","problem":"deploy_limits.functions is 50000"}]`) {

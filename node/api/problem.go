@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // Problem is an application/problem+json body (RFC 9457) with the node's
@@ -38,60 +38,12 @@ type FieldProblem struct {
 	Problem string `json:"problem"`
 }
 
-// StatusOf maps a structured refusal to its HTTP status (the table in
-// docs/api.md).
-func StatusOf(code, reason string) int {
-	switch code {
-	case admission.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case admission.CodePermissionDenied:
-		return http.StatusForbidden
-	case admission.CodeInvalidArgument:
-		switch reason {
-		case "unknown-path":
-			return http.StatusNotFound
-		case "method-not-allowed":
-			return http.StatusMethodNotAllowed
-		}
-		return http.StatusBadRequest
-	case admission.CodeAlreadyExists:
-		return http.StatusConflict
-	case admission.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case admission.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case admission.CodeAdmissionRejected:
-		switch reason {
-		case "revision-not-available", "service-not-found", "route-not-found":
-			return http.StatusNotFound
-		case "queue-deadline-infeasible":
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusUnprocessableEntity
-	case admission.CodeResourceExhausted:
-		switch reason {
-		case "payload-too-large":
-			return http.StatusRequestEntityTooLarge
-		case "insufficient-storage", "catalog-full":
-			return http.StatusInsufficientStorage
-		case "node-overloaded":
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
-}
-
-// Refusal builds the problem of a structured refusal; its type and title
-// come from the code and reason.
-func Refusal(status int, code, reason, scope, dimension string, retryable bool) Problem {
-	return Problem{Type: "https://latent-node.dev/problems/" + code, Title: code + "/" + reason, Status: status,
-		Code: code, Reason: reason, Scope: scope, Dimension: dimension, Retryable: retryable}
-}
-
-// FromRejection builds the problem of an admission refusal.
-func FromRejection(r *admission.Rejection) Problem {
-	return Refusal(StatusOf(r.Code, r.Reason), r.Code, r.Reason, r.Scope, r.Dimension, r.Retryable)
+// Refusal builds the problem of a structured refusal: its status, type and
+// title from r.HTTP (the one mapping, docs/api.md), its fields' wire names.
+func Refusal(r refusal.Refusal) Problem {
+	h := r.HTTP()
+	return Problem{Type: h.Type, Title: h.Title, Status: h.Status, Code: r.Code.String(), Reason: r.Reason.String(),
+		Scope: r.Scope.String(), Dimension: r.Dimension.String(), Retryable: r.Retryable}
 }
 
 // RetryAfterSeconds rounds a drain estimate up to whole seconds, at least 1.
