@@ -1,9 +1,7 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"hash/maphash"
 	"log/slog"
 	"maps"
@@ -16,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/latent-node/latent-node/node/activation"
+	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -60,38 +60,6 @@ const (
 
 // invalidLogField stands for a path name the catalog's rules refuse.
 const invalidLogField = "(invalid)"
-
-// maxProblemCapture bounds the bytes of a problem body the access log keeps
-// to read its code and reason from; the fields it reads come first.
-const maxProblemCapture = 4 << 10
-
-// access is what one request's log line says. The handlers fill it through
-// the request's context; the access-log middleware writes it once the
-// answer is complete.
-type access struct {
-	tenant   vocab.TenantID // the authenticated principal's ("" before authentication)
-	revision string
-	// executed is set once a guest ran; outcome and the figures below are
-	// then the activation's.
-	executed    bool
-	outcome     string
-	fuel        uint64
-	queue, exec time.Duration
-	stderr      []byte
-	// peer is set once a cluster peer presented the peer token.
-	peer bool
-}
-
-type accessKey struct{}
-
-// accessOf returns the request's access record, or a record nobody reads
-// when the request did not pass the access-log middleware.
-func accessOf(ctx context.Context) *access {
-	if a, ok := ctx.Value(accessKey{}).(*access); ok {
-		return a
-	}
-	return &access{}
-}
 
 // logRates are a bucket's rates and bursts, in lines and bytes.
 type logRates struct{ lines, burstLines, bytes, burstBytes float64 }
@@ -314,19 +282,17 @@ func lineBytes(attrs []slog.Attr) int {
 	return n
 }
 
-// accessWriter records the status of the answer and the head of a problem
-// body.
+// accessWriter records the answer's status for the access log, and the
+// refusal of a problem answer (RecordProblem).
 type accessWriter struct {
 	http.ResponseWriter
-	status  int
-	problem bool
-	head    bytes.Buffer
+	status int
+	rec    *activation.Record
 }
 
 func (w *accessWriter) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
-		w.problem = strings.HasPrefix(w.Header().Get("Content-Type"), "application/problem+json")
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
@@ -335,55 +301,20 @@ func (w *accessWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.problem && w.head.Len() < maxProblemCapture {
-		w.head.Write(p[:min(len(p), maxProblemCapture-w.head.Len())])
-	}
 	return w.ResponseWriter.Write(p)
+}
+
+// RecordProblem notes in the request's record the refusal whose problem
+// api.WriteProblem is writing (an executed activation's outcome problem
+// is not one).
+func (w *accessWriter) RecordProblem(p api.Problem) {
+	if p.Outcome == "" {
+		w.rec.Answered, w.rec.Refusal = true, p.Refusal
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *accessWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// problemFields are the fields of a problem body the access log and the
-// refusal metrics read.
-type problemFields struct{ code, reason, scope, dimension, outcome string }
-
-// readProblem reads the top-level string fields of a problem body, as far
-// as its (possibly cut) head goes: they come before the long ones.
-func readProblem(head []byte) problemFields {
-	var p problemFields
-	dec := json.NewDecoder(bytes.NewReader(head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return p
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return p
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return p
-		}
-		var s string
-		if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
-			continue
-		}
-		switch k {
-		case "code":
-			p.code = s
-		case "reason":
-			p.reason = s
-		case "scope":
-			p.scope = s
-		case "dimension":
-			p.dimension = s
-		case "outcome":
-			p.outcome = s
-		}
-	}
-	return p
-}
 
 // routeKind names the API route of a mux pattern; the set is fixed, so the
 // HTTP metrics' labels stay bounded.
@@ -403,15 +334,19 @@ func routeKind(pattern string) string {
 	return "other"
 }
 
-// requestActivationID is the activation id of an invocation request before
-// its handler ran: the caller's (one non-empty header) or a fresh one. The
-// handler keeps it (or, for an invalid header, sets its own); the log reads
-// the answer's header, so both always agree.
+// requestActivationID is the activation id of an invocation request, chosen
+// before its handler runs: the caller's (one Latent-Activation-Id header,
+// not blank, at most maxActivationIDBytes, trimmed as the header parser
+// trims it) or a fresh one. It goes into the request's record and on the
+// answer, refusals before the handler ran included; the handler and the
+// log read the record.
 func requestActivationID(r *http.Request) string {
-	if v := r.Header.Values("Latent-Activation-Id"); len(v) == 1 && v[0] != "" && len(v[0]) <= maxActivationIDBytes {
-		return v[0]
+	if v := r.Header.Values("Latent-Activation-Id"); len(v) == 1 && len(v[0]) <= maxActivationIDBytes {
+		if id := strings.TrimSpace(v[0]); id != "" {
+			return id
+		}
 	}
-	return newActivationID() // the handler refuses a longer one too (invalid-header)
+	return activation.NewID() // the handler refuses such a header (invalid-header)
 }
 
 // maxActivationIDBytes is the longest Latent-Activation-Id the node
@@ -425,13 +360,14 @@ const maxActivationIDBytes = 1024
 func (n *Node) accessLogged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := n.clock.Now()
-		rec := &access{}
-		aw := &accessWriter{ResponseWriter: w}
+		rec := &activation.Record{}
+		aw := &accessWriter{ResponseWriter: w, rec: rec}
 		invoke := strings.HasPrefix(r.URL.Path, "/v1/invoke/")
 		if invoke {
-			w.Header().Set("Latent-Activation-Id", requestActivationID(r))
+			rec.ID = requestActivationID(r)
+			w.Header().Set("Latent-Activation-Id", rec.ID)
 		}
-		r = r.WithContext(context.WithValue(r.Context(), accessKey{}, rec))
+		r = r.WithContext(activation.With(r.Context(), rec))
 		defer func() {
 			n.finishAccess(aw, r, rec, invoke, n.clock.Now().Sub(start))
 		}()
@@ -439,42 +375,38 @@ func (n *Node) accessLogged(next http.Handler) http.Handler {
 	})
 }
 
-func (n *Node) finishAccess(aw *accessWriter, r *http.Request, rec *access, invoke bool, took time.Duration) {
+func (n *Node) finishAccess(aw *accessWriter, r *http.Request, rec *activation.Record, invoke bool, took time.Duration) {
 	status := aw.status
 	if status == 0 {
 		status = http.StatusOK // the handler wrote nothing: net/http answers 200
 	}
 	kind := routeKind(r.Pattern)
 	n.metrics.request(kind, status, took)
-	var prob problemFields
-	if aw.problem {
-		prob = readProblem(aw.head.Bytes())
-		if prob.outcome == "" && !rec.executed {
-			n.metrics.rejected(prob.code, prob.reason, prob.scope, prob.dimension)
-		}
+	if rec.Refused() {
+		n.metrics.rejected(rec.Refusal)
 	}
 	args := make([]slog.Attr, 0, 12)
 	if invoke {
-		id := aw.Header().Get("Latent-Activation-Id")
+		id := rec.ID
 		// The target as the path names it (the rate limit goes by the
 		// authenticated tenant); names the catalog refuses are not logged.
 		args = append(args, slog.String("id", logSafe(id, maxLogFieldBytes)), slog.String("tenant", logName(r.PathValue("tenant"))),
 			slog.String("service", logName(r.PathValue("service"))), slog.String("route", logName(r.PathValue("route"))),
-			slog.String("revision", rec.revision),
+			slog.String("revision", string(rec.Revision)),
 			slog.Int("status", status))
 	} else {
 		args = append(args, slog.String("method", logSafe(r.Method, maxLogFieldBytes)), slog.String("route_kind", kind),
-			slog.String("tenant", string(rec.tenant)), slog.Int("status", status))
+			slog.String("tenant", string(rec.Tenant)), slog.Int("status", status))
 	}
 	switch {
-	case rec.executed:
-		args = append(args, slog.String("outcome", rec.outcome), slog.Uint64("fuel", rec.fuel),
-			slog.Float64("queue_ms", ms(rec.queue)), slog.Float64("exec_ms", ms(rec.exec)))
-	case aw.problem:
-		args = append(args, slog.String("reason", logSafe(prob.reason, maxLogFieldBytes)))
+	case rec.Executed:
+		args = append(args, slog.String("outcome", rec.Outcome.String()), slog.Uint64("fuel", rec.FuelUsed),
+			slog.Float64("queue_ms", ms(rec.Timing.QueueWait())), slog.Float64("exec_ms", ms(rec.Execution)))
+	case rec.Refused():
+		args = append(args, slog.String("reason", rec.Refusal.Reason.String()))
 	}
 	args = append(args, slog.Float64("ms", ms(took)))
-	src := logSource{tenant: rec.tenant, peer: rec.peer, addr: clientAddr(r)}
+	src := logSource{tenant: rec.Tenant, peer: rec.Peer, addr: clientAddr(r)}
 	if !n.metrics.access.allow(src, lineBytes(args)) {
 		return
 	}
@@ -484,15 +416,15 @@ func (n *Node) finishAccess(aw *accessWriter, r *http.Request, rec *access, invo
 	}
 	ctx := context.Background()
 	n.log.LogAttrs(ctx, slog.LevelInfo, msg, args...)
-	if rec.executed && len(rec.stderr) > 0 {
+	if rec.Executed && len(rec.Stderr) > 0 {
 		level := slog.LevelInfo
-		if rec.outcome == runner.Success.String() {
+		if rec.Outcome == runner.Success {
 			level = slog.LevelDebug
 		}
 		if !n.log.Enabled(ctx, level) {
 			return
 		}
-		attrs := []slog.Attr{args[0], slog.String("stderr", logSafe(string(rec.stderr), maxLogStderrBytes))}
+		attrs := []slog.Attr{args[0], slog.String("stderr", logSafe(string(rec.Stderr), maxLogStderrBytes))}
 		if n.metrics.access.allow(src, lineBytes(attrs)) {
 			n.log.LogAttrs(ctx, level, "guest stderr", attrs...)
 		}

@@ -19,7 +19,10 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/node/activation"
+	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/refusal"
+	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -366,24 +369,31 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	}
 }
 
-func TestReadProblem(t *testing.T) {
-	full := `{"type":"t","title":"x","status":400,"code":"invalid-argument","reason":"invalid-header","scope":"request","dimension":"Latent-Priority","retryable":false,"invalid_fields":[{"field":"a","problem":"b"}]}`
-	tests := []struct {
-		name string
-		in   string
-		want problemFields
-	}{
-		{"full", full, problemFields{code: "invalid-argument", reason: refusal.ReasonInvalidHeader.String(), scope: "request", dimension: "Latent-Priority"}},
-		{"cut in a long field", full[:len(full)-20], problemFields{code: "invalid-argument", reason: refusal.ReasonInvalidHeader.String(), scope: "request", dimension: "Latent-Priority"}},
-		{"outcome", `{"status":502,"outcome":"trap","stderr":"boom"}`, problemFields{outcome: "trap"}},
-		{"not JSON", `oops`, problemFields{}},
+// TestAccessWriter_recordsRefusal: a problem written through the wrappers
+// a handler sees reaches the request's record as a typed refusal; an
+// executed activation's outcome problem does not count as one, and a
+// writer chain without the access writer records nothing (the negative
+// control: the record comes from the writer, not from the body).
+func TestAccessWriter_recordsRefusal(t *testing.T) {
+	ref := refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true}
+	rec := &activation.Record{}
+	w := &startedWriter{ResponseWriter: &accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}}
+	api.WriteProblem(w, api.Refusal(ref), time.Second)
+	if !rec.Refused() || rec.Refusal != ref {
+		t.Fatalf("record %+v, want the refusal %+v", rec, ref)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := readProblem([]byte(tc.in)); got != tc.want {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
+	rec = &activation.Record{Executed: true}
+	p := api.Refusal(runner.Trap.Refusal())
+	p.Outcome = runner.Trap.String()
+	api.WriteProblem(&accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}, p, 0)
+	if rec.Refused() || rec.Answered {
+		t.Fatalf("an outcome problem recorded as a refusal: %+v", rec)
+	}
+	rec = &activation.Record{}
+	api.WriteProblem(httptest.NewRecorder(), api.Refusal(ref), 0)
+	if rec.Answered {
+		t.Fatal("recorded without the access writer")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cluster"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -151,7 +152,7 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			handleNotFound(w, r) // no hint that the endpoint exists
 			return
 		}
-		accessOf(r.Context()).peer = true // its log lines go to the peers' bucket
+		activation.From(r.Context()).Peer = true // its log lines go to the peers' bucket
 		h(w, r)
 	}
 }

@@ -80,8 +80,8 @@
 //   - list.go: the paginated list of a tenant's deployments.
 //   - wire.go: the JSON form of catalog values in answers (the API's
 //     style).
-//   - invoke.go: the activation manager and the mapping of outcomes to
-//     answers.
+//   - invoke.go: the activation manager (it fills the request's
+//     activation.Record) and the mapping of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
 //   - tracing.go: OpenTelemetry spans of an invocation and its export.
@@ -93,8 +93,10 @@
 //   - reload.go: Reload, prepared in full before it applies.
 //   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight.
-//   - accesslog.go: one log line per request (rate-limited per tenant);
-//     counts every refusal and the request's duration.
+//   - accesslog.go: the front's middleware that makes each request's
+//     activation.Record (and an invocation's id), and once the answer is
+//     out writes one log line from it (rate-limited per tenant) and counts
+//     its refusal and duration.
 //   - metrics.go: the Prometheus metrics.
 //   - ui.go, ui.html: the status page (GET /ui, its HTML template embedded
 //     from ui.html, and the JSON it polls).
@@ -107,7 +109,8 @@
 // and principals), node/config (the configuration file,
 // docs/configuration.md), node/front (what the network front needs and no
 // other part of the node: the connection limiter, the front yield, the
-// listener's TLS material).
+// listener's TLS material), node/activation (the record of one request and
+// its activation, and the headers rendered from it).
 //
 // # Usage
 //

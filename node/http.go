@@ -18,6 +18,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/refusal"
@@ -219,7 +220,7 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 			api.WriteProblem(w, forbidden(refusal.ReasonRoleNotAuthorized), 0)
 			return
 		}
-		accessOf(r.Context()).tenant = p.Tenant
+		activation.From(r.Context()).Tenant = p.Tenant
 		h(w, r, p)
 	}
 }
@@ -373,16 +374,10 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	target := vocab.Target{Tenant: vocab.TenantID(r.PathValue("tenant")), Service: vocab.ServiceName(r.PathValue("service")),
 		Route: vocab.RouteName(r.PathValue("route"))}
 	h, err := api.ParseInvokeHeaders(r.Header, n.clock.Now())
-	if h.ActivationID == "" && len(r.Header.Values("Latent-Activation-Id")) == 0 {
-		// The access log already generated one and put it on the answer.
-		h.ActivationID = w.Header().Get("Latent-Activation-Id")
-	}
-	if h.ActivationID == "" {
-		h.ActivationID = newActivationID()
-	}
-	if w.Header().Get("Latent-Activation-Id") != h.ActivationID {
-		w.Header().Set("Latent-Activation-Id", h.ActivationID)
-	}
+	// The front chose the id (the caller's, or a fresh one when there is
+	// none or it is invalid) and put it on the answer.
+	rec := activation.From(r.Context())
+	h.ActivationID = rec.ID
 	// The span starts once the target's names are valid and name the
 	// principal's tenant (invoke refuses another tenant's), before the
 	// headers and the body are checked, so their refusals are traced too.
@@ -405,11 +400,10 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		refuseEarly(w, span, *prob)
 		return
 	}
-	ctx = withHTTPRequest(ctx, r) // method, path suffix, CGI environment
-	a := n.invoke(ctx, p, target, h, body, arrived)
+	a := n.invoke(ctx, r, rec, p, target, h, body, arrived)
 	span.end(a, w.Header())
-	if a.headers != nil {
-		a.headers.write(w.Header())
+	if rec.Executed {
+		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}
 	if a.refused {
 		n.holdRefusal(r.Context(), p)

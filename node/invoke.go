@@ -2,16 +2,14 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/refusal"
@@ -26,65 +24,22 @@ type invocation struct {
 	environ []string // a WAGI revision's CGI environment
 }
 
-// timing is where an executed activation's time went, measured from the
-// moment its request's headers were read: front (reading the body,
-// resolving, admitting, queuing), queue (waiting for dispatch), exec (the
-// scheduler's execution, cell lease to release) and back (from the result's
-// delivery until the handler ran again).
-type timing struct{ front, queue, exec, back time.Duration }
-
-// header renders t as a Server-Timing header value, in milliseconds with
-// microsecond resolution.
-func (t timing) header() string {
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
-	return "front;dur=" + ms(t.front) + ", queue;dur=" + ms(t.queue) + ", exec;dur=" + ms(t.exec) + ", back;dur=" + ms(t.back)
-}
-
 // answer is what the activation manager tells the HTTP layer.
 type answer struct {
 	status     int
 	problem    *api.Problem // nil: success, body is the output
 	retryAfter time.Duration
 	body       []byte
-	headers    *activationHeaders // an executed activation's
-	refused    bool               // a refusal before execution (paced per principal)
+	// stderrTail is an executed activation's Latent-Stderr-Tail value
+	// (empty: none); its other headers come from the record.
+	stderrTail string
+	refused    bool // a refusal before execution (paced per principal)
 	// cgi is a WAGI guest's answer (status and body are its own).
 	cgi *runner.CGIResponse
 }
 
-// activationHeaders are the headers that describe an executed activation.
-type activationHeaders struct {
-	revision, outcome, fuel, memoryPeak, queueWait, execution, serverTiming, cellClass string
-	stderrTail                                                                         string // empty: none
-}
-
-// write sets them on h: canonical keys assigned directly, every value in
-// one backing array (an answer's headers are otherwise a dozen small
-// allocations).
-func (a *activationHeaders) write(h http.Header) {
-	vals := []string{a.revision, a.outcome, a.fuel, a.memoryPeak, a.queueWait, a.execution, a.serverTiming,
-		a.cellClass, a.stderrTail}
-	if a.stderrTail == "" {
-		vals = vals[:len(vals)-1]
-	}
-	for i := range vals {
-		h[activationHeaderKeys[i]] = vals[i : i+1 : i+1]
-	}
-}
-
-// activationHeaderKeys are activationHeaders' keys, in its order.
-var activationHeaderKeys = [...]string{"Latent-Revision", "Latent-Outcome", "Latent-Fuel-Used", "Latent-Memory-Peak-Bytes",
-	"Latent-Queue-Wait-Ms", "Latent-Execution-Ms", "Server-Timing", "Latent-Cell-Class", "Latent-Stderr-Tail"}
-
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
 	return answer{status: p.Status, problem: &p, retryAfter: retryAfter, refused: true}
-}
-
-// newActivationID returns 16 random bytes in hex.
-func newActivationID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b[:])
 }
 
 // invoke is the activation manager: resolve against a pin, admit with the
@@ -92,7 +47,12 @@ func newActivationID() string {
 // when the caller goes away, the scheduler cancels the queued job (its permit
 // is released) or the running guest (its permit is kept until the guest
 // stopped and the cell was released).
-func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Target, h api.InvokeHeaders, body []byte, arrived time.Time) answer {
+//
+// rec is the request's record: invoke fills in what the activation
+// resolved to and, once a guest ran, what it did. r is the HTTP request
+// (its method, path suffix and, for a WAGI revision, CGI environment).
+func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Record, p *auth.Principal, target vocab.Target,
+	h api.InvokeHeaders, body []byte, arrived time.Time) answer {
 	id := h.ActivationID // handleInvoke filled it in
 	routingKey := h.RoutingKey
 	if routingKey == "" {
@@ -107,13 +67,12 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	if err != nil {
 		return n.refuse(target.Tenant, resolveRefusal(err))
 	}
-	rec := accessOf(ctx) // the access log's record of this request
-	rec.revision = string(rev.Revision)
+	rec.Revision = rev.Revision
 	pol, err := pin.Policy(rev)
 	if err != nil {
 		return n.refuse(target.Tenant, revisionNotAvailable)
 	}
-	input, refused := invocationInput(ctx, target, pol.ABI, body)
+	input, refused := invocationInput(r, target, pol.ABI, body)
 	if refused != nil {
 		return *refused
 	}
@@ -155,8 +114,8 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	}
 	// A guest paused for a newcomer (scheduler Pause) waited meanwhile:
 	// that is queue time, not execution.
-	t := timing{front: res.EnqueuedAt.Sub(arrived), queue: res.QueueWait + res.Paused, exec: res.Execution,
-		back: n.clock.Now().Sub(res.DoneAt)}
+	t := activation.Timing{Front: res.EnqueuedAt.Sub(arrived), Queue: res.QueueWait + res.Paused, Exec: res.Execution,
+		Back: n.clock.Now().Sub(res.DoneAt)}
 	if res.Err != nil {
 		if errors.As(res.Err, &rej) {
 			return n.refuse(target.Tenant, rej)
@@ -165,10 +124,10 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 	}
 	out := res.Completion.Outcome
 	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
-	n.metrics.observe(rev, job.Obligations(), res, out, t)
-	// The access log writes the activation's line once its answer is out.
-	rec.executed, rec.outcome, rec.fuel = true, out.Kind.String(), out.FuelUsed
-	rec.queue, rec.exec, rec.stderr = t.front+t.queue, out.ExecutionTime, out.StderrTail
+	n.metrics.observe(rev, job.Obligations(), out, t)
+	// The record is what the answer's headers and the access log line say.
+	rec.Executed, rec.Outcome, rec.FuelUsed, rec.MemoryPeakBytes = true, out.Kind, out.FuelUsed, out.MemoryPeakBytes
+	rec.CellClass, rec.Timing, rec.Execution, rec.Stderr = res.Cell, t, out.ExecutionTime, out.StderrTail
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because
@@ -178,36 +137,10 @@ func (n *Node) invoke(ctx context.Context, p *auth.Principal, target vocab.Targe
 		p.Outcome = out.Kind.String()
 		a = problemAnswer(p, n.drainEstimate())
 	}
-	a.headers = &activationHeaders{
-		revision:     string(rev.Revision),
-		outcome:      out.Kind.String(),
-		fuel:         strconv.FormatUint(out.FuelUsed, 10),
-		memoryPeak:   strconv.FormatUint(out.MemoryPeakBytes, 10),
-		queueWait:    strconv.FormatInt((t.front + t.queue).Milliseconds(), 10),
-		execution:    strconv.FormatInt(out.ExecutionTime.Milliseconds(), 10),
-		serverTiming: t.header(),
-		cellClass:    res.Cell.String(),
-	}
 	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
-		a.headers.stderrTail = stderrHeader(out.StderrTail)
+		a.stderrTail = activation.StderrHeader(out.StderrTail)
 	}
 	return a
-}
-
-// maxStderrHeaderBytes bounds the Latent-Stderr-Tail header.
-const maxStderrHeaderBytes = 4 << 10
-
-// stderrHeader is a stderr tail as a header value: Go-quoted (control bytes,
-// newlines and non-ASCII escaped, so the value is printable ASCII), keeping
-// the end of the tail when the quoted text would pass
-// maxStderrHeaderBytes.
-func stderrHeader(tail []byte) string {
-	q := strconv.QuoteToASCII(string(tail))
-	for len(q) > maxStderrHeaderBytes && len(tail) > 0 {
-		tail = tail[len(tail)/4+1:]
-		q = strconv.QuoteToASCII(string(tail))
-	}
-	return q
 }
 
 var principalNotAuthorized = &admission.Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonPrincipalNotAuthorized,

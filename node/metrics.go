@@ -15,9 +15,10 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/gcfloor"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
-	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -244,8 +245,8 @@ func toolchainBuildInfo() BuildInfo {
 	return out
 }
 
-func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, res scheduler.Result[runner.Outcome], out runner.Outcome, t timing) {
-	cell := res.Cell.String()
+func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, out runner.Outcome, t activation.Timing) {
+	cell := ob.CellClass.String()
 	m.mu.Lock()
 	fuel, activations, overflowed := m.seriesLocked(rev, out.Kind)
 	ck := classKey{cell, ob.QueueClass}
@@ -262,9 +263,9 @@ func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations
 	activations.Inc()
 	fuel.Add(float64(out.FuelUsed))
 	cs.memoryPeak.Observe(float64(out.MemoryPeakBytes))
-	cs.queueWait.Observe((t.front + t.queue).Seconds())
-	m.front.Observe(t.front.Seconds())
-	m.back.Observe(t.back.Seconds())
+	cs.queueWait.Observe(t.QueueWait().Seconds())
+	m.front.Observe(t.Front.Seconds())
+	m.back.Observe(t.Back.Seconds())
 	cs.execution.Observe(out.ExecutionTime.Seconds())
 }
 
@@ -371,9 +372,9 @@ func (n *Node) deployed(rev catalog.ResolvedRevision) bool {
 	return ok && slices.ContainsFunc(d.Revisions, func(ref vocab.RevisionRef) bool { return ref.ID == rev.Revision })
 }
 
-func (m *metrics) rejected(code, reason, scope, dimension string) {
-	m.rejections.WithLabelValues(code, reason, scope, dimension).Inc()
-	m.log.add(code, reason, scope, dimension)
+func (m *metrics) rejected(r refusal.Refusal) {
+	m.rejections.WithLabelValues(r.Code.String(), r.Reason.String(), r.Scope.String(), r.Dimension.String()).Inc()
+	m.log.add(r)
 }
 
 // stateCollector reads gauges from the components at scrape time.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/runner"
-	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -123,7 +123,7 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 			Revision: vocab.RevisionID(revision)}
 	}
 	for _, r := range []catalog.ResolvedRevision{rev("a", "r1"), rev("a", "r2"), rev("b", "r1")} {
-		m.observe(r, admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 5}, timing{})
+		m.observe(r, admission.Obligations{}, runner.Outcome{Kind: runner.Success, FuelUsed: 5}, activation.Timing{})
 	}
 	if got := seriesCount(m.activations); got != 3 {
 		t.Fatalf("%d activation series, want 3", got)
@@ -148,7 +148,7 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 		t.Fatalf("%d cached services, %d series used, want 1 and 2", len(m.tenants["demo"].services), m.tenants["demo"].used)
 	}
 	// A new observation of a dropped revision counts from zero again.
-	m.observe(rev("b", "r1"), admission.Obligations{}, scheduler.Result[runner.Outcome]{}, runner.Outcome{Kind: runner.Success, FuelUsed: 7}, timing{})
+	m.observe(rev("b", "r1"), admission.Obligations{}, runner.Outcome{Kind: runner.Success, FuelUsed: 7}, activation.Timing{})
 	if got := counterValue(m.fuel.WithLabelValues("demo", "b", "run", "r1")); got != 7 {
 		t.Fatalf("fuel of b/r1 after its delete and a new activation: %v, want 7", got)
 	}
@@ -166,8 +166,8 @@ func TestMetrics_seriesBudget(t *testing.T) {
 	m.deployed = func(rev catalog.ResolvedRevision) bool { return rev.Revision != gone }
 	obs := func(tenant, service, route string, rev vocab.RevisionID, kind runner.Kind) {
 		m.observe(catalog.ResolvedRevision{Tenant: vocab.TenantID(tenant), Service: vocab.ServiceName(service),
-			Route: vocab.RouteName(route), Revision: rev}, admission.Obligations{}, scheduler.Result[runner.Outcome]{},
-			runner.Outcome{Kind: kind, FuelUsed: 3}, timing{})
+			Route: vocab.RouteName(route), Revision: rev}, admission.Obligations{},
+			runner.Outcome{Kind: kind, FuelUsed: 3}, activation.Timing{})
 	}
 	other := func(tenant string, kind runner.Kind) float64 {
 		return counterValue(m.activations.WithLabelValues(tenant, otherLabel, otherLabel, otherLabel, kind.String()))

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -22,16 +21,6 @@ import (
 // unknown-path) and any method but POST (405 method-not-allowed), the
 // answers those requests had before the route took them.
 
-// httpRequestKey carries an invocation's HTTP request from handleInvoke to
-// invoke, which reads its method and path suffix once the revision is
-// resolved (and only a WAGI revision's CGI request from the rest).
-type httpRequestKey struct{}
-
-// withHTTPRequest carries r, an invoke request, in ctx.
-func withHTTPRequest(ctx context.Context, r *http.Request) context.Context {
-	return context.WithValue(ctx, httpRequestKey{}, r)
-}
-
 // cgiRequest is the CGI request of r, an invoke request of target.
 func cgiRequest(r *http.Request, target vocab.Target) runner.CGIRequest {
 	cgi := runner.CGIRequest{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
@@ -50,8 +39,7 @@ func hasSuffix(r *http.Request) bool { return strings.HasSuffix(r.Pattern, "{res
 // with guest ABI abi, or the answer refusing the request: a stdio
 // revision's refusal of a method or a suffix it does not take, or a WAGI
 // revision's refusal of a request its environment cannot carry.
-func invocationInput(ctx context.Context, target vocab.Target, abi vocab.ABI, body []byte) (*invocation, *answer) {
-	r, _ := ctx.Value(httpRequestKey{}).(*http.Request)
+func invocationInput(r *http.Request, target vocab.Target, abi vocab.ABI, body []byte) (*invocation, *answer) {
 	if r == nil { // not over HTTP: a plain POST
 		r = &http.Request{Method: http.MethodPost, URL: &url.URL{}, Header: http.Header{}}
 	}

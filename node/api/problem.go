@@ -30,6 +30,16 @@ type Problem struct {
 	ExitCode *int   `json:"exit_code,omitempty"`
 	TrapKind string `json:"trap_kind,omitempty"`
 	Stderr   string `json:"stderr,omitempty"`
+	// Refusal is the typed refusal the wire fields render (not encoded):
+	// what the node's own readers of an answer use (ProblemRecorder).
+	Refusal refusal.Refusal `json:"-"`
+}
+
+// ProblemRecorder is a ResponseWriter (or one it wraps, reached through
+// Unwrap) that wants to know which problem is written to it: the front's
+// access log records the refusal instead of reading the body back.
+type ProblemRecorder interface {
+	RecordProblem(p Problem)
 }
 
 // FieldProblem is one problem of a refused manifest or module.
@@ -43,7 +53,7 @@ type FieldProblem struct {
 func Refusal(r refusal.Refusal) Problem {
 	h := r.HTTP()
 	return Problem{Type: h.Type, Title: h.Title, Status: h.Status, Code: r.Code.String(), Reason: r.Reason.String(),
-		Scope: r.Scope.String(), Dimension: r.Dimension.String(), Retryable: r.Retryable}
+		Scope: r.Scope.String(), Dimension: r.Dimension.String(), Retryable: r.Retryable, Refusal: r}
 }
 
 // RetryAfterSeconds rounds a drain estimate up to whole seconds, at least 1.
@@ -59,8 +69,20 @@ func RetryAfterSeconds(d time.Duration) int {
 }
 
 // WriteProblem writes p with its status; Retry-After only when retryable,
-// WWW-Authenticate on 401.
+// WWW-Authenticate on 401. The first ProblemRecorder among w and the
+// writers it wraps is told.
 func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
+	for rw := w; rw != nil; {
+		if rec, ok := rw.(ProblemRecorder); ok {
+			rec.RecordProblem(p)
+			break
+		}
+		u, ok := rw.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		rw = u.Unwrap()
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Cache-Control", "no-store")

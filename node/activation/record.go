@@ -1,0 +1,89 @@
+package activation
+
+// Record, the one record of a request the front serves: filled as the
+// request goes (the front, authentication, the activation manager) and read
+// once it is answered (the access log, the refusal counters), never
+// re-read from the wire.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+
+	"github.com/latent-node/latent-node/refusal"
+	"github.com/latent-node/latent-node/vocab"
+)
+
+// Record is what the node knows of one request. For an invocation it is the
+// activation's record: its id, target, revision, where its time went and
+// what the guest did, or the refusal that answered it.
+type Record struct {
+	// ID is an invocation's activation id: the caller's Latent-Activation-Id
+	// or one the front made (empty for other requests).
+	ID string
+	// Tenant is the authenticated principal's tenant ("" before
+	// authentication); Peer is set once a cluster peer presented the peer
+	// token.
+	Tenant vocab.TenantID
+	Peer   bool
+
+	// Revision is the revision an invocation resolved to ("" before).
+	Revision vocab.RevisionID
+	// Executed is set once a guest ran; the fields below are its.
+	Executed        bool
+	Outcome         refusal.Outcome
+	FuelUsed        uint64
+	MemoryPeakBytes uint64
+	CellClass       vocab.CellClass
+	Timing          Timing
+	// Execution is the guest's own time as the runner measured it (the
+	// pauses for newcomers taken out): Latent-Execution-Ms.
+	Execution time.Duration
+	Stderr    []byte
+
+	// Answered holds the refusal the request was answered with, if any
+	// (set when its problem is written); Refusal is valid only then. An
+	// executed activation's failure is an outcome, not a refusal.
+	Answered bool
+	Refusal  refusal.Refusal
+}
+
+// Refused reports whether the request was refused: answered with a problem
+// before any guest ran.
+func (r *Record) Refused() bool { return r.Answered && !r.Executed }
+
+// Timing is where an executed activation's time went, from the moment its
+// request's headers were read: Front (reading the body, resolving,
+// admitting, queuing), Queue (waiting for dispatch, and for newcomers a
+// paused guest let go first), Exec (the scheduler's execution, from cell
+// lease to release) and Back (from the result's delivery until the
+// handler ran again): Server-Timing.
+type Timing struct{ Front, Queue, Exec, Back time.Duration }
+
+// QueueWait is the time before the guest ran: front and queue.
+func (t Timing) QueueWait() time.Duration { return t.Front + t.Queue }
+
+type recordKey struct{}
+
+// With returns ctx carrying rec: the front attaches a request's record
+// once, before any handler runs.
+func With(ctx context.Context, rec *Record) context.Context {
+	return context.WithValue(ctx, recordKey{}, rec)
+}
+
+// From returns the record ctx carries, or a record nobody reads when the
+// request did not pass the front (direct calls in tests).
+func From(ctx context.Context) *Record {
+	if r, ok := ctx.Value(recordKey{}).(*Record); ok {
+		return r
+	}
+	return &Record{}
+}
+
+// NewID returns a fresh activation id: 16 random bytes in hex.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
