@@ -98,6 +98,9 @@ type Config struct {
 	// etcd with the services they touched (a listing: every service before
 	// and after it), from the apply loop.
 	OnApply func(tenant vocab.TenantID, service vocab.ServiceName)
+	// Catalog is the node's catalog, the one the cluster keeps current and
+	// deploys through (required).
+	Catalog *catalog.Catalog
 }
 
 // Cluster is a node's view of, and membership in, the cluster. New makes
@@ -136,8 +139,12 @@ type Cluster struct {
 }
 
 // New connects to etcd (without waiting for it) and returns the cluster of
-// cat. It starts no goroutines: call Run.
-func New(cfg Config, cat *catalog.Catalog) (*Cluster, error) {
+// cfg.Catalog. It starts no goroutines: call Run.
+func New(cfg Config) (*Cluster, error) {
+	cat := cfg.Catalog
+	if cat == nil {
+		return nil, errors.AssertionFailedf("cluster: Config.Catalog is required")
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

@@ -106,7 +106,7 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 	})
 	m.srv = httptest.NewServer(mux)
 	m.c, err = New(Config{Endpoints: endpoints, Prefix: prefix, NodeID: id, AdvertiseURL: m.srv.URL,
-		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second}, cat)
+		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second, Catalog: cat})
 	if err != nil {
 		t.Fatal(err)
 	}

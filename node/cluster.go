@@ -41,7 +41,7 @@ func newCluster(cfg *config.Config, cat *catalog.Catalog, opts Options, version 
 	}
 	return cluster.New(cluster.Config{Endpoints: cc.Endpoints, TLS: tlsCfg, Prefix: cc.Prefix, NodeID: cc.NodeID,
 		AdvertiseURL: cc.AdvertiseURL, RequireHTTPS: cfg.Node.TLS.Enabled(), Version: version, LeaseTTL: cc.LeaseTTL, Replication: cc.Replication,
-		MaxStaleness: cc.MaxStaleness, Log: opts.Logger, OnApply: onApply}, cat)
+		MaxStaleness: cc.MaxStaleness, Log: opts.Logger, OnApply: onApply, Catalog: cat})
 }
 
 // clusterTLS builds the etcd client's TLS configuration from [cluster.tls]
