@@ -152,9 +152,7 @@ type Runner struct {
 	// from the runtime: imports are checked against it.
 	wasi map[string]api.FunctionDefinition
 
-	// base is the module configuration every binding starts from.
-	base     wazero.ModuleConfig
-	bindings sync.Pool // idle *binding
+	bindings *bindingPool // module configurations lent to activations (wasi.go)
 
 	compileSlots chan struct{} // one token per running compile
 
@@ -225,9 +223,8 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	base := wazero.NewModuleConfig().WithName("").WithStartFunctions()
 	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
-		base: base, compileSlots: make(chan struct{}, cfg.CompileConcurrency),
+		bindings: newBindingPool(), compileSlots: make(chan struct{}, cfg.CompileConcurrency),
 		modules: map[vocab.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
 }
 
@@ -416,7 +413,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
-	b := r.bind(a)
+	b := r.bindings.bind(a)
 	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, b.cfg)
 	instantiated := err == nil
 	if err != nil {
@@ -439,7 +436,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			out.Err = errors.CombineErrors(out.Err, cerr)
 		}
 	}
-	r.release(b)
+	r.bindings.release(b)
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}

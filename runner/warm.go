@@ -349,7 +349,7 @@ func (r *Runner) closeInstance(w *warmInstance) {
 	if w.mem != nil {
 		_ = w.mem.Close()
 	}
-	r.release(w.b)
+	r.bindings.release(w.b)
 }
 
 // initExport is the initialisation export of a revision: the one it names,
@@ -453,8 +453,8 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
-	b := r.bind(a)
-	defer r.release(b)
+	b := r.bindings.bind(a)
+	defer r.bindings.release(b)
 	fail := func(err error) {
 		kind, code, trap := classify(a, err, time.Now(), a.mod == nil)
 		detail := kind.String()
@@ -524,10 +524,10 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 		}
 		ctx = experimental.WithMemoryAllocator(ctx, mem)
 	}
-	b := r.bind(a)
+	b := r.bindings.bind(a)
 	mod, err := r.rt.InstantiateModule(ctx, m.compiled, b.cfg)
 	if err != nil {
-		r.release(b)
+		r.bindings.release(b)
 		if mem != nil {
 			mem.Free() // wazero dropped the instance without freeing its memory
 			_ = mem.Close()

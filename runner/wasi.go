@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -146,13 +147,24 @@ type binding struct {
 	seeded bool // rand was seeded for a
 }
 
-// bind lends a binding from r's pool to a; release returns it. A binding
+// bindingPool holds the idle bindings, each built once from base, the
+// module configuration every binding starts from.
+type bindingPool struct {
+	base wazero.ModuleConfig
+	idle sync.Pool // idle *binding
+}
+
+func newBindingPool() *bindingPool {
+	return &bindingPool{base: wazero.NewModuleConfig().WithName("").WithStartFunctions()}
+}
+
+// bind lends a binding from the pool to a; release returns it. A binding
 // lost with a panicking Run is simply not returned.
-func (r *Runner) bind(a *activation) *binding {
-	b, _ := r.bindings.Get().(*binding)
+func (p *bindingPool) bind(a *activation) *binding {
+	b, _ := p.idle.Get().(*binding)
 	if b == nil {
 		b = &binding{rand: rand.NewChaCha8([32]byte{})}
-		b.cfg = r.base.WithStdin((*bindingStdin)(b)).WithStdout((*bindingStdout)(b)).
+		b.cfg = p.base.WithStdin((*bindingStdin)(b)).WithStdout((*bindingStdout)(b)).
 			WithStderr((*bindingStderr)(b)).WithRandSource((*bindingRand)(b)).
 			WithNanosleep(b.nanosleep).WithOsyield(b.osyield).
 			WithWalltime(b.walltime, sys.ClockResolution(time.Microsecond)).
@@ -162,9 +174,9 @@ func (r *Runner) bind(a *activation) *binding {
 	return b
 }
 
-func (r *Runner) release(b *binding) {
+func (p *bindingPool) release(b *binding) {
 	b.a = nil
-	r.bindings.Put(b)
+	p.idle.Put(b)
 }
 
 // MonotonicStart is what a guest's monotonic clock reads when its
