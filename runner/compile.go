@@ -15,6 +15,22 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 )
 
+// compiler is the bounded compile worker: at most cap(slots) inspections
+// and compiles run at a time, each on a thread of its own at a lower
+// priority (onWorker), compiling into rt with its compilation cache
+// (on disk under cacheDir, when set).
+type compiler struct {
+	rt             wazero.Runtime
+	cacheDir       string        // Config.CacheDir
+	onCacheDiscard func(error)   // Config.OnCacheDiscard
+	slots          chan struct{} // one token per running compile
+}
+
+func newCompiler(rt wazero.Runtime, cfg Config) *compiler {
+	return &compiler{rt: rt, cacheDir: cfg.CacheDir, onCacheDiscard: cfg.OnCacheDiscard,
+		slots: make(chan struct{}, cfg.CompileConcurrency)}
+}
+
 // compile compiles an instrumented module. The instrumenter validated the
 // module, so a failure is
 // the host's: a full disk (ErrStorageFull), a corrupt entry of the on-disk
@@ -24,8 +40,8 @@ import (
 // logs.
 //
 // REQUIRES: the caller runs on a worker (onWorker).
-func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
-	compiled, err := r.compileHere(ctx, wasm)
+func (c *compiler) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	compiled, err := c.compileHere(ctx, wasm)
 	if err == nil {
 		return compiled, nil
 	}
@@ -35,17 +51,17 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	if full := storageFull(err); full != nil {
 		return nil, full
 	}
-	if r.cfg.CacheDir == "" || !cacheReadFault(err) {
+	if c.cacheDir == "" || !cacheReadFault(err) {
 		return nil, errors.Mark(errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed), catalog.ErrHostFault)
 	}
 	discard := errors.WithSecondaryError(errors.New("runner: discarded a corrupt compilation cache entry"), err)
-	if !discardCorruptEntries(r.cfg.CacheDir) {
+	if !discardCorruptEntries(c.cacheDir) {
 		discard = errors.WithSecondaryError(errors.New("runner: cleared the compilation cache (a corrupt entry could not be identified)"), err)
 	}
-	if r.cfg.OnCacheDiscard != nil {
-		r.cfg.OnCacheDiscard(discard)
+	if c.onCacheDiscard != nil {
+		c.onCacheDiscard(discard)
 	}
-	if compiled, err = r.compileHere(ctx, wasm); err == nil {
+	if compiled, err = c.compileHere(ctx, wasm); err == nil {
 		return compiled, nil
 	}
 	if full := storageFull(err); full != nil {
@@ -64,13 +80,13 @@ func (r *Runner) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 // Everything Inspect does that costs memory in proportion to the module
 // (decoding, validation, instrumentation, compilation) runs inside fn, so
 // at most CompileConcurrency modules are in flight at once.
-func (r *Runner) onWorker(ctx context.Context, fn func() error) error {
+func (c *compiler) onWorker(ctx context.Context, fn func() error) error {
 	select {
-	case r.compileSlots <- struct{}{}:
+	case c.slots <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-r.compileSlots }()
+	defer func() { <-c.slots }()
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -91,14 +107,14 @@ func (r *Runner) onWorker(ctx context.Context, fn func() error) error {
 // goroutine.
 //
 // REQUIRES: the caller runs on a worker (onWorker).
-func (r *Runner) compileHere(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+func (c *compiler) compileHere(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
 	if compileHook != nil {
 		compileHook()
 	}
 	wctx := experimental.WithCompilationWorkers(ctx, 1)
-	compiled, err := r.rt.CompileModule(wctx, wasm)
+	compiled, err := c.rt.CompileModule(wctx, wasm)
 	if err != nil && cacheWriteFault(err) {
-		dropUnwrittenCompile(wctx, r.rt, wasm)
+		dropUnwrittenCompile(wctx, c.rt, wasm)
 	}
 	return compiled, err
 }

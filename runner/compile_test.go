@@ -331,8 +331,8 @@ func TestInspect_liveDigest(t *testing.T) {
 
 	compileHook = func() { t.Error("a live digest was compiled again") }
 	defer func() { compileHook = nil }()
-	r.compileSlots <- struct{}{} // no worker available
-	defer func() { <-r.compileSlots }()
+	r.compiler.slots <- struct{}{} // no worker available
+	defer func() { <-r.compiler.slots }()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	second, err := r.Inspect(cancelled, d, wasm)
@@ -359,8 +359,8 @@ func TestInspect_liveDigest(t *testing.T) {
 // compileOnWorker compiles wasm on a worker, without the rest of Inspect
 // (the tests' way to see what wazero itself makes of a cache entry).
 func (r *Runner) compileOnWorker(ctx context.Context, wasm []byte) (compiled wazero.CompiledModule, err error) {
-	werr := r.onWorker(ctx, func() error {
-		compiled, err = r.compileHere(ctx, wasm)
+	werr := r.compiler.onWorker(ctx, func() error {
+		compiled, err = r.compiler.compileHere(ctx, wasm)
 		return nil
 	})
 	if werr != nil {

@@ -221,7 +221,7 @@ func (r *Runner) compileInto(ctx context.Context, m *module, wasm []byte) (err e
 		r.mu.Unlock()
 		close(m.ready)
 	}()
-	compiled, err := r.compile(ctx, wasm)
+	compiled, err := r.compiler.compile(ctx, wasm)
 	if err != nil {
 		return err
 	}

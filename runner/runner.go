@@ -154,7 +154,7 @@ type Runner struct {
 
 	bindings *bindingPool // module configurations lent to activations (wasi.go)
 
-	compileSlots chan struct{} // one token per running compile
+	compiler *compiler // the bounded compile worker (compile.go)
 
 	sigs *signatureLedger // the function signatures the runtime holds
 
@@ -224,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
-		bindings: newBindingPool(), compileSlots: make(chan struct{}, cfg.CompileConcurrency),
+		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
 		modules: map[vocab.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
 }
 
@@ -252,7 +252,7 @@ func (r *Runner) Inspect(ctx context.Context, digest vocab.Digest, module []byte
 		info.Exports = slices.Clone(m.info.Exports)
 		return info, nil
 	}
-	werr := r.onWorker(ctx, func() error {
+	werr := r.compiler.onWorker(ctx, func() error {
 		info, err = r.inspect(ctx, digest, module)
 		return nil
 	})

@@ -387,7 +387,7 @@ func (r *Runner) makeSnapshot(ctx context.Context, m *module, ob admission.Oblig
 		s = &snapshot{key: k, ready: make(chan struct{})}
 		p.snaps[k] = s
 		p.mu.Unlock()
-		werr := r.onWorker(ctx, func() error {
+		werr := r.compiler.onWorker(ctx, func() error {
 			r.initialise(ctx, m, ob, s, grant)
 			return nil
 		})
