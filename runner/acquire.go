@@ -14,7 +14,7 @@ import (
 // a hash of the module. False when the runner holds no such module (never
 // inspected, or every reference released).
 func (r *Runner) AcquireModule(digest vocab.Digest) (catalog.ModuleInfo, bool) {
-	m := r.acquire(digest)
+	m := r.modules.acquire(digest)
 	if m == nil {
 		return catalog.ModuleInfo{}, false
 	}

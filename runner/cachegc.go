@@ -153,11 +153,9 @@ func (r *Runner) CollectCompileCache(ctx context.Context, dryRun bool) (CacheGCS
 		return st, err
 	}
 	keep := map[string]bool{}
-	r.mu.RLock()
-	for _, m := range r.modules {
-		keep[cacheEntryName(m.cacheID, cpu)] = true
+	for _, id := range r.modules.cacheIDs() {
+		keep[cacheEntryName(id, cpu)] = true
 	}
-	r.mu.RUnlock()
 	subs, _ := filepath.Glob(filepath.Join(r.cfg.CacheDir, "wazero-*"))
 	slices.Sort(subs)
 	for _, sub := range subs {

@@ -74,11 +74,29 @@ func (m *module) ref() bool {
 	}
 }
 
+// moduleTable is the compiled modules by digest, their references and
+// their estimated size, bounded by maxBytes. It compiles on compiler, and
+// calls unused, with no lock held, when the last reference of a digest's
+// module went, before closing the module.
+type moduleTable struct {
+	compiler *compiler
+	maxBytes uint64 // Config.MaxCompiledBytes
+	unused   func(vocab.Digest)
+
+	mu            sync.RWMutex
+	modules       map[vocab.Digest]*module
+	compiledBytes uint64 // estimated size of every entry in modules
+}
+
+func newModuleTable(c *compiler, maxBytes uint64, unused func(vocab.Digest)) *moduleTable {
+	return &moduleTable{compiler: c, maxBytes: maxBytes, unused: unused, modules: map[vocab.Digest]*module{}}
+}
+
 // acquire returns the live module of digest with a reference taken, or nil.
-func (r *Runner) acquire(digest vocab.Digest) *module {
-	r.mu.RLock()
-	m := r.modules[digest]
-	r.mu.RUnlock()
+func (t *moduleTable) acquire(digest vocab.Digest) *module {
+	t.mu.RLock()
+	m := t.modules[digest]
+	t.mu.RUnlock()
 	if m == nil || !m.ref() {
 		return nil
 	}
@@ -88,7 +106,7 @@ func (r *Runner) acquire(digest vocab.Digest) *module {
 // unref drops a reference; the last one closes the compiled module. A
 // module without references is left alone (a caller released more often
 // than it referenced: nothing is freed twice).
-func (r *Runner) unref(m *module) {
+func (t *moduleTable) unref(m *module) {
 	for {
 		n := m.refs.Load()
 		if n <= 0 {
@@ -101,14 +119,14 @@ func (r *Runner) unref(m *module) {
 			break
 		}
 	}
-	r.mu.Lock()
-	if r.modules[m.digest] == m {
-		delete(r.modules, m.digest)
+	t.mu.Lock()
+	if t.modules[m.digest] == m {
+		delete(t.modules, m.digest)
 	}
-	r.compiledBytes -= m.bytes
-	r.mu.Unlock()
+	t.compiledBytes -= m.bytes
+	t.mu.Unlock()
 	// No activation holds m any longer, so its warm instances are idle.
-	r.closeWarm(r.warm.dropDigest(m.digest))
+	t.unused(m.digest)
 	_ = m.compiled.Close(context.Background()) // wazero's Close never fails
 }
 
@@ -117,12 +135,12 @@ func (r *Runner) unref(m *module) {
 // nothing). ok is false when the runner holds no compiled module for
 // digest: the revision is not available here.
 func (r *Runner) Acquire(digest vocab.Digest) (release func(), ok bool) {
-	m := r.acquire(digest)
+	m := r.modules.acquire(digest)
 	if m == nil {
 		return nil, false
 	}
 	var once sync.Once
-	return func() { once.Do(func() { r.unref(m) }) }, true
+	return func() { once.Do(func() { r.modules.unref(m) }) }, true
 }
 
 // ReleaseModule gives back one reference that a successful Inspect of
@@ -130,28 +148,53 @@ func (r *Runner) Acquire(digest vocab.Digest) (release func(), ok bool) {
 // module is closed once nothing references it. Releasing a digest nobody
 // references does nothing.
 func (r *Runner) ReleaseModule(digest vocab.Digest) {
-	r.mu.RLock()
-	m := r.modules[digest]
-	r.mu.RUnlock()
-	if m != nil {
-		r.unref(m)
-	}
+	r.modules.release(digest)
 }
 
 // Prepared reports whether digest's module is compiled and referenced.
 func (r *Runner) Prepared(digest vocab.Digest) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	m := r.modules[digest]
-	return m != nil && m.refs.Load() > 0
+	return r.modules.prepared(digest)
 }
 
 // CompiledBytes is the estimated size of the compiled modules the runner
 // keeps (CompiledBytesEstimate each), including compiles under way.
 func (r *Runner) CompiledBytes() uint64 {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.compiledBytes
+	return r.modules.bytes()
+}
+
+// release drops a reference to digest's module, if there is one.
+func (t *moduleTable) release(digest vocab.Digest) {
+	t.mu.RLock()
+	m := t.modules[digest]
+	t.mu.RUnlock()
+	if m != nil {
+		t.unref(m)
+	}
+}
+
+func (t *moduleTable) prepared(digest vocab.Digest) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	m := t.modules[digest]
+	return m != nil && m.refs.Load() > 0
+}
+
+func (t *moduleTable) bytes() uint64 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.compiledBytes
+}
+
+// cacheIDs returns the cache ids of every module held, compiles under way
+// included.
+func (t *moduleTable) cacheIDs() [][32]byte {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ids := make([][32]byte, 0, len(t.modules))
+	for _, m := range t.modules {
+		ids = append(ids, m.cacheID)
+	}
+	return ids
 }
 
 // prepare makes digest's instrumented module compiled and takes one
@@ -161,19 +204,19 @@ func (r *Runner) CompiledBytes() uint64 {
 // refused with ErrCompiledCacheFull and keeps nothing. A compile that
 // fails or panics keeps nothing either: its entry and estimate are given
 // back and waiters are woken.
-func (r *Runner) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Result, info catalog.ModuleInfo) error {
+func (t *moduleTable) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Result, info catalog.ModuleInfo) error {
 	for {
-		r.mu.Lock()
-		if m := r.modules[digest]; m != nil {
+		t.mu.Lock()
+		if m := t.modules[digest]; m != nil {
 			select {
 			case <-m.ready:
 				if m.ref() {
-					r.mu.Unlock()
+					t.mu.Unlock()
 					return nil
 				}
 				// Dead, not yet removed: replaced below.
 			default:
-				r.mu.Unlock()
+				t.mu.Unlock()
 				select {
 				case <-m.ready:
 					continue
@@ -183,11 +226,11 @@ func (r *Runner) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Res
 			}
 		}
 		est := CompiledBytesEstimate(len(res.Module))
-		if r.compiledBytes+est > r.cfg.MaxCompiledBytes {
-			used := r.compiledBytes
-			r.mu.Unlock()
+		if t.compiledBytes+est > t.maxBytes {
+			used := t.compiledBytes
+			t.mu.Unlock()
 			return errors.Mark(errors.Mark(errors.Newf("runner: compiling this module (about %d MiB) would exceed the compiled code bound (%d of %d MiB in use)",
-				est>>20, used>>20, r.cfg.MaxCompiledBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
+				est>>20, used>>20, t.maxBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
 			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info), cacheID: moduleCacheID(res.Module)}
@@ -196,10 +239,10 @@ func (r *Runner) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Res
 			m.globals = append(m.globals, fuel.GlobalExport(g))
 		}
 		m.mutatesTables = res.Info.MutatesTables || res.Info.PassiveSegments
-		r.modules[digest] = m
-		r.compiledBytes += est
-		r.mu.Unlock()
-		return r.compileInto(ctx, m, res.Module)
+		t.modules[digest] = m
+		t.compiledBytes += est
+		t.mu.Unlock()
+		return t.compileInto(ctx, m, res.Module)
 	}
 }
 
@@ -207,29 +250,29 @@ func (r *Runner) prepare(ctx context.Context, digest vocab.Digest, res *fuel.Res
 // holds the caller's reference; on an error or a panic (which propagates,
 // for onWorker to recover) m is removed, its estimate given back, and
 // nobody waits for it any longer.
-func (r *Runner) compileInto(ctx context.Context, m *module, wasm []byte) (err error) {
+func (t *moduleTable) compileInto(ctx context.Context, m *module, wasm []byte) (err error) {
 	done := false
 	defer func() {
 		if done {
 			return
 		}
-		r.mu.Lock()
-		if r.modules[m.digest] == m {
-			delete(r.modules, m.digest)
+		t.mu.Lock()
+		if t.modules[m.digest] == m {
+			delete(t.modules, m.digest)
 		}
-		r.compiledBytes -= m.bytes
-		r.mu.Unlock()
+		t.compiledBytes -= m.bytes
+		t.mu.Unlock()
 		close(m.ready)
 	}()
-	compiled, err := r.compiler.compile(ctx, wasm)
+	compiled, err := t.compiler.compile(ctx, wasm)
 	if err != nil {
 		return err
 	}
-	r.mu.Lock()
+	t.mu.Lock()
 	m.compiled = compiled
 	m.refs.Store(1)
 	close(m.ready)
-	r.mu.Unlock()
+	t.mu.Unlock()
 	done = true
 	return nil
 }

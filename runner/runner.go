@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -160,9 +159,7 @@ type Runner struct {
 
 	warm *warmPool // warm instances and snapshots (warm.go)
 
-	mu            sync.RWMutex
-	modules       map[vocab.Digest]*module
-	compiledBytes uint64 // estimated size of every entry in modules
+	modules *moduleTable // compiled modules by digest (modules.go)
 }
 
 var _ catalog.ModuleInspector = (*Runner)(nil)
@@ -223,9 +220,11 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	return &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
+	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
 		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
-		modules: map[vocab.Digest]*module{}, sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}, nil
+		sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}
+	r.modules = newModuleTable(r.compiler, cfg.MaxCompiledBytes, func(d vocab.Digest) { r.closeWarm(r.warm.dropDigest(d)) })
+	return r, nil
 }
 
 // Close releases the runtime and every compiled module.
@@ -247,7 +246,7 @@ func (r *Runner) Close(ctx context.Context) error {
 // inspecting are the host's (catalog.ErrHostFault). No error contains a
 // host path.
 func (r *Runner) Inspect(ctx context.Context, digest vocab.Digest, module []byte) (info catalog.ModuleInfo, err error) {
-	if m := r.acquire(digest); m != nil {
+	if m := r.modules.acquire(digest); m != nil {
 		info = m.info
 		info.Exports = slices.Clone(m.info.Exports)
 		return info, nil
@@ -278,7 +277,7 @@ func (r *Runner) inspect(ctx context.Context, digest vocab.Digest, module []byte
 	if err := r.sigs.charge(tenant, deploying, res.Info.Signatures); err != nil {
 		return catalog.ModuleInfo{}, err
 	}
-	if err := r.prepare(ctx, digest, res, info); err != nil {
+	if err := r.modules.prepare(ctx, digest, res, info); err != nil {
 		return catalog.ModuleInfo{}, err
 	}
 	return info, nil
@@ -373,11 +372,11 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		}
 	}()
 	ob := exec.Obligations()
-	pm := r.acquire(ob.Artifact)
+	pm := r.modules.acquire(ob.Artifact)
 	if pm == nil {
 		return Outcome{Kind: PlatformFailure, Err: errors.AssertionFailedf("runner: artifact %s was not prepared", ob.Artifact)}
 	}
-	defer r.unref(pm)
+	defer r.modules.unref(pm)
 	budget := exec.Budget()
 	if pm.minMemoryBytes > budget.MemoryBytes {
 		// Admission grants at least the module's initial memory; this is a

@@ -170,9 +170,9 @@ func (r *Runner) WarmStats() WarmStats {
 func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotSpec) {
 	used := map[snapKey]bool{}
 	for _, spec := range keep {
-		if m := r.acquire(spec.Artifact); m != nil {
+		if m := r.modules.acquire(spec.Artifact); m != nil {
 			used[snapKey{tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random}] = true
-			r.unref(m)
+			r.modules.unref(m)
 		}
 	}
 	p := r.warm
@@ -430,11 +430,11 @@ func (r *Runner) makeSnapshot(ctx context.Context, m *module, ob admission.Oblig
 // (catalog.SnapshotPreparer): the snapshot is kept for the activations, and
 // an initialisation that fails refuses the deploy with what went wrong.
 func (r *Runner) PrepareSnapshot(ctx context.Context, spec catalog.SnapshotSpec) error {
-	m := r.acquire(spec.Artifact)
+	m := r.modules.acquire(spec.Artifact)
 	if m == nil {
 		return errors.Mark(errors.AssertionFailedf("runner: snapshot of %s before its module was prepared", spec.Artifact), catalog.ErrHostFault)
 	}
-	defer r.unref(m)
+	defer r.modules.unref(m)
 	_, err := r.snapshotFor(ctx, m, admission.Obligations{Tenant: spec.Tenant, Artifact: spec.Artifact, Init: spec.Init,
 		Random: spec.Random}, spec.MemoryBytes)
 	return err
