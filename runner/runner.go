@@ -222,8 +222,9 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
 		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
-		sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant), warm: newWarmPool()}
-	r.modules = newModuleTable(r.compiler, cfg.MaxCompiledBytes, func(d vocab.Digest) { r.closeWarm(r.warm.dropDigest(d)) })
+		sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant)}
+	r.warm = newWarmPool(rt, r.bindings, r.compiler, cfg)
+	r.modules = newModuleTable(r.compiler, cfg.MaxCompiledBytes, func(d vocab.Digest) { r.warm.closeWarm(r.warm.dropDigest(d)) })
 	return r, nil
 }
 
@@ -405,7 +406,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 	}
 	if ob.Instance != vocab.InstanceFresh {
-		return r.finish(r.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)), ob)
+		return r.finish(r.warm.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)), ob)
 	}
 
 	a := r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
@@ -132,8 +133,15 @@ type warmInstance struct {
 	idleSince time.Time
 }
 
-// warmPool holds the idle warm instances and the snapshots.
+// warmPool holds the idle warm instances and the snapshots, and makes,
+// runs and closes them: it instantiates into rt with bindings from
+// bindings, and initialises snapshots on compiler's worker.
 type warmPool struct {
+	rt       wazero.Runtime
+	bindings *bindingPool
+	compiler *compiler
+	cfg      warmConfig
+
 	mu        sync.Mutex
 	idle      map[warmKey][]*warmInstance // most recently used last
 	n         int                         // idle instances
@@ -142,14 +150,34 @@ type warmPool struct {
 	stats     WarmStats
 }
 
-func newWarmPool() *warmPool {
-	return &warmPool{idle: map[warmKey][]*warmInstance{}, snaps: map[snapKey]*snapshot{},
-		snapBytes: map[vocab.TenantID]uint64{}}
+// warmConfig is what the warm pool reads of Config.
+type warmConfig struct {
+	FuelSlice                 uint64
+	MaxOutputBytes            int
+	InitFuel                  uint64
+	InitTimeout               time.Duration
+	MaxSnapshotBytesPerTenant uint64
+	ReuseMaxActivations       int
+	MaxWarmInstances          int
+	WarmIdleTimeout           time.Duration
+}
+
+func newWarmPool(rt wazero.Runtime, bindings *bindingPool, c *compiler, cfg Config) *warmPool {
+	return &warmPool{rt: rt, bindings: bindings, compiler: c,
+		cfg: warmConfig{FuelSlice: cfg.FuelSlice, MaxOutputBytes: cfg.MaxOutputBytes, InitFuel: cfg.InitFuel,
+			InitTimeout: cfg.InitTimeout, MaxSnapshotBytesPerTenant: cfg.MaxSnapshotBytesPerTenant,
+			ReuseMaxActivations: cfg.ReuseMaxActivations, MaxWarmInstances: cfg.MaxWarmInstances,
+			WarmIdleTimeout: cfg.WarmIdleTimeout},
+		idle: map[warmKey][]*warmInstance{}, snaps: map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
 }
 
 // WarmStats returns the warm-instance counters and sizes.
 func (r *Runner) WarmStats() WarmStats {
-	p := r.warm
+	return r.warm.report()
+}
+
+// report is WarmStats.
+func (p *warmPool) report() WarmStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
@@ -175,7 +203,12 @@ func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotS
 			r.modules.unref(m)
 		}
 	}
-	p := r.warm
+	r.warm.retain(tenant, used)
+}
+
+// retain drops the snapshots of tenant that are not used, with their idle
+// instances.
+func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 	p.mu.Lock()
 	var closing []*warmInstance
 	for k, s := range p.snaps {
@@ -197,7 +230,7 @@ func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotS
 	}
 	p.stats.Recycled += uint64(len(closing))
 	p.mu.Unlock()
-	r.closeWarm(closing)
+	p.closeWarm(closing)
 }
 
 // current reports whether s is still the pool's snapshot for its key.
@@ -209,7 +242,11 @@ func (p *warmPool) current(s *snapshot) bool {
 
 // SnapshotBytes returns the bytes of tenant's snapshot images.
 func (r *Runner) SnapshotBytes(tenant vocab.TenantID) uint64 {
-	p := r.warm
+	return r.warm.snapshotBytes(tenant)
+}
+
+// snapshotBytes is SnapshotBytes.
+func (p *warmPool) snapshotBytes(tenant vocab.TenantID) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.snapBytes[tenant]
@@ -338,18 +375,18 @@ func (p *warmPool) uncharge(s *snapshot) {
 }
 
 // closeWarm closes instances the pool gave back.
-func (r *Runner) closeWarm(ws []*warmInstance) {
+func (p *warmPool) closeWarm(ws []*warmInstance) {
 	for _, w := range ws {
-		r.closeInstance(w)
+		p.closeInstance(w)
 	}
 }
 
-func (r *Runner) closeInstance(w *warmInstance) {
+func (p *warmPool) closeInstance(w *warmInstance) {
 	_ = w.mod.Close(context.Background())
 	if w.mem != nil {
 		_ = w.mem.Close()
 	}
-	r.bindings.release(w.b)
+	p.bindings.release(w.b)
 }
 
 // initExport is the initialisation export of a revision: the one it names,
@@ -369,8 +406,8 @@ func initExport(m *module, ob admission.Obligations) vocab.FunctionName {
 // first use, on a compile worker (bounded, lower priority: an
 // initialisation is deploy-time work). grant bounds the initialisation's
 // memory, and a snapshot made earlier must fit it too.
-func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
-	s, err := r.makeSnapshot(ctx, m, ob, grant)
+func (p *warmPool) snapshotFor(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
+	s, err := p.makeSnapshot(ctx, m, ob, grant)
 	if err == nil && s.size+m.tableBytes > grant {
 		err = errors.Mark(errors.Newf("runner: the snapshot's memory (%d bytes) and tables (%d bytes) exceed the memory ceiling (%d bytes)",
 			s.size, m.tableBytes, grant), ErrInitFailed)
@@ -378,17 +415,16 @@ func (r *Runner) snapshotFor(ctx context.Context, m *module, ob admission.Obliga
 	return s, err
 }
 
-func (r *Runner) makeSnapshot(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
+func (p *warmPool) makeSnapshot(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
 	k := snapKey{ob.Tenant, m.digest, initExport(m, ob), ob.Random}
-	p := r.warm
 	p.mu.Lock()
 	s := p.snaps[k]
 	if s == nil {
 		s = &snapshot{key: k, ready: make(chan struct{})}
 		p.snaps[k] = s
 		p.mu.Unlock()
-		werr := r.compiler.onWorker(ctx, func() error {
-			r.initialise(ctx, m, ob, s, grant)
+		werr := p.compiler.onWorker(ctx, func() error {
+			p.initialise(ctx, m, ob, s, grant)
 			return nil
 		})
 		p.mu.Lock()
@@ -397,9 +433,9 @@ func (r *Runner) makeSnapshot(ctx context.Context, m *module, ob admission.Oblig
 		}
 		if s.err == nil {
 			used := p.snapBytes[k.tenant]
-			if used+s.size > r.cfg.MaxSnapshotBytesPerTenant {
+			if used+s.size > p.cfg.MaxSnapshotBytesPerTenant {
 				s.err = errors.Mark(errors.Newf("runner: the snapshot (%d bytes) would take tenant %s past node.max_snapshot_bytes_per_tenant (%d of %d bytes in use)",
-					s.size, k.tenant, used, r.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
+					s.size, k.tenant, used, p.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
 			} else {
 				p.snapBytes[k.tenant] = used + s.size
 				p.stats.Snapshots++
@@ -435,7 +471,7 @@ func (r *Runner) PrepareSnapshot(ctx context.Context, spec catalog.SnapshotSpec)
 		return errors.Mark(errors.AssertionFailedf("runner: snapshot of %s before its module was prepared", spec.Artifact), catalog.ErrHostFault)
 	}
 	defer r.modules.unref(m)
-	_, err := r.snapshotFor(ctx, m, admission.Obligations{Tenant: spec.Tenant, Artifact: spec.Artifact, Init: spec.Init,
+	_, err := r.warm.snapshotFor(ctx, m, admission.Obligations{Tenant: spec.Tenant, Artifact: spec.Artifact, Init: spec.Init,
 		Random: spec.Random}, spec.MemoryBytes)
 	return err
 }
@@ -444,17 +480,17 @@ var _ catalog.SnapshotPreparer = (*Runner)(nil)
 
 // initialise instantiates m and runs its initialisation for s under the
 // deploy-time bounds, then keeps its memory and mutable globals.
-func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligations, s *snapshot, grant uint64) {
+func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Obligations, s *snapshot, grant uint64) {
 	start := time.Now()
-	a := &activation{remaining: r.cfg.InitFuel, budget: r.cfg.InitFuel, slice: r.cfg.FuelSlice,
-		deadline: start.Add(r.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
+	a := &activation{remaining: p.cfg.InitFuel, budget: p.cfg.InitFuel, slice: p.cfg.FuelSlice,
+		deadline: start.Add(p.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
 		args:   wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
 		random: ob.Random, revision: vocab.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
-	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
+	a.stdout = cappedWriter{a: a, cap: p.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
-	b := r.bindings.bind(a)
-	defer r.bindings.release(b)
+	b := p.bindings.bind(a)
+	defer p.bindings.release(b)
 	fail := func(err error) {
 		kind, code, trap := classify(a, err, time.Now(), a.mod == nil)
 		detail := kind.String()
@@ -473,7 +509,7 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 		}
 		s.err = errors.Mark(errors.Newf(msg, s.key.init, detail), ErrInitFailed)
 	}
-	mod, err := r.rt.InstantiateModule(runCtx, m.compiled, b.cfg)
+	mod, err := p.rt.InstantiateModule(runCtx, m.compiled, b.cfg)
 	if err != nil {
 		fail(err)
 		return
@@ -515,7 +551,7 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 
 // newWarm instantiates an instance for k, from s when it is a snapshot
 // instance. The activation a is bound to it.
-func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
+func (p *warmPool) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
 	var mem *image.Memory
 	if s != nil {
 		var err error
@@ -524,10 +560,10 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 		}
 		ctx = experimental.WithMemoryAllocator(ctx, mem)
 	}
-	b := r.bindings.bind(a)
-	mod, err := r.rt.InstantiateModule(ctx, m.compiled, b.cfg)
+	b := p.bindings.bind(a)
+	mod, err := p.rt.InstantiateModule(ctx, m.compiled, b.cfg)
 	if err != nil {
-		r.bindings.release(b)
+		p.bindings.release(b)
 		if mem != nil {
 			mem.Free() // wazero dropped the instance without freeing its memory
 			_ = mem.Close()
@@ -543,12 +579,12 @@ func (r *Runner) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot,
 		w.globals[i], _ = mod.ExportedGlobal(name).(api.MutableGlobal)
 	}
 	if w.fuel == nil || slices.Contains(w.globals, nil) {
-		r.closeInstance(w)
+		p.closeInstance(w)
 		return nil, errors.AssertionFailedf("runner: instrumented module without its exported globals")
 	}
 	if s != nil {
 		if err := mem.Attach(mod.Memory()); err != nil {
-			r.closeInstance(w)
+			p.closeInstance(w)
 			return nil, err
 		}
 		w.setGlobals()
@@ -598,27 +634,27 @@ func (w *warmInstance) restore() error {
 
 // runWarm is RunWith for a snapshot or reuse revision, from the point where
 // the activation a is set up.
-func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation) Outcome {
+func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation) Outcome {
 	k := warmKey{ob.Tenant, ob.Revision}
 	var s *snapshot
 	if ob.Instance == vocab.InstanceSnapshot {
 		var err error
-		if s, err = r.snapshotFor(ctx, m, ob, a.grant); err != nil {
-			return r.initOutcome(a, err)
+		if s, err = p.snapshotFor(ctx, m, ob, a.grant); err != nil {
+			return initOutcome(a, err)
 		}
 	}
-	w := r.warm.take(k, s != nil)
+	w := p.take(k, s != nil)
 	created := w == nil
 	if created {
 		var err error
-		if w, err = r.newWarm(a.ctx, m, k, s, a); err != nil {
+		if w, err = p.newWarm(a.ctx, m, k, s, a); err != nil {
 			kind, code, trap := classify(a, err, time.Now(), true)
 			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: time.Since(a.started), Err: err}
 		}
-		r.warm.created(s != nil)
+		p.created(s != nil)
 		if s == nil {
 			if a.remaining < m.instantiationFuel {
-				r.closeInstance(w)
+				p.closeInstance(w)
 				return Outcome{Kind: FuelExhausted, FuelUsed: a.budget, ExecutionTime: time.Since(a.started),
 					Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 			}
@@ -632,7 +668,7 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 		linear = uint64(mem.Size())
 	}
 	if linear+a.tableBytes > a.grant {
-		r.closeInstance(w)
+		p.closeInstance(w)
 		return Outcome{Kind: MemoryExhausted, ExecutionTime: time.Since(a.started),
 			Err: errors.Newf("runner: the grant (%d bytes) is below the instance's memory (%d bytes) plus the tables (%d bytes)",
 				a.grant, linear, a.tableBytes)}
@@ -656,26 +692,26 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 	w.b.a = nil
 	// An activation that exited (proc_exit, even with status 0) closed its
 	// module: only one that returned from its function may keep it.
-	if r.keep(w, kind, err, a.grant) {
-		r.closeWarm(r.warm.put(w, stopped, r.cfg.MaxWarmInstances, r.cfg.WarmIdleTimeout))
+	if p.keep(w, kind, err, a.grant) {
+		p.closeWarm(p.put(w, stopped, p.cfg.MaxWarmInstances, p.cfg.WarmIdleTimeout))
 	} else {
-		r.closeInstance(w)
-		r.warm.recycled()
+		p.closeInstance(w)
+		p.recycled()
 	}
 	return out
 }
 
 // keep decides whether w may serve another activation, and puts a snapshot
 // instance back to its snapshot.
-func (r *Runner) keep(w *warmInstance, kind Kind, err error, grant uint64) bool {
+func (p *warmPool) keep(w *warmInstance, kind Kind, err error, grant uint64) bool {
 	if kind != Success || err != nil {
 		return false
 	}
 	if w.snap != nil {
-		return !w.m.mutatesTables && r.warm.current(w.snap) && w.restore() == nil
+		return !w.m.mutatesTables && p.current(w.snap) && w.restore() == nil
 	}
 	w.served++
-	if w.served >= r.cfg.ReuseMaxActivations {
+	if w.served >= p.cfg.ReuseMaxActivations {
 		return false
 	}
 	mem := w.mod.Memory()
@@ -704,7 +740,7 @@ func (p *warmPool) recycled() {
 // made: the module's initialisation failed (a trap of kind
 // "instantiation"), or the tenant's snapshot quota is full
 // (memory-exhausted), or the wait was cancelled.
-func (r *Runner) initOutcome(a *activation, err error) Outcome {
+func initOutcome(a *activation, err error) Outcome {
 	out := Outcome{Kind: Trap, TrapKind: TrapInstantiation, ExecutionTime: time.Since(a.started), Err: err}
 	switch {
 	case errors.Is(err, ErrSnapshotQuota):
