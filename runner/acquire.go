@@ -1,3 +1,6 @@
+// AcquireModule: another reference to a compiled module for the catalog,
+// with its facts and without its bytes (catalog.ModuleAcquirer).
+
 package runner
 
 import (

@@ -1,3 +1,6 @@
+// Checking the entries of wazero's on-disk compilation cache (layout and
+// checksum) and discarding corrupt ones.
+
 package runner
 
 import (

@@ -1,3 +1,6 @@
+// CollectCompileCache: removing the disk cache entries of modules the
+// runner no longer holds, their names learned once from a probe compile.
+
 package runner
 
 import (

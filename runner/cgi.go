@@ -1,3 +1,6 @@
+// The WAGI ABI: a request's CGI environment (CGIRequest.Environ) and the
+// parser of a guest's CGI header block (ParseCGIResponse).
+
 package runner
 
 import (

@@ -1,3 +1,7 @@
+// The compile worker (compiler): bounded, low-priority compile threads,
+// and how a compile failure is reported (ErrStorageFull, a corrupt cache
+// entry, ErrCompileFailed).
+
 package runner
 
 import (

@@ -159,14 +159,19 @@
 //
 // # Internal organization
 //
-//   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors.
-//   - modules.go: compiled modules by digest and their references (Acquire,
-//     ReleaseModule, Prepared), the compiled-bytes bound; acquire.go:
-//     AcquireModule, another reference for the catalog without the bytes.
-//   - signatures.go: the function signatures the runtime holds, charged
-//     per tenant against MaxSignaturesPerTenant.
-//   - compile.go: the compile worker and compile failures;
-//     cachefile.go: checking and discarding disk cache entries;
+// Runner holds the runtime and the parts below, each a type owning its
+// state; its exported methods delegate to them.
+//
+//   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors; Run's
+//     fresh instance mode.
+//   - modules.go: moduleTable, the compiled modules by digest and their
+//     references (Acquire, ReleaseModule, Prepared), the compiled-bytes
+//     bound; acquire.go: AcquireModule, another reference for the catalog
+//     without the bytes.
+//   - signatures.go: signatureLedger, the function signatures the runtime
+//     holds, charged per tenant against MaxSignaturesPerTenant.
+//   - compile.go: compiler, the bounded compile worker, and compile
+//     failures; cachefile.go: checking and discarding disk cache entries;
 //     cachegc.go: CollectCompileCache, removing the disk cache entries of
 //     modules no longer held (their names derived from each module's
 //     instrumented bytes, the naming learned once from a probe compile);
@@ -175,17 +180,25 @@
 //     depth_exceeded), the capped and tail writers, stdin.
 //   - wasi.go: wasi_snapshot_preview1 (wazero's, with args_* and environ_*
 //     reading the activation from the call's context), the import check,
-//     and bindings: module configurations built once, lent to one
+//     and bindingPool: module configurations built once, lent to one
 //     activation at a time, whose stdio, sleep and random source forward
 //     to it.
-//   - warm.go: the snapshot and reuse instance modes: snapshots, warm
-//     instances and their pool, PrepareSnapshot, RetainSnapshots,
-//     WarmStats.
+//   - warm.go: the snapshot and reuse instance modes: warmPool, which
+//     holds the snapshots and the idle warm instances and makes, runs and
+//     closes them; PrepareSnapshot, RetainSnapshots, WarmStats.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - cgi.go: the WAGI ABI: the CGI environment of a request
 //     (CGIRequest.Environ) and the parser of a guest's header block.
 //   - internal/fuel: the module rewriter.
 //   - internal/image: linear memory over a copy-on-write snapshot image.
+//
+// Locks: moduleTable.mu, warmPool.mu and signatureLedger.mu are never
+// held together, and none is held while waiting for a compile slot (an
+// Inspect holds its slot while it takes the ledger's lock and then the
+// table's). The module table closes a module's warm instances, when its
+// last reference goes, after releasing its lock; RetainSnapshots resolves
+// the modules it keeps before it takes the pool's; a snapshot's
+// initialisation waits for a slot with the pool's lock released.
 //
 // # Usage
 //

@@ -1,3 +1,6 @@
+// The activation's host-side state and the fuel host module (tick, grow,
+// depth_exceeded); the capped stdout, the stderr tail and stdin.
+
 package runner
 
 import (

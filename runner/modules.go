@@ -1,3 +1,7 @@
+// The compiled-module table (moduleTable): compiled modules by digest,
+// their references and the compiled-bytes bound; Acquire, ReleaseModule,
+// Prepared and CompiledBytes.
+
 package runner
 
 import (

@@ -1,3 +1,6 @@
+// Outcome, Kind and the trap kinds, and classify, which turns what the
+// host observed and how the guest stopped into an outcome.
+
 package runner
 
 import (

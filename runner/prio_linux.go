@@ -1,5 +1,7 @@
 //go:build linux
 
+// The compile worker's thread priority on Linux (nice 10).
+
 package runner
 
 import "golang.org/x/sys/unix"

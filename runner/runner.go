@@ -1,3 +1,6 @@
+// Runner: New, Config, Inspect (deploy-time validation and compile) and
+// Run (one activation on a fresh instance), the host's errors.
+
 package runner
 
 import (

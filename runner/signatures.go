@@ -1,3 +1,6 @@
+// The signature ledger: function signatures the runtime holds, charged
+// per tenant against Config.MaxSignaturesPerTenant.
+
 package runner
 
 import (

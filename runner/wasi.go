@@ -1,3 +1,8 @@
+// wasi_snapshot_preview1 (wazero's, with args_* and environ_* reading the
+// activation from the call's context), the import check, and the binding
+// pool (bindingPool): module configurations lent to one activation at a
+// time.
+
 package runner
 
 import (
