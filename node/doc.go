@@ -62,10 +62,9 @@
 //
 // # Locks
 //
-// Every mutex of the package, and of node/front, is a leaf: the connection
-// limiter's, each ingress pool's, the refusal pacer's, the refusal log's,
-// each per-tenant write bound's, the front yield's and the rate-limited
-// logger's. None is
+// Every mutex of the package, and of node/front, is a leaf: the refusal
+// log's, each per-tenant write bound's, and node/front's (see its doc).
+// None is
 // held while another is taken, across a channel operation, a log line or
 // I/O, or while calling into another package.
 //
@@ -87,16 +86,16 @@
 //   - tracing.go: OpenTelemetry spans of an invocation and its export.
 //   - cluster.go: a node in a cluster: deploys and deletes through etcd,
 //     the peer endpoints (artifacts, replicate, applied), cluster status.
-//   - ingress.go: the ingress governor (pools, tickets, governed).
-//   - browser.go: cross-site refusal of client certificates, the status
-//     page's Host check.
+//   - ingress.go: the ingress governor (governed: the front's ingress
+//     pools on every API route) and the pools' use in the admission views.
 //   - reload.go: Reload, prepared in full before it applies.
-//   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
+//   - pacer.go, rejections.go: holding a refusal as the front's refusal
+//     pacer says, and the aggregated refusal log.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight.
 //   - accesslog.go: the front's middleware that makes each request's
 //     activation.Record (and an invocation's id), and once the answer is
-//     out writes one log line from it (rate-limited per tenant) and counts
-//     its refusal and duration.
+//     out writes one log line from it (rate-limited per tenant by the
+//     front's LogLimiter) and counts its refusal and duration.
 //   - metrics.go: the Prometheus metrics.
 //   - ui.go, ui.html: the status page (GET /ui, its HTML template embedded
 //     from ui.html, and the JSON it polls).
@@ -109,7 +108,9 @@
 // and principals), node/config (the configuration file,
 // docs/configuration.md), node/front (what the network front needs and no
 // other part of the node: the connection limiter, the front yield, the
-// listener's TLS material), node/activation (the record of one request and
+// listener's TLS material, the ingress pools, the refusal pacer, the
+// browser checks, the path check, the access log's rate limits and field
+// sanitising), node/activation (the record of one request and
 // its activation, and the headers rendered from it).
 //
 // # Usage

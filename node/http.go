@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
@@ -43,7 +43,7 @@ func (n *Node) Handler() http.Handler {
 	// Tenant-scoped routes meet one authorization rule before their
 	// handler runs (authorized); the admin and cluster routes are not a
 	// tenant's.
-	tenant := func(pool *ingressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
+	tenant := func(pool *front.IngressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
 		return n.governed(pool, routeCap, role, true, h)
 	}
 	invoke := tenant(data, payload, auth.Invoke, n.handleInvoke)
@@ -57,9 +57,9 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
 	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
-	hosts := uiHosts(n.cfg)
-	mux.HandleFunc("GET /ui", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
-	mux.HandleFunc("GET /ui/data", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
+	hosts := front.UIHosts(n.cfg)
+	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
+	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.handleNodes))
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
@@ -79,7 +79,7 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
-	return n.accessLogged(n.recovered(cleanPaths(mux)))
+	return n.accessLogged(n.recovered(front.CleanPaths(mux, http.HandlerFunc(handleNotFound))))
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
@@ -98,28 +98,6 @@ var (
 	methodNotAllowed = refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonMethodNotAllowed,
 		Scope: refusal.ScopeRequest, Dimension: refusal.DimMethod}
 )
-
-// cleanPaths answers a path the mux would redirect (not absolute, or with
-// "." or ".." elements or repeated slashes) with 404 instead: the API has
-// no redirects.
-func cleanPaths(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
-			handleNotFound(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// cleanPath is path.Clean keeping a trailing slash (the mux's form).
-func cleanPath(p string) string {
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		np += "/"
-	}
-	return np
-}
 
 // recovered answers a handler's panic with a 500 problem (or, when the
 // answer had started, aborts the connection) and logs it, at most one line
@@ -196,15 +174,15 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principa
 // authed authenticates the caller from its API key (never from other
 // headers or the body), or, without an Authorization header, from a client
 // certificate the TLS handshake verified unless a browser sent it for
-// another site (crossSite), and checks its role (0: any authenticated
+// another site (front.CrossSite), and checks its role (0: any authenticated
 // principal).
 func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p *auth.Principal
 		var err error
 		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			if crossSite(r) { // an ambient credential sent for another site (browser.go)
-				api.WriteProblem(w, crossSiteRefusal(), 0)
+			if front.CrossSite(r) { // an ambient credential sent for another site (node/front)
+				api.WriteProblem(w, front.CrossSiteRefusal(), 0)
 				return
 			}
 			p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
@@ -597,7 +575,7 @@ func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.P
 	}
 	writeJSON(w, http.StatusOK, struct {
 		admission.TenantView
-		Ingress map[string]IngressUsage `json:"ingress"`
+		Ingress map[string]front.IngressUsage `json:"ingress"`
 	}{s, n.ingressUsage(p.Tenant, false)})
 }
 

@@ -39,7 +39,7 @@ type Options struct {
 	// Conns overrides node.max_connections and
 	// node.max_connections_per_address (a zero field: the configuration's).
 	Conns front.ConnLimits
-	// RefusalRate overrides DefaultRefusalRate (refusals per second and
+	// RefusalRate overrides front.DefaultRefusalRate (refusals per second and
 	// principal answered without being held; tests).
 	RefusalRate int
 }
@@ -73,9 +73,9 @@ type Node struct {
 	panics  *front.RateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
-	pacer      *refusalPacer
+	pacer      *front.RefusalPacer
 	// dataPool and controlPool are the ingress governor's pools.
-	dataPool, controlPool *ingressPool
+	dataPool, controlPool *front.IngressPool
 	uploads               tenantWrites     // uploads in flight, per tenant
 	deploys               tenantWrites     // deploys in flight, per tenant
 	tracer                *tracer          // nil when [tracing] is off
@@ -99,13 +99,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	}
 	n.conns = front.NewConnLimiter(connLimits(cfg, opts.Conns), n.log)
 	n.panics = front.NewRateLog(n.log, time.Second)
-	rate, burst := DefaultRefusalRate, DefaultRefusalBurst
+	rate, burst := front.DefaultRefusalRate, front.DefaultRefusalBurst
 	if opts.RefusalRate > 0 {
 		rate = opts.RefusalRate
 	}
-	n.pacer = newRefusalPacer(rate, burst)
-	n.dataPool = newIngressPool(PoolData, cfg.Ingress.Data)
-	n.controlPool = newIngressPool(PoolControl, cfg.Ingress.Control)
+	n.pacer = front.NewRefusalPacer(rate, burst)
+	n.dataPool = front.NewIngressPool(front.PoolData, cfg.Ingress.Data)
+	n.controlPool = front.NewIngressPool(front.PoolControl, cfg.Ingress.Control)
 	defer func() {
 		if err != nil {
 			n.Close(context.Background())

@@ -24,6 +24,7 @@ import (
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -409,7 +410,7 @@ func TestInvoke_serverTiming(t *testing.T) {
 // executed activation is never held.
 func TestInvoke_refusalsPaced(t *testing.T) {
 	tn := startNode(t)
-	tn.n.pacer = newRefusalPacer(2, 5) // 500ms apart after a burst of 5
+	tn.n.pacer = front.NewRefusalPacer(2, 5) // 500ms apart after a burst of 5
 	held := func() float64 {
 		mfs, err := tn.n.metrics.registry.Gather()
 		if err != nil {

@@ -152,7 +152,7 @@ func (n *Node) Reload() (ReloadResult, error) {
 			for t := range next.Tenants {
 				tenants = append(tenants, string(t))
 			}
-			n.metrics.access.addTenants(tenants)
+			n.metrics.access.AddTenants(tenants)
 		}
 	}
 	if principals != nil {

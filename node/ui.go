@@ -14,6 +14,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -40,8 +41,8 @@ type uiData struct {
 // adminAdmission is the answer of GET /v1/admin/admission.
 type adminAdmission struct {
 	admission.QuotaSnapshot
-	Ingress   map[string]IngressUsage `json:"ingress"`
-	Instances instancesView           `json:"instances"`
+	Ingress   map[string]front.IngressUsage `json:"ingress"`
+	Instances instancesView                 `json:"instances"`
 }
 
 // uiTable is one table of the page: its header and its rows, already
@@ -86,7 +87,7 @@ func (n *Node) uiSnapshot() uiData {
 	}
 
 	// Tenants: admission use and limits, ingress requests held, services.
-	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
+	data, ctl := adm.Ingress[front.PoolData], adm.Ingress[front.PoolControl]
 	tenants := uiTable{Name: "tenants", Title: "Tenants",
 		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services",
 			"snapshot bytes"}}
@@ -108,7 +109,7 @@ func (n *Node) uiSnapshot() uiData {
 
 	ingress := uiTable{Name: "ingress", Title: "Ingress pools",
 		Head: []string{"pool", "requests", "max requests", "bytes", "max bytes"}}
-	for _, name := range []string{PoolData, PoolControl} {
+	for _, name := range []string{front.PoolData, front.PoolControl} {
 		p := adm.Ingress[name]
 		ingress.Rows = append(ingress.Rows, []string{name, i(p.Slots), i(p.MaxSlots), u(p.Bytes), u(p.MaxBytes)})
 	}

@@ -31,9 +31,10 @@ var Allowed = map[string][]string{
 // Narrow maps packages below the top level to the only packages of this
 // module they may import (full paths relative to the module), on top of
 // their top-level package's rule: the node's front knows nothing of the
-// rest of the node, and an activation's record only the vocabularies.
+// rest of the node but its configuration and wire vocabulary, and an
+// activation's record only the vocabularies.
 var Narrow = map[string][]string{
-	"node/front":      {"node/config"},
+	"node/front":      {"node/config", "node/api", "refusal", "vocab"},
 	"node/activation": {"vocab", "refusal"},
 }
 
