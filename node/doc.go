@@ -83,7 +83,6 @@
 //     activation.Record) and the mapping of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
-//   - tracing.go: OpenTelemetry spans of an invocation and its export.
 //   - cluster.go: a node in a cluster: deploys and deletes through etcd,
 //     the peer endpoints (artifacts, replicate, applied), cluster status.
 //   - ingress.go: the ingress governor (governed: the front's ingress
@@ -111,7 +110,8 @@
 // listener's TLS material, the ingress pools, the refusal pacer, the
 // browser checks, the path check, the access log's rate limits and field
 // sanitising), node/activation (the record of one request and
-// its activation, and the headers rendered from it).
+// its activation, and the headers rendered from it), node/tracing (the
+// OpenTelemetry spans of an invocation and their export).
 //
 // # Usage
 //

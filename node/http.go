@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
@@ -342,8 +343,8 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // refuseEarly answers prob to an invocation refused while its headers or
 // body were checked, and ends its span with the refusal.
-func refuseEarly(w http.ResponseWriter, span *activationSpan, prob api.Problem) {
-	span.end(answer{status: prob.Status, problem: &prob}, w.Header())
+func refuseEarly(w http.ResponseWriter, span *tracing.Span, prob api.Problem) {
+	span.End(prob.Status, &prob, w.Header())
 	api.WriteProblem(w, prob, 0)
 }
 
@@ -360,9 +361,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	// principal's tenant (invoke refuses another tenant's), before the
 	// headers and the body are checked, so their refusals are traced too.
 	invalid := target.Validate()
-	ctx, span := r.Context(), (*activationSpan)(nil)
+	ctx, span := r.Context(), (*tracing.Span)(nil)
 	if invalid == nil && target.Tenant == p.Tenant {
-		ctx, span = n.startActivation(r, target, h.ActivationID, arrived)
+		ctx, span = n.tracer.Start(r, target, h.ActivationID, arrived)
 	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
@@ -379,7 +380,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		return
 	}
 	a := n.invoke(ctx, r, rec, p, target, h, body, arrived)
-	span.end(a, w.Header())
+	span.End(a.status, a.problem, w.Header())
 	if rec.Executed {
 		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}

@@ -79,8 +79,8 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := n.prov.WithPolicySource(pin)
-	span := n.spanOf(ctx) // nil when tracing is off
-	span.admitting()
+	span := n.tracer.SpanOf(ctx) // nil when tracing is off
+	span.Admitting()
 	permit, err := ctrl.Admit(req)
 	var rej *admission.Rejection
 	if errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted && rej.Scope == refusal.ScopeQueueClass {
@@ -90,7 +90,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 			permit, err = ctrl.Admit(req)
 		}
 	}
-	span.admitted(rev.Revision, err)
+	span.Admitted(rev.Revision, err)
 	if err != nil {
 		if errors.As(err, &rej) {
 			return n.refuse(target.Tenant, rej)
@@ -108,7 +108,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
 	job, res, err := n.sched.Do(ctx, permit, input, arrived)
-	span.scheduled(res)
+	span.Scheduled(res)
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
 	}

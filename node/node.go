@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -78,7 +79,7 @@ type Node struct {
 	dataPool, controlPool *front.IngressPool
 	uploads               tenantWrites     // uploads in flight, per tenant
 	deploys               tenantWrites     // deploys in flight, per tenant
-	tracer                *tracer          // nil when [tracing] is off
+	tracer                *tracing.Tracer  // nil when [tracing] is off
 	cluster               *cluster.Cluster // nil without [cluster]
 	peerReads             chan struct{}    // slots of artifact reads served to peers (cluster.go)
 	reload                reloader         // reload.go
@@ -164,7 +165,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	}
 	n.auth.Store(a)
 	n.metrics = newMetrics(n)
-	if n.tracer, err = newTracer(ctx, cfg.Tracing); err != nil {
+	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -266,7 +267,7 @@ func (n *Node) Close(ctx context.Context) {
 	if n.run != nil {
 		_ = n.run.Close(ctx)
 	}
-	if err := n.tracer.close(ctx); err != nil {
+	if err := n.tracer.Close(ctx); err != nil {
 		n.log.Warn("could not export the last spans", "err", err)
 	}
 	if n.cluster != nil {
