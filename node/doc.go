@@ -74,8 +74,10 @@
 //     the adapters the scheduler calls (cellSource, cell, executor).
 //   - actors.go: Actor, Actors (every loop the node needs, in one list)
 //     and Go, which runs them for tests and embedders.
-//   - http.go: Handler, the routes, authed, the handlers of the control API,
-//     health and readiness.
+//   - http.go: Handler, the routes (it wires each route group's handlers),
+//     authed, authorize, the invocation's handler, health and readiness.
+//   - control.go: deployments, the deployment control API (artifact
+//     upload, deploy, get, delete) and the answers to catalog errors.
 //   - list.go: the paginated list of a tenant's deployments.
 //   - wire.go: the JSON form of catalog values in answers (the API's
 //     style).
@@ -83,8 +85,9 @@
 //     activation.Record) and the mapping of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
-//   - cluster.go: a node in a cluster: deploys and deletes through etcd,
-//     the peer endpoints (artifacts, replicate, applied), cluster status.
+//   - cluster.go: a node in a cluster: clusterAPI, which publishes deploys
+//     and deletes through etcd and serves the peer endpoints (artifacts,
+//     replicate, applied) and the cluster's admin routes.
 //   - ingress.go: the ingress governor (governed: the front's ingress
 //     pools on every API route) and the pools' use in the admission views.
 //   - reload.go: Reload, prepared in full before it applies.

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,7 +22,6 @@ import (
 	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -50,22 +48,22 @@ func (n *Node) Handler() http.Handler {
 	invoke := tenant(data, payload, auth.Invoke, n.handleInvoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
-	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.handleArtifact))
-	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.handleDeploy))
-	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleGetDeployment))
-	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.handleListDeployments))
-	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleDelete))
+	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.ctl.handleArtifact))
+	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.ctl.handleDeploy))
+	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleGetDeployment))
+	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.ctl.handleListDeployments))
+	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleDelete))
 	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
 	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
 	hosts := front.UIHosts(n.cfg)
 	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
 	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
-	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.handleNodes))
-	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.handleClusterStatus))
-	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
-	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
-	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.peerOnly(n.handlePeerApplied))
+	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
+	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleClusterStatus))
+	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerArtifact))
+	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerReplicate))
+	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerApplied))
 	mux.HandleFunc("GET /healthz", n.handleHealthz)
 	mux.HandleFunc("GET /readyz", n.handleReadyz)
 	// Metrics name tenants: only administrators read them.
@@ -127,7 +125,7 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 			if sw.started {
 				panic(http.ErrAbortHandler) // the status line is out: cut the connection
 			}
-			n.writeAnswer(sw, problemAnswer(internalProblem(), 0))
+			writeAnswer(sw, problemAnswer(internalProblem(), 0))
 		}()
 		next.ServeHTTP(sw, r)
 	})
@@ -401,173 +399,6 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	_, _ = w.Write(a.body)
 }
 
-// handleArtifact stores an artifact for the caller's own tenant.
-func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	d, err := vocab.ParseDigest(r.PathValue("digest"))
-	if err != nil {
-		api.WriteProblem(w, badRequest(refusal.ReasonInvalidDigest, refusal.DimDigest, `want "sha256:" followed by 64 lowercase hex digits`), 0)
-		return
-	}
-	limit := int64(n.cfg.DeployLimits.ModuleBytes)
-	if r.ContentLength > limit {
-		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
-		return
-	}
-	if !n.uploads.begin(p.Tenant) {
-		api.WriteProblem(w, writesBusy(), writeRetryAfter)
-		return
-	}
-	defer n.uploads.end(p.Tenant)
-	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
-	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
-	switch {
-	case err == nil:
-		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})
-	case body.err != nil: // the caller's body failed, whatever the catalog made of it
-		api.WriteProblem(w, bodyProblem(body.err, refusal.DimArtifactBytes), 0)
-	case errors.Is(err, catalog.ErrDigestMismatch):
-		api.WriteProblem(w, badRequest(refusal.ReasonDigestMismatch, refusal.DimDigest, "the body does not hash to the digest in the path"), 0)
-	case errors.Is(err, catalog.ErrArtifactTooLarge):
-		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
-	default:
-		n.writeCatalogError(w, err)
-	}
-}
-
-// writeCatalogError answers the catalog errors every write can return.
-func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
-	var qe *catalog.QuotaError
-	switch {
-	case errors.As(err, &qe):
-		prob := quotaExceeded(quotaDimension(qe.Dimension))
-		api.WriteProblem(w, prob, 0)
-	case errors.Is(err, catalog.ErrTenantQuota):
-		prob := quotaExceeded(refusal.DimNone)
-		api.WriteProblem(w, prob, 0)
-	case isStorageFull(err):
-		n.log.Error("storage full", "err", err) // the cause names the path; the answer does not
-		prob := insufficientStorage(refusal.DimStorageBytes)
-		api.WriteProblem(w, prob, storageRetryAfter)
-	case errors.Is(err, runner.ErrCompiledCacheFull):
-		n.log.Warn("compiled module cache full", "err", err)
-		prob := insufficientStorage(refusal.DimCompiledBytes)
-		prob.Detail = "the node holds as many compiled modules as it may; retry once releases are replaced or deleted"
-		api.WriteProblem(w, prob, storageRetryAfter)
-	case errors.Is(err, catalog.ErrCatalogFull):
-		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCatalogFull,
-			Scope: refusal.ScopeNode, Dimension: refusal.DimServices}), 0)
-	default:
-		n.writeAnswer(w, n.internal(err))
-	}
-}
-
-// isStorageFull reports a write the node's disk could not hold (the
-// catalog's or the compilation cache's).
-func isStorageFull(err error) bool {
-	return errors.Is(err, catalog.ErrStorageFull) || errors.Is(err, runner.ErrStorageFull)
-}
-
-// ownTenant refuses deployment requests for another tenant.
-func ownTenant(w http.ResponseWriter, r *http.Request, p *auth.Principal) (vocab.TenantID, vocab.ServiceName, bool) {
-	t, s := vocab.TenantID(r.PathValue("tenant")), vocab.ServiceName(r.PathValue("service"))
-	if t != p.Tenant {
-		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
-		return "", "", false
-	}
-	return t, s, true
-}
-
-func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	if !n.deploys.begin(t) {
-		api.WriteProblem(w, writesBusy(), writeRetryAfter)
-		return
-	}
-	defer n.deploys.end(t)
-	data, prob := readBounded(w, r, vocab.MaxManifestBytes, refusal.DimManifestBytes)
-	if prob != nil {
-		api.WriteProblem(w, *prob, 0)
-		return
-	}
-	if !json.Valid(data) {
-		api.WriteProblem(w, badRequest(refusal.ReasonMalformedBody, refusal.DimBody, "the manifest is not JSON"), 0)
-		return
-	}
-	m, err := vocab.DecodeManifest(bytes.NewReader(data))
-	if err == nil && (m.Tenant != t || m.Service != s) {
-		err = &vocab.ValidationError{Problems: []vocab.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
-	}
-	if err == nil {
-		err = n.checkRelease(m) // before any module is inspected
-	}
-	var d vocab.Deployment
-	if err == nil {
-		d, err = n.deploy(r.Context(), w, m)
-	}
-	var ve *vocab.ValidationError
-	switch {
-	case err == nil:
-		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))
-		n.metrics.keepRevisions(t, s, d.Revisions)
-		n.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, d)
-	case errors.As(err, &ve):
-		// Module refusals are field problems too: they name the deploy limit
-		// or the import.
-		prob := badRequest(refusal.ReasonInvalidManifest, refusal.DimManifest, ve.Error())
-		for _, fe := range ve.Problems {
-			prob.Fields = append(prob.Fields, api.FieldProblem{Field: fe.Field, Problem: fe.Problem})
-		}
-		api.WriteProblem(w, prob, 0)
-	default:
-		if cp, ok := clusterProblem(err); ok {
-			api.WriteProblem(w, cp, 0)
-			return
-		}
-		n.writeCatalogError(w, err)
-	}
-}
-
-func (n *Node) handleGetDeployment(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	d, m, err := n.cat.Manifest(t, s) // from the service's record: the catalog keeps no manifests in memory
-	switch {
-	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
-	case err != nil:
-		n.writeAnswer(w, n.internal(err))
-	default:
-		writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: d, Manifest: manifestWire(m)})
-	}
-}
-
-func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	gen, err := n.remove(r.Context(), w, t, s)
-	cp, isCluster := clusterProblem(err)
-	switch {
-	case isCluster:
-		api.WriteProblem(w, cp, 0)
-	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
-	case err != nil:
-		n.writeAnswer(w, n.internal(err))
-	default:
-		n.metrics.keepRevisions(t, s, nil)
-		n.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
-	}
-}
-
 func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	s, ok := n.prov.TenantSnapshot(p.Tenant)
 	if !ok {
@@ -612,7 +443,7 @@ func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "load sample not fresh\n")
 		return
 	}
-	if why, ok := n.clusterReady(); !ok {
+	if why, ok := n.clusterAPI.ready(); !ok {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, why+"\n")
@@ -636,7 +467,8 @@ func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ready\n")
 }
 
-func (n *Node) writeAnswer(w http.ResponseWriter, a answer) {
+// writeAnswer writes a problem answer, or a's status and body.
+func writeAnswer(w http.ResponseWriter, a answer) {
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
 		return

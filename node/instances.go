@@ -46,9 +46,9 @@ func (n *Node) instances() instancesView {
 // delete of one of t's services (locally or applied from the cluster). The
 // catalog counts the snapshots each tenant's services need as they come
 // and go, so this reads a counter, not the tenant's services.
-func (n *Node) retainSnapshots(t vocab.TenantID) {
-	if n.run == nil || n.cat == nil {
+func (d *deployments) retainSnapshots(t vocab.TenantID) {
+	if d.run == nil || d.cat == nil {
 		return
 	}
-	n.run.RetainSnapshots(t, n.cat.SnapshotsInUse(t))
+	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -95,7 +96,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 		if errors.As(err, &rej) {
 			return n.refuse(target.Tenant, rej)
 		}
-		return n.internal(err)
+		return internalAnswer(n.log, err)
 	}
 	// The compiled module stays with this activation until it answered,
 	// even if a deploy or delete releases it meanwhile.
@@ -188,7 +189,7 @@ func (n *Node) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
 func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
 	var se *scheduler.Error
 	if !errors.As(err, &se) {
-		return n.internal(err)
+		return internalAnswer(n.log, err)
 	}
 	// A cancelled caller is answered 499: it is gone; nobody reads this.
 	p := api.Refusal(se.Refusal())
@@ -205,8 +206,10 @@ func (n *Node) drainEstimate() time.Duration {
 	return d
 }
 
-func (n *Node) internal(err error) answer {
-	n.log.Error("internal error", "err", err)
+// internalAnswer logs the node's own failure err and answers it without
+// naming its cause.
+func internalAnswer(log *slog.Logger, err error) answer {
+	log.Error("internal error", "err", err)
 	return problemAnswer(internalProblem(), 0)
 }
 

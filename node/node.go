@@ -77,12 +77,13 @@ type Node struct {
 	pacer      *front.RefusalPacer
 	// dataPool and controlPool are the ingress governor's pools.
 	dataPool, controlPool *front.IngressPool
-	uploads               tenantWrites     // uploads in flight, per tenant
-	deploys               tenantWrites     // deploys in flight, per tenant
 	tracer                *tracing.Tracer  // nil when [tracing] is off
 	cluster               *cluster.Cluster // nil without [cluster]
-	peerReads             chan struct{}    // slots of artifact reads served to peers (cluster.go)
 	reload                reloader         // reload.go
+	// The route groups Handler wires: the deployment control API
+	// (control.go) and the cluster's routes (cluster.go).
+	ctl        *deployments
+	clusterAPI *clusterAPI
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -90,8 +91,7 @@ type Node struct {
 // through the runner, and fails with an error naming the file when a record
 // is corrupt.
 func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
-	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64),
-		uploads: tenantWrites{max: MaxTenantUploads}, deploys: tenantWrites{max: MaxTenantDeploys}}
+	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64)}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -134,10 +134,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	// stay resident until the scavenger returns them. One collection now
 	// gives them back.
 	debug.FreeOSMemory()
-	n.peerReads = make(chan struct{}, maxPeerArtifactReads)
-	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.appliedFromCluster); err != nil {
+	n.ctl = &deployments{cat: n.cat, run: n.run, log: n.log, moduleBytes: cfg.DeployLimits.ModuleBytes,
+		uploads: tenantWrites{max: MaxTenantUploads}, deploys: tenantWrites{max: MaxTenantDeploys}}
+	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.ctl.appliedFromCluster); err != nil {
 		return nil, err
 	}
+	n.clusterAPI = &clusterAPI{cluster: n.cluster, cat: n.cat, peerReads: make(chan struct{}, maxPeerArtifactReads),
+		nodeID: cfg.Cluster.NodeID, clock: n.clock, log: n.log}
+	n.ctl.cluster = n.clusterAPI
 	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
 		return nil, err
 	}
@@ -164,7 +168,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	n.auth.Store(a)
+	n.ctl.prov, n.clusterAPI.prov = n.prov, n.prov
 	n.metrics = newMetrics(n)
+	n.ctl.metrics = n.metrics
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}

@@ -180,7 +180,7 @@ func (n *Node) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principa
 		Tables []uiTable
 	}{nonce, n.uiSnapshot().Tables}); err != nil {
 		n.log.Error("status page: rendering", "err", err)
-		n.writeAnswer(w, problemAnswer(internalProblem(), 0))
+		writeAnswer(w, problemAnswer(internalProblem(), 0))
 		return
 	}
 	h := w.Header()
