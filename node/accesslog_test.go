@@ -17,11 +17,8 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
-	"github.com/latent-node/latent-node/node/activation"
-	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -166,7 +163,7 @@ func TestAccessLog_rateLimited(t *testing.T) {
 	n.clock = clock
 	n.metrics.access = front.NewLogLimiter(clock, front.LogRates{Lines: 4, BurstLines: 8, Bytes: 1 << 20, BurstBytes: 1 << 20}, nil,
 		func(t string) func() { return n.metrics.logDropped.WithLabelValues(t).Inc })
-	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	h := accessLogOf(n).logged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	for range 5 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
 	}
@@ -193,7 +190,7 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) })
-	h := n.accessLogged(mux)
+	h := accessLogOf(n).logged(mux)
 	junk := strings.Repeat("%FF", 10000)
 	req := httptest.NewRequest("POST", "/v1/invoke/"+junk+"/s/"+junk, nil)
 	req.Header.Set("Latent-Activation-Id", strings.Repeat("\xff", 30000))
@@ -225,47 +222,6 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], `"method":"MMM`) || !strings.Contains(lines[2], "…[cut 4872 bytes]") {
 		t.Errorf("long method logged as %s", lines[2])
-	}
-}
-
-// TestAccessWriter_recordsRefusal: a problem written through the wrappers
-// a handler sees reaches the request's record as a typed refusal; an
-// executed activation's outcome problem does not count as one, and a
-// writer chain without the access writer records nothing (the negative
-// control: the record comes from the writer, not from the body).
-func TestAccessWriter_recordsRefusal(t *testing.T) {
-	ref := refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
-		Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true}
-	rec := &activation.Record{}
-	w := &startedWriter{ResponseWriter: &accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}}
-	api.WriteProblem(w, api.Refusal(ref), time.Second)
-	if !rec.Refused() || rec.Refusal != ref {
-		t.Fatalf("record %+v, want the refusal %+v", rec, ref)
-	}
-	rec = &activation.Record{Executed: true}
-	p := api.Refusal(runner.Trap.Refusal())
-	p.Outcome = runner.Trap.String()
-	api.WriteProblem(&accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}, p, 0)
-	if rec.Refused() || rec.Answered {
-		t.Fatalf("an outcome problem recorded as a refusal: %+v", rec)
-	}
-	rec = &activation.Record{}
-	api.WriteProblem(httptest.NewRecorder(), api.Refusal(ref), 0)
-	if rec.Answered {
-		t.Fatal("recorded without the access writer")
-	}
-}
-
-func TestRouteKind(t *testing.T) {
-	for pattern, want := range map[string]string{
-		"POST /v1/invoke/{tenant}/{service}/{route}": "invoke", "PUT /v1/artifacts/{digest}": "artifact",
-		"GET /v1/deployments/{tenant}/{service}": "deployment", "/v1/deployments/{tenant}": "deployment",
-		"GET /v1/admin/admission": "admin", "GET /v1/admission": "admission", "GET /healthz": "health",
-		"GET /metrics": "metrics", "/": "other", "": "other",
-	} {
-		if got := routeKind(pattern); got != want {
-			t.Errorf("routeKind(%q) = %q, want %q", pattern, got, want)
-		}
 	}
 }
 
@@ -325,10 +281,15 @@ func BenchmarkAccessLog(b *testing.B) {
 	n := &Node{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: vocab.WallClock}
 	n.metrics = newMetrics(n)
 	n.metrics.access = front.NewLogLimiter(vocab.WallClock, front.LogRates{Lines: 1 << 30, BurstLines: 1 << 30, Bytes: 1 << 40, BurstBytes: 1 << 40}, nil, func(string) func() { return func() {} })
-	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	h := accessLogOf(n).logged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	req := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
+}
+
+// accessLogOf is n's access log, as Handler makes it.
+func accessLogOf(n *Node) *accessLog {
+	return &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
 }

@@ -88,21 +88,6 @@ type clusterAPI struct {
 	log       *slog.Logger
 }
 
-// appliedFromCluster keeps the activation metrics of a service that a
-// change from etcd replaced or deleted in step with the catalog, as a local
-// deploy or delete does.
-func (d *deployments) appliedFromCluster(t vocab.TenantID, s vocab.ServiceName) {
-	if d.metrics == nil {
-		return
-	}
-	var keep []vocab.RevisionRef
-	if dep, ok := d.cat.Pin().Deployment(t, s); ok {
-		keep = dep.Revisions
-	}
-	d.metrics.keepRevisions(t, s, keep)
-	d.retainSnapshots(t)
-}
-
 // deploy publishes m: through the cluster when the node has one (adding
 // the Latent-Cluster-Applied header), else in the local catalog.
 func (c *clusterAPI) deploy(ctx context.Context, w http.ResponseWriter, m vocab.Manifest) (vocab.Deployment, error) {

@@ -39,6 +39,21 @@ type deployments struct {
 	deploys     tenantWrites // deploys in flight, per tenant
 }
 
+// appliedFromCluster keeps the activation metrics of a service that a
+// change from etcd replaced or deleted in step with the catalog, as a local
+// deploy or delete does.
+func (d *deployments) appliedFromCluster(t vocab.TenantID, s vocab.ServiceName) {
+	if d.metrics == nil {
+		return
+	}
+	var keep []vocab.RevisionRef
+	if dep, ok := d.cat.Pin().Deployment(t, s); ok {
+		keep = dep.Revisions
+	}
+	d.metrics.keepRevisions(t, s, keep)
+	d.retainSnapshots(t)
+}
+
 // handleArtifact stores an artifact for the caller's own tenant.
 func (d *deployments) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	digest, err := vocab.ParseDigest(r.PathValue("digest"))

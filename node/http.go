@@ -14,7 +14,6 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
@@ -53,19 +52,19 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleGetDeployment))
 	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.ctl.handleListDeployments))
 	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleDelete))
-	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
-	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
-	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
+	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.views.handleAdmission))
+	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.views.handleAdminAdmission))
+	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, reloadHandler(n.Reload, n.log)))
 	hosts := front.UIHosts(n.cfg)
-	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
-	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
+	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUI)))
+	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUIData)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerArtifact))
 	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerReplicate))
 	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerApplied))
-	mux.HandleFunc("GET /healthz", n.handleHealthz)
-	mux.HandleFunc("GET /readyz", n.handleReadyz)
+	mux.HandleFunc("GET /healthz", n.probes.handleHealthz)
+	mux.HandleFunc("GET /readyz", n.probes.handleReadyz)
 	// Metrics name tenants: only administrators read them.
 	prom := promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{})
 	mux.HandleFunc("GET /metrics", n.authed(auth.Admin, func(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
@@ -78,7 +77,8 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
-	return n.accessLogged(n.recovered(front.CleanPaths(mux, http.HandlerFunc(handleNotFound))))
+	access := &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
+	return access.logged(n.recovered(front.CleanPaths(mux, http.HandlerFunc(handleNotFound))))
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
@@ -110,8 +110,7 @@ var (
 func (n *Node) recovered(next http.Handler) http.Handler {
 	bound := n.cfg.Node.WriteTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &startedWriter{ResponseWriter: w, rc: *http.NewResponseController(w), bound: bound}
-		sw.extend()
+		sw := front.NewDeadlineWriter(w, bound)
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -122,7 +121,7 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 			}
 			n.panics.Log("handler panic", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v),
 				"stack", string(debug.Stack()))
-			if sw.started {
+			if sw.Started() {
 				panic(http.ErrAbortHandler) // the status line is out: cut the connection
 			}
 			writeAnswer(sw, problemAnswer(internalProblem(), 0))
@@ -130,43 +129,6 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 		next.ServeHTTP(sw, r)
 	})
 }
-
-// startedWriter records whether the answer's status line was written, and
-// sets the connection's write deadline when it starts.
-type startedWriter struct {
-	http.ResponseWriter
-	rc      http.ResponseController
-	bound   time.Duration // node.write_timeout (0: no deadline)
-	started bool
-}
-
-// extend sets the write deadline bound from now. Socket deadlines are wall
-// clock time, whatever clock the node runs on.
-func (w *startedWriter) extend() {
-	if w.bound > 0 {
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.bound))
-	}
-}
-
-func (w *startedWriter) start() {
-	if !w.started {
-		w.started = true
-		w.extend()
-	}
-}
-
-func (w *startedWriter) WriteHeader(status int) {
-	w.start()
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *startedWriter) Write(p []byte) (int, error) {
-	w.start()
-	return w.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 
@@ -397,74 +359,6 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2]
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
-}
-
-func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	s, ok := n.prov.TenantSnapshot(p.Tenant)
-	if !ok {
-		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		admission.TenantView
-		Ingress map[string]front.IngressUsage `json:"ingress"`
-	}{s, n.ingressUsage(p.Tenant, false)})
-}
-
-func (n *Node) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true),
-		Instances: n.instances()})
-}
-
-// handleHealthz is liveness with its own small bound: it never waits behind
-// activations and refuses at once when its bound is full.
-func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
-	select {
-	case n.health <- struct{}{}:
-		defer func() { <-n.health }()
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "ok\n")
-	default:
-		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonHealthChecksBusy,
-			Scope: refusal.ScopeNode, Retryable: true}), 0)
-	}
-}
-
-// handleReadyz: ready when the catalog is loaded (it is, once New returned)
-// and the load sample is fresh. While quarantined cells wait for their
-// replacement it still answers 200, with "degraded:" and the usable cells
-// of each class short of its parallelism. Latent-Load-Source says what the
-// pressure readings measure.
-func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Latent-Load-Source", n.loadKind)
-	if _, err := n.load.Read(n.clock.Now()); err != nil {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "load sample not fresh\n")
-		return
-	}
-	if why, ok := n.clusterAPI.ready(); !ok {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, why+"\n")
-		return
-	}
-	if n.pool.Degraded() {
-		// Still serving, on fewer cells: say which, so an operator sees it
-		// while the pool replaces the quarantined ones.
-		w.Header().Set("Content-Type", "text/plain")
-		var b strings.Builder
-		b.WriteString("degraded:")
-		stats := n.pool.Stats()
-		for _, c := range n.cfg.SortedCellClasses() {
-			if st := stats[c]; st.Usable < st.Parallelism {
-				fmt.Fprintf(&b, " %s %d/%d cells usable;", c, st.Usable, st.Parallelism)
-			}
-		}
-		_, _ = io.WriteString(w, strings.TrimSuffix(b.String(), ";")+"\n")
-		return
-	}
-	_, _ = io.WriteString(w, "ready\n")
 }
 
 // writeAnswer writes a problem answer, or a's status and body.

@@ -39,8 +39,8 @@ func (n *Node) governed(pool *front.IngressPool, routeCap func() uint64, role au
 	}
 }
 
-// ingressUsage returns both pools' use: all of it (node snapshot), or
-// tenant's share only.
-func (n *Node) ingressUsage(tenant vocab.TenantID, all bool) map[string]front.IngressUsage {
-	return map[string]front.IngressUsage{front.PoolData: n.dataPool.Usage(tenant, all), front.PoolControl: n.controlPool.Usage(tenant, all)}
+// ingressUsage returns the use of both pools, data and control: all of it
+// (node snapshot), or tenant's share only.
+func ingressUsage(data, control *front.IngressPool, tenant vocab.TenantID, all bool) map[string]front.IngressUsage {
+	return map[string]front.IngressUsage{front.PoolData: data.Usage(tenant, all), front.PoolControl: control.Usage(tenant, all)}
 }

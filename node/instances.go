@@ -30,15 +30,16 @@ type instancesView struct {
 	Recycled  uint64 `json:"recycled"`
 }
 
-func (n *Node) instances() instancesView {
-	s := n.run.WarmStats()
-	v := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
+// instances reads the runner's warm instances.
+func (v *statusViews) instances() instancesView {
+	s := v.run.WarmStats()
+	view := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
 		Snapshots: s.Snapshots, Idle: s.Idle, Restored: s.Restored, Recreated: s.Recreated, Reused: s.Reused,
 		Created: s.Created, Recycled: s.Recycled}
 	for t, b := range s.Tenants {
-		v.Tenants[string(t)] = b
+		view.Tenants[string(t)] = b
 	}
-	return v
+	return view
 }
 
 // retainSnapshots lets the runner drop tenant t's snapshots that no

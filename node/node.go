@@ -69,7 +69,6 @@ type Node struct {
 	// auth authenticates principals; a reload swaps it (reload.go).
 	auth    atomic.Pointer[auth.Authenticator]
 	metrics *metrics
-	health  chan struct{} // the liveness probe's own bound
 	conns   *front.ConnLimiter
 	panics  *front.RateLog // handler panics, at most one line a second
 
@@ -84,6 +83,8 @@ type Node struct {
 	// (control.go) and the cluster's routes (cluster.go).
 	ctl        *deployments
 	clusterAPI *clusterAPI
+	views      *statusViews // the status page and admission views (ui.go)
+	probes     *probes      // health and readiness (health.go)
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -91,7 +92,7 @@ type Node struct {
 // through the runner, and fails with an error naming the file when a record
 // is corrupt.
 func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
-	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64)}
+	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -171,6 +172,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	n.ctl.prov, n.clusterAPI.prov = n.prov, n.prov
 	n.metrics = newMetrics(n)
 	n.ctl.metrics = n.metrics
+	n.probes = &probes{slots: make(chan struct{}, 64), load: n.load, loadKind: n.loadKind, clock: n.clock, pool: n.pool,
+		classes: cfg.SortedCellClasses(), cluster: n.clusterAPI}
+	n.views = &statusViews{prov: n.prov, dataPool: n.dataPool, ctlPool: n.controlPool, run: n.run, pool: n.pool, sched: n.sched,
+		cat: n.cat, load: n.load, loadKind: n.loadKind, clock: n.clock, log: n.log, registry: n.metrics.registry}
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -291,3 +292,40 @@ func LineBytes(attrs []slog.Attr) int {
 	}
 	return n
 }
+
+// RouteKind names the API route of a mux pattern; the set is fixed, so the
+// HTTP metrics' labels stay bounded.
+func RouteKind(pattern string) string {
+	if _, p, ok := strings.Cut(pattern, " "); ok {
+		pattern = p
+	}
+	for _, k := range [...]struct{ prefix, kind string }{
+		{"/v1/invoke/", "invoke"}, {"/v1/artifacts/", "artifact"}, {"/v1/deployments", "deployment"},
+		{"/v1/admin/", "admin"}, {"/v1/admission", "admission"}, {"/healthz", "health"}, {"/readyz", "health"},
+		{"/metrics", "metrics"}, {"/ui", "ui"},
+	} {
+		if strings.HasPrefix(pattern, k.prefix) {
+			return k.kind
+		}
+	}
+	return "other"
+}
+
+// ActivationID is the activation id of an invocation request, chosen
+// before its handler runs: the caller's (one Latent-Activation-Id header,
+// not blank, at most MaxActivationIDBytes, trimmed as the header parser
+// trims it) or a fresh one. It goes into the request's record and on the
+// answer, refusals before the handler ran included; the handler and the
+// log read the record.
+func ActivationID(r *http.Request) string {
+	if v := r.Header.Values("Latent-Activation-Id"); len(v) == 1 && len(v[0]) <= MaxActivationIDBytes {
+		if id := strings.TrimSpace(v[0]); id != "" {
+			return id
+		}
+	}
+	return activation.NewID() // the handler refuses such a header (invalid-header)
+}
+
+// MaxActivationIDBytes is the longest Latent-Activation-Id the node
+// accepts (api.ParseInvokeHeaders' bound on a header's value).
+const MaxActivationIDBytes = 1024
