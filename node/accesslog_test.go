@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,10 +17,8 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
-	"github.com/latent-node/latent-node/node/activation"
-	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -158,166 +154,26 @@ func TestAccessLog_roleRefusalCounted(t *testing.T) {
 	}
 }
 
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stepClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func TestLogLimiter_rate(t *testing.T) {
-	clock := &stepClock{now: time.Unix(1000, 0)}
-	dropped := map[string]int{}
-	var mu sync.Mutex
-	l := newLogLimiter(clock, logRates{lines: 2, burstLines: 3, bytes: 1 << 20, burstBytes: 1 << 20}, []string{"acme", "demo"},
-		func(tenant string) func() {
-			return func() { mu.Lock(); dropped[tenant]++; mu.Unlock() }
-		})
-	allowed := func(src logSource, times int) int {
-		n := 0
-		for range times {
-			if l.allow(src, 100) {
-				n++
-			}
-		}
-		return n
-	}
-	acme, demo := logSource{tenant: "acme"}, logSource{tenant: "demo"}
-	if got := allowed(acme, 5); got != 3 { // the burst
-		t.Fatalf("acme: %d lines allowed, want 3", got)
-	}
-	if got := allowed(demo, 3); got != 3 { // its own bucket
-		t.Fatalf("demo: %d lines allowed, want 3", got)
-	}
-	// Unauthenticated and unconfigured tenants share one bucket (from one
-	// address: its shard has a quarter of the burst, at least one line).
-	if got := allowed(logSource{}, 2) + allowed(logSource{tenant: "stranger"}, 2); got != 1 {
-		t.Fatalf("shared, one address: %d lines allowed, want 1", got)
-	}
-	// Peers have their own bucket.
-	if got := allowed(logSource{peer: true}, 4); got != 3 {
-		t.Fatalf("peer: %d lines allowed, want 3", got)
-	}
-	clock.add(time.Second) // two tokens back
-	if got := allowed(acme, 5); got != 2 {
-		t.Fatalf("acme after a second: %d lines allowed, want 2", got)
-	}
-	want := map[string]int{"acme": 5, sharedLogTenant: 3, peerLogTenant: 1}
-	for k, v := range want {
-		if dropped[k] != v {
-			t.Errorf("dropped[%s] = %d, want %d (%v)", k, dropped[k], v, dropped)
-		}
-	}
-	if n := len(*l.buckets.Load()); n != 2 {
-		t.Fatalf("%d tenant buckets, want 2 (only the configuration adds any)", n)
-	}
-	// A reload that configures beta gives it a bucket of its own, full;
-	// acme's keeps its state.
-	l.addTenants([]string{"acme", "beta"})
-	if got := allowed(logSource{tenant: "beta"}, 5); got != 3 {
-		t.Fatalf("beta after addTenants: %d lines allowed, want 3", got)
-	}
-	if got := allowed(acme, 1); got != 0 {
-		t.Fatalf("acme after addTenants: %d lines allowed, want 0 (its bucket is empty)", got)
-	}
-	if n := len(*l.buckets.Load()); n != 3 || dropped["beta"] != 2 {
-		t.Fatalf("%d buckets (want 3), beta dropped %d (want 2)", n, dropped["beta"])
-	}
-}
-
-// TestLogLimiter_bytes: a bucket also runs out of bytes; one client
-// address takes at most its shard's share of the shared bucket, so other
-// addresses still log, and the peers' bucket is apart.
-func TestLogLimiter_bytes(t *testing.T) {
-	clock := &stepClock{now: time.Unix(1000, 0)}
-	l := newLogLimiter(clock, logRates{lines: 1000, burstLines: 1000, bytes: 4000, burstBytes: 8000}, []string{"acme"},
-		func(string) func() { return func() {} })
-	count := func(src logSource, n, times int) int {
-		ok := 0
-		for range times {
-			if l.allow(src, n) {
-				ok++
-			}
-		}
-		return ok
-	}
-	if got := count(logSource{tenant: "acme"}, 1000, 20); got != 8 {
-		t.Fatalf("acme: %d lines of 1000 bytes, want 8 (the byte burst)", got)
-	}
-	flood := logSource{addr: netip.MustParseAddr("192.0.2.1")}
-	if got := count(flood, 1000, 20); got != 2 { // a quarter of 8000 bytes
-		t.Fatalf("one address: %d lines of 1000 bytes, want 2", got)
-	}
-	// Other addresses (some share the flood's shard) still log.
-	logged := 0
-	for i := range 8 {
-		logged += count(logSource{addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)})}, 100, 1)
-	}
-	if logged < 6 {
-		t.Fatalf("%d of 8 other addresses logged, want most", logged)
-	}
-	if got := count(logSource{peer: true}, 1000, 20); got != 8 {
-		t.Fatalf("peer: %d lines, want 8 (its own bucket)", got)
-	}
-	clock.add(time.Second)
-	if got := count(logSource{tenant: "acme"}, 1000, 20); got != 4 {
-		t.Fatalf("acme after a second: %d lines, want 4", got)
-	}
-	// An IPv6 /64 is one client: one shard (of 2000 bytes) for both
-	// addresses (a fresh limiter, so no other shard is spent).
-	l = newLogLimiter(clock, logRates{lines: 1000, burstLines: 1000, bytes: 4000, burstBytes: 8000}, nil,
-		func(string) func() { return func() {} })
-	a, b := logSource{addr: netip.MustParseAddr("2001:db8::1")}, logSource{addr: netip.MustParseAddr("2001:db8::2")}
-	if got := count(a, 1000, 2) + count(b, 1000, 2); got != 2 {
-		t.Fatalf("one /64: %d lines, want 2", got)
-	}
-}
-
-// TestLogSafe: fields are valid UTF-8 with one U+FFFD per run of invalid
-// bytes, bounded once escaped, and cut with a marker.
-func TestLogSafe(t *testing.T) {
-	tests := []struct{ name, in, want string }{
-		{"plain", "demo", "demo"},
-		{"invalid run once", "a\xff\xfe\xffb", "a\ufffdb"},
-		{"long invalid", strings.Repeat("\xff", 30000), "\ufffd"},
-		{"cut", strings.Repeat("x", 200), strings.Repeat("x", 128) + "…[cut 72 bytes]"},
-		{"escaped cost", strings.Repeat("\x01", 40), strings.Repeat("\x01", 21) + "…[cut 19 bytes]"},
-		{"utf-8 kept", "grüße", "grüße"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if have := logSafe(tc.in, 128); have != tc.want {
-				t.Errorf("have %q, want %q", have, tc.want)
-			}
-		})
-	}
-}
-
 // TestAccessLog_rateLimited drives the middleware with an injected limiter:
 // lines over the rate are dropped and counted per tenant (one client
 // address: its shard has a quarter of the shared bucket's rates).
 func TestAccessLog_rateLimited(t *testing.T) {
 	n, logs := bareNode(t)
-	clock := &stepClock{now: time.Unix(1000, 0)}
+	clock := testutil.NewClock(time.Unix(1000, 0))
 	n.clock = clock
-	n.metrics.access = newLogLimiter(clock, logRates{lines: 4, burstLines: 8, bytes: 1 << 20, burstBytes: 1 << 20}, nil,
+	n.metrics.access = front.NewLogLimiter(clock, front.LogRates{Lines: 4, BurstLines: 8, Bytes: 1 << 20, BurstBytes: 1 << 20}, nil,
 		func(t string) func() { return n.metrics.logDropped.WithLabelValues(t).Inc })
-	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	h := accessLogOf(n).logged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	for range 5 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
 	}
 	if got := strings.Count(logs.String(), `"msg":"request"`); got != 2 {
 		t.Fatalf("%d lines written, want 2:\n%s", got, logs.String())
 	}
-	if got := counterValue(n.metrics.logDropped.WithLabelValues(sharedLogTenant)); got != 3 {
+	if got := counterValue(n.metrics.logDropped.WithLabelValues(front.SharedLogTenant)); got != 3 {
 		t.Fatalf("dropped counter %v, want 3", got)
 	}
-	clock.add(time.Second)
+	clock.Advance(time.Second)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/healthz", nil))
 	if got := strings.Count(logs.String(), `"msg":"request"`); got != 3 {
 		t.Fatalf("%d lines after a second, want 3", got)
@@ -334,7 +190,7 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) })
-	h := n.accessLogged(mux)
+	h := accessLogOf(n).logged(mux)
 	junk := strings.Repeat("%FF", 10000)
 	req := httptest.NewRequest("POST", "/v1/invoke/"+junk+"/s/"+junk, nil)
 	req.Header.Set("Latent-Activation-Id", strings.Repeat("\xff", 30000))
@@ -366,47 +222,6 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], `"method":"MMM`) || !strings.Contains(lines[2], "…[cut 4872 bytes]") {
 		t.Errorf("long method logged as %s", lines[2])
-	}
-}
-
-// TestAccessWriter_recordsRefusal: a problem written through the wrappers
-// a handler sees reaches the request's record as a typed refusal; an
-// executed activation's outcome problem does not count as one, and a
-// writer chain without the access writer records nothing (the negative
-// control: the record comes from the writer, not from the body).
-func TestAccessWriter_recordsRefusal(t *testing.T) {
-	ref := refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
-		Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true}
-	rec := &activation.Record{}
-	w := &startedWriter{ResponseWriter: &accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}}
-	api.WriteProblem(w, api.Refusal(ref), time.Second)
-	if !rec.Refused() || rec.Refusal != ref {
-		t.Fatalf("record %+v, want the refusal %+v", rec, ref)
-	}
-	rec = &activation.Record{Executed: true}
-	p := api.Refusal(runner.Trap.Refusal())
-	p.Outcome = runner.Trap.String()
-	api.WriteProblem(&accessWriter{ResponseWriter: httptest.NewRecorder(), rec: rec}, p, 0)
-	if rec.Refused() || rec.Answered {
-		t.Fatalf("an outcome problem recorded as a refusal: %+v", rec)
-	}
-	rec = &activation.Record{}
-	api.WriteProblem(httptest.NewRecorder(), api.Refusal(ref), 0)
-	if rec.Answered {
-		t.Fatal("recorded without the access writer")
-	}
-}
-
-func TestRouteKind(t *testing.T) {
-	for pattern, want := range map[string]string{
-		"POST /v1/invoke/{tenant}/{service}/{route}": "invoke", "PUT /v1/artifacts/{digest}": "artifact",
-		"GET /v1/deployments/{tenant}/{service}": "deployment", "/v1/deployments/{tenant}": "deployment",
-		"GET /v1/admin/admission": "admin", "GET /v1/admission": "admission", "GET /healthz": "health",
-		"GET /metrics": "metrics", "/": "other", "": "other",
-	} {
-		if got := routeKind(pattern); got != want {
-			t.Errorf("routeKind(%q) = %q, want %q", pattern, got, want)
-		}
 	}
 }
 
@@ -465,11 +280,16 @@ func TestAccessLog_guestStderr(t *testing.T) {
 func BenchmarkAccessLog(b *testing.B) {
 	n := &Node{log: slog.New(slog.NewJSONHandler(io.Discard, nil)), clock: vocab.WallClock}
 	n.metrics = newMetrics(n)
-	n.metrics.access = newLogLimiter(vocab.WallClock, logRates{1 << 30, 1 << 30, 1 << 40, 1 << 40}, nil, func(string) func() { return func() {} })
-	h := n.accessLogged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	n.metrics.access = front.NewLogLimiter(vocab.WallClock, front.LogRates{Lines: 1 << 30, BurstLines: 1 << 30, Bytes: 1 << 40, BurstBytes: 1 << 40}, nil, func(string) func() { return func() {} })
+	h := accessLogOf(n).logged(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	req := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
+}
+
+// accessLogOf is n's access log, as Handler makes it.
+func accessLogOf(n *Node) *accessLog {
+	return &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
 }

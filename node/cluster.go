@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/cluster"
 	"github.com/latent-node/latent-node/node/activation"
@@ -71,28 +73,28 @@ func clusterTLS(t config.ClusterTLS) (*tls.Config, error) {
 	return c, nil
 }
 
-// appliedFromCluster keeps the activation metrics of a service that a
-// change from etcd replaced or deleted in step with the catalog, as a local
-// deploy or delete does.
-func (n *Node) appliedFromCluster(t vocab.TenantID, s vocab.ServiceName) {
-	if n.metrics == nil {
-		return
-	}
-	var keep []vocab.RevisionRef
-	if d, ok := n.cat.Pin().Deployment(t, s); ok {
-		keep = d.Revisions
-	}
-	n.metrics.keepRevisions(t, s, keep)
-	n.retainSnapshots(t)
+// clusterAPI is the node's side of its cluster: it publishes deploys and
+// deletes through the cluster and serves the cluster's admin routes and
+// the peer endpoints. Its cluster is nil without [cluster].
+type clusterAPI struct {
+	cluster *cluster.Cluster
+	cat     *catalog.Catalog
+	// prov is the live configuration's admission (its tenants).
+	prov *admission.LocalQuotaProvider
+	// peerReads are the slots of artifact reads served to peers.
+	peerReads chan struct{}
+	nodeID    string
+	clock     vocab.Clock
+	log       *slog.Logger
 }
 
 // deploy publishes m: through the cluster when the node has one (adding
 // the Latent-Cluster-Applied header), else in the local catalog.
-func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m vocab.Manifest) (vocab.Deployment, error) {
-	if n.cluster == nil {
-		return n.cat.Deploy(ctx, m)
+func (c *clusterAPI) deploy(ctx context.Context, w http.ResponseWriter, m vocab.Manifest) (vocab.Deployment, error) {
+	if c.cluster == nil {
+		return c.cat.Deploy(ctx, m)
 	}
-	res, err := n.cluster.Deploy(ctx, m)
+	res, err := c.cluster.Deploy(ctx, m)
 	if err != nil {
 		return vocab.Deployment{}, err
 	}
@@ -102,11 +104,11 @@ func (n *Node) deploy(ctx context.Context, w http.ResponseWriter, m vocab.Manife
 }
 
 // remove deletes a service, through the cluster when the node has one.
-func (n *Node) remove(ctx context.Context, w http.ResponseWriter, t vocab.TenantID, s vocab.ServiceName) (vocab.Generation, error) {
-	if n.cluster == nil {
-		return n.cat.Delete(ctx, t, s)
+func (c *clusterAPI) remove(ctx context.Context, w http.ResponseWriter, t vocab.TenantID, s vocab.ServiceName) (vocab.Generation, error) {
+	if c.cluster == nil {
+		return c.cat.Delete(ctx, t, s)
 	}
-	res, err := n.cluster.Delete(ctx, t, s)
+	res, err := c.cluster.Delete(ctx, t, s)
 	if err != nil {
 		return 0, err
 	}
@@ -146,9 +148,9 @@ var notClustered = refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: re
 	Scope: refusal.ScopeNode, Dimension: refusal.DimCluster}
 
 // peerOnly serves h to peers presenting the cluster's peer token.
-func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
+func (c *clusterAPI) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if n.cluster == nil || !n.cluster.PeerAuthorized(r.Header.Get(cluster.PeerTokenHeader)) {
+		if c.cluster == nil || !c.cluster.PeerAuthorized(r.Header.Get(cluster.PeerTokenHeader)) {
 			handleNotFound(w, r) // no hint that the endpoint exists
 			return
 		}
@@ -163,8 +165,8 @@ func (n *Node) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 const maxPeerArtifactReads = 4
 
 // handlePeerArtifact serves an artifact's bytes to a peer.
-func (n *Node) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
-	servePeerArtifact(w, r, n.cat, n.peerReads)
+func (c *clusterAPI) handlePeerArtifact(w http.ResponseWriter, r *http.Request) {
+	servePeerArtifact(w, r, c.cat, c.peerReads)
 }
 
 // servePeerArtifact streams artifact {digest} from its file under one of
@@ -202,15 +204,15 @@ func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Cata
 // the cluster grants the tenant ownership only for a digest a pending
 // release of that tenant names (cluster.Replicate): 403 not-pending
 // otherwise.
-func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
+func (c *clusterAPI) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 	d, err := vocab.ParseDigest(r.PathValue("digest"))
 	tenant := vocab.TenantID(r.PathValue("tenant"))
-	if _, known := n.prov.Policy().Tenants[tenant]; err != nil || !known {
+	if _, known := c.prov.Policy().Tenants[tenant]; err != nil || !known {
 		api.WriteProblem(w, badRequest(refusal.ReasonInvalidTarget, refusal.DimPath, ""), 0)
 		return
 	}
-	if err := n.cluster.Replicate(r.Context(), tenant, d); err != nil {
-		n.log.Warn("cluster: replication refused", "tenant", string(tenant), "digest", string(d), "err", err)
+	if err := c.cluster.Replicate(r.Context(), tenant, d); err != nil {
+		c.log.Warn("cluster: replication refused", "tenant", string(tenant), "digest", string(d), "err", err)
 		if errors.Is(err, cluster.ErrNotPending) {
 			api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonNotPending,
 				Scope: refusal.ScopeTenant, Dimension: refusal.DimCluster}), 0)
@@ -225,7 +227,7 @@ func (n *Node) handlePeerReplicate(w http.ResponseWriter, r *http.Request) {
 
 // handlePeerApplied answers a peer that deployed generation {generation}
 // once this node applied it (204), or 409 when the request ends first.
-func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
+func (c *clusterAPI) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
 	gen, err := strconv.ParseUint(r.PathValue("generation"), 10, 64)
 	if err != nil {
 		api.WriteProblem(w, badRequest(refusal.ReasonInvalidGeneration, refusal.DimPath, ""), 0)
@@ -233,7 +235,7 @@ func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), peerAppliedWait)
 	defer cancel()
-	if !n.cluster.WaitApplied(ctx, vocab.Generation(gen)) {
+	if !c.cluster.WaitApplied(ctx, vocab.Generation(gen)) {
 		w.WriteHeader(http.StatusConflict)
 		return
 	}
@@ -244,12 +246,12 @@ func (n *Node) handlePeerApplied(w http.ResponseWriter, r *http.Request) {
 const peerAppliedWait = 10 * time.Second
 
 // handleNodes lists the cluster's members (admin).
-func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
-	if n.cluster == nil {
+func (c *clusterAPI) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
+	if c.cluster == nil {
 		api.WriteProblem(w, api.Refusal(notClustered), 0)
 		return
 	}
-	members, err := n.cluster.Members(r.Context())
+	members, err := c.cluster.Members(r.Context())
 	if err != nil {
 		p, _ := clusterProblem(err)
 		api.WriteProblem(w, p, 0)
@@ -263,15 +265,15 @@ func (n *Node) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth.Princ
 // handleClusterStatus answers this node's own view of the cluster (admin):
 // the generation it serves, its catalog hash, whether it is fresh and
 // ready, the cluster's head at its last check. It needs no etcd.
-func (n *Node) handleClusterStatus(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	if n.cluster == nil {
+func (c *clusterAPI) handleClusterStatus(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	if c.cluster == nil {
 		api.WriteProblem(w, api.Refusal(notClustered), 0)
 		return
 	}
-	st := n.cluster.Status()
+	st := c.cluster.Status()
 	var lastContactMS *int64
 	if !st.LastContact.IsZero() {
-		v := n.clock.Now().Sub(st.LastContact).Milliseconds()
+		v := c.clock.Now().Sub(st.LastContact).Milliseconds()
 		lastContactMS = &v
 	}
 	errText := ""
@@ -287,16 +289,16 @@ func (n *Node) handleClusterStatus(w http.ResponseWriter, _ *http.Request, _ *au
 		RemoteHead    uint64 `json:"remote_head"`
 		LastContactMS *int64 `json:"last_contact_age_ms,omitempty"`
 		Error         string `json:"error,omitempty"`
-	}{n.cfg.Cluster.NodeID, uint64(st.Generation), st.CatalogHash, st.Fresh, st.Ready, uint64(st.RemoteHead), lastContactMS, errText})
+	}{c.nodeID, uint64(st.Generation), st.CatalogHash, st.Fresh, st.Ready, uint64(st.RemoteHead), lastContactMS, errText})
 }
 
-// clusterReady is the /readyz verdict of the cluster membership: ok, or
+// ready is the /readyz verdict of the cluster membership: ok, or
 // the reason the node is not ready.
-func (n *Node) clusterReady() (string, bool) {
-	if n.cluster == nil {
+func (c *clusterAPI) ready() (string, bool) {
+	if c.cluster == nil {
 		return "", true
 	}
-	st := n.cluster.Status()
+	st := c.cluster.Status()
 	if !st.Ready {
 		return "catalog stale: etcd not reached or catalog behind for longer than cluster.max_staleness", false
 	}

@@ -62,10 +62,9 @@
 //
 // # Locks
 //
-// Every mutex of the package, and of node/front, is a leaf: the connection
-// limiter's, each ingress pool's, the refusal pacer's, the refusal log's,
-// each per-tenant write bound's, the front yield's and the rate-limited
-// logger's. None is
+// Every mutex of the package, and of node/front, is a leaf: the refusal
+// log's, each per-tenant write bound's, and node/front's (see its doc).
+// None is
 // held while another is taken, across a channel operation, a log line or
 // I/O, or while calling into another package.
 //
@@ -75,31 +74,43 @@
 //     the adapters the scheduler calls (cellSource, cell, executor).
 //   - actors.go: Actor, Actors (every loop the node needs, in one list)
 //     and Go, which runs them for tests and embedders.
-//   - http.go: Handler, the routes, authed, the handlers of the control API,
-//     health and readiness.
+//   - http.go: Handler, the routes (it wires the handlers of each route
+//     group below), recovered, authed, authorize and the invocation's
+//     handler. The route groups are types that hold only what their
+//     routes need, not the Node: deployments (control.go, list.go,
+//     writes.go), clusterAPI (cluster.go), statusViews (ui.go) and probes
+//     (health.go).
+//   - control.go: deployments, the deployment control API (artifact
+//     upload, deploy, get, delete), the answers to catalog errors and the
+//     hook that keeps metrics and snapshots in step with changes applied
+//     from the cluster.
 //   - list.go: the paginated list of a tenant's deployments.
+//   - health.go: probes, /healthz (its own bound) and /readyz.
 //   - wire.go: the JSON form of catalog values in answers (the API's
 //     style).
 //   - invoke.go: the activation manager (it fills the request's
 //     activation.Record) and the mapping of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
-//   - tracing.go: OpenTelemetry spans of an invocation and its export.
-//   - cluster.go: a node in a cluster: deploys and deletes through etcd,
-//     the peer endpoints (artifacts, replicate, applied), cluster status.
-//   - ingress.go: the ingress governor (pools, tickets, governed).
-//   - browser.go: cross-site refusal of client certificates, the status
-//     page's Host check.
-//   - reload.go: Reload, prepared in full before it applies.
-//   - pacer.go, rejections.go: refusal pacing and the aggregated refusal log.
-//   - writes.go: per-tenant bounds on uploads and deploys in flight.
-//   - accesslog.go: the front's middleware that makes each request's
-//     activation.Record (and an invocation's id), and once the answer is
-//     out writes one log line from it (rate-limited per tenant) and counts
-//     its refusal and duration.
+//   - cluster.go: a node in a cluster: clusterAPI, which publishes deploys
+//     and deletes through etcd and serves the peer endpoints (artifacts,
+//     replicate, applied) and the cluster's admin routes.
+//   - ingress.go: the ingress governor (governed: the front's ingress
+//     pools on every API route) and the pools' use in the admission views.
+//   - reload.go: Reload, prepared in full before it applies, and the
+//     handler of POST /v1/admin/reload.
+//   - pacer.go, rejections.go: holding a refusal as the front's refusal
+//     pacer says, and the aggregated refusal log.
+//   - writes.go: per-tenant bounds on uploads and deploys in flight, and
+//     the check of a release's revisions against admission.
+//   - accesslog.go: accessLog, the front's middleware that makes each
+//     request's activation.Record (and an invocation's id), and once the
+//     answer is out writes one log line from it (rate-limited per tenant
+//     by the front's LogLimiter) and counts its refusal and duration.
 //   - metrics.go: the Prometheus metrics.
-//   - ui.go, ui.html: the status page (GET /ui, its HTML template embedded
-//     from ui.html, and the JSON it polls).
+//   - ui.go, ui.html: statusViews: the status page (GET /ui, its HTML
+//     template embedded from ui.html, and the JSON it polls) and the
+//     admission views (GET /v1/admission, GET /v1/admin/admission).
 //   - instances.go: the warm instances of snapshot and reuse revisions in
 //     the admission view, and dropping a tenant's snapshots with the last
 //     revision that uses them (retainSnapshots).
@@ -109,8 +120,11 @@
 // and principals), node/config (the configuration file,
 // docs/configuration.md), node/front (what the network front needs and no
 // other part of the node: the connection limiter, the front yield, the
-// listener's TLS material), node/activation (the record of one request and
-// its activation, and the headers rendered from it).
+// listener's TLS material, the ingress pools, the refusal pacer, the
+// browser checks, the path check, the answer writers, the access log's
+// rate limits and field sanitising), node/activation (the record of one request and
+// its activation, and the headers rendered from it), node/tracing (the
+// OpenTelemetry spans of an invocation and their export).
 //
 // # Usage
 //

@@ -1,13 +1,11 @@
 package node
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,13 +14,13 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -43,30 +41,30 @@ func (n *Node) Handler() http.Handler {
 	// Tenant-scoped routes meet one authorization rule before their
 	// handler runs (authorized); the admin and cluster routes are not a
 	// tenant's.
-	tenant := func(pool *ingressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
+	tenant := func(pool *front.IngressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
 		return n.governed(pool, routeCap, role, true, h)
 	}
 	invoke := tenant(data, payload, auth.Invoke, n.handleInvoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
-	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.handleArtifact))
-	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.handleDeploy))
-	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleGetDeployment))
-	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.handleListDeployments))
-	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.handleDelete))
-	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.handleAdmission))
-	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.handleAdminAdmission))
-	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, n.handleReload))
-	hosts := uiHosts(n.cfg)
-	mux.HandleFunc("GET /ui", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUI)))
-	mux.HandleFunc("GET /ui/data", uiHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.handleUIData)))
-	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.handleNodes))
-	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.handleClusterStatus))
-	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.peerOnly(n.handlePeerArtifact))
-	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.peerOnly(n.handlePeerReplicate))
-	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.peerOnly(n.handlePeerApplied))
-	mux.HandleFunc("GET /healthz", n.handleHealthz)
-	mux.HandleFunc("GET /readyz", n.handleReadyz)
+	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.ctl.handleArtifact))
+	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.ctl.handleDeploy))
+	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleGetDeployment))
+	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.ctl.handleListDeployments))
+	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleDelete))
+	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.views.handleAdmission))
+	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.views.handleAdminAdmission))
+	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, reloadHandler(n.Reload, n.log)))
+	hosts := front.UIHosts(n.cfg)
+	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUI)))
+	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUIData)))
+	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
+	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleClusterStatus))
+	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerArtifact))
+	mux.HandleFunc("POST /v1/cluster/replicate/{tenant}/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerReplicate))
+	mux.HandleFunc("GET /v1/cluster/applied/{generation}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerApplied))
+	mux.HandleFunc("GET /healthz", n.probes.handleHealthz)
+	mux.HandleFunc("GET /readyz", n.probes.handleReadyz)
 	// Metrics name tenants: only administrators read them.
 	prom := promhttp.HandlerFor(n.metrics.registry, promhttp.HandlerOpts{})
 	mux.HandleFunc("GET /metrics", n.authed(auth.Admin, func(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
@@ -79,7 +77,8 @@ func (n *Node) Handler() http.Handler {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
-	return n.accessLogged(n.recovered(cleanPaths(mux)))
+	access := &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
+	return access.logged(n.recovered(front.CleanPaths(mux, http.HandlerFunc(handleNotFound))))
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
@@ -99,28 +98,6 @@ var (
 		Scope: refusal.ScopeRequest, Dimension: refusal.DimMethod}
 )
 
-// cleanPaths answers a path the mux would redirect (not absolute, or with
-// "." or ".." elements or repeated slashes) with 404 instead: the API has
-// no redirects.
-func cleanPaths(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
-			handleNotFound(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// cleanPath is path.Clean keeping a trailing slash (the mux's form).
-func cleanPath(p string) string {
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		np += "/"
-	}
-	return np
-}
-
 // recovered answers a handler's panic with a 500 problem (or, when the
 // answer had started, aborts the connection) and logs it, at most one line
 // a second. It also bounds the writing of the answer (node.write_timeout):
@@ -133,8 +110,7 @@ func cleanPath(p string) string {
 func (n *Node) recovered(next http.Handler) http.Handler {
 	bound := n.cfg.Node.WriteTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &startedWriter{ResponseWriter: w, rc: *http.NewResponseController(w), bound: bound}
-		sw.extend()
+		sw := front.NewDeadlineWriter(w, bound)
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -145,66 +121,29 @@ func (n *Node) recovered(next http.Handler) http.Handler {
 			}
 			n.panics.Log("handler panic", "method", r.Method, "route", r.Pattern, "panic", fmt.Sprint(v),
 				"stack", string(debug.Stack()))
-			if sw.started {
+			if sw.Started() {
 				panic(http.ErrAbortHandler) // the status line is out: cut the connection
 			}
-			n.writeAnswer(sw, problemAnswer(internalProblem(), 0))
+			writeAnswer(sw, problemAnswer(internalProblem(), 0))
 		}()
 		next.ServeHTTP(sw, r)
 	})
 }
-
-// startedWriter records whether the answer's status line was written, and
-// sets the connection's write deadline when it starts.
-type startedWriter struct {
-	http.ResponseWriter
-	rc      http.ResponseController
-	bound   time.Duration // node.write_timeout (0: no deadline)
-	started bool
-}
-
-// extend sets the write deadline bound from now. Socket deadlines are wall
-// clock time, whatever clock the node runs on.
-func (w *startedWriter) extend() {
-	if w.bound > 0 {
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.bound))
-	}
-}
-
-func (w *startedWriter) start() {
-	if !w.started {
-		w.started = true
-		w.extend()
-	}
-}
-
-func (w *startedWriter) WriteHeader(status int) {
-	w.start()
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *startedWriter) Write(p []byte) (int, error) {
-	w.start()
-	return w.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principal)
 
 // authed authenticates the caller from its API key (never from other
 // headers or the body), or, without an Authorization header, from a client
 // certificate the TLS handshake verified unless a browser sent it for
-// another site (crossSite), and checks its role (0: any authenticated
+// another site (front.CrossSite), and checks its role (0: any authenticated
 // principal).
 func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var p *auth.Principal
 		var err error
 		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			if crossSite(r) { // an ambient credential sent for another site (browser.go)
-				api.WriteProblem(w, crossSiteRefusal(), 0)
+			if front.CrossSite(r) { // an ambient credential sent for another site (node/front)
+				api.WriteProblem(w, front.CrossSiteRefusal(), 0)
 				return
 			}
 			p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
@@ -364,8 +303,8 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // refuseEarly answers prob to an invocation refused while its headers or
 // body were checked, and ends its span with the refusal.
-func refuseEarly(w http.ResponseWriter, span *activationSpan, prob api.Problem) {
-	span.end(answer{status: prob.Status, problem: &prob}, w.Header())
+func refuseEarly(w http.ResponseWriter, span *tracing.Span, prob api.Problem) {
+	span.End(prob.Status, &prob, w.Header())
 	api.WriteProblem(w, prob, 0)
 }
 
@@ -382,9 +321,9 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	// principal's tenant (invoke refuses another tenant's), before the
 	// headers and the body are checked, so their refusals are traced too.
 	invalid := target.Validate()
-	ctx, span := r.Context(), (*activationSpan)(nil)
+	ctx, span := r.Context(), (*tracing.Span)(nil)
 	if invalid == nil && target.Tenant == p.Tenant {
-		ctx, span = n.startActivation(r, target, h.ActivationID, arrived)
+		ctx, span = n.tracer.Start(r, target, h.ActivationID, arrived)
 	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
@@ -401,7 +340,7 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 		return
 	}
 	a := n.invoke(ctx, r, rec, p, target, h, body, arrived)
-	span.end(a, w.Header())
+	span.End(a.status, a.problem, w.Header())
 	if rec.Executed {
 		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}
@@ -422,242 +361,8 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	_, _ = w.Write(a.body)
 }
 
-// handleArtifact stores an artifact for the caller's own tenant.
-func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	d, err := vocab.ParseDigest(r.PathValue("digest"))
-	if err != nil {
-		api.WriteProblem(w, badRequest(refusal.ReasonInvalidDigest, refusal.DimDigest, `want "sha256:" followed by 64 lowercase hex digits`), 0)
-		return
-	}
-	limit := int64(n.cfg.DeployLimits.ModuleBytes)
-	if r.ContentLength > limit {
-		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
-		return
-	}
-	if !n.uploads.begin(p.Tenant) {
-		api.WriteProblem(w, writesBusy(), writeRetryAfter)
-		return
-	}
-	defer n.uploads.end(p.Tenant)
-	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
-	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
-	switch {
-	case err == nil:
-		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})
-	case body.err != nil: // the caller's body failed, whatever the catalog made of it
-		api.WriteProblem(w, bodyProblem(body.err, refusal.DimArtifactBytes), 0)
-	case errors.Is(err, catalog.ErrDigestMismatch):
-		api.WriteProblem(w, badRequest(refusal.ReasonDigestMismatch, refusal.DimDigest, "the body does not hash to the digest in the path"), 0)
-	case errors.Is(err, catalog.ErrArtifactTooLarge):
-		api.WriteProblem(w, tooLarge(refusal.DimArtifactBytes), 0)
-	default:
-		n.writeCatalogError(w, err)
-	}
-}
-
-// writeCatalogError answers the catalog errors every write can return.
-func (n *Node) writeCatalogError(w http.ResponseWriter, err error) {
-	var qe *catalog.QuotaError
-	switch {
-	case errors.As(err, &qe):
-		prob := quotaExceeded(quotaDimension(qe.Dimension))
-		api.WriteProblem(w, prob, 0)
-	case errors.Is(err, catalog.ErrTenantQuota):
-		prob := quotaExceeded(refusal.DimNone)
-		api.WriteProblem(w, prob, 0)
-	case isStorageFull(err):
-		n.log.Error("storage full", "err", err) // the cause names the path; the answer does not
-		prob := insufficientStorage(refusal.DimStorageBytes)
-		api.WriteProblem(w, prob, storageRetryAfter)
-	case errors.Is(err, runner.ErrCompiledCacheFull):
-		n.log.Warn("compiled module cache full", "err", err)
-		prob := insufficientStorage(refusal.DimCompiledBytes)
-		prob.Detail = "the node holds as many compiled modules as it may; retry once releases are replaced or deleted"
-		api.WriteProblem(w, prob, storageRetryAfter)
-	case errors.Is(err, catalog.ErrCatalogFull):
-		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCatalogFull,
-			Scope: refusal.ScopeNode, Dimension: refusal.DimServices}), 0)
-	default:
-		n.writeAnswer(w, n.internal(err))
-	}
-}
-
-// isStorageFull reports a write the node's disk could not hold (the
-// catalog's or the compilation cache's).
-func isStorageFull(err error) bool {
-	return errors.Is(err, catalog.ErrStorageFull) || errors.Is(err, runner.ErrStorageFull)
-}
-
-// ownTenant refuses deployment requests for another tenant.
-func ownTenant(w http.ResponseWriter, r *http.Request, p *auth.Principal) (vocab.TenantID, vocab.ServiceName, bool) {
-	t, s := vocab.TenantID(r.PathValue("tenant")), vocab.ServiceName(r.PathValue("service"))
-	if t != p.Tenant {
-		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
-		return "", "", false
-	}
-	return t, s, true
-}
-
-func (n *Node) handleDeploy(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	if !n.deploys.begin(t) {
-		api.WriteProblem(w, writesBusy(), writeRetryAfter)
-		return
-	}
-	defer n.deploys.end(t)
-	data, prob := readBounded(w, r, vocab.MaxManifestBytes, refusal.DimManifestBytes)
-	if prob != nil {
-		api.WriteProblem(w, *prob, 0)
-		return
-	}
-	if !json.Valid(data) {
-		api.WriteProblem(w, badRequest(refusal.ReasonMalformedBody, refusal.DimBody, "the manifest is not JSON"), 0)
-		return
-	}
-	m, err := vocab.DecodeManifest(bytes.NewReader(data))
-	if err == nil && (m.Tenant != t || m.Service != s) {
-		err = &vocab.ValidationError{Problems: []vocab.FieldError{{Field: "tenant/service", Problem: "must match the URL path"}}}
-	}
-	if err == nil {
-		err = n.checkRelease(m) // before any module is inspected
-	}
-	var d vocab.Deployment
-	if err == nil {
-		d, err = n.deploy(r.Context(), w, m)
-	}
-	var ve *vocab.ValidationError
-	switch {
-	case err == nil:
-		n.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(d.Release), "generation", uint64(d.Generation))
-		n.metrics.keepRevisions(t, s, d.Revisions)
-		n.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, d)
-	case errors.As(err, &ve):
-		// Module refusals are field problems too: they name the deploy limit
-		// or the import.
-		prob := badRequest(refusal.ReasonInvalidManifest, refusal.DimManifest, ve.Error())
-		for _, fe := range ve.Problems {
-			prob.Fields = append(prob.Fields, api.FieldProblem{Field: fe.Field, Problem: fe.Problem})
-		}
-		api.WriteProblem(w, prob, 0)
-	default:
-		if cp, ok := clusterProblem(err); ok {
-			api.WriteProblem(w, cp, 0)
-			return
-		}
-		n.writeCatalogError(w, err)
-	}
-}
-
-func (n *Node) handleGetDeployment(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	d, m, err := n.cat.Manifest(t, s) // from the service's record: the catalog keeps no manifests in memory
-	switch {
-	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
-	case err != nil:
-		n.writeAnswer(w, n.internal(err))
-	default:
-		writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: d, Manifest: manifestWire(m)})
-	}
-}
-
-func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	t, s, ok := ownTenant(w, r, p)
-	if !ok {
-		return
-	}
-	gen, err := n.remove(r.Context(), w, t, s)
-	cp, isCluster := clusterProblem(err)
-	switch {
-	case isCluster:
-		api.WriteProblem(w, cp, 0)
-	case errors.Is(err, catalog.ErrServiceNotFound):
-		api.WriteProblem(w, api.Refusal(revisionNotAvailable.Refusal()), 0)
-	case err != nil:
-		n.writeAnswer(w, n.internal(err))
-	default:
-		n.metrics.keepRevisions(t, s, nil)
-		n.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
-	}
-}
-
-func (n *Node) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	s, ok := n.prov.TenantSnapshot(p.Tenant)
-	if !ok {
-		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		admission.TenantView
-		Ingress map[string]IngressUsage `json:"ingress"`
-	}{s, n.ingressUsage(p.Tenant, false)})
-}
-
-func (n *Node) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true),
-		Instances: n.instances()})
-}
-
-// handleHealthz is liveness with its own small bound: it never waits behind
-// activations and refuses at once when its bound is full.
-func (n *Node) handleHealthz(w http.ResponseWriter, _ *http.Request) {
-	select {
-	case n.health <- struct{}{}:
-		defer func() { <-n.health }()
-		w.Header().Set("Content-Type", "text/plain")
-		_, _ = io.WriteString(w, "ok\n")
-	default:
-		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonHealthChecksBusy,
-			Scope: refusal.ScopeNode, Retryable: true}), 0)
-	}
-}
-
-// handleReadyz: ready when the catalog is loaded (it is, once New returned)
-// and the load sample is fresh. While quarantined cells wait for their
-// replacement it still answers 200, with "degraded:" and the usable cells
-// of each class short of its parallelism. Latent-Load-Source says what the
-// pressure readings measure.
-func (n *Node) handleReadyz(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Latent-Load-Source", n.loadKind)
-	if _, err := n.load.Read(n.clock.Now()); err != nil {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, "load sample not fresh\n")
-		return
-	}
-	if why, ok := n.clusterReady(); !ok {
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, why+"\n")
-		return
-	}
-	if n.pool.Degraded() {
-		// Still serving, on fewer cells: say which, so an operator sees it
-		// while the pool replaces the quarantined ones.
-		w.Header().Set("Content-Type", "text/plain")
-		var b strings.Builder
-		b.WriteString("degraded:")
-		stats := n.pool.Stats()
-		for _, c := range n.cfg.SortedCellClasses() {
-			if st := stats[c]; st.Usable < st.Parallelism {
-				fmt.Fprintf(&b, " %s %d/%d cells usable;", c, st.Usable, st.Parallelism)
-			}
-		}
-		_, _ = io.WriteString(w, strings.TrimSuffix(b.String(), ";")+"\n")
-		return
-	}
-	_, _ = io.WriteString(w, "ready\n")
-}
-
-func (n *Node) writeAnswer(w http.ResponseWriter, a answer) {
+// writeAnswer writes a problem answer, or a's status and body.
+func writeAnswer(w http.ResponseWriter, a answer) {
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
 		return

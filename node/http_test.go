@@ -277,7 +277,7 @@ func TestHTTP_catalogErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			n.writeCatalogError(rec, tc.err)
+			(&deployments{log: n.log}).writeCatalogError(rec, tc.err)
 			a := readAnswer(t, rec.Result())
 			wantProblem(t, a, tc.status, tc.reason)
 			if a.prob.Dimension != tc.dimension || strings.Contains(string(a.body), "/var/lib") {

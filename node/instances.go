@@ -30,15 +30,16 @@ type instancesView struct {
 	Recycled  uint64 `json:"recycled"`
 }
 
-func (n *Node) instances() instancesView {
-	s := n.run.WarmStats()
-	v := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
+// instances reads the runner's warm instances.
+func (v *statusViews) instances() instancesView {
+	s := v.run.WarmStats()
+	view := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
 		Snapshots: s.Snapshots, Idle: s.Idle, Restored: s.Restored, Recreated: s.Recreated, Reused: s.Reused,
 		Created: s.Created, Recycled: s.Recycled}
 	for t, b := range s.Tenants {
-		v.Tenants[string(t)] = b
+		view.Tenants[string(t)] = b
 	}
-	return v
+	return view
 }
 
 // retainSnapshots lets the runner drop tenant t's snapshots that no
@@ -46,9 +47,9 @@ func (n *Node) instances() instancesView {
 // delete of one of t's services (locally or applied from the cluster). The
 // catalog counts the snapshots each tenant's services need as they come
 // and go, so this reads a counter, not the tenant's services.
-func (n *Node) retainSnapshots(t vocab.TenantID) {
-	if n.run == nil || n.cat == nil {
+func (d *deployments) retainSnapshots(t vocab.TenantID) {
+	if d.run == nil || d.cat == nil {
 		return
 	}
-	n.run.RetainSnapshots(t, n.cat.SnapshotsInUse(t))
+	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
 }

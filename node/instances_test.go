@@ -61,7 +61,7 @@ func TestNode_snapshotImages(t *testing.T) {
 	if v.SnapshotBytes != 64<<10 || v.Tenants["demo"] != 64<<10 || v.Snapshots != 1 || v.Restored+v.Recreated != 3 {
 		t.Fatalf("after deploying two snapshot services of one module and three activations: %+v", v)
 	}
-	ui := tn.n.uiSnapshot()
+	ui := tn.n.views.uiSnapshot()
 	for _, tbl := range ui.Tables {
 		if tbl.Name == "tenants" {
 			for _, row := range tbl.Rows {

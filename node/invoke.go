@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -79,8 +80,8 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := n.prov.WithPolicySource(pin)
-	span := n.spanOf(ctx) // nil when tracing is off
-	span.admitting()
+	span := n.tracer.SpanOf(ctx) // nil when tracing is off
+	span.Admitting()
 	permit, err := ctrl.Admit(req)
 	var rej *admission.Rejection
 	if errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted && rej.Scope == refusal.ScopeQueueClass {
@@ -90,12 +91,12 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 			permit, err = ctrl.Admit(req)
 		}
 	}
-	span.admitted(rev.Revision, err)
+	span.Admitted(rev.Revision, err)
 	if err != nil {
 		if errors.As(err, &rej) {
 			return n.refuse(target.Tenant, rej)
 		}
-		return n.internal(err)
+		return internalAnswer(n.log, err)
 	}
 	// The compiled module stays with this activation until it answered,
 	// even if a deploy or delete releases it meanwhile.
@@ -108,7 +109,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
 	job, res, err := n.sched.Do(ctx, permit, input, arrived)
-	span.scheduled(res)
+	span.Scheduled(res)
 	if err != nil { // Do released the permit
 		return n.schedulerRefusal(target.Tenant, err, cellClass)
 	}
@@ -188,7 +189,7 @@ func (n *Node) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
 func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
 	var se *scheduler.Error
 	if !errors.As(err, &se) {
-		return n.internal(err)
+		return internalAnswer(n.log, err)
 	}
 	// A cancelled caller is answered 499: it is gone; nobody reads this.
 	p := api.Refusal(se.Refusal())
@@ -205,8 +206,10 @@ func (n *Node) drainEstimate() time.Duration {
 	return d
 }
 
-func (n *Node) internal(err error) answer {
-	n.log.Error("internal error", "err", err)
+// internalAnswer logs the node's own failure err and answers it without
+// naming its cause.
+func internalAnswer(log *slog.Logger, err error) answer {
+	log.Error("internal error", "err", err)
 	return problemAnswer(internalProblem(), 0)
 }
 

@@ -35,7 +35,7 @@ type serviceList struct {
 // may not. Finding the page is O(log N), N the node's services. Another
 // tenant's path is refused like every deployment request: 403
 // principal-not-authorized.
-func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+func (d *deployments) handleListDeployments(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	t, _, ok := ownTenant(w, r, p)
 	if !ok {
 		return
@@ -56,12 +56,12 @@ func (n *Node) handleListDeployments(w http.ResponseWriter, r *http.Request, p *
 		api.WriteProblem(w, badRequest(refusal.ReasonInvalidQuery, refusal.DimAfter, "after is a service name: the next of the previous page"), 0)
 		return
 	}
-	pin := n.cat.Pin()
+	pin := d.cat.Pin()
 	page, more := pin.ServicesPage(t, vocab.ServiceName(after), limit)
 	services := make([]listedService, 0, len(page)) // an empty list, not null
-	for _, d := range page {
-		services = append(services, listedService{Name: d.Service, Release: d.Release, Generation: d.Generation,
-			Revisions: d.Revisions})
+	for _, dep := range page {
+		services = append(services, listedService{Name: dep.Service, Release: dep.Release, Generation: dep.Generation,
+			Revisions: dep.Revisions})
 	}
 	l := serviceList{Tenant: t, Generation: pin.Generation(), Services: services}
 	if more {

@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/internal/gcfloor"
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
@@ -38,7 +39,7 @@ type metrics struct {
 	log      *rejectionLog
 	registry *prometheus.Registry
 	// access rate-limits the access log per configured tenant.
-	access      *logLimiter
+	access      *front.LogLimiter
 	activations *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
@@ -146,8 +147,8 @@ func newMetrics(n *Node) *metrics {
 		Help:    "Time from the request's headers to the end of its answer, by route kind and status code.",
 		Buckets: buckets}, []string{"route_kind", "code"})
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_log_lines_dropped_total",
-		Help: "Access-log lines dropped by the per-tenant line and byte rate limits (" + sharedLogTenant +
-			": requests without a configured tenant; " + peerLogTenant + ": cluster peers)."},
+		Help: "Access-log lines dropped by the per-tenant line and byte rate limits (" + front.SharedLogTenant +
+			": requests without a configured tenant; " + front.PeerLogTenant + ": cluster peers)."},
 		[]string{"tenant"})
 	m.overflowed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_metrics_series_overflow_total",
 		Help: "Activations counted in their tenant's overflow series (service, route and revision \"" + otherLabel +
@@ -172,7 +173,7 @@ func newMetrics(n *Node) *metrics {
 	if n.clock != nil {
 		clock = n.clock
 	}
-	m.access = newLogLimiter(clock, defaultLogRates, tenants,
+	m.access = front.NewLogLimiter(clock, front.DefaultLogRates, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
 		m.memoryPeak, m.httpDuration, m.logDropped, m.overflowed, build, heapLive,
@@ -449,7 +450,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWarmIdle, prometheus.GaugeValue, float64(ws.Idle))
 	ch <- prometheus.MustNewConstMetric(descSnapshotBytes, prometheus.GaugeValue, float64(ws.SnapshotBytes))
 	ch <- prometheus.MustNewConstMetric(descLoadSource, prometheus.GaugeValue, 1, n.loadKind)
-	for name, u := range n.ingressUsage("", true) {
+	for name, u := range ingressUsage(n.dataPool, n.controlPool, "", true) {
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Slots), name, "slots")
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Bytes), name, "bytes")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -39,7 +40,7 @@ type Options struct {
 	// Conns overrides node.max_connections and
 	// node.max_connections_per_address (a zero field: the configuration's).
 	Conns front.ConnLimits
-	// RefusalRate overrides DefaultRefusalRate (refusals per second and
+	// RefusalRate overrides front.DefaultRefusalRate (refusals per second and
 	// principal answered without being held; tests).
 	RefusalRate int
 }
@@ -68,20 +69,22 @@ type Node struct {
 	// auth authenticates principals; a reload swaps it (reload.go).
 	auth    atomic.Pointer[auth.Authenticator]
 	metrics *metrics
-	health  chan struct{} // the liveness probe's own bound
 	conns   *front.ConnLimiter
 	panics  *front.RateLog // handler panics, at most one line a second
 
 	rejections rejectionLog
-	pacer      *refusalPacer
+	pacer      *front.RefusalPacer
 	// dataPool and controlPool are the ingress governor's pools.
-	dataPool, controlPool *ingressPool
-	uploads               tenantWrites     // uploads in flight, per tenant
-	deploys               tenantWrites     // deploys in flight, per tenant
-	tracer                *tracer          // nil when [tracing] is off
+	dataPool, controlPool *front.IngressPool
+	tracer                *tracing.Tracer  // nil when [tracing] is off
 	cluster               *cluster.Cluster // nil without [cluster]
-	peerReads             chan struct{}    // slots of artifact reads served to peers (cluster.go)
 	reload                reloader         // reload.go
+	// The route groups Handler wires: the deployment control API
+	// (control.go) and the cluster's routes (cluster.go).
+	ctl        *deployments
+	clusterAPI *clusterAPI
+	views      *statusViews // the status page and admission views (ui.go)
+	probes     *probes      // health and readiness (health.go)
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -89,8 +92,7 @@ type Node struct {
 // through the runner, and fails with an error naming the file when a record
 // is corrupt.
 func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err error) {
-	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock, health: make(chan struct{}, 64),
-		uploads: tenantWrites{max: MaxTenantUploads}, deploys: tenantWrites{max: MaxTenantDeploys}}
+	n := &Node{cfg: cfg, log: opts.Logger, clock: opts.Clock}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
@@ -99,13 +101,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	}
 	n.conns = front.NewConnLimiter(connLimits(cfg, opts.Conns), n.log)
 	n.panics = front.NewRateLog(n.log, time.Second)
-	rate, burst := DefaultRefusalRate, DefaultRefusalBurst
+	rate, burst := front.DefaultRefusalRate, front.DefaultRefusalBurst
 	if opts.RefusalRate > 0 {
 		rate = opts.RefusalRate
 	}
-	n.pacer = newRefusalPacer(rate, burst)
-	n.dataPool = newIngressPool(PoolData, cfg.Ingress.Data)
-	n.controlPool = newIngressPool(PoolControl, cfg.Ingress.Control)
+	n.pacer = front.NewRefusalPacer(rate, burst)
+	n.dataPool = front.NewIngressPool(front.PoolData, cfg.Ingress.Data)
+	n.controlPool = front.NewIngressPool(front.PoolControl, cfg.Ingress.Control)
 	defer func() {
 		if err != nil {
 			n.Close(context.Background())
@@ -133,10 +135,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	// stay resident until the scavenger returns them. One collection now
 	// gives them back.
 	debug.FreeOSMemory()
-	n.peerReads = make(chan struct{}, maxPeerArtifactReads)
-	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.appliedFromCluster); err != nil {
+	n.ctl = &deployments{cat: n.cat, run: n.run, log: n.log, moduleBytes: cfg.DeployLimits.ModuleBytes,
+		uploads: tenantWrites{max: MaxTenantUploads}, deploys: tenantWrites{max: MaxTenantDeploys}}
+	if n.cluster, err = newCluster(cfg, n.cat, opts, buildVersion(), n.ctl.appliedFromCluster); err != nil {
 		return nil, err
 	}
+	n.clusterAPI = &clusterAPI{cluster: n.cluster, cat: n.cat, peerReads: make(chan struct{}, maxPeerArtifactReads),
+		nodeID: cfg.Cluster.NodeID, clock: n.clock, log: n.log}
+	n.ctl.cluster = n.clusterAPI
 	if n.pool, err = cellpool.New(cfg.CellPoolConfig()); err != nil {
 		return nil, err
 	}
@@ -163,8 +169,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	n.auth.Store(a)
+	n.ctl.prov, n.clusterAPI.prov = n.prov, n.prov
 	n.metrics = newMetrics(n)
-	if n.tracer, err = newTracer(ctx, cfg.Tracing); err != nil {
+	n.ctl.metrics = n.metrics
+	n.probes = &probes{slots: make(chan struct{}, 64), load: n.load, loadKind: n.loadKind, clock: n.clock, pool: n.pool,
+		classes: cfg.SortedCellClasses(), cluster: n.clusterAPI}
+	n.views = &statusViews{prov: n.prov, dataPool: n.dataPool, ctlPool: n.controlPool, run: n.run, pool: n.pool, sched: n.sched,
+		cat: n.cat, load: n.load, loadKind: n.loadKind, clock: n.clock, log: n.log, registry: n.metrics.registry}
+	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -266,7 +278,7 @@ func (n *Node) Close(ctx context.Context) {
 	if n.run != nil {
 		_ = n.run.Close(ctx)
 	}
-	if err := n.tracer.close(ctx); err != nil {
+	if err := n.tracer.Close(ctx); err != nil {
 		n.log.Warn("could not export the last spans", "err", err)
 	}
 	if n.cluster != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -295,8 +296,8 @@ func TestRejections_aggregatedLog(t *testing.T) {
 			Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true})
 	}
 	m.rejected(refusal.Refusal{Code: refusal.CodeUnauthenticated, Reason: refusal.ReasonUnauthenticated, Scope: refusal.ScopePrincipal})
-	n.flushRejections()
-	n.flushRejections() // nothing new: no second line
+	n.rejections.flush(n.log)
+	n.rejections.flush(n.log) // nothing new: no second line
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"resource-exhausted/capacity-exhausted tenant/queued":1000`) ||
 		!strings.Contains(lines[0], `"unauthenticated/unauthenticated principal":1`) {
@@ -304,7 +305,7 @@ func TestRejections_aggregatedLog(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := n.logRejections(ctx, time.Hour); err != nil {
+	if err := n.rejections.run(ctx, n.log, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -409,7 +410,7 @@ func TestInvoke_serverTiming(t *testing.T) {
 // executed activation is never held.
 func TestInvoke_refusalsPaced(t *testing.T) {
 	tn := startNode(t)
-	tn.n.pacer = newRefusalPacer(2, 5) // 500ms apart after a burst of 5
+	tn.n.pacer = front.NewRefusalPacer(2, 5) // 500ms apart after a burst of 5
 	held := func() float64 {
 		mfs, err := tn.n.metrics.registry.Gather()
 		if err != nil {

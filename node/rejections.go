@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -39,37 +40,37 @@ func logKey(r refusal.Refusal) string {
 	return key
 }
 
-// flushRejections logs the refusals counted since the last flush, if any.
-func (n *Node) flushRejections() {
-	n.rejections.mu.Lock()
-	counts := n.rejections.counts
-	n.rejections.counts = nil
-	n.rejections.mu.Unlock()
+// flush logs to log the refusals counted since the last flush, if any.
+func (r *rejectionLog) flush(log *slog.Logger) {
+	r.mu.Lock()
+	counts := r.counts
+	r.counts = nil
+	r.mu.Unlock()
 	if len(counts) == 0 {
 		return
 	}
 	keyed := make(map[string]uint64, len(counts))
-	for r, c := range counts {
-		keyed[logKey(r)] += c
+	for ref, c := range counts {
+		keyed[logKey(ref)] += c
 	}
 	args := make([]any, 0, 2*len(keyed))
 	for _, k := range slices.Sorted(maps.Keys(keyed)) {
 		args = append(args, k, keyed[k])
 	}
-	n.log.Info("rejections", args...)
+	log.Info("rejections", args...)
 }
 
-// logRejections is the actor that writes the aggregated refusal line every
+// run is the actor that writes the aggregated refusal line to log every
 // interval until ctx ends (then once more). Run it for the node's lifetime.
-func (n *Node) logRejections(ctx context.Context, every time.Duration) error {
+func (r *rejectionLog) run(ctx context.Context, log *slog.Logger, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			n.flushRejections()
+			r.flush(log)
 		case <-ctx.Done():
-			n.flushRejections()
+			r.flush(log)
 			return nil
 		}
 	}

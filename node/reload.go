@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
@@ -152,7 +153,7 @@ func (n *Node) Reload() (ReloadResult, error) {
 			for t := range next.Tenants {
 				tenants = append(tenants, string(t))
 			}
-			n.metrics.access.addTenants(tenants)
+			n.metrics.access.AddTenants(tenants)
 		}
 	}
 	if principals != nil {
@@ -230,29 +231,32 @@ func restartRequired(prev, next *config.Config) []string {
 	return out
 }
 
-// handleReload is POST /v1/admin/reload.
-func (n *Node) handleReload(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	res, err := n.Reload()
-	var ce *config.Error
-	switch {
-	case errors.Is(err, ErrNotReloadable):
-		p := api.Refusal(refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonNotReloadable,
-			Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration})
-		p.Detail = "the node was started without a configuration file"
-		api.WriteProblem(w, p, 0)
-	case errors.As(err, &ce):
-		p := badRequest(refusal.ReasonInvalidConfiguration, refusal.DimConfiguration, "the file has problems; nothing changed")
-		for _, pr := range ce.Problems {
-			p.Fields = append(p.Fields, api.FieldProblem{Field: pr.Field, Problem: pr.Problem})
+// reloadHandler is POST /v1/admin/reload: it answers what reload (the
+// node's Reload) did, logging a failure to log.
+func reloadHandler(reload func() (ReloadResult, error), log *slog.Logger) authedHandler {
+	return func(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+		res, err := reload()
+		var ce *config.Error
+		switch {
+		case errors.Is(err, ErrNotReloadable):
+			p := api.Refusal(refusal.Refusal{Code: refusal.CodeInvalidArgument, Reason: refusal.ReasonNotReloadable,
+				Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration})
+			p.Detail = "the node was started without a configuration file"
+			api.WriteProblem(w, p, 0)
+		case errors.As(err, &ce):
+			p := badRequest(refusal.ReasonInvalidConfiguration, refusal.DimConfiguration, "the file has problems; nothing changed")
+			for _, pr := range ce.Problems {
+				p.Fields = append(p.Fields, api.FieldProblem{Field: pr.Field, Problem: pr.Problem})
+			}
+			api.WriteProblem(w, p, 0)
+		case err != nil:
+			log.Warn("reload failed", "err", err.Error())
+			p := api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonReloadFailed,
+				Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration, Retryable: true})
+			p.Detail = "the file is valid but could not be applied in full; see the node's log"
+			api.WriteProblem(w, p, 0)
+		default:
+			writeJSON(w, http.StatusOK, res)
 		}
-		api.WriteProblem(w, p, 0)
-	case err != nil:
-		n.log.Warn("reload failed", "err", err.Error())
-		p := api.Refusal(refusal.Refusal{Code: refusal.CodeUnavailable, Reason: refusal.ReasonReloadFailed,
-			Scope: refusal.ScopeNode, Dimension: refusal.DimConfiguration, Retryable: true})
-		p.Detail = "the file is valid but could not be applied in full; see the node's log"
-		api.WriteProblem(w, p, 0)
-	default:
-		writeJSON(w, http.StatusOK, res)
 	}
 }

@@ -213,14 +213,14 @@ func TestReload_newTenantLogBucket(t *testing.T) {
 	next.Tenants = maps.Clone(base.Tenants)
 	next.Tenants["fresh"] = base.Tenants["demo"]
 	lim := sn.n.metrics.access
-	if lim.bucket("fresh") != lim.bucket("") {
+	if lim.OwnBucket("fresh") {
 		t.Fatal("an unconfigured tenant has a bucket of its own")
 	}
 	sn.n.SetReloadSource(ReloadSource{Load: func() (*config.Config, error) { return &next, nil }})
 	if res, err := sn.n.Reload(); err != nil || !slices.Contains(res.Applied, "tenants") {
 		t.Fatalf("reload: %+v, %v", res, err)
 	}
-	if lim.bucket("fresh") == lim.bucket("") || lim.bucket("fresh") == lim.bucket("demo") {
+	if !lim.OwnBucket("fresh") || !lim.OwnBucket("demo") {
 		t.Fatal("the reloaded tenant shares a bucket")
 	}
 }

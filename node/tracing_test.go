@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -26,8 +23,6 @@ import (
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
-	"github.com/latent-node/latent-node/scheduler"
-	"github.com/latent-node/latent-node/vocab"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP traces endpoint: it decodes every
@@ -122,7 +117,7 @@ func TestTracing_activation(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("invoke: %d %s", resp.StatusCode, body)
 	}
-	if err := tn.n.tracer.flush(context.Background()); err != nil {
+	if err := tn.n.tracer.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	spans, count := rcv.taken()
@@ -206,7 +201,7 @@ func TestTracing_refusal(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Fatalf("invoke: %d %s", resp.StatusCode, body)
 			}
-			if err := tn.n.tracer.flush(context.Background()); err != nil {
+			if err := tn.n.tracer.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			spans, count := rcv.taken()
@@ -283,7 +278,7 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 			if id == "" {
 				t.Fatal("no Latent-Activation-Id on the answer")
 			}
-			if err := tn.n.tracer.flush(context.Background()); err != nil {
+			if err := tn.n.tracer.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			rcv.mu.Lock()
@@ -388,37 +383,6 @@ func TestTracing_closeFlushes(t *testing.T) {
 	}
 }
 
-// BenchmarkTracing is the tracing work of an invocation: with tracing off,
-// the calls handleInvoke and invoke make on a nil tracer; on, the SDK's
-// recording of the four spans (without export).
-func BenchmarkTracing(b *testing.B) {
-	tp := sdktrace.NewTracerProvider()
-	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	b.Run("off", func(b *testing.B) { benchmarkTracing(b, nil) })
-	b.Run("on", func(b *testing.B) {
-		benchmarkTracing(b, &tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}})
-	})
-}
-
-func benchmarkTracing(b *testing.B, tr *tracer) {
-	n := &Node{clock: vocab.WallClock, tracer: tr}
-	r := httptest.NewRequest("POST", "/v1/invoke/demo/hello/greet", nil)
-	r.Header.Set("traceparent", "00-"+testTraceID+"-"+testParent+"-01")
-	h := http.Header{}
-	target := vocab.Target{Tenant: "demo", Service: "hello", Route: "greet"}
-	now := time.Now()
-	res := scheduler.Result[runner.Outcome]{EnqueuedAt: now, QueueWait: time.Millisecond, Execution: time.Millisecond}
-	b.ReportAllocs()
-	for b.Loop() {
-		ctx, span := n.startActivation(r, target, "act", now)
-		sp := n.spanOf(ctx)
-		sp.admitting()
-		sp.admitted("rev", nil)
-		sp.scheduled(res)
-		span.end(answer{status: 200}, h)
-	}
-}
-
 // TestTracing_remoteSampled: with sample_ratio 0 a caller's sampled
 // traceparent does not force a span, though the answer's traceparent
 // continues its trace; with respect_remote_sampled it does (the caller
@@ -448,30 +412,12 @@ func TestTracing_remoteSampled(t *testing.T) {
 			if tp := resp.Header.Get("traceparent"); !strings.HasPrefix(tp, "00-"+testTraceID+"-") {
 				t.Errorf("answer traceparent %q, want the caller's trace", tp)
 			}
-			if err := tn.n.tracer.flush(context.Background()); err != nil {
+			if err := tn.n.tracer.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if _, count := rcv.taken(); count != tc.spans {
 				t.Errorf("%d spans, want %d", count, tc.spans)
 			}
 		})
-	}
-}
-
-// TestKeyedRatio: the share of sampled trace ids follows the ratio even
-// for ids a caller picks to look sampled to TraceIDRatioBased (low bytes
-// zero).
-func TestKeyedRatio(t *testing.T) {
-	s := keyedRatio(0.25)
-	sampled := 0
-	for i := range 4000 {
-		var tid trace.TraceID
-		tid[0], tid[1] = byte(i), byte(i>>8) // the low eight bytes stay zero
-		if s.ShouldSample(sdktrace.SamplingParameters{TraceID: tid}).Decision == sdktrace.RecordAndSample {
-			sampled++
-		}
-	}
-	if sampled < 800 || sampled > 1200 {
-		t.Errorf("%d of 4000 sampled, want about 1000", sampled)
 	}
 }

@@ -7,13 +7,24 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"html/template"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/cellpool"
+	"github.com/latent-node/latent-node/loadsource"
+	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/refusal"
+	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -29,6 +40,30 @@ import (
 // value goes through html/template (server side) or textContent (script
 // side), so tenant names, which operators choose, are never markup.
 
+// statusViews serve the status page and the admission views (GET
+// /v1/admission, GET /v1/admin/admission): read-only views of admission,
+// the ingress pools, the cells, the scheduler, the catalog, the load
+// sample, the warm instances and the refusal counters.
+type statusViews struct {
+	prov              *admission.LocalQuotaProvider
+	dataPool, ctlPool *front.IngressPool
+	run               *runner.Runner
+	pool              *cellpool.Pool
+	sched             *scheduler.Scheduler[*invocation, runner.Outcome]
+	cat               *catalog.Catalog
+	load              *loadsource.State
+	loadKind          string
+	clock             vocab.Clock
+	log               *slog.Logger
+	registry          *prometheus.Registry // the refusal counters' (uiRefusals)
+}
+
+// ingressUsage returns both pools' use: all of it (node snapshot), or
+// tenant's share only.
+func (v *statusViews) ingressUsage(tenant vocab.TenantID, all bool) map[string]front.IngressUsage {
+	return ingressUsage(v.dataPool, v.ctlPool, tenant, all)
+}
+
 // uiData is the answer of GET /ui/data: the admin admission snapshot, the
 // same document GET /v1/admin/admission answers, and the page's tables as
 // text, all read at one moment.
@@ -40,8 +75,8 @@ type uiData struct {
 // adminAdmission is the answer of GET /v1/admin/admission.
 type adminAdmission struct {
 	admission.QuotaSnapshot
-	Ingress   map[string]IngressUsage `json:"ingress"`
-	Instances instancesView           `json:"instances"`
+	Ingress   map[string]front.IngressUsage `json:"ingress"`
+	Instances instancesView                 `json:"instances"`
 }
 
 // uiTable is one table of the page: its header and its rows, already
@@ -57,16 +92,16 @@ type uiTable struct {
 const rejectionsMetric = "latent_rejections_total"
 
 // uiSnapshot reads every component once and lays the tables out.
-func (n *Node) uiSnapshot() uiData {
-	adm := adminAdmission{QuotaSnapshot: n.prov.Snapshot(), Ingress: n.ingressUsage("", true), Instances: n.instances()}
+func (v *statusViews) uiSnapshot() uiData {
+	adm := adminAdmission{QuotaSnapshot: v.prov.Snapshot(), Ingress: v.ingressUsage("", true), Instances: v.instances()}
 	d := uiData{Admission: adm}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	i := strconv.Itoa
 
 	// Cells by class: the pool's states, the scheduler's window and queue,
 	// admission's live reservations.
-	pool := n.pool.Stats()
-	sched := n.sched.Stats()
+	pool := v.pool.Stats()
+	sched := v.sched.Stats()
 	live := map[string]uint64{}
 	for _, c := range adm.CellClasses {
 		live[c.Name] = c.Live
@@ -86,7 +121,7 @@ func (n *Node) uiSnapshot() uiData {
 	}
 
 	// Tenants: admission use and limits, ingress requests held, services.
-	data, ctl := adm.Ingress[PoolData], adm.Ingress[PoolControl]
+	data, ctl := adm.Ingress[front.PoolData], adm.Ingress[front.PoolControl]
 	tenants := uiTable{Name: "tenants", Title: "Tenants",
 		Head: []string{"tenant", "live", "queued", "max live", "max queued", "data requests", "control requests", "services",
 			"snapshot bytes"}}
@@ -94,7 +129,7 @@ func (n *Node) uiSnapshot() uiData {
 		id := vocab.TenantID(t.Name)
 		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
 			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
-			i(n.cat.ServiceCount(id)), u(adm.Instances.Tenants[t.Name])})
+			i(v.cat.ServiceCount(id)), u(adm.Instances.Tenants[t.Name])})
 	}
 	in := adm.Instances
 	instances := uiTable{Name: "instances", Title: "Warm instances",
@@ -108,32 +143,32 @@ func (n *Node) uiSnapshot() uiData {
 
 	ingress := uiTable{Name: "ingress", Title: "Ingress pools",
 		Head: []string{"pool", "requests", "max requests", "bytes", "max bytes"}}
-	for _, name := range []string{PoolData, PoolControl} {
+	for _, name := range []string{front.PoolData, front.PoolControl} {
 		p := adm.Ingress[name]
 		ingress.Rows = append(ingress.Rows, []string{name, i(p.Slots), i(p.MaxSlots), u(p.Bytes), u(p.MaxBytes)})
 	}
 
-	ls := n.load.Snapshot(n.clock.Now())
+	ls := v.load.Snapshot(v.clock.Now())
 	state := "fresh"
 	if ls.Reason != "" {
 		state = ls.Reason
 	}
 	pressure := uiTable{Name: "pressure", Title: "Pressure", Head: []string{"source", "cpu", "memory", "sample age ms", "state"},
-		Rows: [][]string{{n.loadKind, strconv.FormatFloat(ls.Last.CPU, 'f', 3, 64),
+		Rows: [][]string{{v.loadKind, strconv.FormatFloat(ls.Last.CPU, 'f', 3, 64),
 			strconv.FormatFloat(ls.Last.Memory, 'f', 3, 64), strconv.FormatInt(ls.Age.Milliseconds(), 10), state}}}
 
-	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, instances, n.uiRefusals()}
+	d.Tables = []uiTable{cells, queues, tenants, node, ingress, pressure, instances, v.uiRefusals()}
 	return d
 }
 
 // uiRefusals sums the refusal counter by code and reason since the node
 // started.
-func (n *Node) uiRefusals() uiTable {
+func (v *statusViews) uiRefusals() uiTable {
 	t := uiTable{Name: "refusals", Title: "Refusals since start", Head: []string{"code", "reason", "count"}}
-	fams, err := n.metrics.registry.Gather()
+	fams, err := v.registry.Gather()
 	if err != nil {
 		// A collector failed; the refusal counter is still read when present.
-		n.log.Warn("status page: gathering metrics", "err", err)
+		v.log.Warn("status page: gathering metrics", "err", err)
 	}
 	sums := map[[2]string]float64{}
 	for _, f := range fams {
@@ -162,14 +197,14 @@ func (n *Node) uiRefusals() uiTable {
 }
 
 // handleUIData answers the page's data.
-func (n *Node) handleUIData(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+func (v *statusViews) handleUIData(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	writeJSON(w, http.StatusOK, n.uiSnapshot())
+	writeJSON(w, http.StatusOK, v.uiSnapshot())
 }
 
 // handleUI answers the status page.
-func (n *Node) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+func (v *statusViews) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
 	var raw [18]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
 	nonce := base64.RawURLEncoding.EncodeToString(raw[:])
@@ -177,9 +212,9 @@ func (n *Node) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principa
 	if err := uiPage.Execute(&body, struct {
 		Nonce  string
 		Tables []uiTable
-	}{nonce, n.uiSnapshot().Tables}); err != nil {
-		n.log.Error("status page: rendering", "err", err)
-		n.writeAnswer(w, problemAnswer(internalProblem(), 0))
+	}{nonce, v.uiSnapshot().Tables}); err != nil {
+		v.log.Error("status page: rendering", "err", err)
+		writeAnswer(w, problemAnswer(internalProblem(), 0))
 		return
 	}
 	h := w.Header()
@@ -190,6 +225,26 @@ func (n *Node) handleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principa
 	h.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body.Bytes())
+}
+
+// handleAdmission is GET /v1/admission: the caller's tenant's admission
+// view and ingress use.
+func (v *statusViews) handleAdmission(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	s, ok := v.prov.TenantSnapshot(p.Tenant)
+	if !ok {
+		api.WriteProblem(w, forbidden(refusal.ReasonPrincipalNotAuthorized), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		admission.TenantView
+		Ingress map[string]front.IngressUsage `json:"ingress"`
+	}{s, v.ingressUsage(p.Tenant, false)})
+}
+
+// handleAdminAdmission is GET /v1/admin/admission: the node's.
+func (v *statusViews) handleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
+	writeJSON(w, http.StatusOK, adminAdmission{QuotaSnapshot: v.prov.Snapshot(), Ingress: v.ingressUsage("", true),
+		Instances: v.instances()})
 }
 
 // uiCSP is the page's policy: its own origin for the data it fetches, the

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -290,8 +291,8 @@ func compareUI(tables map[string][][]string, a adminAdmission) string {
 		add("tenants", s.Name, 2, u(s.Usage.Queued))
 		add("tenants", s.Name, 3, u(s.Limits.MaxLiveActivations))
 		add("tenants", s.Name, 4, u(s.Limits.MaxQueued))
-		add("tenants", s.Name, 5, strconv.Itoa(a.Ingress[PoolData].Tenants[vocab.TenantID(s.Name)]))
-		add("tenants", s.Name, 6, strconv.Itoa(a.Ingress[PoolControl].Tenants[vocab.TenantID(s.Name)]))
+		add("tenants", s.Name, 5, strconv.Itoa(a.Ingress[front.PoolData].Tenants[vocab.TenantID(s.Name)]))
+		add("tenants", s.Name, 6, strconv.Itoa(a.Ingress[front.PoolControl].Tenants[vocab.TenantID(s.Name)]))
 	}
 	add("node", "node", 1, u(a.Node.Usage.LiveActivations))
 	add("node", "node", 2, u(a.Node.Usage.Queued))
@@ -305,7 +306,7 @@ func compareUI(tables map[string][][]string, a adminAdmission) string {
 		add("cells", c.Name, 1, u(c.Parallelism))
 		add("cells", c.Name, 8, u(c.Live))
 	}
-	for _, p := range []string{PoolData, PoolControl} {
+	for _, p := range []string{front.PoolData, front.PoolControl} {
 		add("ingress", p, 1, strconv.Itoa(a.Ingress[p].Slots))
 		add("ingress", p, 2, strconv.Itoa(a.Ingress[p].MaxSlots))
 		add("ingress", p, 3, u(a.Ingress[p].Bytes))

@@ -68,13 +68,13 @@ func writesBusy() api.Problem {
 // request that restricts nothing). The problems name the manifest's fields,
 // so the answer is the catalog's *ValidationError. What only inspection
 // knows (the module's memory, the features it uses) is checked by Admit.
-func (n *Node) checkRelease(m vocab.Manifest) error {
+func (d *deployments) checkRelease(m vocab.Manifest) error {
 	if err := vocab.ValidateManifest(m); err != nil {
 		return err
 	}
 	var problems []vocab.FieldError
 	for i, r := range m.Revisions {
-		problems = append(problems, n.prov.CheckRevision(m.Tenant, vocab.FieldPath("revisions").Index(i), declaredPolicy(r))...)
+		problems = append(problems, d.prov.CheckRevision(m.Tenant, vocab.FieldPath("revisions").Index(i), declaredPolicy(r))...)
 	}
 	if len(problems) > 0 {
 		return &vocab.ValidationError{Problems: problems}

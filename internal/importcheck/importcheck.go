@@ -31,10 +31,14 @@ var Allowed = map[string][]string{
 // Narrow maps packages below the top level to the only packages of this
 // module they may import (full paths relative to the module), on top of
 // their top-level package's rule: the node's front knows nothing of the
-// rest of the node, and an activation's record only the vocabularies.
+// rest of the node but its configuration, its wire vocabulary and the
+// activation record, tracing
+// only the results it records, and an activation's record only the
+// vocabularies.
 var Narrow = map[string][]string{
-	"node/front":      {"node/config"},
+	"node/front":      {"node/config", "node/api", "node/activation", "refusal", "vocab"},
 	"node/activation": {"vocab", "refusal"},
+	"node/tracing":    {"node/config", "node/api", "admission", "scheduler", "runner", "refusal", "vocab"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.

@@ -22,7 +22,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{"upstream import is fine", Package{ImportPath: mod + "/admission", Imports: []string{mod + "/catalog", "fmt"}}, 0},
 		{"narrow package imports its allowed one", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/config"}}, 0},
-		{"narrow package imports the rest of node", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/api"}}, 1},
+		{"narrow package imports its allowed ones", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/api", mod + "/refusal", mod + "/vocab"}}, 0},
+		{"narrow package imports the rest of node", Package{ImportPath: mod + "/node/front", Imports: []string{mod + "/node/auth"}}, 1},
 		{"downstream import is refused", Package{ImportPath: mod + "/catalog", Imports: []string{mod + "/admission"}}, 1},
 		{"vocab is upstream of every layer", Package{ImportPath: mod + "/cluster", Imports: []string{mod + "/vocab", mod + "/catalog"}}, 0},
 		{"vocab imports no layer", Package{ImportPath: mod + "/vocab", Imports: []string{mod + "/catalog"}}, 1},

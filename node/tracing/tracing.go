@@ -1,4 +1,7 @@
-package node
+// The activation span of an invocation and its children, the node's
+// sampler, and their export over OTLP/HTTP.
+
+package tracing
 
 import (
 	"context"
@@ -8,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/latent-node/latent-node/node/api"
 
 	"github.com/cockroachdb/errors"
 	"go.opentelemetry.io/otel/attribute"
@@ -48,9 +53,9 @@ import (
 // id does not force spans, unless tracing.respect_remote_sampled lets the
 // caller's flag decide. The trace id continues either way.
 //
-// With [tracing] off the node has no tracer: n.tracer is nil, and every
-// method of a nil *tracer or *activationSpan returns at once, so an
-// invocation does no tracing work beyond a nil check.
+// With [tracing] off the node has no tracer: New returns nil, and every
+// method of a nil *Tracer or *Span returns at once, so an invocation does
+// no tracing work beyond a nil check.
 
 // Span attribute keys.
 const (
@@ -70,17 +75,19 @@ const (
 // tracerName is the instrumentation scope of the node's spans.
 const tracerName = "github.com/latent-node/latent-node/node"
 
-// tracer exports the node's spans over OTLP/HTTP. Its provider's batch
-// processor owns one goroutine, which close stops after a last flush.
-type tracer struct {
+// Tracer exports the node's spans over OTLP/HTTP. Its provider's batch
+// processor owns one goroutine, which Close stops after a last flush.
+type Tracer struct {
 	tp      *sdktrace.TracerProvider
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
+	clock   vocab.Clock
 	timeout time.Duration
 }
 
-// newTracer returns the tracer of cfg, or nil when tracing is off.
-func newTracer(ctx context.Context, cfg config.Tracing) (*tracer, error) {
+// New returns the tracer of cfg, its timestamps from clock, or nil when
+// tracing is off.
+func New(ctx context.Context, cfg config.Tracing, clock vocab.Clock) (*Tracer, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
@@ -92,7 +99,7 @@ func newTracer(ctx context.Context, cfg config.Tracing) (*tracer, error) {
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(cfg.BatchTimeout), sdktrace.WithExportTimeout(cfg.Timeout)),
 		sdktrace.WithSampler(sampler(cfg)), sdktrace.WithRawSpanLimits(spanLimits),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))))
-	return &tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}, timeout: cfg.Timeout}, nil
+	return &Tracer{tp: tp, tracer: tp.Tracer(tracerName), prop: propagation.TraceContext{}, clock: clock, timeout: cfg.Timeout}, nil
 }
 
 // spanLimits bound a span's size: the node sets a dozen attributes and no
@@ -151,17 +158,17 @@ func (s keyedRatioSampler) Description() string {
 	return "KeyedTraceIDRatio{" + strconv.FormatFloat(float64(s.bound)/math.MaxUint64, 'g', 6, 64) + "}"
 }
 
-// flush exports the finished spans (tests).
-func (t *tracer) flush(ctx context.Context) error {
+// Flush exports the finished spans (tests).
+func (t *Tracer) Flush(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
 	return errors.Wrap(t.tp.ForceFlush(ctx), "node: tracing flush")
 }
 
-// close exports what is left, within tracing.timeout even when ctx is
+// Close exports what is left, within tracing.timeout even when ctx is
 // already cancelled, and stops the exporter.
-func (t *tracer) close(ctx context.Context) error {
+func (t *Tracer) Close(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
@@ -170,9 +177,9 @@ func (t *tracer) close(ctx context.Context) error {
 	return errors.Wrap(t.tp.Shutdown(ctx), "node: tracing shutdown")
 }
 
-// activationSpan is the span of one invocation.
-type activationSpan struct {
-	t       *tracer
+// Span is the span of one invocation.
+type Span struct {
+	t       *Tracer
 	clock   vocab.Clock
 	ctx     context.Context // carries span: the parent of the children
 	span    trace.Span
@@ -181,13 +188,12 @@ type activationSpan struct {
 
 type spanKey struct{}
 
-// startActivation starts the span of the invocation r of target, a child of
-// r's traceparent, at arrived. REQUIRES: target's names are valid and its
+// Start starts the span of the invocation r of target, a child of r's
+// traceparent, at arrived. REQUIRES: target's names are valid and its
 // tenant is the principal's; id is valid UTF-8 (ParseInvokeHeaders' or the
-// node's). The returned context carries the span for
-// invoke (spanOf). Off, it returns r's context and a nil span.
-func (n *Node) startActivation(r *http.Request, target vocab.Target, id string, arrived time.Time) (context.Context, *activationSpan) {
-	t := n.tracer
+// node's). The returned context carries the span for the activation
+// manager (SpanOf). Off, it returns r's context and a nil span.
+func (t *Tracer) Start(r *http.Request, target vocab.Target, id string, arrived time.Time) (context.Context, *Span) {
 	if t == nil {
 		return r.Context(), nil
 	}
@@ -196,36 +202,36 @@ func (n *Node) startActivation(r *http.Request, target vocab.Target, id string, 
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(arrived),
 		trace.WithAttributes(attrActivationID.String(strings.ToValidUTF8(id, "\uFFFD")), attrTenant.String(string(target.Tenant)),
 			attrService.String(string(target.Service)), attrRoute.String(string(target.Route))))
-	sp := &activationSpan{t: t, clock: n.clock, ctx: ctx, span: span}
+	sp := &Span{t: t, clock: t.clock, ctx: ctx, span: span}
 	return context.WithValue(ctx, spanKey{}, sp), sp
 }
 
-// spanOf returns the invocation's span carried by ctx; nil when tracing is
+// SpanOf returns the invocation's span carried by ctx; nil when tracing is
 // off (without looking into ctx).
-func (n *Node) spanOf(ctx context.Context) *activationSpan {
-	if n.tracer == nil {
+func (t *Tracer) SpanOf(ctx context.Context) *Span {
+	if t == nil {
 		return nil
 	}
-	sp, _ := ctx.Value(spanKey{}).(*activationSpan)
+	sp, _ := ctx.Value(spanKey{}).(*Span)
 	return sp
 }
 
 // child starts a child span at start; the caller ends it.
-func (s *activationSpan) child(name string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
+func (s *Span) child(name string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
 	_, c := s.t.tracer.Start(s.ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	return c
 }
 
-// admitting marks the start of admission.
-func (s *activationSpan) admitting() {
+// Admitting marks the start of admission.
+func (s *Span) Admitting() {
 	if s != nil {
 		s.admitAt = s.clock.Now()
 	}
 }
 
-// admitted records the admission span of the revision rev, from admitting
+// Admitted records the admission span of the revision rev, from Admitting
 // until now; err is the admission's error (nil: admitted).
-func (s *activationSpan) admitted(rev vocab.RevisionID, err error) {
+func (s *Span) Admitted(rev vocab.RevisionID, err error) {
 	if s == nil {
 		return
 	}
@@ -243,10 +249,10 @@ func (s *activationSpan) admitted(rev vocab.RevisionID, err error) {
 	c.End(trace.WithTimestamp(end))
 }
 
-// scheduled records the queue and execution spans of the scheduler's
+// Scheduled records the queue and execution spans of the scheduler's
 // result (the execution span only when the job executed) and the
 // activation's cell class, outcome and fuel.
-func (s *activationSpan) scheduled(res scheduler.Result[runner.Outcome]) {
+func (s *Span) Scheduled(res scheduler.Result[runner.Outcome]) {
 	if s == nil || res.EnqueuedAt.IsZero() {
 		return
 	}
@@ -282,16 +288,16 @@ func refusalReason(err error) string {
 	return refusal.ReasonPlatformFailure.String()
 }
 
-// end ends the span with the answer a at the node's now, and writes the
-// span's traceparent into the response headers h. A problem answer (a
-// refusal, or an outcome other than success) ends it with an error status
-// naming the reason or outcome.
-func (s *activationSpan) end(a answer, h http.Header) {
+// End ends the span with the answer (its status, and its problem when it
+// is one) at the node's now, and writes the span's traceparent into the
+// response headers h. A problem answer (a refusal, or an outcome other
+// than success) ends it with an error status naming the reason or outcome.
+func (s *Span) End(status int, problem *api.Problem, h http.Header) {
 	if s == nil {
 		return
 	}
-	s.span.SetAttributes(attrStatusCode.Int(a.status))
-	if p := a.problem; p != nil {
+	s.span.SetAttributes(attrStatusCode.Int(status))
+	if p := problem; p != nil {
 		desc := p.Reason
 		if p.Reason != "" {
 			s.span.SetAttributes(attrRefusalReason.String(p.Reason), attrRefusalCode.String(p.Code))

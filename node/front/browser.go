@@ -1,4 +1,7 @@
-package node
+// The browser checks: a client certificate a browser sent for another
+// site, and the status page's Host names.
+
+package front
 
 import (
 	"net"
@@ -28,11 +31,11 @@ import (
 //   - /ui and /ui/data answer only under the names of node.ui_hosts or an
 //     IP address (a rebound name is neither), else 403 host-not-allowed.
 
-// crossSite reports a browser request from another site. Sec-Fetch-Site
+// CrossSite reports a browser request from another site. Sec-Fetch-Site
 // "same-site" is refused too: a sibling subdomain is another origin, often
 // another party's. A request without either header (not a browser, or an
 // old one) is not cross-site.
-func crossSite(r *http.Request) bool {
+func CrossSite(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
 	case "", "same-origin", "none": // none: a navigation the user started
 	default:
@@ -55,8 +58,8 @@ func crossSite(r *http.Request) bool {
 		!strings.EqualFold(o[len(scheme):], r.Host)
 }
 
-// crossSiteRefusal is the answer to crossSite.
-func crossSiteRefusal() api.Problem {
+// CrossSiteRefusal is the answer to CrossSite.
+func CrossSiteRefusal() api.Problem {
 	p := api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonCrossSiteRequest,
 		Scope: refusal.ScopeRequest, Dimension: refusal.DimOrigin})
 	p.Detail = "a request authenticated by a client certificate must come from the node's own origin; " +
@@ -64,10 +67,10 @@ func crossSiteRefusal() api.Problem {
 	return p
 }
 
-// uiHosts are the names the status page answers under: node.ui_hosts, or
+// UIHosts are the names the status page answers under: node.ui_hosts, or
 // by default "localhost" and the listen address's host when it is a name.
 // Lower case, without a trailing dot.
-func uiHosts(cfg *config.Config) []string {
+func UIHosts(cfg *config.Config) []string {
 	names := cfg.Node.UIHosts
 	if names == nil {
 		names = []string{"localhost"}
@@ -82,9 +85,9 @@ func uiHosts(cfg *config.Config) []string {
 	return out
 }
 
-// hostAllowed reports whether host (a Host header, maybe with a port) is
+// HostAllowed reports whether host (a Host header, maybe with a port) is
 // an IP address or one of names.
-func hostAllowed(host string, names []string) bool {
+func HostAllowed(host string, names []string) bool {
 	h := host
 	if hh, _, err := net.SplitHostPort(host); err == nil {
 		h = hh
@@ -96,11 +99,11 @@ func hostAllowed(host string, names []string) bool {
 	return h != "" && slices.Contains(names, strings.ToLower(strings.TrimSuffix(h, ".")))
 }
 
-// uiHostOnly serves h only under the status page's names (uiHosts), before
+// UIHostOnly serves h only under the status page's names (UIHosts), before
 // anything else looks at the request.
-func uiHostOnly(names []string, h http.HandlerFunc) http.HandlerFunc {
+func UIHostOnly(names []string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !hostAllowed(r.Host, names) {
+		if !HostAllowed(r.Host, names) {
 			p := api.Refusal(refusal.Refusal{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonHostNotAllowed,
 				Scope: refusal.ScopeRequest, Dimension: refusal.DimHost})
 			p.Detail = "the status page answers only under the names of node.ui_hosts or an IP address"
