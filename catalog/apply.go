@@ -219,7 +219,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole boo
 	}
 	var removes []string
 	for _, k := range removed {
-		removes = append(removes, serviceRecordPath(k.tenant, k.service))
+		removes = append(removes, ServiceRecordPath(k.tenant, k.service))
 	}
 	if err := c.store.removeAll(removes); err != nil {
 		return nil, err
@@ -237,7 +237,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole boo
 			if err != nil {
 				return nil, err
 			}
-			writes = append(writes, bulkWrite{rel: serviceRecordPath(k.tenant, k.service), data: data})
+			writes = append(writes, bulkWrite{rel: ServiceRecordPath(k.tenant, k.service), data: data})
 		}
 		if err := c.store.writeBulk(writes); err != nil {
 			return nil, err

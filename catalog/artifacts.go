@@ -62,13 +62,6 @@ type tenantArtifacts struct {
 	bytes uint64 // sum of the sizes owned
 }
 
-type ownerRecord struct {
-	Tenant   vocab.TenantID `json:"tenant"`
-	Digest   vocab.Digest   `json:"digest"`
-	Bytes    uint64         `json:"bytes"`
-	Uploaded int64          `json:"uploaded_unix_nano"`
-}
-
 // owns reports whether tenant owns d now.
 func (c *Catalog) owns(tenant vocab.TenantID, d vocab.Digest) bool {
 	c.mu.Lock()
@@ -217,14 +210,14 @@ func (c *Catalog) putArtifact(ctx context.Context, tenant vocab.TenantID, d voca
 //
 // REQUIRES: c.mu held.
 func (c *Catalog) writeOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) error {
-	payload, err := json.Marshal(ownerRecord{Tenant: tenant, Digest: d, Bytes: o.size, Uploaded: o.uploaded.UnixNano()})
+	payload, err := json.Marshal(OwnerRecord{Tenant: tenant, Digest: d, Bytes: o.size, Uploaded: o.uploaded.UnixNano()})
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode ownership")
 	}
-	if err := c.store.mkdir(tenantOwnersDir(tenant)); err != nil {
+	if err := c.store.mkdir(TenantOwnersDir(tenant)); err != nil {
 		return err
 	}
-	return c.store.writeAtomic(ownerRecordPath(tenant, d), encodeRecord("owner", payload))
+	return c.store.writeAtomic(OwnerRecordPath(tenant, d), encodeRecord("owner", payload))
 }
 
 // removeUnownedLocked deletes the stored artifact d if no tenant owns it
@@ -300,7 +293,7 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 			if err := ctx.Err(); err != nil {
 				return st, errors.Wrap(err, "catalog: collect garbage")
 			}
-			if err := c.store.remove(ownerRecordPath(t, d)); err != nil {
+			if err := c.store.remove(OwnerRecordPath(t, d)); err != nil {
 				return st, err
 			}
 			c.dropOwnerLocked(t, d)
@@ -308,7 +301,7 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 			if c.mu.blobOwners[d] > 0 {
 				continue
 			}
-			if err := c.store.remove(artifactsDir + "/" + d.Hex()); err != nil {
+			if err := c.store.remove(ArtifactsDir + "/" + d.Hex()); err != nil {
 				return st, err
 			}
 			st.Deleted++
@@ -325,7 +318,7 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 func (c *Catalog) loadOwners() error {
 	c.mu.owners = map[vocab.TenantID]*tenantArtifacts{}
 	c.mu.blobOwners = map[vocab.Digest]int{}
-	root := c.store.path(ownersDir)
+	root := c.store.path(OwnersDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {
 		return errors.Wrapf(err, "catalog: read %s", root)
@@ -360,7 +353,7 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	if err != nil {
 		return err
 	}
-	var rec ownerRecord
+	var rec OwnerRecord
 	if err := decodeRecord("owner", data, &rec); err != nil {
 		return err
 	}
@@ -370,7 +363,7 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
 		return errors.New("record names an invalid digest")
 	}
-	if ownerRecordPath(rec.Tenant, rec.Digest) != ownersDir+"/"+dir+"/"+file {
+	if OwnerRecordPath(rec.Tenant, rec.Digest) != OwnersDir+"/"+dir+"/"+file {
 		return errors.New("record is stored under another tenant's or artifact's name")
 	}
 	art := c.store.artifactPath(rec.Digest)
@@ -415,7 +408,7 @@ func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
 	if err != nil {
 		return err
 	}
-	dir := c.store.path(artifactsDir)
+	dir := c.store.path(ArtifactsDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return errors.Wrapf(err, "catalog: read %s", dir)

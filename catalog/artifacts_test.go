@@ -27,7 +27,7 @@ func oneRevision(tenant vocab.TenantID, service vocab.ServiceName, art vocab.Dig
 // serviceFiles lists the service directory, temporary files included.
 func serviceFiles(t *testing.T, fx *fixture) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(fx.dir, servicesDir))
+	entries, err := os.ReadDir(filepath.Join(fx.dir, ServicesDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func serviceFiles(t *testing.T, fx *fixture) []string {
 
 func artifactFiles(t *testing.T, fx *fixture) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(fx.dir, artifactsDir))
+	entries, err := os.ReadDir(filepath.Join(fx.dir, ArtifactsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,11 +341,11 @@ func TestOpen_settlesArtifacts(t *testing.T) {
 	a := fx.module("a")
 	fx.module("unused")
 	fx.deploy(oneRevision("acme", "svc", a))
-	orphan := filepath.Join(fx.dir, artifactsDir, digestOf("orphan").Hex())
+	orphan := filepath.Join(fx.dir, ArtifactsDir, digestOf("orphan").Hex())
 	if err := os.WriteFile(orphan, []byte("orphan"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(fx.dir, ownersDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(fx.dir, OwnersDir)); err != nil {
 		t.Fatal(err)
 	}
 	fx.cat = fx.open()
@@ -353,7 +353,7 @@ func TestOpen_settlesArtifacts(t *testing.T) {
 		t.Fatalf("after Open the artifact directory holds %v", files)
 	}
 	fx.deploy(oneRevision("acme", "other", a))
-	if _, err := os.Stat(filepath.Join(fx.dir, ownerRecordPath("acme", a))); err != nil {
+	if _, err := os.Stat(filepath.Join(fx.dir, OwnerRecordPath("acme", a))); err != nil {
 		t.Fatalf("no ownership record adopted: %v", err)
 	}
 	// The adopted ownership is stamped at Open.
@@ -398,7 +398,7 @@ func TestOpen_corruptOwnership(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newFixture(t)
 			a := fx.module("a")
-			want := tc.corrupt(t, filepath.Join(fx.dir, ownerRecordPath("acme", a)))
+			want := tc.corrupt(t, filepath.Join(fx.dir, OwnerRecordPath("acme", a)))
 			_, err := Open(context.Background(), fx.options())
 			if !errors.Is(err, ErrCorruptRecord) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("want ErrCorruptRecord naming %s, have %v", want, err)
@@ -756,4 +756,37 @@ func TestQuota_deployedBytes(t *testing.T) {
 			t.Fatalf("default deployed bytes %d", fx.cat.opts.MaxDeployedBytesPerTenant)
 		}
 	})
+}
+
+// sharedArtifactsFixture is a catalog with acme/images (two artifacts),
+// beta/tools (an artifact acme owns too) and one artifact acme uploaded and
+// never used.
+func sharedArtifactsFixture(t *testing.T) *fixture {
+	t.Helper()
+	fx := newFixture(t)
+	a, b := fx.module("module a"), fx.module("module b")
+	fx.module("unused")
+	fx.deploy(twoRevisions(a, b))
+	fx.deploy(oneRevision("beta", "tools", fx.moduleFor("beta", "module a")))
+	return fx
+}
+
+func TestCatalog_PlanGarbage(t *testing.T) {
+	fx := sharedArtifactsFixture(t)
+	later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
+	plan := fx.cat.PlanGarbage(later)
+	// Only acme's "unused" expires; "module a" is used by both owners.
+	if plan.Released != 1 || plan.Deleted != 1 || plan.DeletedBytes != uint64(len("unused")) || len(plan.DeletedDigests) != 1 {
+		t.Fatalf("plan %+v", plan)
+	}
+	got, err := fx.cat.CollectGarbage(context.Background(), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, plan) {
+		t.Fatalf("collected %+v, planned %+v", got, plan)
+	}
+	if again := fx.cat.PlanGarbage(later); !reflect.DeepEqual(again, GCStats{}) {
+		t.Fatalf("after collecting, the plan is %+v", again)
+	}
 }

@@ -80,7 +80,7 @@ type Options struct {
 	Clock vocab.Clock
 }
 
-func (o *Options) setDefaults() {
+func (o *Options) SetDefaults() {
 	if o.MaxServices <= 0 {
 		o.MaxServices = DefaultMaxServices
 	}
@@ -143,7 +143,7 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if opts.Inspector == nil {
 		return nil, errors.New("catalog: Options.Inspector is required")
 	}
-	opts.setDefaults()
+	opts.SetDefaults()
 	if err := LockDir(opts.Dir); err != nil {
 		return nil, err
 	}
@@ -187,10 +187,6 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	return c, nil
 }
 
-type stateRecord struct {
-	Generation vocab.Generation `json:"generation"`
-}
-
 // recordOf is a service's record with its manifest as M: serviceRecord
 // decodes it, storedServiceRecord writes the JSON a deploy encoded once
 // (the same JSON).
@@ -216,7 +212,7 @@ type (
 // only to change the index and the state.
 func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
 	var last vocab.Generation
-	statePath := c.store.path(stateFile)
+	statePath := c.store.path(StateFile)
 	data, err := readBounded(statePath, 4096)
 	haveState := err == nil
 	switch {
@@ -231,7 +227,7 @@ func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
 		last = st.Generation
 	}
 
-	dir := c.store.path(servicesDir)
+	dir := c.store.path(ServicesDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, errors.Wrapf(err, "catalog: read %s", dir)
@@ -305,7 +301,7 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	if !strings.HasSuffix(file, ".rec") {
 		return nil, errors.New("not a service record (unexpected file in the catalog directory)")
 	}
-	data, err := readBounded(c.store.path(servicesDir+"/"+file), maxRecordBytes)
+	data, err := readBounded(c.store.path(ServicesDir+"/"+file), MaxRecordBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +316,7 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	switch {
 	case rec.Tenant != s.Tenant || rec.Service != s.Service:
 		return nil, errors.New("record names another service than its manifest")
-	case servicesDir+"/"+file != serviceRecordPath(s.Tenant, s.Service):
+	case ServicesDir+"/"+file != ServiceRecordPath(s.Tenant, s.Service):
 		return nil, errors.New("record is stored under another service's name")
 	case rec.Generation == 0:
 		return nil, errors.New("record has no generation")
@@ -377,8 +373,8 @@ func readBounded(name string, maxBytes int64) ([]byte, error) {
 // answer a release a concurrent deploy is about to publish.
 // ErrServiceNotFound when the service is not deployed.
 func (c *Catalog) Manifest(tenant vocab.TenantID, name vocab.ServiceName) (vocab.Deployment, vocab.Manifest, error) {
-	path := c.store.path(serviceRecordPath(tenant, name))
-	data, err := readBounded(path, maxRecordBytes)
+	path := c.store.path(ServiceRecordPath(tenant, name))
+	data, err := readBounded(path, MaxRecordBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return vocab.Deployment{}, vocab.Manifest{}, ErrServiceNotFound
 	}
@@ -620,7 +616,7 @@ func (c *Catalog) writeServiceLocked(svc *service, manifest []byte, modules []Mo
 	if err != nil {
 		return err
 	}
-	return c.store.writeAtomic(serviceRecordPath(svc.tenant, svc.name), data)
+	return c.store.writeAtomic(ServiceRecordPath(svc.tenant, svc.name), data)
 }
 
 // serviceRecordBytes is the record file of svc.
@@ -732,7 +728,7 @@ func (c *Catalog) delete(ctx context.Context, tenant vocab.TenantID, name vocab.
 	if err := c.commitGenerationLocked(gen); err != nil {
 		return 0, nil, err
 	}
-	if err := c.store.remove(serviceRecordPath(tenant, name)); err != nil {
+	if err := c.store.remove(ServiceRecordPath(tenant, name)); err != nil {
 		return 0, nil, err
 	}
 	svc, _ := c.removeLocked(key)
@@ -750,7 +746,7 @@ func (c *Catalog) commitGenerationLocked(gen vocab.Generation) error {
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode state")
 	}
-	if err := c.store.writeAtomic(stateFile, encodeRecord("state", payload)); err != nil {
+	if err := c.store.writeAtomic(StateFile, encodeRecord("state", payload)); err != nil {
 		return err
 	}
 	c.mu.generation = gen

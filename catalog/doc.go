@@ -83,6 +83,7 @@
 // It runs under the catalog's lock, so a racing deploy either published
 // first (the artifact is in use) or answers that the artifact is unknown.
 // The catalog starts no goroutine: the node calls it periodically.
+// PlanGarbage is CollectGarbage's dry run.
 //
 // # Compiled modules
 //
@@ -122,14 +123,11 @@
 //
 // # Backup and restore
 //
-// Backup copies the catalog at one generation (the state, service and
-// ownership records and the owned artifacts, then a manifest of every
-// entry's sha256) to a tar stream or a directory; it only reads, so it
-// works while a node serves. Restore writes a backup into an empty data
-// directory through a temporary sibling: every entry is checked against the
-// manifest, every artifact against its digest and every record against its
-// checksum, a caller's Verify opens the catalog there, and only then is it
-// renamed into place. PlanGarbage is CollectGarbage's dry run.
+// Package catalog/backup copies a data directory and restores one. It
+// reads and checks the files through what layout.go exports (the paths of
+// the layout, IsTemp, and DecodeStateRecord, DecodeOwnerRecord and
+// DecodeServiceRecord) and Options.SetDefaults for the quotas a restore is
+// held to; nothing else of the catalog's internals.
 //
 // A write that fails because the disk is full or the quota of the data
 // directory is exhausted (ENOSPC, EDQUOT) returns an error marked
@@ -152,15 +150,15 @@
 //   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Options.
 //   - apply.go: Check, Apply and Replace (a history ordered elsewhere:
 //     the cluster), Pin.Hash, Pin.AllServices.
-//   - clock.go: Clock and the default wall clock.
 //   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.
-//   - store.go: the on-disk layout, atomic writes, bulk writes, record
-//     encoding, the storage-full classification; exchange_*.go: swapping
+//   - layout.go: the on-disk layout's paths and the records' payloads,
+//     exported for catalog/backup.
+//   - store.go: atomic writes, bulk writes, record encoding, the
+//     storage-full classification; exchange_*.go: swapping
 //     a record with its directory's spare file (renameat2 on Linux) and
 //     syncfs.
 //   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo.
 //   - dirlock*.go: LockDir, the data directory's flock.
-//   - backup.go: Backup, Restore, their tar and directory forms.
 //
 // # Usage
 //

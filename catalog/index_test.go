@@ -460,7 +460,7 @@ func TestOpen_failureReleasesReferences(t *testing.T) {
 	for i := range 40 {
 		fx.deploy(shapedManifest("acme", vocab.ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
 	}
-	bad := filepath.Join(fx.dir, serviceRecordPath("acme", "svc-17"))
+	bad := filepath.Join(fx.dir, ServiceRecordPath("acme", "svc-17"))
 	edit(t, bad, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
 	for _, insp := range []ModuleInspector{newFakeInspector(), &acquiringInspector{fakeInspector: newFakeInspector()}} {
 		_, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})
