@@ -305,7 +305,7 @@ func TestPin_noArtifactAccess(t *testing.T) {
 	fx := newFixture(t)
 	fx.deploy(twoRevisions(fx.module("a"), fx.module("b")))
 	var touched atomic.Int64
-	fx.cat.arts = poisonStore{&touched}
+	fx.cat.mods.read = poisonStore{&touched}
 	inspected := fx.insp.calls.Load()
 	if err := os.RemoveAll(fx.dir); err != nil {
 		t.Fatal(err)
@@ -689,35 +689,35 @@ func TestPutArtifact(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
 	d := vocab.DigestOf(sha256.Sum256([]byte("module")))
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatalf("idempotent put: %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("want digest mismatch, have %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid digest, have %v", err)
 	}
 	small, err := Open(ctx, Options{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := small.PutArtifact(ctx, "acme", d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
+	if err := small.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
 		t.Fatalf("want too large, have %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := fx.cat.PutArtifact(cancelled, "acme", d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
+	if err := fx.cat.Artifacts().Put(cancelled, "acme", d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want cancelled, have %v", err)
 	}
 	entries, _ := os.ReadDir(filepath.Join(fx.dir, ArtifactsDir))
 	if len(entries) != 1 || entries[0].Name() != d.Hex() {
 		t.Fatalf("artifact directory holds %v", entries)
 	}
-	data, err := fx.cat.arts.get(d, 1<<20)
+	data, err := fx.cat.store.get(d, 1<<20)
 	if err != nil || string(data) != "module" {
 		t.Fatalf("get: %q %v", data, err)
 	}

@@ -264,11 +264,11 @@ func checkCounters(t *testing.T, label string, c *Catalog) {
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !reflect.DeepEqual(c.mu.use, want) {
-		t.Fatalf("%s: counters %+v, recount %+v", label, c.mu.use, want)
+	if !reflect.DeepEqual(c.mu.index.use, want) {
+		t.Fatalf("%s: counters %+v, recount %+v", label, c.mu.index.use, want)
 	}
-	if c.mu.index.Len() != c.Pin().s.len() {
-		t.Fatalf("%s: the writer has %d services, the view %d", label, c.mu.index.Len(), c.Pin().s.len())
+	if c.mu.index.tree.Len() != c.Pin().s.len() {
+		t.Fatalf("%s: the writer has %d services, the view %d", label, c.mu.index.tree.Len(), c.Pin().s.len())
 	}
 }
 

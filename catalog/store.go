@@ -1,3 +1,7 @@
+// diskStore: atomic and bulk writes under the data directory, artifact
+// staging and reads, record encoding, and the storage-full
+// classification (MarkStorageFull).
+
 package catalog
 
 import (

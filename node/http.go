@@ -446,7 +446,7 @@ func (n *Node) handleArtifact(w http.ResponseWriter, r *http.Request, p *auth.Pr
 	}
 	defer n.uploads.end(p.Tenant)
 	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
-	err = n.cat.PutArtifact(r.Context(), p.Tenant, d, body)
+	err = n.cat.Artifacts().Put(r.Context(), p.Tenant, d, body)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(d)})

@@ -152,10 +152,10 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 			// Ownership and upload times came along: the unused artifact
 			// expires at the same time in both.
 			later := fx.clock.Now().Add(2 * catalog.DefaultArtifactGrace)
-			if got, want := c.PlanGarbage(later), fx.cat.PlanGarbage(later); !reflect.DeepEqual(got, want) || want.Deleted != 1 {
+			if got, want := c.Artifacts().PlanGarbage(later), fx.cat.Artifacts().PlanGarbage(later); !reflect.DeepEqual(got, want) || want.Deleted != 1 {
 				t.Fatalf("restored garbage %+v, original %+v", got, want)
 			}
-			if got := c.PlanGarbage(fx.clock.Now()); got.Released != 0 {
+			if got := c.Artifacts().PlanGarbage(fx.clock.Now()); got.Released != 0 {
 				t.Fatalf("restored catalog would collect %+v before the grace", got)
 			}
 		})
@@ -313,7 +313,7 @@ func TestBackup_whileDeploying(t *testing.T) {
 			if _, err = fx.cat.Delete(ctx, "acme", "extra"); err != nil {
 				return
 			}
-			if _, err = fx.cat.CollectGarbage(ctx, fx.clock.Now()); err != nil {
+			if _, err = fx.cat.Artifacts().CollectGarbage(ctx, fx.clock.Now()); err != nil {
 				return
 			}
 		}

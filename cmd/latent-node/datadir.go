@@ -96,8 +96,8 @@ func gc(args []string, stdout, stderr io.Writer) int {
 	var st catalog.GCStats
 	if *dryRun {
 		verb = "would remove"
-		st = c.PlanGarbage(time.Now())
-	} else if st, err = c.CollectGarbage(ctx, time.Now()); err != nil {
+		st = c.Artifacts().PlanGarbage(time.Now())
+	} else if st, err = c.Artifacts().CollectGarbage(ctx, time.Now()); err != nil {
 		fmt.Fprintln(stderr, "latent-node gc: artifacts:", err)
 		return 1
 	}
