@@ -184,7 +184,7 @@ func deployTestServices(dir string) (*catalog.Catalog, error) {
 	}
 	for _, s := range testServices {
 		d := vocab.DigestOf(sha256.Sum256([]byte(s.module)))
-		if err := cat.PutArtifact(ctx, s.tenant, d, strings.NewReader(s.module)); err != nil {
+		if err := cat.Artifacts().Put(ctx, s.tenant, d, strings.NewReader(s.module)); err != nil {
 			return nil, err
 		}
 		ceiling := s.ceiling

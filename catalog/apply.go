@@ -1,10 +1,11 @@
+// Applying a history ordered elsewhere (a cluster's store): Check, Apply
+// and Replace, and the view's Hash and AllServices they are compared by.
+
 package catalog
 
 import (
 	"cmp"
 	"context"
-	"io/fs"
-	"os"
 
 	"github.com/cockroachdb/errors"
 
@@ -41,7 +42,7 @@ func (c *Catalog) Check(ctx context.Context, m vocab.Manifest) (vocab.Deployment
 	if err != nil {
 		return vocab.Deployment{}, err
 	}
-	defer c.release(refs)
+	defer c.mods.release(refs)
 	svc, err := buildService(s, modules, 0)
 	if err != nil {
 		return vocab.Deployment{}, err
@@ -61,10 +62,10 @@ func (c *Catalog) Apply(ctx context.Context, gen vocab.Generation, changes []Cha
 	}
 	replaced, err := c.publishAt(ctx, gen, false, prepared)
 	if err != nil {
-		c.release(refs)
+		c.mods.release(refs)
 		return err
 	}
-	c.release(replaced)
+	c.mods.release(replaced)
 	return nil
 }
 
@@ -82,7 +83,7 @@ func (c *Catalog) Replace(ctx context.Context, gen vocab.Generation, manifests [
 		return err
 	}
 	if cur := c.cur.Load(); cur.generation == gen {
-		c.release(refs)
+		c.mods.release(refs)
 		same := cur.len() == len(prepared)
 		for k, p := range prepared {
 			svc, ok := cur.get(k)
@@ -95,10 +96,10 @@ func (c *Catalog) Replace(ctx context.Context, gen vocab.Generation, manifests [
 	}
 	replaced, err := c.publishAt(ctx, gen, true, prepared)
 	if err != nil {
-		c.release(refs)
+		c.mods.release(refs)
 		return err
 	}
-	c.release(replaced)
+	c.mods.release(replaced)
 	return nil
 }
 
@@ -115,7 +116,7 @@ type preparedService struct {
 func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[serviceKey]*preparedService, refs []vocab.Digest, err error) {
 	defer func() {
 		if err != nil {
-			c.release(refs)
+			c.mods.release(refs)
 			refs = nil
 		}
 	}()
@@ -125,7 +126,7 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 	// each module once. (One that does is asked for a reference per
 	// service, through ModuleAcquirer when it has that.)
 	var seen map[vocab.Digest]ModuleInfo
-	if c.releaser == nil {
+	if c.mods.releaser == nil {
 		seen = map[vocab.Digest]ModuleInfo{}
 	}
 	for _, ch := range changes {
@@ -142,7 +143,7 @@ func (c *Catalog) prepareAll(ctx context.Context, changes []Change) (_ map[servi
 		if s.Tenant != ch.Tenant || s.Service != ch.Service {
 			return nil, refs, errors.Newf("catalog: change of %s/%s carries the manifest of %s/%s", ch.Tenant, ch.Service, s.Tenant, s.Service)
 		}
-		modules, r, err := c.inspectAll(ctx, s, c.owns, seen)
+		modules, r, err := c.mods.inspectAll(ctx, s, c.arts.Has, seen)
 		refs = append(refs, r...)
 		if err != nil {
 			return nil, refs, errors.Wrapf(err, "catalog: %s/%s", s.Tenant, s.Service)
@@ -219,7 +220,7 @@ func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole boo
 	}
 	var removes []string
 	for _, k := range removed {
-		removes = append(removes, serviceRecordPath(k.tenant, k.service))
+		removes = append(removes, ServiceRecordPath(k.tenant, k.service))
 	}
 	if err := c.store.removeAll(removes); err != nil {
 		return nil, err
@@ -237,23 +238,23 @@ func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole boo
 			if err != nil {
 				return nil, err
 			}
-			writes = append(writes, bulkWrite{rel: serviceRecordPath(k.tenant, k.service), data: data})
+			writes = append(writes, bulkWrite{rel: ServiceRecordPath(k.tenant, k.service), data: data})
 		}
 		if err := c.store.writeBulk(writes); err != nil {
 			return nil, err
 		}
 	}
 	for _, k := range removed {
-		if prev, ok := c.removeLocked(k); ok {
+		if prev, ok := c.mu.index.remove(k); ok {
 			replaced = append(replaced, prev.artifacts()...)
 		}
 	}
 	for _, svc := range built {
-		if prev, ok := c.putLocked(svc); ok {
+		if prev, ok := c.mu.index.put(svc); ok {
 			replaced = append(replaced, prev.artifacts()...)
 		}
 	}
-	c.publishLocked(gen)
+	c.cur.Store(c.mu.index.view(gen))
 	return replaced, nil
 }
 
@@ -283,32 +284,3 @@ func (p Pin) AllServices() []vocab.Deployment {
 	})
 	return out
 }
-
-// Artifact returns the stored bytes of the artifact d (any tenant's), for a
-// peer that fetches it by digest: ErrArtifactNotFound when it is not stored.
-func (c *Catalog) Artifact(d vocab.Digest) ([]byte, error) {
-	return c.arts.get(d, c.opts.MaxArtifactBytes)
-}
-
-// OpenArtifact opens the stored artifact d (any tenant's) for reading, for
-// a peer that fetches it by digest: served from the file, not read into
-// memory. Its bytes are not verified here; the fetching peer verifies the
-// digest while it stores them (PutReleaseArtifact). ErrArtifactNotFound
-// when d is not stored; the caller closes the file.
-func (c *Catalog) OpenArtifact(d vocab.Digest) (*os.File, error) {
-	if _, err := vocab.ParseDigest(string(d)); err != nil {
-		return nil, ErrArtifactNotFound
-	}
-	name := c.store.artifactPath(d)
-	f, err := os.Open(name)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, ErrArtifactNotFound
-	}
-	if err != nil {
-		return nil, errors.Wrapf(err, "catalog: open %s", name)
-	}
-	return f, nil
-}
-
-// HasArtifact reports whether tenant may use the stored artifact d.
-func (c *Catalog) HasArtifact(tenant vocab.TenantID, d vocab.Digest) bool { return c.owns(tenant, d) }

@@ -115,7 +115,7 @@ func TestReplace_keepsUnchanged(t *testing.T) {
 	if err := fx.cat.Apply(ctx, 5, []Change{{Tenant: "acme", Service: "a", Manifest: &ma}, {Tenant: "acme", Service: "b", Manifest: &mb}}); err != nil {
 		t.Fatal(err)
 	}
-	recA := filepath.Join(fx.dir, serviceRecordPath("acme", "a"))
+	recA := filepath.Join(fx.dir, ServiceRecordPath("acme", "a"))
 	before, err := os.Stat(recA)
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,21 @@
+// Artifacts, the catalog's artifact store: uploads, each tenant's
+// ownership, the tenants' artifact quotas (QuotaError) and garbage
+// collection.
+
 package catalog
 
 import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -62,23 +68,41 @@ type tenantArtifacts struct {
 	bytes uint64 // sum of the sizes owned
 }
 
-type ownerRecord struct {
-	Tenant   vocab.TenantID `json:"tenant"`
-	Digest   vocab.Digest   `json:"digest"`
-	Bytes    uint64         `json:"bytes"`
-	Uploaded int64          `json:"uploaded_unix_nano"`
+// Artifacts is a catalog's artifact store: the stored modules, each
+// tenant's ownership of them, the tenants' artifact quotas and garbage
+// collection. A Catalog holds one (Catalog.Artifacts). It shares the
+// catalog's lock: a deploy checks ownership and garbage collection reads
+// what the services use under the same lock (the package's locking
+// section).
+type Artifacts struct {
+	mu    *sync.Mutex // the catalog's lock (Catalog.mu)
+	idx   *index      // the catalog's index, read for what services use; guarded by *mu
+	store *diskStore
+	opts  Options
+
+	owned struct { // guarded by *mu
+		tenants map[vocab.TenantID]*tenantArtifacts
+		blobs   map[vocab.Digest]int // number of tenants owning each stored artifact
+	}
 }
 
-// owns reports whether tenant owns d now.
-func (c *Catalog) owns(tenant vocab.TenantID, d vocab.Digest) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ownsLocked(tenant, d)
+// newArtifacts is the artifact store of a catalog whose lock is mu and
+// whose index is idx; load fills it.
+func newArtifacts(mu *sync.Mutex, idx *index, store *diskStore, opts Options) *Artifacts {
+	return &Artifacts{mu: mu, idx: idx, store: store, opts: opts}
 }
 
-// REQUIRES: c.mu held.
-func (c *Catalog) ownsLocked(tenant vocab.TenantID, d vocab.Digest) bool {
-	ta := c.mu.owners[tenant]
+// Has reports whether tenant owns the stored artifact d now: whether the
+// tenant's releases may use it.
+func (a *Artifacts) Has(tenant vocab.TenantID, d vocab.Digest) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ownsLocked(tenant, d)
+}
+
+// REQUIRES: *a.mu held.
+func (a *Artifacts) ownsLocked(tenant vocab.TenantID, d vocab.Digest) bool {
+	ta := a.owned.tenants[tenant]
 	if ta == nil {
 		return false
 	}
@@ -86,25 +110,25 @@ func (c *Catalog) ownsLocked(tenant vocab.TenantID, d vocab.Digest) bool {
 	return ok
 }
 
-// REQUIRES: c.mu held (or the catalog not yet shared).
-func (c *Catalog) addOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) {
-	ta := c.mu.owners[tenant]
+// REQUIRES: *a.mu held (or the catalog not yet shared).
+func (a *Artifacts) addLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) {
+	ta := a.owned.tenants[tenant]
 	if ta == nil {
 		ta = &tenantArtifacts{owned: map[vocab.Digest]ownership{}}
-		c.mu.owners[tenant] = ta
+		a.owned.tenants[tenant] = ta
 	}
 	if prev, ok := ta.owned[d]; ok {
 		ta.bytes -= prev.size
 	} else {
-		c.mu.blobOwners[d]++
+		a.owned.blobs[d]++
 	}
 	ta.owned[d] = o
 	ta.bytes += o.size
 }
 
-// REQUIRES: c.mu held.
-func (c *Catalog) dropOwnerLocked(tenant vocab.TenantID, d vocab.Digest) {
-	ta := c.mu.owners[tenant]
+// REQUIRES: *a.mu held.
+func (a *Artifacts) dropLocked(tenant vocab.TenantID, d vocab.Digest) {
+	ta := a.owned.tenants[tenant]
 	o, ok := ta.owned[d]
 	if !ok {
 		return
@@ -112,35 +136,35 @@ func (c *Catalog) dropOwnerLocked(tenant vocab.TenantID, d vocab.Digest) {
 	delete(ta.owned, d)
 	ta.bytes -= o.size
 	if len(ta.owned) == 0 {
-		delete(c.mu.owners, tenant)
+		delete(a.owned.tenants, tenant)
 	}
-	if c.mu.blobOwners[d]--; c.mu.blobOwners[d] <= 0 {
-		delete(c.mu.blobOwners, d)
+	if a.owned.blobs[d]--; a.owned.blobs[d] <= 0 {
+		delete(a.owned.blobs, d)
 	}
 }
 
-// artifactRoom reports whether tenant may take ownership of d of size
+// roomLocked reports whether tenant may take ownership of d of size
 // bytes. Owning it already always fits (a new upload only refreshes it).
 //
-// REQUIRES: c.mu held.
-func (c *Catalog) artifactRoomLocked(tenant vocab.TenantID, d vocab.Digest, size uint64) error {
-	ta := c.mu.owners[tenant]
+// REQUIRES: *a.mu held.
+func (a *Artifacts) roomLocked(tenant vocab.TenantID, d vocab.Digest, size uint64) error {
+	ta := a.owned.tenants[tenant]
 	if ta == nil {
 		ta = &tenantArtifacts{}
 	}
 	if _, ok := ta.owned[d]; ok {
 		return nil
 	}
-	if n := len(ta.owned); n >= c.opts.MaxArtifactsPerTenant {
-		return &QuotaError{Dimension: QuotaArtifacts, Limit: uint64(c.opts.MaxArtifactsPerTenant), Used: uint64(n)}
+	if n := len(ta.owned); n >= a.opts.MaxArtifactsPerTenant {
+		return &QuotaError{Dimension: QuotaArtifacts, Limit: uint64(a.opts.MaxArtifactsPerTenant), Used: uint64(n)}
 	}
-	if limit := uint64(c.opts.MaxArtifactBytesPerTenant); ta.bytes+size > limit || ta.bytes > limit {
+	if limit := uint64(a.opts.MaxArtifactBytesPerTenant); ta.bytes+size > limit || ta.bytes > limit {
 		return &QuotaError{Dimension: QuotaArtifactBytes, Limit: limit, Used: ta.bytes}
 	}
 	return nil
 }
 
-// PutArtifact stores a module under its digest for tenant, verifying the
+// Put stores a module under its digest for tenant, verifying the
 // digest while writing. The bytes are stored once whichever tenants upload
 // them; each uploading tenant gets its own ownership record, stamped with
 // Options.Clock, and only the tenant's own artifacts are visible to its
@@ -149,11 +173,11 @@ func (c *Catalog) artifactRoomLocked(tenant vocab.TenantID, d vocab.Digest, size
 // tenant's artifact count or byte quota is refused with ErrTenantQuota; the
 // count is checked before the bytes are read. A full disk gives
 // ErrStorageFull.
-func (c *Catalog) PutArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
-	return c.putArtifact(ctx, tenant, d, r, true)
+func (a *Artifacts) Put(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
+	return a.put(ctx, tenant, d, r, true)
 }
 
-// PutReleaseArtifact is PutArtifact for an artifact a release published
+// PutRelease is Put for an artifact a release published
 // elsewhere names (a cluster's peer fetching what it must apply): the
 // tenant's artifact quotas on this node are not checked — the release was
 // admitted where it was deployed, and a tenant that filled its upload
@@ -161,11 +185,11 @@ func (c *Catalog) PutArtifact(ctx context.Context, tenant vocab.TenantID, d voca
 // releases — but the artifact counts towards them, so the tenant's further
 // uploads here wait until it is released. The size bound, the digest check
 // and a full disk still refuse it.
-func (c *Catalog) PutReleaseArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
-	return c.putArtifact(ctx, tenant, d, r, false)
+func (a *Artifacts) PutRelease(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader) error {
+	return a.put(ctx, tenant, d, r, false)
 }
 
-func (c *Catalog) putArtifact(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader, quota bool) error {
+func (a *Artifacts) put(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, r io.Reader, quota bool) error {
 	if err := vocab.ValidatePathName(string(tenant)); err != nil {
 		return errors.Mark(errors.Wrap(err, "catalog: artifact tenant"), vocab.ErrInvalidName)
 	}
@@ -176,64 +200,64 @@ func (c *Catalog) putArtifact(ctx context.Context, tenant vocab.TenantID, d voca
 		return errors.Wrap(err, "catalog: store artifact")
 	}
 	if quota {
-		c.mu.Lock()
-		err := c.artifactRoomLocked(tenant, d, 0)
-		c.mu.Unlock()
+		a.mu.Lock()
+		err := a.roomLocked(tenant, d, 0)
+		a.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
-	staged, err := c.store.stageArtifact(d, r, c.opts.MaxArtifactBytes)
+	staged, err := a.store.stageArtifact(d, r, a.opts.MaxArtifactBytes)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		c.store.discard(staged)
+		a.store.discard(staged)
 		return errors.Wrap(err, "catalog: store artifact")
 	}
 	size := uint64(staged.size)
 	if quota {
-		if err := c.artifactRoomLocked(tenant, d, size); err != nil {
-			c.store.discard(staged)
+		if err := a.roomLocked(tenant, d, size); err != nil {
+			a.store.discard(staged)
 			return err
 		}
 	}
-	if err := c.store.commitArtifact(staged, d); err != nil {
-		c.removeUnownedLocked(d)
+	if err := a.store.commitArtifact(staged, d); err != nil {
+		a.removeUnownedLocked(d)
 		return err
 	}
-	o := ownership{size: size, uploaded: c.opts.Clock.Now()}
-	if err := c.writeOwnerLocked(tenant, d, o); err != nil {
-		c.removeUnownedLocked(d)
+	o := ownership{size: size, uploaded: a.opts.Clock.Now()}
+	if err := a.writeOwnerLocked(tenant, d, o); err != nil {
+		a.removeUnownedLocked(d)
 		return err
 	}
-	c.addOwnerLocked(tenant, d, o)
+	a.addLocked(tenant, d, o)
 	return nil
 }
 
 // writeOwnerLocked persists tenant's ownership of d.
 //
-// REQUIRES: c.mu held.
-func (c *Catalog) writeOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) error {
-	payload, err := json.Marshal(ownerRecord{Tenant: tenant, Digest: d, Bytes: o.size, Uploaded: o.uploaded.UnixNano()})
+// REQUIRES: *a.mu held.
+func (a *Artifacts) writeOwnerLocked(tenant vocab.TenantID, d vocab.Digest, o ownership) error {
+	payload, err := json.Marshal(OwnerRecord{Tenant: tenant, Digest: d, Bytes: o.size, Uploaded: o.uploaded.UnixNano()})
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode ownership")
 	}
-	if err := c.store.mkdir(tenantOwnersDir(tenant)); err != nil {
+	if err := a.store.mkdir(TenantOwnersDir(tenant)); err != nil {
 		return err
 	}
-	return c.store.writeAtomic(ownerRecordPath(tenant, d), encodeRecord("owner", payload))
+	return a.store.writeAtomic(OwnerRecordPath(tenant, d), encodeRecord("owner", payload))
 }
 
 // removeUnownedLocked deletes the stored artifact d if no tenant owns it
 // (after a failed upload). Best effort: Open deletes what it leaves.
 //
-// REQUIRES: c.mu held.
-func (c *Catalog) removeUnownedLocked(d vocab.Digest) {
-	if c.mu.blobOwners[d] == 0 {
-		_ = os.Remove(c.store.artifactPath(d))
+// REQUIRES: *a.mu held.
+func (a *Artifacts) removeUnownedLocked(d vocab.Digest) {
+	if a.owned.blobs[d] == 0 {
+		_ = os.Remove(a.store.artifactPath(d))
 	}
 }
 
@@ -258,39 +282,38 @@ type GCStats struct {
 // Old pins are unaffected (they never read artifacts). It starts nothing;
 // the node calls it periodically. On error (ctx done, a file that cannot be
 // removed) it returns what it did so far.
-func (c *Catalog) CollectGarbage(ctx context.Context, now time.Time) (GCStats, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.collectGarbageLocked(ctx, now, true)
+func (a *Artifacts) CollectGarbage(ctx context.Context, now time.Time) (GCStats, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.collectLocked(ctx, now, true)
 }
 
 // PlanGarbage returns what CollectGarbage(ctx, now) would do now, changing
 // nothing (a dry run).
-func (c *Catalog) PlanGarbage(now time.Time) GCStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st, _ := c.collectGarbageLocked(context.Background(), now, false)
+func (a *Artifacts) PlanGarbage(now time.Time) GCStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, _ := a.collectLocked(context.Background(), now, false)
 	return st
 }
 
-// collectGarbageLocked is CollectGarbage; with apply false it only counts.
+// collectLocked is CollectGarbage; with apply false it only counts.
 //
-// REQUIRES: c.mu held.
-func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply bool) (GCStats, error) {
+// REQUIRES: *a.mu held.
+func (a *Artifacts) collectLocked(ctx context.Context, now time.Time, apply bool) (GCStats, error) {
 	var st GCStats
 	dropped := map[vocab.Digest]int{} // ownerships a dry run would drop, per artifact
-	used := func(t vocab.TenantID, d vocab.Digest) bool { u := c.mu.use[t]; return u != nil && u.artifacts[d] > 0 }
-	tenants := slices.Sorted(maps.Keys(c.mu.owners))
+	tenants := slices.Sorted(maps.Keys(a.owned.tenants))
 	for _, t := range tenants {
-		digests := slices.Sorted(maps.Keys(c.mu.owners[t].owned))
+		digests := slices.Sorted(maps.Keys(a.owned.tenants[t].owned))
 		for _, d := range digests {
-			o := c.mu.owners[t].owned[d]
-			if used(t, d) || now.Sub(o.uploaded) <= c.opts.ArtifactGrace {
+			o := a.owned.tenants[t].owned[d]
+			if a.idx.uses(t, d) || now.Sub(o.uploaded) <= a.opts.ArtifactGrace {
 				continue
 			}
 			if !apply {
 				st.Released++
-				if dropped[d]++; dropped[d] == c.mu.blobOwners[d] {
+				if dropped[d]++; dropped[d] == a.owned.blobs[d] {
 					st.Deleted++
 					st.DeletedBytes += o.size
 					st.DeletedDigests = append(st.DeletedDigests, d)
@@ -300,15 +323,15 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 			if err := ctx.Err(); err != nil {
 				return st, errors.Wrap(err, "catalog: collect garbage")
 			}
-			if err := c.store.remove(ownerRecordPath(t, d)); err != nil {
+			if err := a.store.remove(OwnerRecordPath(t, d)); err != nil {
 				return st, err
 			}
-			c.dropOwnerLocked(t, d)
+			a.dropLocked(t, d)
 			st.Released++
-			if c.mu.blobOwners[d] > 0 {
+			if a.owned.blobs[d] > 0 {
 				continue
 			}
-			if err := c.store.remove(artifactsDir + "/" + d.Hex()); err != nil {
+			if err := a.store.remove(ArtifactsDir + "/" + d.Hex()); err != nil {
 				return st, err
 			}
 			st.Deleted++
@@ -319,13 +342,13 @@ func (c *Catalog) collectGarbageLocked(ctx context.Context, now time.Time, apply
 	return st, nil
 }
 
-// loadOwners reads every ownership record. A record must decode, sit under
+// load reads every ownership record. A record must decode, sit under
 // its tenant's and digest's names, and its artifact must exist with the
 // recorded size; anything else is ErrCorruptRecord naming the file.
-func (c *Catalog) loadOwners() error {
-	c.mu.owners = map[vocab.TenantID]*tenantArtifacts{}
-	c.mu.blobOwners = map[vocab.Digest]int{}
-	root := c.store.path(ownersDir)
+func (a *Artifacts) load() error {
+	a.owned.tenants = map[vocab.TenantID]*tenantArtifacts{}
+	a.owned.blobs = map[vocab.Digest]int{}
+	root := a.store.path(OwnersDir)
 	dirs, err := os.ReadDir(root)
 	if err != nil {
 		return errors.Wrapf(err, "catalog: read %s", root)
@@ -344,7 +367,7 @@ func (c *Catalog) loadOwners() error {
 		}
 		for _, f := range files {
 			name := filepath.Join(dirName, f.Name())
-			if err := c.loadOwner(dir.Name(), f.Name(), name); err != nil {
+			if err := a.loadOwner(dir.Name(), f.Name(), name); err != nil {
 				return errors.Mark(errors.Wrapf(err, "catalog: %s", name), ErrCorruptRecord)
 			}
 		}
@@ -352,7 +375,7 @@ func (c *Catalog) loadOwners() error {
 	return nil
 }
 
-func (c *Catalog) loadOwner(dir, file, name string) error {
+func (a *Artifacts) loadOwner(dir, file, name string) error {
 	if !strings.HasSuffix(file, ".rec") {
 		return errors.New("not an ownership record (unexpected file in the ownership directory)")
 	}
@@ -360,7 +383,7 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	if err != nil {
 		return err
 	}
-	var rec ownerRecord
+	var rec OwnerRecord
 	if err := decodeRecord("owner", data, &rec); err != nil {
 		return err
 	}
@@ -370,10 +393,10 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
 		return errors.New("record names an invalid digest")
 	}
-	if ownerRecordPath(rec.Tenant, rec.Digest) != ownersDir+"/"+dir+"/"+file {
+	if OwnerRecordPath(rec.Tenant, rec.Digest) != OwnersDir+"/"+dir+"/"+file {
 		return errors.New("record is stored under another tenant's or artifact's name")
 	}
-	art := c.store.artifactPath(rec.Digest)
+	art := a.store.artifactPath(rec.Digest)
 	fi, err := os.Stat(art)
 	switch {
 	case err != nil:
@@ -381,41 +404,41 @@ func (c *Catalog) loadOwner(dir, file, name string) error {
 	case !fi.Mode().IsRegular() || uint64(fi.Size()) != rec.Bytes:
 		return errors.Newf("the owned artifact %s does not have the recorded size", art)
 	}
-	c.addOwnerLocked(rec.Tenant, rec.Digest, ownership{size: rec.Bytes, uploaded: time.Unix(0, rec.Uploaded)})
+	a.addLocked(rec.Tenant, rec.Digest, ownership{size: rec.Bytes, uploaded: time.Unix(0, rec.Uploaded)})
 	return nil
 }
 
-// settleArtifacts makes ownership and storage agree after a restart: a
+// settleLocked makes ownership and storage agree after a restart: a
 // tenant's service using an artifact the tenant does not own gets the
 // ownership (stamped now; a data directory written before artifacts had
 // owners), and a stored artifact nobody owns (a crash between writing it and
 // its ownership record, or between removing both) is deleted.
 //
-// REQUIRES: c.mu held.
-func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
+// REQUIRES: *a.mu held.
+func (a *Artifacts) settleLocked(snap *snapshot) error {
 	var err error
 	snap.each(func(svc *service) bool {
 		for _, d := range svc.artifacts() {
-			if c.ownsLocked(svc.tenant, d) {
+			if a.ownsLocked(svc.tenant, d) {
 				continue
 			}
 			var fi os.FileInfo
-			if fi, err = os.Stat(c.store.artifactPath(d)); err != nil {
+			if fi, err = os.Stat(a.store.artifactPath(d)); err != nil {
 				err = errors.Wrap(err, "catalog: adopt artifact")
 				return false
 			}
-			o := ownership{size: uint64(fi.Size()), uploaded: c.opts.Clock.Now()}
-			if err = c.writeOwnerLocked(svc.tenant, d, o); err != nil {
+			o := ownership{size: uint64(fi.Size()), uploaded: a.opts.Clock.Now()}
+			if err = a.writeOwnerLocked(svc.tenant, d, o); err != nil {
 				return false
 			}
-			c.addOwnerLocked(svc.tenant, d, o)
+			a.addLocked(svc.tenant, d, o)
 		}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	dir := c.store.path(artifactsDir)
+	dir := a.store.path(ArtifactsDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return errors.Wrapf(err, "catalog: read %s", dir)
@@ -426,7 +449,7 @@ func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
 			continue
 		}
 		d := vocab.Digest(vocab.DigestPrefix + e.Name())
-		if c.mu.blobOwners[d] > 0 {
+		if a.owned.blobs[d] > 0 {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
@@ -438,4 +461,43 @@ func (c *Catalog) settleArtifactsLocked(snap *snapshot) error {
 		return syncDir(dir)
 	}
 	return nil
+}
+
+// Get returns the stored bytes of the artifact d (any tenant's), verified
+// against d, for a peer that fetches it by digest: ErrArtifactNotFound when
+// it is not stored.
+func (a *Artifacts) Get(d vocab.Digest) ([]byte, error) {
+	return a.store.get(d, a.opts.MaxArtifactBytes)
+}
+
+// Open opens the stored artifact d (any tenant's) for reading, for
+// a peer that fetches it by digest: served from the file, not read into
+// memory. Its bytes are not verified here; the fetching peer verifies the
+// digest while it stores them (PutRelease). ErrArtifactNotFound
+// when d is not stored; the caller closes the file.
+func (a *Artifacts) Open(d vocab.Digest) (*os.File, error) {
+	if _, err := vocab.ParseDigest(string(d)); err != nil {
+		return nil, ErrArtifactNotFound
+	}
+	name := a.store.artifactPath(d)
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrArtifactNotFound
+	}
+	if err != nil {
+		return nil, errors.Wrapf(err, "catalog: open %s", name)
+	}
+	return f, nil
+}
+
+// sizeLocked is the size of the artifact d as the tenant owns it (0 when
+// it does not).
+//
+// REQUIRES: *a.mu held.
+func (a *Artifacts) sizeLocked(tenant vocab.TenantID, d vocab.Digest) uint64 {
+	ta := a.owned.tenants[tenant]
+	if ta == nil {
+		return 0
+	}
+	return ta.owned[d].size
 }

@@ -27,7 +27,7 @@ func oneRevision(tenant vocab.TenantID, service vocab.ServiceName, art vocab.Dig
 // serviceFiles lists the service directory, temporary files included.
 func serviceFiles(t *testing.T, fx *fixture) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(fx.dir, servicesDir))
+	entries, err := os.ReadDir(filepath.Join(fx.dir, ServicesDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func serviceFiles(t *testing.T, fx *fixture) []string {
 
 func artifactFiles(t *testing.T, fx *fixture) []string {
 	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(fx.dir, artifactsDir))
+	entries, err := os.ReadDir(filepath.Join(fx.dir, ArtifactsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +81,13 @@ func TestPutArtifact_tenantScoped(t *testing.T) {
 		t.Fatalf("artifact directory holds %v", files)
 	}
 	// Claiming a digest without its bytes gives nothing.
-	if err := fx.cat.PutArtifact(ctx, "gamma", shared, strings.NewReader("other bytes")); !errors.Is(err, ErrDigestMismatch) {
+	if err := fx.cat.Artifacts().Put(ctx, "gamma", shared, strings.NewReader("other bytes")); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("want digest mismatch, have %v", err)
 	}
 	if _, err := fx.cat.Deploy(ctx, oneRevision("gamma", "svc", shared)); err == nil || err.Error() != errNever.Error() {
 		t.Fatalf("a failed upload gave ownership: %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "bad/tenant", shared, strings.NewReader("shared module")); !errors.Is(err, vocab.ErrInvalidName) {
+	if err := fx.cat.Artifacts().Put(ctx, "bad/tenant", shared, strings.NewReader("shared module")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid tenant, have %v", err)
 	}
 
@@ -159,10 +159,10 @@ func TestQuota(t *testing.T) {
 		fx.module("a")
 		fx.module("b")
 		fx.module("a") // owned already: not a new artifact
-		err := fx.cat.PutArtifact(ctx, "acme", digestOf("c"), strings.NewReader("c"))
+		err := fx.cat.Artifacts().Put(ctx, "acme", digestOf("c"), strings.NewReader("c"))
 		wantQuota(t, err, QuotaError{Dimension: QuotaArtifacts, Limit: 2, Used: 2})
 		// The upload was refused before its bytes were read.
-		err = fx.cat.PutArtifact(ctx, "acme", digestOf("c"), failingReader{})
+		err = fx.cat.Artifacts().Put(ctx, "acme", digestOf("c"), failingReader{})
 		wantQuota(t, err, QuotaError{Dimension: QuotaArtifacts, Limit: 2, Used: 2})
 		fx.moduleFor("beta", "c")
 		fx.moduleFor("beta", "a")
@@ -174,7 +174,7 @@ func TestQuota(t *testing.T) {
 		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactBytesPerTenant = 10 })
 		fx.module("12345")
 		fx.module("1234")
-		err := fx.cat.PutArtifact(ctx, "acme", digestOf("12"), strings.NewReader("12"))
+		err := fx.cat.Artifacts().Put(ctx, "acme", digestOf("12"), strings.NewReader("12"))
 		wantQuota(t, err, QuotaError{Dimension: QuotaArtifactBytes, Limit: 10, Used: 9})
 		fx.module("1")
 		fx.moduleFor("beta", "0123456789")
@@ -187,16 +187,16 @@ func TestQuota(t *testing.T) {
 		// and counts towards it: the tenant's next upload is refused.
 		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactsPerTenant = 1; o.MaxArtifactBytesPerTenant = 10 })
 		fx.module("12345678")
-		if err := fx.cat.PutReleaseArtifact(ctx, "acme", digestOf("abcdef"), strings.NewReader("abcdef")); err != nil {
+		if err := fx.cat.Artifacts().PutRelease(ctx, "acme", digestOf("abcdef"), strings.NewReader("abcdef")); err != nil {
 			t.Fatalf("release artifact over the quotas: %v", err)
 		}
-		if !fx.cat.HasArtifact("acme", digestOf("abcdef")) {
+		if !fx.cat.Artifacts().Has("acme", digestOf("abcdef")) {
 			t.Fatal("the release artifact is not the tenant's")
 		}
-		err := fx.cat.PutArtifact(ctx, "acme", digestOf("x"), strings.NewReader("x"))
+		err := fx.cat.Artifacts().Put(ctx, "acme", digestOf("x"), strings.NewReader("x"))
 		wantQuota(t, err, QuotaError{Dimension: QuotaArtifacts, Limit: 1, Used: 2})
 		// The digest and the size bound still hold.
-		if err := fx.cat.PutReleaseArtifact(ctx, "acme", digestOf("y"), strings.NewReader("not y")); err == nil {
+		if err := fx.cat.Artifacts().PutRelease(ctx, "acme", digestOf("y"), strings.NewReader("not y")); err == nil {
 			t.Fatal("a release artifact with another digest was stored")
 		}
 	})
@@ -243,7 +243,7 @@ func TestCollectGarbage(t *testing.T) {
 			if st.act != nil {
 				st.act(t)
 			}
-			have, err := fx.cat.CollectGarbage(ctx, t0.Add(st.at))
+			have, err := fx.cat.Artifacts().CollectGarbage(ctx, t0.Add(st.at))
 			if err != nil || !reflect.DeepEqual(have, st.want) {
 				t.Fatalf("want %+v, have %+v, %v", st.want, have, err)
 			}
@@ -266,12 +266,12 @@ func TestCollectGarbage(t *testing.T) {
 	// Re-uploading restarts the grace period.
 	fx.clock.Advance(20 * grace)
 	fx.module("used")
-	if st, err := fx.cat.CollectGarbage(ctx, fx.clock.Now().Add(grace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
+	if st, err := fx.cat.Artifacts().CollectGarbage(ctx, fx.clock.Now().Add(grace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
 		t.Fatalf("a fresh upload was collected: %+v %v", st, err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := fx.cat.CollectGarbage(cancelled, fx.clock.Now().Add(2*grace)); !errors.Is(err, context.Canceled) {
+	if _, err := fx.cat.Artifacts().CollectGarbage(cancelled, fx.clock.Now().Add(2*grace)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want cancelled, have %v", err)
 	}
 }
@@ -304,7 +304,7 @@ func TestCollectGarbage_raceWithDeploy(t *testing.T) {
 			var st GCStats
 			fx.insp.onCall = func() {
 				if collect {
-					st, gcErr = fx.cat.CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace))
+					st, gcErr = fx.cat.Artifacts().CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace))
 				}
 			}
 			_, err := fx.cat.Deploy(context.Background(), oneRevision("acme", "svc", a))
@@ -341,11 +341,11 @@ func TestOpen_settlesArtifacts(t *testing.T) {
 	a := fx.module("a")
 	fx.module("unused")
 	fx.deploy(oneRevision("acme", "svc", a))
-	orphan := filepath.Join(fx.dir, artifactsDir, digestOf("orphan").Hex())
+	orphan := filepath.Join(fx.dir, ArtifactsDir, digestOf("orphan").Hex())
 	if err := os.WriteFile(orphan, []byte("orphan"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(fx.dir, ownersDir)); err != nil {
+	if err := os.RemoveAll(filepath.Join(fx.dir, OwnersDir)); err != nil {
 		t.Fatal(err)
 	}
 	fx.cat = fx.open()
@@ -353,11 +353,11 @@ func TestOpen_settlesArtifacts(t *testing.T) {
 		t.Fatalf("after Open the artifact directory holds %v", files)
 	}
 	fx.deploy(oneRevision("acme", "other", a))
-	if _, err := os.Stat(filepath.Join(fx.dir, ownerRecordPath("acme", a))); err != nil {
+	if _, err := os.Stat(filepath.Join(fx.dir, OwnerRecordPath("acme", a))); err != nil {
 		t.Fatalf("no ownership record adopted: %v", err)
 	}
 	// The adopted ownership is stamped at Open.
-	if st, err := fx.cat.CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
+	if st, err := fx.cat.Artifacts().CollectGarbage(context.Background(), t0.Add(2*DefaultArtifactGrace)); err != nil || !reflect.DeepEqual(st, GCStats{}) {
 		t.Fatalf("collected a used artifact: %+v %v", st, err)
 	}
 }
@@ -398,7 +398,7 @@ func TestOpen_corruptOwnership(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newFixture(t)
 			a := fx.module("a")
-			want := tc.corrupt(t, filepath.Join(fx.dir, ownerRecordPath("acme", a)))
+			want := tc.corrupt(t, filepath.Join(fx.dir, OwnerRecordPath("acme", a)))
 			_, err := Open(context.Background(), fx.options())
 			if !errors.Is(err, ErrCorruptRecord) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("want ErrCorruptRecord naming %s, have %v", want, err)
@@ -438,14 +438,14 @@ func TestStorageFull(t *testing.T) {
 		check   func(t *testing.T, fx *fixture)
 	}{
 		{"artifact", "artifact-", func(fx *fixture) error {
-			return fx.cat.PutArtifact(ctx, "acme", digestOf("new"), strings.NewReader("new"))
+			return fx.cat.Artifacts().Put(ctx, "acme", digestOf("new"), strings.NewReader("new"))
 		}, func(t *testing.T, fx *fixture) {
 			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("the failed upload is usable: %v", err)
 			}
 		}},
 		{"ownership record", digestOf("new").Hex(), func(fx *fixture) error {
-			return fx.cat.PutArtifact(ctx, "acme", digestOf("new"), strings.NewReader("new"))
+			return fx.cat.Artifacts().Put(ctx, "acme", digestOf("new"), strings.NewReader("new"))
 		}, func(t *testing.T, fx *fixture) {
 			if _, err := fx.cat.Deploy(ctx, oneRevision("acme", "new", digestOf("new"))); !errors.Is(err, vocab.ErrInvalidManifest) {
 				t.Fatalf("the failed upload is usable: %v", err)
@@ -549,7 +549,7 @@ func TestModuleReferences(t *testing.T) {
 			case op < 2:
 				kind = "upload"
 				c := contents[rng.IntN(len(contents))]
-				err = fx.cat.PutArtifact(context.Background(), tenants[rng.IntN(2)], digestOf(c), strings.NewReader(c))
+				err = fx.cat.Artifacts().Put(context.Background(), tenants[rng.IntN(2)], digestOf(c), strings.NewReader(c))
 			case op < 7:
 				kind = "deploy"
 				m := vocab.Manifest{Tenant: tenants[rng.IntN(2)], Service: services[rng.IntN(3)]}
@@ -573,7 +573,7 @@ func TestModuleReferences(t *testing.T) {
 				_, err = fx.cat.Delete(context.Background(), tenants[rng.IntN(2)], services[rng.IntN(3)])
 			case op < 9:
 				kind = "collect"
-				_, err = fx.cat.CollectGarbage(context.Background(), fx.clock.Advance(time.Duration(rng.IntN(3))*time.Hour))
+				_, err = fx.cat.Artifacts().CollectGarbage(context.Background(), fx.clock.Advance(time.Duration(rng.IntN(3))*time.Hour))
 			default:
 				kind = "restart"
 				fx.insp = newFakeInspector()
@@ -665,7 +665,7 @@ func BenchmarkPutArtifact(b *testing.B) {
 	d := digestOf(data)
 	b.SetBytes(int64(len(data)))
 	for i := 0; i < b.N; i++ {
-		if err := fx.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(data)); err != nil {
+		if err := fx.cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -756,4 +756,37 @@ func TestQuota_deployedBytes(t *testing.T) {
 			t.Fatalf("default deployed bytes %d", fx.cat.opts.MaxDeployedBytesPerTenant)
 		}
 	})
+}
+
+// sharedArtifactsFixture is a catalog with acme/images (two artifacts),
+// beta/tools (an artifact acme owns too) and one artifact acme uploaded and
+// never used.
+func sharedArtifactsFixture(t *testing.T) *fixture {
+	t.Helper()
+	fx := newFixture(t)
+	a, b := fx.module("module a"), fx.module("module b")
+	fx.module("unused")
+	fx.deploy(twoRevisions(a, b))
+	fx.deploy(oneRevision("beta", "tools", fx.moduleFor("beta", "module a")))
+	return fx
+}
+
+func TestCatalog_PlanGarbage(t *testing.T) {
+	fx := sharedArtifactsFixture(t)
+	later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
+	plan := fx.cat.Artifacts().PlanGarbage(later)
+	// Only acme's "unused" expires; "module a" is used by both owners.
+	if plan.Released != 1 || plan.Deleted != 1 || plan.DeletedBytes != uint64(len("unused")) || len(plan.DeletedDigests) != 1 {
+		t.Fatalf("plan %+v", plan)
+	}
+	got, err := fx.cat.Artifacts().CollectGarbage(context.Background(), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, plan) {
+		t.Fatalf("collected %+v, planned %+v", got, plan)
+	}
+	if again := fx.cat.Artifacts().PlanGarbage(later); !reflect.DeepEqual(again, GCStats{}) {
+		t.Fatalf("after collecting, the plan is %+v", again)
+	}
 }

@@ -1,3 +1,6 @@
+// Catalog and Options: Open (rebuilding every persisted release), Deploy,
+// Delete, Manifest and Pin.
+
 package catalog
 
 import (
@@ -15,7 +18,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/errors"
-	"github.com/google/btree"
 
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -74,13 +76,14 @@ type Options struct {
 	// them with releases that do not grow its deployed bytes.
 	MaxDeployedBytesPerTenant int64
 	// ArtifactGrace is how long after its upload an artifact that none of
-	// its tenant's services uses survives CollectGarbage (default 1 hour).
+	// its tenant's services uses survives Artifacts.CollectGarbage (default
+	// 1 hour).
 	ArtifactGrace time.Duration
 	// Clock stamps uploads (default: the wall clock).
 	Clock vocab.Clock
 }
 
-func (o *Options) setDefaults() {
+func (o *Options) SetDefaults() {
 	if o.MaxServices <= 0 {
 		o.MaxServices = DefaultMaxServices
 	}
@@ -109,25 +112,26 @@ func (o *Options) setDefaults() {
 
 // Catalog is the pinned deployment catalog of a node. Deploys and deletes are
 // serialized, persisted, then published by swapping one atomic pointer; Pin
-// reads that pointer and never blocks. Catalog starts no goroutines.
+// reads that pointer and never blocks. Catalog starts no goroutines. Its
+// artifact store (uploads, ownership, quotas, garbage collection) is its
+// Artifacts.
 type Catalog struct {
-	opts     Options
-	store    diskStore
-	arts     artifactStore
-	releaser ModuleReleaser // nil: the inspector hands out no references
-	acquirer ModuleAcquirer // nil: every deploy reads and inspects its modules
-	cur      atomic.Pointer[snapshot]
+	opts  Options
+	store *diskStore
+	mods  modules    // the inspector's side: inspection, snapshots, references (inspect.go)
+	arts  *Artifacts // ownership of the stored artifacts, guarded by mu too (artifacts.go)
+	cur   atomic.Pointer[snapshot]
 
 	mu struct {
 		sync.Mutex
-		generation vocab.Generation              // last generation issued (persisted before use)
-		index      *btree.BTreeG[entry]          // the services; published as clones (index.go)
-		use        map[vocab.TenantID]*tenantUse // what each tenant's services in index use
-		sum        indexSum                      // of index
-		owners     map[vocab.TenantID]*tenantArtifacts
-		blobOwners map[vocab.Digest]int // number of tenants owning each stored artifact
+		generation vocab.Generation // last generation issued (persisted before use)
+		index      index            // the services and their counters (index.go)
 	}
 }
+
+// Artifacts returns the catalog's artifact store: uploads, ownership,
+// the tenants' artifact quotas and garbage collection.
+func (c *Catalog) Artifacts() *Artifacts { return c.arts }
 
 // Open opens or creates the catalog under opts.Dir and rebuilds every
 // persisted release: each record's checksum is verified, its manifest
@@ -143,24 +147,21 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	if opts.Inspector == nil {
 		return nil, errors.New("catalog: Options.Inspector is required")
 	}
-	opts.setDefaults()
+	opts.SetDefaults()
 	if err := LockDir(opts.Dir); err != nil {
 		return nil, err
 	}
-	c := &Catalog{opts: opts, store: diskStore{root: opts.Dir}}
-	c.arts = c.store
-	c.releaser, _ = opts.Inspector.(ModuleReleaser)
-	if c.releaser != nil {
-		c.acquirer, _ = opts.Inspector.(ModuleAcquirer)
-	}
+	c := &Catalog{opts: opts, store: &diskStore{root: opts.Dir}}
+	c.mods = newModules(opts.Inspector, c.store, opts.MaxArtifactBytes)
+	c.arts = newArtifacts(&c.mu.Mutex, &c.mu.index, c.store, opts)
 	if err := c.store.init(); err != nil {
 		return nil, err
 	}
-	if err := c.loadOwners(); err != nil {
+	if err := c.arts.load(); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.resetIndexLocked()
+	c.mu.index.reset()
 	c.mu.Unlock()
 	// Loading inspects modules, and on a failure gives references back:
 	// without c.mu held (ModuleReleaser's rule). Nothing else uses the
@@ -169,26 +170,22 @@ func Open(ctx context.Context, opts Options) (*Catalog, error) {
 	c.mu.Lock()
 	if err == nil {
 		c.mu.generation = gen
-		c.publishLocked(gen)
-		err = c.settleArtifactsLocked(c.cur.Load())
+		c.cur.Store(c.mu.index.view(gen))
+		err = c.arts.settleLocked(c.cur.Load())
 	}
 	var refs []vocab.Digest
 	if err != nil {
-		c.mu.index.Ascend(func(e entry) bool {
+		c.mu.index.tree.Ascend(func(e entry) bool {
 			refs = append(refs, e.svc.artifacts()...)
 			return true
 		})
 	}
 	c.mu.Unlock()
 	if err != nil {
-		c.release(refs)
+		c.mods.release(refs)
 		return nil, err
 	}
 	return c, nil
-}
-
-type stateRecord struct {
-	Generation vocab.Generation `json:"generation"`
 }
 
 // recordOf is a service's record with its manifest as M: serviceRecord
@@ -216,7 +213,7 @@ type (
 // only to change the index and the state.
 func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
 	var last vocab.Generation
-	statePath := c.store.path(stateFile)
+	statePath := c.store.path(StateFile)
 	data, err := readBounded(statePath, 4096)
 	haveState := err == nil
 	switch {
@@ -231,7 +228,7 @@ func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
 		last = st.Generation
 	}
 
-	dir := c.store.path(servicesDir)
+	dir := c.store.path(ServicesDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, errors.Wrapf(err, "catalog: read %s", dir)
@@ -258,7 +255,7 @@ func (c *Catalog) load(ctx context.Context) (vocab.Generation, error) {
 	c.mu.Lock()
 	for _, svc := range services {
 		if svc != nil {
-			c.putLocked(svc) // on error too: the caller releases what the index holds
+			c.mu.index.put(svc) // on error too: the caller releases what the index holds
 			last = max(last, svc.generation)
 		}
 	}
@@ -305,7 +302,7 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	if !strings.HasSuffix(file, ".rec") {
 		return nil, errors.New("not a service record (unexpected file in the catalog directory)")
 	}
-	data, err := readBounded(c.store.path(servicesDir+"/"+file), maxRecordBytes)
+	data, err := readBounded(c.store.path(ServicesDir+"/"+file), MaxRecordBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -320,20 +317,20 @@ func (c *Catalog) loadService(ctx context.Context, file string) (*service, error
 	switch {
 	case rec.Tenant != s.Tenant || rec.Service != s.Service:
 		return nil, errors.New("record names another service than its manifest")
-	case servicesDir+"/"+file != serviceRecordPath(s.Tenant, s.Service):
+	case ServicesDir+"/"+file != ServiceRecordPath(s.Tenant, s.Service):
 		return nil, errors.New("record is stored under another service's name")
 	case rec.Generation == 0:
 		return nil, errors.New("record has no generation")
 	case len(rec.Modules) != len(s.Revisions):
 		return nil, errors.New("record has module facts for another number of revisions")
 	}
-	modules, refs, err := c.inspectAll(ctx, s, nil, nil)
+	modules, refs, err := c.mods.inspectAll(ctx, s, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	svc, err := checkLoaded(s, rec, modules)
 	if err != nil {
-		c.release(refs)
+		c.mods.release(refs)
 		return nil, err
 	}
 	return svc, nil
@@ -377,8 +374,8 @@ func readBounded(name string, maxBytes int64) ([]byte, error) {
 // answer a release a concurrent deploy is about to publish.
 // ErrServiceNotFound when the service is not deployed.
 func (c *Catalog) Manifest(tenant vocab.TenantID, name vocab.ServiceName) (vocab.Deployment, vocab.Manifest, error) {
-	path := c.store.path(serviceRecordPath(tenant, name))
-	data, err := readBounded(path, maxRecordBytes)
+	path := c.store.path(ServiceRecordPath(tenant, name))
+	data, err := readBounded(path, MaxRecordBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return vocab.Deployment{}, vocab.Manifest{}, ErrServiceNotFound
 	}
@@ -399,97 +396,12 @@ func (c *Catalog) Manifest(tenant vocab.TenantID, name vocab.ServiceName) (vocab
 // Pin returns the current immutable view. It never blocks and never fails.
 func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 
-// inspectAll loads and inspects the artifact of every revision (each distinct
-// digest once). Missing or refused modules are reported per revision field;
-// with owns set, an artifact the manifest's tenant does not own is reported
-// exactly like a missing one, without reading it. It returns the distinct
-// digests inspected, one module reference each; on error it has released
-// them. A seen map (for an inspector without references: Apply and Replace
-// of many services) answers digests inspected before and records new ones.
-func (c *Catalog) inspectAll(ctx context.Context, s vocab.Spec, owns func(vocab.TenantID, vocab.Digest) bool, seen map[vocab.Digest]ModuleInfo) (_ []ModuleInfo, refs []vocab.Digest, err error) {
-	defer func() {
-		if err != nil {
-			c.release(refs)
-			refs = nil
-		}
-	}()
-	var p vocab.Problems
-	modules := make([]ModuleInfo, len(s.Revisions))
-	done := map[vocab.Digest]int{}
-	for i, r := range s.Revisions {
-		if j, ok := done[r.Artifact]; ok {
-			modules[i] = modules[j]
-			continue
-		}
-		f := "revisions[" + strconv.Itoa(i) + "].artifact"
-		if owns != nil && !owns(s.Tenant, r.Artifact) {
-			p.Add(f, unknownArtifact)
-			continue
-		}
-		if c.acquirer != nil {
-			if info, ok := c.acquirer.AcquireModule(r.Artifact); ok {
-				refs = append(refs, r.Artifact)
-				modules[i], done[r.Artifact] = info, i
-				continue
-			}
-		}
-		if info, ok := seen[r.Artifact]; ok {
-			modules[i], done[r.Artifact] = info, i
-			continue
-		}
-		data, err := c.arts.get(r.Artifact, c.opts.MaxArtifactBytes)
-		switch {
-		case errors.Is(err, ErrArtifactNotFound):
-			p.Add(f, unknownArtifact)
-			continue
-		case err != nil:
-			return nil, refs, err
-		}
-		info, err := c.opts.Inspector.Inspect(ctx, r.Artifact, data)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")
-			}
-			if errors.Is(err, ErrHostFault) || errors.Is(err, ErrStorageFull) {
-				return nil, refs, err // the host's fault, not the module's: no field problem
-			}
-			p.AddErr(f, errors.Wrap(err, "module rejected"))
-			continue
-		}
-		refs = append(refs, r.Artifact)
-		info.Exports = slices.Clone(info.Exports)
-		modules[i], done[r.Artifact] = info, i
-		if seen != nil {
-			seen[r.Artifact] = info
-		}
-	}
-	if err := p.Err(); err != nil {
-		return nil, refs, err
-	}
-	return modules, refs, nil
-}
-
-// unknownArtifact is the problem reported for an artifact the tenant cannot
-// use: never uploaded, uploaded by another tenant only, or collected.
-const unknownArtifact = "no artifact with this digest was uploaded"
-
-// release hands module references back to the inspector, one per digest
-// listed. It must not be called with c.mu held.
-func (c *Catalog) release(refs []vocab.Digest) {
-	if c.releaser == nil {
-		return
-	}
-	for _, d := range refs {
-		c.releaser.ReleaseModule(d)
-	}
-}
-
 // Deploy validates m, inspects its modules, and activates it as the service's
 // release under the next generation. The release is persisted before it is
 // published; on any error nothing changes and the previous release keeps
 // serving. Concurrent deploys are serialized: each gets its own generation
 // and the last one to finish is the active release. A revision may only use
-// an artifact its tenant owns (see PutArtifact); any other digest is refused
+// an artifact its tenant owns (see Artifacts.Put); any other digest is refused
 // exactly like one never uploaded. A new service beyond the tenant's quota is
 // refused with ErrTenantQuota (before anything is inspected), beyond the
 // node's bound with ErrCatalogFull. A release that would take the tenant's
@@ -503,10 +415,10 @@ func (c *Catalog) Deploy(ctx context.Context, m vocab.Manifest) (vocab.Deploymen
 	}
 	dep, replaced, err := c.publish(ctx, s, encodeManifest(m), modules) // the service keeps JSON, not the caller's slices
 	if err != nil {
-		c.release(refs)
+		c.mods.release(refs)
 		return vocab.Deployment{}, err
 	}
-	c.release(replaced)
+	c.mods.release(replaced)
 	return dep, nil
 }
 
@@ -528,44 +440,15 @@ func (c *Catalog) prepare(ctx context.Context, m vocab.Manifest) (vocab.Spec, []
 	if err != nil {
 		return vocab.Spec{}, nil, nil, err
 	}
-	modules, refs, err := c.inspectAll(WithDeployingTenant(ctx, s.Tenant), s, c.owns, nil)
+	modules, refs, err := c.mods.inspectAll(WithDeployingTenant(ctx, s.Tenant), s, c.arts.Has, nil)
 	if err != nil {
 		return vocab.Spec{}, nil, nil, err
 	}
-	if err := c.prepareSnapshots(ctx, s, modules); err != nil {
-		c.release(refs)
+	if err := c.mods.prepareSnapshots(ctx, s, modules); err != nil {
+		c.mods.release(refs)
 		return vocab.Spec{}, nil, nil, err
 	}
 	return s, modules, refs, nil
-}
-
-// prepareSnapshots has the inspector initialise the module of every
-// snapshot revision of s (SnapshotPreparer). A revision whose module does
-// not export its init is left to the release's validation, which names the
-// field.
-func (c *Catalog) prepareSnapshots(ctx context.Context, s vocab.Spec, modules []ModuleInfo) error {
-	sp, ok := c.opts.Inspector.(SnapshotPreparer)
-	if !ok {
-		return nil
-	}
-	var p vocab.Problems
-	for i, r := range s.Revisions {
-		if r.Instance != vocab.InstanceSnapshot || (r.Init != "" && !modules[i].exports(r.Init)) {
-			continue
-		}
-		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.Tenant, Artifact: r.Artifact, Init: r.Init,
-			Random: r.Random, MemoryBytes: r.Ceiling.MemoryBytes})
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			return errors.Wrap(ctx.Err(), "catalog: prepare snapshot")
-		case errors.Is(err, ErrHostFault), errors.Is(err, ErrStorageFull):
-			return err
-		default:
-			p.AddErr("revisions["+strconv.Itoa(i)+"].instance", err)
-		}
-	}
-	return p.Err()
 }
 
 // publish builds, persists and publishes the service under the next
@@ -583,7 +466,7 @@ func (c *Catalog) publish(ctx context.Context, s vocab.Spec, manifest []byte, mo
 	// it then answers as unknown, so no release ever names a removed artifact.
 	var p vocab.Problems
 	for i, r := range s.Revisions {
-		if !c.ownsLocked(s.Tenant, r.Artifact) {
+		if !c.arts.ownsLocked(s.Tenant, r.Artifact) {
 			p.Add("revisions["+strconv.Itoa(i)+"].artifact", unknownArtifact)
 		}
 	}
@@ -603,10 +486,10 @@ func (c *Catalog) publish(ctx context.Context, s vocab.Spec, manifest []byte, mo
 		return vocab.Deployment{}, nil, err
 	}
 	var replaced []vocab.Digest
-	if prev, ok := c.putLocked(svc); ok {
+	if prev, ok := c.mu.index.put(svc); ok {
 		replaced = prev.artifacts()
 	}
-	c.publishLocked(gen)
+	c.cur.Store(c.mu.index.view(gen))
 	return svc.deployment(), replaced, nil
 }
 
@@ -620,7 +503,7 @@ func (c *Catalog) writeServiceLocked(svc *service, manifest []byte, modules []Mo
 	if err != nil {
 		return err
 	}
-	return c.store.writeAtomic(serviceRecordPath(svc.tenant, svc.name), data)
+	return c.store.writeAtomic(ServiceRecordPath(svc.tenant, svc.name), data)
 }
 
 // serviceRecordBytes is the record file of svc.
@@ -641,17 +524,17 @@ func serviceRecordBytes(svc *service, manifest []byte, modules []ModuleInfo) ([]
 //
 // REQUIRES: c.mu held.
 func (c *Catalog) serviceRoomLocked(tenant vocab.TenantID, name vocab.ServiceName) error {
-	if c.mu.index.Has(entry{key: serviceKey{tenant, name}}) {
+	if c.mu.index.tree.Has(entry{key: serviceKey{tenant, name}}) {
 		return nil
 	}
 	used := 0
-	if u := c.mu.use[tenant]; u != nil {
+	if u := c.mu.index.use[tenant]; u != nil {
 		used = u.services
 	}
 	if used >= c.opts.MaxServicesPerTenant {
 		return &QuotaError{Dimension: QuotaServices, Limit: uint64(c.opts.MaxServicesPerTenant), Used: uint64(used)}
 	}
-	if c.mu.index.Len() >= c.opts.MaxServices {
+	if c.mu.index.tree.Len() >= c.opts.MaxServices {
 		return errors.WithHint(ErrCatalogFull, "delete unused services or raise the node's service bound")
 	}
 	return nil
@@ -669,19 +552,13 @@ func (c *Catalog) serviceRoomLocked(tenant vocab.TenantID, name vocab.ServiceNam
 //
 // REQUIRES: c.mu held.
 func (c *Catalog) deployedRoomLocked(s vocab.Spec) error {
-	ta := c.mu.owners[s.Tenant]
-	size := func(d vocab.Digest) uint64 {
-		if ta == nil {
-			return 0
-		}
-		return ta.owned[d].size
-	}
+	size := func(d vocab.Digest) uint64 { return c.arts.sizeLocked(s.Tenant, d) }
 	var inUse map[vocab.Digest]int
-	if u := c.mu.use[s.Tenant]; u != nil {
+	if u := c.mu.index.use[s.Tenant]; u != nil {
 		inUse = u.artifacts
 	}
 	var prev []vocab.Digest // the artifacts of the release s replaces
-	if e, ok := c.mu.index.Get(entry{key: serviceKey{s.Tenant, s.Service}}); ok {
+	if e, ok := c.mu.index.tree.Get(entry{key: serviceKey{s.Tenant, s.Service}}); ok {
 		prev = e.svc.artifacts()
 	}
 	var used, next uint64
@@ -714,7 +591,7 @@ func (c *Catalog) Delete(ctx context.Context, tenant vocab.TenantID, name vocab.
 	if err != nil {
 		return 0, err
 	}
-	c.release(deleted)
+	c.mods.release(deleted)
 	return gen, nil
 }
 
@@ -725,18 +602,18 @@ func (c *Catalog) delete(ctx context.Context, tenant vocab.TenantID, name vocab.
 		return 0, nil, errors.Wrap(err, "catalog: delete")
 	}
 	key := serviceKey{tenant, name}
-	if !c.mu.index.Has(entry{key: key}) {
+	if !c.mu.index.tree.Has(entry{key: key}) {
 		return 0, nil, ErrServiceNotFound
 	}
 	gen := c.mu.generation + 1
 	if err := c.commitGenerationLocked(gen); err != nil {
 		return 0, nil, err
 	}
-	if err := c.store.remove(serviceRecordPath(tenant, name)); err != nil {
+	if err := c.store.remove(ServiceRecordPath(tenant, name)); err != nil {
 		return 0, nil, err
 	}
-	svc, _ := c.removeLocked(key)
-	c.publishLocked(gen)
+	svc, _ := c.mu.index.remove(key)
+	c.cur.Store(c.mu.index.view(gen))
 	return gen, svc.artifacts(), nil
 }
 
@@ -750,7 +627,7 @@ func (c *Catalog) commitGenerationLocked(gen vocab.Generation) error {
 	if err != nil {
 		return errors.Wrap(err, "catalog: encode state")
 	}
-	if err := c.store.writeAtomic(stateFile, encodeRecord("state", payload)); err != nil {
+	if err := c.store.writeAtomic(StateFile, encodeRecord("state", payload)); err != nil {
 		return err
 	}
 	c.mu.generation = gen

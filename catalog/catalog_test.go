@@ -305,7 +305,7 @@ func TestPin_noArtifactAccess(t *testing.T) {
 	fx := newFixture(t)
 	fx.deploy(twoRevisions(fx.module("a"), fx.module("b")))
 	var touched atomic.Int64
-	fx.cat.arts = poisonStore{&touched}
+	fx.cat.mods.read = poisonStore{&touched}
 	inspected := fx.insp.calls.Load()
 	if err := os.RemoveAll(fx.dir); err != nil {
 		t.Fatal(err)
@@ -464,7 +464,7 @@ func TestOpen_corruption(t *testing.T) {
 	setup := func(t *testing.T) (*fixture, string) {
 		fx := newFixture(t)
 		fx.deploy(twoRevisions(fx.module("a"), fx.module("b")))
-		return fx, filepath.Join(fx.dir, serviceRecordPath("acme", "images"))
+		return fx, filepath.Join(fx.dir, ServiceRecordPath("acme", "images"))
 	}
 	tests := []struct {
 		name    string
@@ -505,28 +505,28 @@ func TestOpen_corruption(t *testing.T) {
 			return name
 		}},
 		{"state missing", func(t *testing.T, fx *fixture, rec string) string {
-			if err := os.Remove(filepath.Join(fx.dir, stateFile)); err != nil {
+			if err := os.Remove(filepath.Join(fx.dir, StateFile)); err != nil {
 				t.Fatal(err)
 			}
-			return filepath.Join(fx.dir, stateFile)
+			return filepath.Join(fx.dir, StateFile)
 		}},
 		{"state corrupt", func(t *testing.T, fx *fixture, rec string) string {
-			name := filepath.Join(fx.dir, stateFile)
+			name := filepath.Join(fx.dir, StateFile)
 			edit(t, name, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
 			return name
 		}},
 		{"artifact modified", func(t *testing.T, fx *fixture, rec string) string {
 			d := vocab.DigestOf(sha256.Sum256([]byte("a")))
-			name := filepath.Join(fx.dir, artifactsDir, d.Hex())
+			name := filepath.Join(fx.dir, ArtifactsDir, d.Hex())
 			edit(t, name, func(b []byte) []byte { return append(b, '!') })
 			return name
 		}},
 		{"artifact missing", func(t *testing.T, fx *fixture, rec string) string {
 			d := vocab.DigestOf(sha256.Sum256([]byte("b")))
-			if err := os.Remove(filepath.Join(fx.dir, artifactsDir, d.Hex())); err != nil {
+			if err := os.Remove(filepath.Join(fx.dir, ArtifactsDir, d.Hex())); err != nil {
 				t.Fatal(err)
 			}
-			return filepath.Join(fx.dir, ownerRecordPath("acme", d))
+			return filepath.Join(fx.dir, OwnerRecordPath("acme", d))
 		}},
 		{"inspector changed its mind", func(t *testing.T, fx *fixture, rec string) string {
 			info := defaultInfo()
@@ -565,7 +565,7 @@ func TestOpen_corruption(t *testing.T) {
 func TestOpen_removesStaleTemps(t *testing.T) {
 	fx := newFixture(t)
 	fx.deploy(twoRevisions(fx.module("a"), fx.module("b")))
-	stale := filepath.Join(fx.dir, servicesDir, tmpPrefix+"crashed")
+	stale := filepath.Join(fx.dir, ServicesDir, tmpPrefix+"crashed")
 	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +618,7 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := fx.cat.Pin()
-			stateBefore, _ := os.ReadFile(filepath.Join(fx.dir, stateFile))
+			stateBefore, _ := os.ReadFile(filepath.Join(fx.dir, StateFile))
 			m := twoRevisions(a, b)
 			tc.mutate(&m)
 			_, err := fx.cat.Deploy(context.Background(), m)
@@ -636,7 +636,7 @@ func TestDeploy_badInputKeepsServing(t *testing.T) {
 			if d, _ := after.Deployment("acme", "images"); !reflect.DeepEqual(d, good) {
 				t.Fatalf("previous release no longer serves: %+v", d)
 			}
-			stateAfter, _ := os.ReadFile(filepath.Join(fx.dir, stateFile))
+			stateAfter, _ := os.ReadFile(filepath.Join(fx.dir, StateFile))
 			if string(stateBefore) != string(stateAfter) {
 				t.Fatal("a refused deploy consumed a generation")
 			}
@@ -650,7 +650,7 @@ func TestDeploy_persistFailure(t *testing.T) {
 	fx := newFixture(t)
 	a, b := fx.module("a"), fx.module("b")
 	good := fx.deploy(twoRevisions(a, b))
-	dir := filepath.Join(fx.dir, servicesDir)
+	dir := filepath.Join(fx.dir, ServicesDir)
 	moved := dir + ".moved"
 	if err := os.Rename(dir, moved); err != nil {
 		t.Fatal(err)
@@ -689,35 +689,35 @@ func TestPutArtifact(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
 	d := vocab.DigestOf(sha256.Sum256([]byte("module")))
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatal(err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("module")); err != nil {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); err != nil {
 		t.Fatalf("idempotent put: %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", d, strings.NewReader("other")); !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("want digest mismatch, have %v", err)
 	}
-	if err := fx.cat.PutArtifact(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
+	if err := fx.cat.Artifacts().Put(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid digest, have %v", err)
 	}
 	small, err := Open(ctx, Options{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := small.PutArtifact(ctx, "acme", d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
+	if err := small.Artifacts().Put(ctx, "acme", d, strings.NewReader("module")); !errors.Is(err, ErrArtifactTooLarge) {
 		t.Fatalf("want too large, have %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := fx.cat.PutArtifact(cancelled, "acme", d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
+	if err := fx.cat.Artifacts().Put(cancelled, "acme", d, strings.NewReader("module")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("want cancelled, have %v", err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(fx.dir, artifactsDir))
+	entries, _ := os.ReadDir(filepath.Join(fx.dir, ArtifactsDir))
 	if len(entries) != 1 || entries[0].Name() != d.Hex() {
 		t.Fatalf("artifact directory holds %v", entries)
 	}
-	data, err := fx.cat.arts.get(d, 1<<20)
+	data, err := fx.cat.store.get(d, 1<<20)
 	if err != nil || string(data) != "module" {
 		t.Fatalf("get: %q %v", data, err)
 	}

@@ -1,3 +1,6 @@
+// LockDir: the data directory's flock, held by every catalog of the
+// process until it exits (ErrDirInUse for a second process).
+
 package catalog
 
 import (

@@ -1,5 +1,7 @@
 //go:build !unix
 
+// The flock of LockDir where the system has none: no lock.
+
 package catalog
 
 import "os"

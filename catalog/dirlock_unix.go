@@ -1,5 +1,7 @@
 //go:build unix
 
+// The flock of LockDir on Unix systems.
+
 package catalog
 
 import (

@@ -47,7 +47,8 @@
 //
 // # Artifacts and tenants
 //
-// Artifacts belong to tenants. PutArtifact(ctx, tenant, digest, r) verifies
+// Artifacts belong to tenants; a catalog's Artifacts (Catalog.Artifacts)
+// stores them. Put(ctx, tenant, digest, r) verifies
 // the bytes against the digest while storing them; identical bytes are
 // stored once, and every tenant that uploads them gets its own ownership
 // record with the upload time (from Options.Clock). A deploy only sees the
@@ -77,12 +78,28 @@
 // one removes nothing, and a tenant above it loads and can only replace
 // (without growing) and delete.
 //
-// CollectGarbage removes a tenant's ownership of an artifact none of its
+// Artifacts.CollectGarbage removes a tenant's ownership of an artifact none of its
 // services in the current view uses once Options.ArtifactGrace has passed
 // since its upload, and deletes the bytes when no tenant owns them any more.
 // It runs under the catalog's lock, so a racing deploy either published
 // first (the artifact is in use) or answers that the artifact is unknown.
 // The catalog starts no goroutine: the node calls it periodically.
+// PlanGarbage is CollectGarbage's dry run.
+//
+// # Locking
+//
+// A catalog has one lock, Catalog.mu. It guards the last generation
+// issued, the writer's index and its counters (Catalog.mu.index) and the
+// ownership state of its Artifacts, which holds a pointer to the same
+// mutex: a deploy checks ownership and the tenant's quotas and publishes
+// under it, and garbage collection reads what the services use and drops
+// ownership under it, so neither sees the other half done. Methods named
+// …Locked, and every method of index, require it held; exported methods
+// of Catalog and Artifacts take it themselves where they need it and must
+// not be called with it held. Reading, inspecting and preparing modules (modules, in inspect.go)
+// and handing references back run without it (ModuleReleaser's rule), and
+// so does reading a pin: Pin loads one atomic pointer to an immutable
+// snapshot and never blocks.
 //
 // # Compiled modules
 //
@@ -122,14 +139,11 @@
 //
 // # Backup and restore
 //
-// Backup copies the catalog at one generation (the state, service and
-// ownership records and the owned artifacts, then a manifest of every
-// entry's sha256) to a tar stream or a directory; it only reads, so it
-// works while a node serves. Restore writes a backup into an empty data
-// directory through a temporary sibling: every entry is checked against the
-// manifest, every artifact against its digest and every record against its
-// checksum, a caller's Verify opens the catalog there, and only then is it
-// renamed into place. PlanGarbage is CollectGarbage's dry run.
+// Package catalog/backup copies a data directory and restores one. It
+// reads and checks the files through what layout.go exports (the paths of
+// the layout, IsTemp, and DecodeStateRecord, DecodeOwnerRecord and
+// DecodeServiceRecord) and Options.SetDefaults for the quotas a restore is
+// held to; nothing else of the catalog's internals.
 //
 // A write that fails because the disk is full or the quota of the data
 // directory is exhausted (ENOSPC, EDQUOT) returns an error marked
@@ -147,28 +161,32 @@
 //   - release.go: the immutable per-service record built from a validated
 //     vocab.Spec and the inspected modules, its routes, interning.
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
-//   - index.go: the copy-on-write index of services, the per-tenant
-//     counters, the catalog's additive hash.
+//   - index.go: the copy-on-write index of services and the writer's
+//     index type with the per-tenant counters (SnapshotsInUse,
+//     ServiceCount), the catalog's additive hash.
 //   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Options.
 //   - apply.go: Check, Apply and Replace (a history ordered elsewhere:
 //     the cluster), Pin.Hash, Pin.AllServices.
-//   - clock.go: Clock and the default wall clock.
-//   - artifacts.go: ownership, PutArtifact, tenant quotas, CollectGarbage.
-//   - store.go: the on-disk layout, atomic writes, bulk writes, record
-//     encoding, the storage-full classification; exchange_*.go: swapping
+//   - artifacts.go: Artifacts: ownership, Put, tenant quotas,
+//     CollectGarbage, Get and Open for peers.
+//   - layout.go: the on-disk layout's paths and the records' payloads,
+//     exported for catalog/backup.
+//   - store.go: atomic writes, bulk writes, record encoding, the
+//     storage-full classification; exchange_*.go: swapping
 //     a record with its directory's spare file (renameat2 on Linux) and
 //     syncfs.
-//   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo.
+//   - inspect.go: ModuleInspector, ModuleReleaser and ModuleInfo, and
+//     modules: inspecting a release's artifacts, preparing snapshots,
+//     giving references back.
 //   - dirlock*.go: LockDir, the data directory's flock.
-//   - backup.go: Backup, Restore, their tar and directory forms.
 //
 // # Usage
 //
 //	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
-//	err = cat.PutArtifact(ctx, "acme", digest, moduleReader)
+//	err = cat.Artifacts().Put(ctx, "acme", digest, moduleReader)
 //	dep, err := cat.Deploy(ctx, manifest) // manifest.Tenant == "acme"
 //	...
-//	stats, err := cat.CollectGarbage(ctx, clock.Now()) // periodically, from the node's actor
+//	stats, err := cat.Artifacts().CollectGarbage(ctx, clock.Now()) // periodically, from the node's actor
 //
 //	pin := cat.Pin()
 //	rev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, routingKey)

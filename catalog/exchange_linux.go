@@ -1,3 +1,6 @@
+// Swapping a record with its directory's spare file (renameat2
+// RENAME_EXCHANGE) and syncfs, on Linux.
+
 package catalog
 
 import (

@@ -16,7 +16,7 @@ func TestWriteAtomic_swapsWithTheSpare(t *testing.T) {
 	if err := s.init(); err != nil {
 		t.Fatal(err)
 	}
-	rel := servicesDir + "/x.rec"
+	rel := ServicesDir + "/x.rec"
 	ino := func(name string) uint64 {
 		fi, err := os.Stat(name)
 		if err != nil {
@@ -24,7 +24,7 @@ func TestWriteAtomic_swapsWithTheSpare(t *testing.T) {
 		}
 		return fi.Sys().(*syscall.Stat_t).Ino
 	}
-	spare := filepath.Join(s.path(servicesDir), spareName)
+	spare := filepath.Join(s.path(ServicesDir), spareName)
 	seen := map[uint64]bool{}
 	for i, data := range []string{"one", "two", "three", "four", "five"} {
 		if err := s.writeAtomic(rel, []byte(data)); err != nil {
@@ -41,7 +41,13 @@ func TestWriteAtomic_swapsWithTheSpare(t *testing.T) {
 	if len(seen) != 2 {
 		t.Fatalf("the record and the spare used %d inodes over four replacements, want 2", len(seen))
 	}
-	names, err := readDirNames(s.path(servicesDir))
+	entries, err := os.ReadDir(s.path(ServicesDir))
+	var names []string
+	for _, e := range entries {
+		if !IsTemp(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
 	if err != nil || len(names) != 1 || names[0] != "x.rec" {
 		t.Fatalf("listing %v %v: the spare must not be listed", names, err)
 	}

@@ -1,5 +1,8 @@
 //go:build !linux
 
+// Swapping a record with its directory's spare file where renameat2 is
+// missing: a rename, and no syncfs (writeBulk fsyncs each file).
+
 package catalog
 
 import "os"

@@ -155,7 +155,7 @@ func (fx *fixture) module(content string) vocab.Digest {
 func (fx *fixture) moduleFor(tenant vocab.TenantID, content string) vocab.Digest {
 	fx.t.Helper()
 	d := digestOf(content)
-	if err := fx.cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(content)); err != nil {
+	if err := fx.cat.Artifacts().Put(context.Background(), tenant, d, strings.NewReader(content)); err != nil {
 		fx.t.Fatalf("put artifact: %v", err)
 	}
 	return d

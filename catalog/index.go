@@ -1,3 +1,6 @@
+// The copy-on-write index of services, the writer's index with its
+// per-tenant counters, and the catalog's additive hash.
+
 package catalog
 
 import (
@@ -14,8 +17,8 @@ import (
 // The services of the catalog live in a copy-on-write B-tree ordered by
 // tenant, then service name (github.com/google/btree: Clone is O(1), and a
 // later change copies only the nodes on its path). The writer owns one
-// mutable tree (Catalog.mu.index); every published snapshot holds a clone of
-// it that nobody changes again. So a deploy or a delete costs O(log N) in
+// mutable tree (index.tree, in Catalog.mu.index); every published
+// snapshot holds a clone of it that nobody changes again. So a deploy or a delete costs O(log N) in
 // time and allocated bytes, a pin is one pointer, and an old pin keeps
 // alive only the nodes the catalog has replaced since (not a copy of the
 // catalog). What the deploy path checks (a tenant's service count, the
@@ -164,77 +167,85 @@ func bump[K comparable](m map[K]int, k K, delta int) {
 	}
 }
 
-// putLocked makes svc the service under its key in the writer's index and
-// returns the one it replaced.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) putLocked(svc *service) (*service, bool) {
+// index is the writer's index: the services in a mutable B-tree and the
+// counters kept beside it. The catalog holds one (Catalog.mu.index);
+// every method requires the catalog's lock.
+type index struct {
+	tree *btree.BTreeG[entry]          // the services; published as clones
+	use  map[vocab.TenantID]*tenantUse // what each tenant's services in tree use
+	sum  indexSum                      // of tree
+}
+
+// reset empties the index and its counters.
+func (x *index) reset() {
+	x.tree = newIndex()
+	x.use = map[vocab.TenantID]*tenantUse{}
+	x.sum = indexSum{}
+}
+
+// put makes svc the service under its key and returns the one it replaced.
+func (x *index) put(svc *service) (*service, bool) {
 	// The entry's tenant shares the tenant's one copy of the name: a lookup
 	// compares it without touching memory of its own per service.
 	tenant := svc.tenant
-	if u := c.mu.use[tenant]; u != nil {
+	if u := x.use[tenant]; u != nil {
 		tenant = u.name
 	}
-	prev, replaced := c.mu.index.ReplaceOrInsert(entry{key: serviceKey{tenant, svc.name}, svc: svc})
+	prev, replaced := x.tree.ReplaceOrInsert(entry{key: serviceKey{tenant, svc.name}, svc: svc})
 	if replaced {
-		c.uncountLocked(prev.svc)
+		x.uncount(prev.svc)
 	}
-	u := c.mu.use[tenant]
+	u := x.use[tenant]
 	if u == nil {
 		u = &tenantUse{name: tenant, artifacts: map[vocab.Digest]int{}, snapshots: map[SnapshotSpec]int{}}
-		c.mu.use[tenant] = u
+		x.use[tenant] = u
 	}
 	u.count(svc, 1)
-	c.mu.sum.add(svc)
+	x.sum.add(svc)
 	return prev.svc, replaced
 }
 
-// removeLocked removes the service under k from the writer's index and
-// returns it.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) removeLocked(k serviceKey) (*service, bool) {
-	prev, ok := c.mu.index.Delete(entry{key: k})
+// remove removes the service under k and returns it.
+func (x *index) remove(k serviceKey) (*service, bool) {
+	prev, ok := x.tree.Delete(entry{key: k})
 	if ok {
-		c.uncountLocked(prev.svc)
+		x.uncount(prev.svc)
 	}
 	return prev.svc, ok
 }
 
-// REQUIRES: c.mu held.
-func (c *Catalog) uncountLocked(svc *service) {
-	u := c.mu.use[svc.tenant]
+func (x *index) uncount(svc *service) {
+	u := x.use[svc.tenant]
 	u.count(svc, -1)
 	if u.services == 0 {
-		delete(c.mu.use, svc.tenant)
+		delete(x.use, svc.tenant)
 	}
-	c.mu.sum.sub(svc)
+	x.sum.sub(svc)
 }
 
-// publishLocked publishes the writer's index as the view of generation gen.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) publishLocked(gen vocab.Generation) {
-	c.cur.Store(&snapshot{generation: gen, services: c.mu.index.Clone(), sum: c.mu.sum})
+// view is the index as the immutable view of generation gen: an O(1)
+// clone nobody changes again.
+func (x *index) view(gen vocab.Generation) *snapshot {
+	return &snapshot{generation: gen, services: x.tree.Clone(), sum: x.sum}
 }
 
-// resetIndexLocked empties the writer's index and its counters.
-//
-// REQUIRES: c.mu held.
-func (c *Catalog) resetIndexLocked() {
-	c.mu.index = newIndex()
-	c.mu.use = map[vocab.TenantID]*tenantUse{}
-	c.mu.sum = indexSum{}
+// uses reports whether one of the tenant's services uses artifact d.
+func (x *index) uses(t vocab.TenantID, d vocab.Digest) bool {
+	u := x.use[t]
+	return u != nil && u.artifacts[d] > 0
 }
 
-// SnapshotsInUse returns the snapshots the tenant's deployed services need
-// now (one per artifact, init and random source of its snapshot
-// revisions, MemoryBytes zero), sorted: what a runner keeps for the tenant.
-// It reads a counter kept with the catalog, not the services.
-func (c *Catalog) SnapshotsInUse(tenant vocab.TenantID) []SnapshotSpec {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	u := c.mu.use[tenant]
+// services returns how many services the tenant has.
+func (x *index) services(t vocab.TenantID) int {
+	if u := x.use[t]; u != nil {
+		return u.services
+	}
+	return 0
+}
+
+// snapshotsInUse returns the snapshots the tenant's services need, sorted.
+func (x *index) snapshotsInUse(t vocab.TenantID) []SnapshotSpec {
+	u := x.use[t]
 	if u == nil {
 		return nil
 	}
@@ -249,13 +260,20 @@ func (c *Catalog) SnapshotsInUse(tenant vocab.TenantID) []SnapshotSpec {
 	})
 }
 
+// SnapshotsInUse returns the snapshots the tenant's deployed services need
+// now (one per artifact, init and random source of its snapshot
+// revisions, MemoryBytes zero), sorted: what a runner keeps for the tenant.
+// It reads a counter kept with the catalog, not the services.
+func (c *Catalog) SnapshotsInUse(tenant vocab.TenantID) []SnapshotSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.index.snapshotsInUse(tenant)
+}
+
 // ServiceCount returns how many services the tenant has deployed now,
 // from a counter.
 func (c *Catalog) ServiceCount(tenant vocab.TenantID) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if u := c.mu.use[tenant]; u != nil {
-		return u.services
-	}
-	return 0
+	return c.mu.index.services(tenant)
 }

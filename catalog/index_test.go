@@ -264,11 +264,11 @@ func checkCounters(t *testing.T, label string, c *Catalog) {
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !reflect.DeepEqual(c.mu.use, want) {
-		t.Fatalf("%s: counters %+v, recount %+v", label, c.mu.use, want)
+	if !reflect.DeepEqual(c.mu.index.use, want) {
+		t.Fatalf("%s: counters %+v, recount %+v", label, c.mu.index.use, want)
 	}
-	if c.mu.index.Len() != c.Pin().s.len() {
-		t.Fatalf("%s: the writer has %d services, the view %d", label, c.mu.index.Len(), c.Pin().s.len())
+	if c.mu.index.tree.Len() != c.Pin().s.len() {
+		t.Fatalf("%s: the writer has %d services, the view %d", label, c.mu.index.tree.Len(), c.Pin().s.len())
 	}
 }
 
@@ -460,7 +460,7 @@ func TestOpen_failureReleasesReferences(t *testing.T) {
 	for i := range 40 {
 		fx.deploy(shapedManifest("acme", vocab.ServiceName("svc-"+strconv.Itoa(i)), i, 0, arts))
 	}
-	bad := filepath.Join(fx.dir, serviceRecordPath("acme", "svc-17"))
+	bad := filepath.Join(fx.dir, ServiceRecordPath("acme", "svc-17"))
 	edit(t, bad, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
 	for _, insp := range []ModuleInspector{newFakeInspector(), &acquiringInspector{fakeInspector: newFakeInspector()}} {
 		_, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})

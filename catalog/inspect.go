@@ -1,8 +1,13 @@
+// ModuleInspector and its optional interfaces (ModuleReleaser,
+// ModuleAcquirer, SnapshotPreparer), ModuleInfo, and modules: the
+// catalog's side of the inspector.
+
 package catalog
 
 import (
 	"context"
 	"slices"
+	"strconv"
 
 	"github.com/cockroachdb/errors"
 
@@ -149,4 +154,140 @@ func DeployingTenant(ctx context.Context) (vocab.TenantID, bool) {
 // Deploy do; an Inspector's tests may).
 func WithDeployingTenant(ctx context.Context, t vocab.TenantID) context.Context {
 	return context.WithValue(ctx, deployingKey{}, t)
+}
+
+// modules is the catalog's side of its ModuleInspector: it reads a
+// release's artifacts, has them inspected (each distinct one once),
+// has snapshots prepared, and gives module references back. It holds no
+// state that changes; the catalog holds one (Catalog.mods).
+type modules struct {
+	inspector ModuleInspector
+	releaser  ModuleReleaser // nil: the inspector hands out no references
+	acquirer  ModuleAcquirer // nil: every deploy reads and inspects its modules
+	read      artifactStore  // the artifacts' bytes (tests replace it)
+	maxBytes  int64          // Options.MaxArtifactBytes
+}
+
+// newModules is the modules of inspector, reading artifacts from read.
+func newModules(inspector ModuleInspector, read artifactStore, maxBytes int64) modules {
+	m := modules{inspector: inspector, read: read, maxBytes: maxBytes}
+	m.releaser, _ = inspector.(ModuleReleaser)
+	if m.releaser != nil {
+		m.acquirer, _ = inspector.(ModuleAcquirer)
+	}
+	return m
+}
+
+// inspectAll loads and inspects the artifact of every revision (each distinct
+// digest once). Missing or refused modules are reported per revision field;
+// with owns set, an artifact the manifest's tenant does not own is reported
+// exactly like a missing one, without reading it. It returns the distinct
+// digests inspected, one module reference each; on error it has released
+// them. A seen map (for an inspector without references: Apply and Replace
+// of many services) answers digests inspected before and records new ones.
+func (m *modules) inspectAll(ctx context.Context, s vocab.Spec, owns func(vocab.TenantID, vocab.Digest) bool, seen map[vocab.Digest]ModuleInfo) (_ []ModuleInfo, refs []vocab.Digest, err error) {
+	defer func() {
+		if err != nil {
+			m.release(refs)
+			refs = nil
+		}
+	}()
+	var p vocab.Problems
+	modules := make([]ModuleInfo, len(s.Revisions))
+	done := map[vocab.Digest]int{}
+	for i, r := range s.Revisions {
+		if j, ok := done[r.Artifact]; ok {
+			modules[i] = modules[j]
+			continue
+		}
+		f := "revisions[" + strconv.Itoa(i) + "].artifact"
+		if owns != nil && !owns(s.Tenant, r.Artifact) {
+			p.Add(f, unknownArtifact)
+			continue
+		}
+		if m.acquirer != nil {
+			if info, ok := m.acquirer.AcquireModule(r.Artifact); ok {
+				refs = append(refs, r.Artifact)
+				modules[i], done[r.Artifact] = info, i
+				continue
+			}
+		}
+		if info, ok := seen[r.Artifact]; ok {
+			modules[i], done[r.Artifact] = info, i
+			continue
+		}
+		data, err := m.read.get(r.Artifact, m.maxBytes)
+		switch {
+		case errors.Is(err, ErrArtifactNotFound):
+			p.Add(f, unknownArtifact)
+			continue
+		case err != nil:
+			return nil, refs, err
+		}
+		info, err := m.inspector.Inspect(ctx, r.Artifact, data)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")
+			}
+			if errors.Is(err, ErrHostFault) || errors.Is(err, ErrStorageFull) {
+				return nil, refs, err // the host's fault, not the module's: no field problem
+			}
+			p.AddErr(f, errors.Wrap(err, "module rejected"))
+			continue
+		}
+		refs = append(refs, r.Artifact)
+		info.Exports = slices.Clone(info.Exports)
+		modules[i], done[r.Artifact] = info, i
+		if seen != nil {
+			seen[r.Artifact] = info
+		}
+	}
+	if err := p.Err(); err != nil {
+		return nil, refs, err
+	}
+	return modules, refs, nil
+}
+
+// unknownArtifact is the problem reported for an artifact the tenant cannot
+// use: never uploaded, uploaded by another tenant only, or collected.
+const unknownArtifact = "no artifact with this digest was uploaded"
+
+// release hands module references back to the inspector, one per digest
+// listed. It must not be called with the catalog's lock held.
+func (m *modules) release(refs []vocab.Digest) {
+	if m.releaser == nil {
+		return
+	}
+	for _, d := range refs {
+		m.releaser.ReleaseModule(d)
+	}
+}
+
+// prepareSnapshots has the inspector initialise the module of every
+// snapshot revision of s (SnapshotPreparer). A revision whose module does
+// not export its init is left to the release's validation, which names the
+// field.
+func (m *modules) prepareSnapshots(ctx context.Context, s vocab.Spec, modules []ModuleInfo) error {
+	sp, ok := m.inspector.(SnapshotPreparer)
+	if !ok {
+		return nil
+	}
+	var p vocab.Problems
+	for i, r := range s.Revisions {
+		if r.Instance != vocab.InstanceSnapshot || (r.Init != "" && !modules[i].exports(r.Init)) {
+			continue
+		}
+		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.Tenant, Artifact: r.Artifact, Init: r.Init,
+			Random: r.Random, MemoryBytes: r.Ceiling.MemoryBytes})
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return errors.Wrap(ctx.Err(), "catalog: prepare snapshot")
+		case errors.Is(err, ErrHostFault), errors.Is(err, ErrStorageFull):
+			return err
+		default:
+			p.AddErr("revisions["+strconv.Itoa(i)+"].instance", err)
+		}
+	}
+	return p.Err()
 }

@@ -1,3 +1,6 @@
+// Pin, the immutable view: Resolve (the routing hash), Policy, the
+// service listings.
+
 package catalog
 
 import (

@@ -51,8 +51,8 @@ func TestRandom_recordsWithoutTheField(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(serviceRecordPath("acme", "images"), encodeRecord("service", []byte(recordWithoutRandom)))
-	write(stateFile, encodeRecord("state", []byte(`{"generation":1}`)))
+	write(ServiceRecordPath("acme", "images"), encodeRecord("service", []byte(recordWithoutRandom)))
+	write(StateFile, encodeRecord("state", []byte(`{"generation":1}`)))
 	loaded := policies(t, fx.open())
 	for _, p := range loaded {
 		if p.Random != vocab.RandomSecure {
@@ -66,7 +66,7 @@ func TestRandom_recordsWithoutTheField(t *testing.T) {
 	// Deployed today, the same manifest gets the same ids and record.
 	fresh := newFixture(t)
 	fresh.deploy(twoRevisions(fresh.module("a"), fresh.module("b")))
-	data, err := os.ReadFile(filepath.Join(fresh.dir, serviceRecordPath("acme", "images")))
+	data, err := os.ReadFile(filepath.Join(fresh.dir, ServiceRecordPath("acme", "images")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRandom_deploy(t *testing.T) {
 	check(fx.cat, "deployed")
 
 	// The release record round-trips through JSON with the field.
-	data, err := os.ReadFile(filepath.Join(fx.dir, serviceRecordPath("acme", "images")))
+	data, err := os.ReadFile(filepath.Join(fx.dir, ServiceRecordPath("acme", "images")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,6 @@
+// The immutable per-service record built from a validated vocab.Spec and
+// the inspected modules: its revisions, routes and policies, interned.
+
 package catalog
 
 import (

@@ -1,9 +1,12 @@
+// diskStore: atomic and bulk writes under the data directory, artifact
+// staging and reads, record encoding, and the storage-full
+// classification (MarkStorageFull).
+
 package catalog
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"io/fs"
 	"os"
@@ -34,33 +37,6 @@ var (
 	// names the operation and the errno text, never a host path; the
 	// path-bearing cause stays reachable with errors.Unwrap for logs.
 	ErrStorageFull = errors.New("catalog: storage full")
-)
-
-// Layout under the data directory:
-//
-//	artifacts/sha256/<hex>            module bytes, named by their digest, stored
-//	                                  once whichever tenants uploaded them
-//	catalog/state.rec                 the last generation issued
-//	catalog/services/<hex>.rec        one record per deployed service; <hex> is
-//	                                  sha256(tenant 0x00 service), so names never
-//	                                  become paths
-//	catalog/owners/<t>/<hex>.rec      one record per artifact a tenant owns: <t> is
-//	                                  sha256(tenant), <hex> the artifact's digest;
-//	                                  the record holds the tenant, the digest, the
-//	                                  size and the upload time
-//
-// Every file is written to a temporary file in the same directory, fsynced,
-// renamed over its name, and the directory fsynced. An upload writes the
-// artifact before its ownership record; garbage collection removes the
-// ownership record before the artifact. A crash in between leaves an artifact
-// nobody owns, which Open deletes; it never leaves an ownership record
-// without its artifact.
-const (
-	artifactsDir = "artifacts/sha256"
-	servicesDir  = "catalog/services"
-	ownersDir    = "catalog/owners"
-	stateFile    = "catalog/state.rec"
-	tmpPrefix    = ".tmp-"
 )
 
 // artifactStore is how deploys and Open read module bytes; tests replace it
@@ -97,7 +73,7 @@ func (s diskStore) wrapped(f *os.File, what string) tempFile {
 }
 
 func (s diskStore) init() error {
-	for _, d := range []string{artifactsDir, servicesDir, ownersDir} {
+	for _, d := range []string{ArtifactsDir, ServicesDir, OwnersDir} {
 		if err := os.MkdirAll(s.path(d), 0o750); err != nil {
 			return storageErr(errors.Wrapf(err, "catalog: create %s", s.path(d)), "create directory")
 		}
@@ -116,7 +92,7 @@ func removeTemps(dir string) error {
 		return errors.Wrapf(err, "catalog: read %s", dir)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
+		if IsTemp(e.Name()) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return errors.Wrapf(err, "catalog: remove stale %s", filepath.Join(dir, e.Name()))
 			}
@@ -135,7 +111,7 @@ type stagedArtifact struct {
 // stageArtifact writes r to a temporary file, verifying its size bound and
 // its digest, and fsyncs it. The caller commits or discards it.
 func (s diskStore) stageArtifact(d vocab.Digest, r io.Reader, maxBytes int64) (stagedArtifact, error) {
-	dir := s.path(artifactsDir)
+	dir := s.path(ArtifactsDir)
 	f, err := os.CreateTemp(dir, tmpPrefix+"artifact-*")
 	if err != nil {
 		return stagedArtifact{}, storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
@@ -165,7 +141,7 @@ func (s diskStore) stageArtifact(d vocab.Digest, r io.Reader, maxBytes int64) (s
 // commitArtifact renames a staged artifact to its digest's name (replacing
 // an identical copy, or a damaged one) and fsyncs the directory.
 func (s diskStore) commitArtifact(st stagedArtifact, d vocab.Digest) error {
-	dir := s.path(artifactsDir)
+	dir := s.path(ArtifactsDir)
 	if err := os.Rename(st.tmp, filepath.Join(dir, d.Hex())); err != nil {
 		s.discard(st)
 		return storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
@@ -176,7 +152,7 @@ func (s diskStore) commitArtifact(st stagedArtifact, d vocab.Digest) error {
 func (s diskStore) discard(st stagedArtifact) { _ = os.Remove(st.tmp) }
 
 func (s diskStore) artifactPath(d vocab.Digest) string {
-	return filepath.Join(s.path(artifactsDir), d.Hex())
+	return filepath.Join(s.path(ArtifactsDir), d.Hex())
 }
 
 func (s diskStore) get(d vocab.Digest, maxBytes int64) ([]byte, error) {
@@ -380,20 +356,6 @@ func storageErr(err error, op string) error {
 	return errors.Mark(&storageFullError{op: op, errno: errno, cause: err}, ErrStorageFull)
 }
 
-func serviceRecordPath(t vocab.TenantID, s vocab.ServiceName) string {
-	sum := sha256.Sum256([]byte(string(t) + "\x00" + string(s)))
-	return servicesDir + "/" + hex.EncodeToString(sum[:]) + ".rec"
-}
-
-func tenantOwnersDir(t vocab.TenantID) string {
-	sum := sha256.Sum256([]byte(t))
-	return ownersDir + "/" + hex.EncodeToString(sum[:])
-}
-
-func ownerRecordPath(t vocab.TenantID, d vocab.Digest) string {
-	return tenantOwnersDir(t) + "/" + d.Hex() + ".rec"
-}
-
 // Record encoding. A record file is one header line and a JSON payload:
 //
 //	latent-record v1 <kind> <payload length> sha256:<hex of the payload>\n<payload>
@@ -401,9 +363,6 @@ func ownerRecordPath(t vocab.TenantID, d vocab.Digest) string {
 // Decoding checks the header, the exact length, the checksum, then decodes the
 // payload strictly (unknown fields refused).
 const recordMagic = "latent-record v1"
-
-// maxRecordBytes bounds a record file: a manifest plus per-revision module info.
-const maxRecordBytes = 2 * vocab.MaxManifestBytes
 
 func encodeRecord(kind string, payload []byte) []byte {
 	sum := sha256.Sum256(payload)

@@ -202,7 +202,7 @@ func (c *Cluster) ensureArtifacts(ctx context.Context, m vocab.Manifest) error {
 			continue
 		}
 		done = append(done, r.Artifact)
-		if c.cat.HasArtifact(m.Tenant, r.Artifact) {
+		if c.cat.Artifacts().Has(m.Tenant, r.Artifact) {
 			continue
 		}
 		if err := c.fetch(ctx, m.Tenant, r.Artifact); err != nil {
@@ -247,7 +247,7 @@ func (c *Cluster) fetch(ctx context.Context, tenant vocab.TenantID, d vocab.Dige
 		// storing. The release was admitted where it was deployed: the
 		// tenant's upload quota here does not refuse it (its uploads here
 		// wait instead).
-		err := c.peers.fetch(ctx, urls[id], d, func(r io.Reader) error { return c.cat.PutReleaseArtifact(ctx, tenant, d, r) })
+		err := c.peers.fetch(ctx, urls[id], d, func(r io.Reader) error { return c.cat.Artifacts().PutRelease(ctx, tenant, d, r) })
 		if err == nil {
 			if herr := c.member.hold(ctx, d); herr != nil {
 				c.log.Info("cluster: artifact fetched but its holding not recorded", "digest", string(d), "err", herr)

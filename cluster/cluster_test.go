@@ -69,7 +69,7 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 			http.NotFound(w, r)
 			return
 		}
-		data, err := cat.Artifact(vocab.Digest(r.PathValue("digest")))
+		data, err := cat.Artifacts().Get(vocab.Digest(r.PathValue("digest")))
 		if err != nil {
 			http.NotFound(w, r)
 			return
@@ -150,7 +150,7 @@ func manifest(tenant, service string, d vocab.Digest, weight int64) vocab.Manife
 func upload(t *testing.T, m *member, tenant string, module []byte) vocab.Digest {
 	t.Helper()
 	d := vocab.DigestOf(sha256.Sum256(module))
-	if err := m.cat.PutArtifact(context.Background(), vocab.TenantID(tenant), d, bytes.NewReader(module)); err != nil {
+	if err := m.cat.Artifacts().Put(context.Background(), vocab.TenantID(tenant), d, bytes.NewReader(module)); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -210,7 +210,7 @@ func deployScenario(t *testing.T, ms []*member) {
 		if pin.Generation() != res.Generation || pin.Hash() != ms[0].cat.Pin().Hash() {
 			t.Fatalf("%s at generation %d (want %d)", m.id, pin.Generation(), res.Generation)
 		}
-		if _, ok := pin.Deployment("acme", "svc"); !ok || !m.cat.HasArtifact("acme", d) {
+		if _, ok := pin.Deployment("acme", "svc"); !ok || !m.cat.Artifacts().Has("acme", d) {
 			t.Fatalf("%s lacks the release or its artifact", m.id)
 		}
 	}
@@ -256,7 +256,7 @@ func TestCluster_forgedArtifactSkipped(t *testing.T) {
 		_, ok := c.cat.Pin().Deployment("acme", "svc")
 		return ok
 	})
-	got, err := c.cat.Artifact(d)
+	got, err := c.cat.Artifacts().Get(d)
 	if err != nil || string(got) != "module two" {
 		t.Fatalf("c's artifact %q, %v", got, err)
 	}
@@ -557,7 +557,7 @@ func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
 		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(members) == 2
 	})
 	upload(t, b, "acme", []byte("parked on b"))
-	if err := b.cat.PutArtifact(ctx, "acme", vocab.DigestOf(sha256.Sum256([]byte("more"))), bytes.NewReader([]byte("more"))); err == nil {
+	if err := b.cat.Artifacts().Put(ctx, "acme", vocab.DigestOf(sha256.Sum256([]byte("more"))), bytes.NewReader([]byte("more"))); err == nil {
 		t.Fatal("b's upload quota took a second artifact")
 	}
 	d := upload(t, a, "acme", []byte("the release's module"))
@@ -568,8 +568,8 @@ func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
 	if res.Applied != 2 || res.Members != 2 {
 		t.Fatalf("applied on %d of %d members", res.Applied, res.Members)
 	}
-	if _, ok := b.cat.Pin().Deployment("acme", "svc"); !ok || !b.cat.HasArtifact("acme", d) || !b.c.Status().Fresh {
-		t.Fatalf("b: release %v, artifact %v, fresh %v", ok, b.cat.HasArtifact("acme", d), b.c.Status().Fresh)
+	if _, ok := b.cat.Pin().Deployment("acme", "svc"); !ok || !b.cat.Artifacts().Has("acme", d) || !b.c.Status().Fresh {
+		t.Fatalf("b: release %v, artifact %v, fresh %v", ok, b.cat.Artifacts().Has("acme", d), b.c.Status().Fresh)
 	}
 }
 

@@ -371,7 +371,7 @@ func (c *Cluster) Replicate(ctx context.Context, tenant vocab.TenantID, d vocab.
 	if _, err := vocab.ParseDigest(string(d)); err != nil {
 		return errors.Wrap(err, "cluster: replicate")
 	}
-	if c.cat.HasArtifact(tenant, d) {
+	if c.cat.Artifacts().Has(tenant, d) {
 		return c.member.hold(ctx, d)
 	}
 	gctx, cancel := context.WithTimeout(ctx, opTimeout)

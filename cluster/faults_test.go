@@ -165,7 +165,7 @@ func TestCluster_faults(t *testing.T) {
 		}
 		i := rng.IntN(len(digests))
 		// The deploying node must hold the artifact: upload it there.
-		_ = m.cat.PutArtifact(context.Background(), "acme", digests[i], strings.NewReader("fault module "+strconv.Itoa(i)))
+		_ = m.cat.Artifacts().Put(context.Background(), "acme", digests[i], strings.NewReader("fault module "+strconv.Itoa(i)))
 		if _, err := m.c.Deploy(context.Background(), manifest("acme", services[rng.IntN(len(services))], digests[i], int64(1+rng.IntN(9)))); err != nil {
 			refused++
 		} else {

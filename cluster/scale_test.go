@@ -47,7 +47,7 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 			}
 			module := []byte("\x00asm\x01\x00\x00\x00")
 			d := vocab.DigestOf(sha256.Sum256(module))
-			if err := cat.PutArtifact(ctx, "acme", d, bytes.NewReader(module)); err != nil {
+			if err := cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(module)); err != nil {
 				b.Fatal(err)
 			}
 			k := keys{prefix: "/test"}

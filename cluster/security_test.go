@@ -133,7 +133,7 @@ func TestCluster_replicateNeedsPendingRelease(t *testing.T) {
 		if err := b.c.Replicate(ctx, tenant, d); !errors.Is(err, ErrNotPending) {
 			t.Fatalf("replicate for %s without a pending release: %v, want ErrNotPending", tenant, err)
 		}
-		if b.cat.HasArtifact(tenant, d) {
+		if b.cat.Artifacts().Has(tenant, d) {
 			t.Fatalf("b granted %s the artifact", tenant)
 		}
 	}
@@ -141,10 +141,10 @@ func TestCluster_replicateNeedsPendingRelease(t *testing.T) {
 	if _, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if !b.cat.HasArtifact("acme", d) {
+	if !b.cat.Artifacts().Has("acme", d) {
 		t.Fatal("the deploy did not replicate the artifact to b")
 	}
-	if b.cat.HasArtifact("other", d) {
+	if b.cat.Artifacts().Has("other", d) {
 		t.Fatal("b granted other the artifact")
 	}
 	resp, err := a.c.cli.Get(ctx, a.c.k.prefix+"/pending/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -190,7 +190,7 @@ func TestCluster_tokenRotation(t *testing.T) {
 	}
 	d := upload(t, a, "acme", []byte("module after rotation"))
 	res, err := a.c.Deploy(ctx, manifest("acme", "svc", d, 1))
-	if err != nil || res.Applied != 2 || !b.cat.HasArtifact("acme", d) {
+	if err != nil || res.Applied != 2 || !b.cat.Artifacts().Has("acme", d) {
 		t.Fatalf("deploy after the rotation: %+v, %v", res, err)
 	}
 }

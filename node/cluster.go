@@ -188,7 +188,7 @@ func servePeerArtifact(w http.ResponseWriter, r *http.Request, cat *catalog.Cata
 		api.WriteProblem(w, p, 0)
 		return
 	}
-	f, err := cat.OpenArtifact(d)
+	f, err := cat.Artifacts().Open(d)
 	if err != nil {
 		handleNotFound(w, r)
 		return

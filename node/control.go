@@ -72,7 +72,7 @@ func (d *deployments) handleArtifact(w http.ResponseWriter, r *http.Request, p *
 	}
 	defer d.uploads.end(p.Tenant)
 	body := &bodyReader{r: http.MaxBytesReader(w, r.Body, limit+1)}
-	err = d.cat.PutArtifact(r.Context(), p.Tenant, digest, body)
+	err = d.cat.Artifacts().Put(r.Context(), p.Tenant, digest, body)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(digest)})

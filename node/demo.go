@@ -24,7 +24,7 @@ var DemoTarget = vocab.Target{Tenant: "demo", Service: "hello", Route: "greet"}
 // greet.
 func (n *Node) DeployDemo(ctx context.Context) (vocab.Deployment, error) {
 	d := vocab.DigestOf(sha256.Sum256(DemoHello))
-	if err := n.cat.PutArtifact(ctx, DemoTarget.Tenant, d, bytes.NewReader(DemoHello)); err != nil {
+	if err := n.cat.Artifacts().Put(ctx, DemoTarget.Tenant, d, bytes.NewReader(DemoHello)); err != nil {
 		return vocab.Deployment{}, errors.Wrap(err, "node: demo artifact")
 	}
 	return n.cat.Deploy(ctx, vocab.Manifest{Tenant: DemoTarget.Tenant, Service: DemoTarget.Service,

@@ -198,7 +198,7 @@ func (n *Node) collectArtifacts(ctx context.Context, every time.Duration) error 
 			return nil
 		case <-t.C:
 		}
-		st, err := n.cat.CollectGarbage(ctx, n.clock.Now())
+		st, err := n.cat.Artifacts().CollectGarbage(ctx, n.clock.Now())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			n.log.Warn("artifact collection failed; retrying at the next interval", "err", err)

@@ -54,7 +54,7 @@ func TestServePeerArtifact(t *testing.T) {
 	}
 	module := bytes.Repeat([]byte("wasm"), 1<<20) // 4 MiB
 	d := vocab.DigestOf(sha256.Sum256(module))
-	if err := cat.PutArtifact(ctx, "acme", d, bytes.NewReader(module)); err != nil {
+	if err := cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(module)); err != nil {
 		t.Fatal(err)
 	}
 	slots := make(chan struct{}, maxPeerArtifactReads)

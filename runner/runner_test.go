@@ -83,7 +83,7 @@ func (e *env) deploy(name string, wasm []byte, ceiling vocab.ManifestCeiling) {
 func (e *env) deployRevision(name string, wasm []byte, rev vocab.ManifestRevision) {
 	e.t.Helper()
 	d := vocab.DigestOf(sha256.Sum256(wasm))
-	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
+	if err := e.cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
 		e.t.Fatal(err)
 	}
 	rev.Name, rev.Artifact, rev.TrustClass = "v1", d, "untrusted"

@@ -37,7 +37,7 @@ func BenchmarkRun_instanceModes(b *testing.B) {
 		for _, mode := range []string{"fresh", "snapshot", "reuse"} {
 			svc := g.name + "-" + mode
 			d := vocab.DigestOf(sha256.Sum256(g.wasm))
-			if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(g.wasm))); err != nil {
+			if err := e.cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader(string(g.wasm))); err != nil {
 				b.Fatal(err)
 			}
 			c := ceiling(1<<32, 64<<20, 10*time.Second)

@@ -26,7 +26,7 @@ func (e *env) deployReactor(name string, wasm []byte, instance, function string)
 func (e *env) tryDeployReactor(name string, wasm []byte, instance, init, function string) error {
 	e.t.Helper()
 	d := vocab.DigestOf(sha256.Sum256(wasm))
-	if err := e.cat.PutArtifact(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
+	if err := e.cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader(string(wasm))); err != nil {
 		e.t.Fatal(err)
 	}
 	c := ceiling(1<<30, 1<<20, 10*time.Second)

@@ -203,7 +203,7 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 	module := []byte("module")
 	d := vocab.DigestOf(sha256.Sum256(module))
 	for tenant := range driverTenants {
-		if err := cat.PutArtifact(context.Background(), tenant, d, strings.NewReader(string(module))); err != nil {
+		if err := cat.Artifacts().Put(context.Background(), tenant, d, strings.NewReader(string(module))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -147,7 +147,7 @@ func newAdmissionHarness(t *testing.T) *admissionHarness {
 		t.Fatal(err)
 	}
 	d := vocab.DigestOf(sha256.Sum256([]byte("m")))
-	if err := cat.PutArtifact(context.Background(), "acme", d, strings.NewReader("m")); err != nil {
+	if err := cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader("m")); err != nil {
 		t.Fatal(err)
 	}
 	_, err = cat.Deploy(context.Background(), vocab.Manifest{Tenant: "acme", Service: "images",

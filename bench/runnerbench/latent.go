@@ -158,7 +158,7 @@ type deployment struct {
 func (e *latentEnv) deploy(ctx context.Context, service string, wasm []byte, how deployment) error {
 	ceiling := vocab.ManifestCeiling{CPUFuel: 1 << 40, MemoryBytes: cellMemoryBytes, WallTime: vocab.Duration(10 * time.Minute)}
 	d := vocab.DigestOf(sha256.Sum256(wasm))
-	if err := e.cat.PutArtifact(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
+	if err := e.cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(wasm)); err != nil {
 		return errors.Wrapf(err, "runnerbench: put %s", service)
 	}
 	m := vocab.Manifest{Tenant: "acme", Service: vocab.ServiceName(service),

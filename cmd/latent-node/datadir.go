@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/catalog/backup"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
@@ -95,8 +96,8 @@ func gc(args []string, stdout, stderr io.Writer) int {
 	var st catalog.GCStats
 	if *dryRun {
 		verb = "would remove"
-		st = c.PlanGarbage(time.Now())
-	} else if st, err = c.CollectGarbage(ctx, time.Now()); err != nil {
+		st = c.Artifacts().PlanGarbage(time.Now())
+	} else if st, err = c.Artifacts().CollectGarbage(ctx, time.Now()); err != nil {
 		fmt.Fprintln(stderr, "latent-node gc: artifacts:", err)
 		return 1
 	}
@@ -117,7 +118,7 @@ const maxSignKeyFileBytes = 4096
 
 // readSignKey reads a backup signing key file: a regular file that only its
 // owner may read or write (like an SSH private key), holding at least
-// catalog.MinSignKeyBytes bytes once surrounding whitespace is trimmed
+// backup.MinSignKeyBytes bytes once surrounding whitespace is trimmed
 // (such as 64 hex digits from "openssl rand -hex 32").
 func readSignKey(path string) ([]byte, error) {
 	f, err := os.Open(path)
@@ -141,14 +142,15 @@ func readSignKey(path string) ([]byte, error) {
 		return nil, errors.Wrap(err, "--sign-key-file")
 	}
 	key := bytes.TrimSpace(data)
-	if len(data) > maxSignKeyFileBytes || len(key) < catalog.MinSignKeyBytes {
+	if len(data) > maxSignKeyFileBytes || len(key) < backup.MinSignKeyBytes {
 		return nil, errors.Newf("--sign-key-file %s must hold %d to %d bytes (such as the output of \"openssl rand -hex 32\")",
-			path, catalog.MinSignKeyBytes, maxSignKeyFileBytes)
+			path, backup.MinSignKeyBytes, maxSignKeyFileBytes)
 	}
 	return key, nil
 }
 
-func backup(args []string, stdout, stderr io.Writer) int {
+// backupCmd is the backup command (named so: backup is the package).
+func backupCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("backup", stderr, "backup --config FILE --out DIR|- [--sign-key-file FILE]")
 	path := fs.String("config", "", "configuration file (TOML); the node may be running")
 	out := fs.String("out", "", "a new or empty directory, or - for a tar stream on stdout")
@@ -164,7 +166,7 @@ func backup(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "latent-node backup: --out is required")
 		return 2
 	}
-	var opts catalog.BackupOptions
+	var opts backup.Options
 	if *keyFile != "" {
 		key, err := readSignKey(*keyFile)
 		if err != nil {
@@ -174,17 +176,17 @@ func backup(args []string, stdout, stderr io.Writer) int {
 		opts.SignKey = key
 	}
 	ctx := context.Background()
-	var st catalog.BackupStats
+	var st backup.Stats
 	var err error
 	if *out == "-" {
-		sink := catalog.NewTarSink(stdout)
-		if st, err = catalog.BackupWith(ctx, cfg.Node.DataDir, sink, opts); err == nil {
+		sink := backup.NewTarSink(stdout)
+		if st, err = backup.Write(ctx, cfg.Node.DataDir, sink, opts); err == nil {
 			err = sink.Close()
 		}
 	} else {
-		var sink *catalog.DirSink
-		if sink, err = catalog.NewDirSink(*out); err == nil {
-			if st, err = catalog.BackupWith(ctx, cfg.Node.DataDir, sink, opts); err == nil {
+		var sink *backup.DirSink
+		if sink, err = backup.NewDirSink(*out); err == nil {
+			if st, err = backup.Write(ctx, cfg.Node.DataDir, sink, opts); err == nil {
 				err = sink.Commit()
 			}
 			if err != nil {
@@ -228,11 +230,11 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		signKey = key
 	}
-	var src catalog.BackupSource
+	var src backup.Source
 	if *in == "-" {
-		src = catalog.NewTarSource(stdin)
+		src = backup.NewTarSource(stdin)
 	} else {
-		ds, err := catalog.NewDirSource(*in)
+		ds, err := backup.NewDirSource(*in)
 		if err != nil {
 			fmt.Fprintln(stderr, "latent-node restore:", err)
 			return 1
@@ -254,7 +256,7 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if tenants == nil {
 		tenants = []vocab.TenantID{}
 	}
-	st, err := catalog.Restore(ctx, src, dir, catalog.RestoreOptions{
+	st, err := backup.Restore(ctx, src, dir, backup.RestoreOptions{
 		MaxArtifactBytes: cfg.CatalogOptions().MaxArtifactBytes, Quotas: cfg.CatalogOptions(), Tenants: tenants,
 		SignKey: signKey, Verify: verify})
 	if err != nil {

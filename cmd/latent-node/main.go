@@ -94,7 +94,7 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "gc":
 		return gc(rest, stdout, stderr)
 	case "backup":
-		return backup(rest, stdout, stderr)
+		return backupCmd(rest, stdout, stderr)
 	case "restore":
 		return restore(rest, stdin, stdout, stderr)
 	case "version":

@@ -1,4 +1,4 @@
-package catalog
+package backup
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/internal/testutil/tartest"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -18,7 +20,7 @@ import (
 // countingSource counts the bytes Restore reads from its entries: every
 // byte it writes to disk is one of them.
 type countingSource struct {
-	src  BackupSource
+	src  Source
 	read int64
 }
 
@@ -53,7 +55,7 @@ func FuzzRestore(f *testing.F) {
 	for _, key := range [][]byte{nil, bytes.Repeat([]byte("k"), 32)} {
 		var b bytes.Buffer
 		sink := NewTarSink(&b)
-		if _, err := BackupWith(context.Background(), fx.dir, sink, BackupOptions{SignKey: key}); err != nil {
+		if _, err := Write(context.Background(), fx.dir, sink, Options{SignKey: key}); err != nil {
 			f.Fatal(err)
 		}
 		if err := sink.Close(); err != nil {
@@ -61,19 +63,19 @@ func FuzzRestore(f *testing.F) {
 		}
 		f.Add(b.Bytes())
 	}
-	f.Add(append(tartest.Sparse(artifactsDir+"/"+a.Hex(), 1<<20), make([]byte, 1024)...))
+	f.Add(append(tartest.Sparse(catalog.ArtifactsDir+"/"+a.Hex(), 1<<20), make([]byte, 1024)...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		grand := t.TempDir()
 		parent := filepath.Join(grand, "p")
 		target := filepath.Join(parent, "data")
 		src := &countingSource{src: NewTarSource(bytes.NewReader(data))}
 		_, err := Restore(context.Background(), src, target, RestoreOptions{MaxArtifactBytes: 1 << 20,
-			Quotas:  Options{MaxServices: 8, MaxServicesPerTenant: 4, MaxArtifactsPerTenant: 4, MaxArtifactBytesPerTenant: 4 << 20},
-			Tenants: []vocab.TenantID{"acme", "beta"}, Verify: openVerify(newFakeInspector())})
+			Quotas:  catalog.Options{MaxServices: 8, MaxServicesPerTenant: 4, MaxArtifactsPerTenant: 4, MaxArtifactBytesPerTenant: 4 << 20},
+			Tenants: []vocab.TenantID{"acme", "beta"}, Verify: openVerify(catalogtest.Inspector{})})
 		if src.read > int64(len(data)) {
 			t.Fatalf("read %d bytes of entries from a %d-byte stream", src.read, len(data))
 		}
-		if err != nil && !errors.Is(err, ErrBackupInvalid) && !errors.Is(err, ErrBackupSignature) &&
+		if err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrSignature) &&
 			!strings.Contains(err.Error(), "restored catalog does not open") {
 			t.Fatalf("unexpected error: %v", err)
 		}

@@ -1,4 +1,4 @@
-package catalog
+package backup
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/errors"
 
+	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/internal/testutil/tartest"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -37,11 +39,11 @@ func backupFixture(t *testing.T) *fixture {
 // tarEntry is one file of a backup stream.
 type tarEntry = tartest.Entry
 
-func backupTar(t *testing.T, dir string) ([]byte, BackupStats) {
+func backupTar(t *testing.T, dir string) ([]byte, Stats) {
 	t.Helper()
 	var buf bytes.Buffer
 	sink := NewTarSink(&buf)
-	st, err := Backup(context.Background(), dir, sink)
+	st, err := Write(context.Background(), dir, sink, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,7 @@ func backupTar(t *testing.T, dir string) ([]byte, BackupStats) {
 // (a tamperer who also edits the manifest), or drops it if data is nil.
 func relist(entries []tarEntry, name string, data []byte) []tarEntry {
 	for i, e := range entries {
-		if e.Name != BackupManifestName {
+		if e.Name != ManifestName {
 			continue
 		}
 		var out []string
@@ -84,9 +86,9 @@ func firstOf(entries []tarEntry, prefix string) int {
 }
 
 // openVerify opens the catalog in the staged directory, as the CLI does.
-func openVerify(insp ModuleInspector) func(context.Context, string) error {
+func openVerify(insp catalog.ModuleInspector) func(context.Context, string) error {
 	return func(ctx context.Context, dir string) error {
-		_, err := Open(ctx, Options{Dir: dir, Inspector: insp})
+		_, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: insp})
 		return err
 	}
 }
@@ -97,8 +99,8 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 	for _, form := range []string{"tar", "dir"} {
 		t.Run(form, func(t *testing.T) {
 			target := filepath.Join(t.TempDir(), "restored")
-			var src BackupSource
-			var st BackupStats
+			var src Source
+			var st Stats
 			switch form {
 			case "tar":
 				var data []byte
@@ -110,7 +112,7 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if st, err = Backup(ctx, fx.dir, sink); err != nil {
+				if st, err = Write(ctx, fx.dir, sink, Options{}); err != nil {
 					t.Fatal(err)
 				}
 				if err := sink.Commit(); err != nil {
@@ -126,18 +128,21 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 			if st.Generation != 2 || st.Services != 2 || st.Owners != 4 || st.Artifacts != 3 {
 				t.Fatalf("backup stats %+v", st)
 			}
-			rst, err := Restore(ctx, src, target, RestoreOptions{Verify: openVerify(newFakeInspector())})
+			rst, err := Restore(ctx, src, target, RestoreOptions{Verify: openVerify(catalogtest.Inspector{})})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rst.Generation != 2 || rst.Services != 2 || rst.Owners != 4 || rst.Artifacts != 3 || rst.Bytes != st.Bytes {
 				t.Fatalf("restore stats %+v, backup %+v", rst, st)
 			}
-			c, err := Open(ctx, Options{Dir: target, Inspector: newFakeInspector(), Clock: fx.clock})
+			c, err := catalog.Open(ctx, catalog.Options{Dir: target, Inspector: catalogtest.Inspector{}, Clock: fx.clock})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []serviceKey{{"acme", "images"}, {"beta", "tools"}} {
+			for _, k := range []struct {
+				tenant  vocab.TenantID
+				service vocab.ServiceName
+			}{{"acme", "images"}, {"beta", "tools"}} {
 				want, _ := fx.cat.Pin().Deployment(k.tenant, k.service)
 				got, ok := c.Pin().Deployment(k.tenant, k.service)
 				if !ok || got.Release != want.Release || got.Generation != want.Generation {
@@ -146,11 +151,11 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 			}
 			// Ownership and upload times came along: the unused artifact
 			// expires at the same time in both.
-			later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
-			if got, want := c.PlanGarbage(later), fx.cat.PlanGarbage(later); !reflect.DeepEqual(got, want) || want.Deleted != 1 {
+			later := fx.clock.Now().Add(2 * catalog.DefaultArtifactGrace)
+			if got, want := c.Artifacts().PlanGarbage(later), fx.cat.Artifacts().PlanGarbage(later); !reflect.DeepEqual(got, want) || want.Deleted != 1 {
 				t.Fatalf("restored garbage %+v, original %+v", got, want)
 			}
-			if got := c.PlanGarbage(fx.clock.Now()); got.Released != 0 {
+			if got := c.Artifacts().PlanGarbage(fx.clock.Now()); got.Released != 0 {
 				t.Fatalf("restored catalog would collect %+v before the grace", got)
 			}
 		})
@@ -175,49 +180,49 @@ func TestRestore_refuses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
-		{name: "corrupted artifact entry", want: ErrBackupInvalid, says: "does not match its sha256",
+		{name: "corrupted artifact entry", want: ErrInvalid, says: "does not match its sha256",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, artifactsDir)
+				i := firstOf(e, catalog.ArtifactsDir)
 				e[i].Data = append([]byte(nil), e[i].Data...)
 				e[i].Data[0] ^= 1
 				return e
 			}},
-		{name: "corrupted record entry", want: ErrBackupInvalid, says: "does not match its sha256",
+		{name: "corrupted record entry", want: ErrInvalid, says: "does not match its sha256",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, servicesDir)
+				i := firstOf(e, catalog.ServicesDir)
 				e[i].Data = bytes.Replace(e[i].Data, []byte("images"), []byte("imagez"), 1)
 				return e
 			}},
-		{name: "record and manifest rewritten", want: ErrBackupInvalid, says: "checksum",
+		{name: "record and manifest rewritten", want: ErrInvalid, says: "checksum",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, servicesDir)
+				i := firstOf(e, catalog.ServicesDir)
 				e[i].Data = bytes.Replace(e[i].Data, []byte("images"), []byte("imagez"), 1)
 				return relist(e, e[i].Name, e[i].Data)
 			}},
-		{name: "wrong digest", want: ErrBackupInvalid, says: "does not match its digest",
+		{name: "wrong digest", want: ErrInvalid, says: "does not match its digest",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, artifactsDir)
+				i := firstOf(e, catalog.ArtifactsDir)
 				e[i].Data = []byte("other bytes of the same size?")[:len(e[i].Data)]
 				return relist(e, e[i].Name, e[i].Data)
 			}},
-		{name: "missing artifact", want: ErrBackupInvalid, says: "listed in the manifest but missing",
+		{name: "missing artifact", want: ErrInvalid, says: "listed in the manifest but missing",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, artifactsDir)
+				i := firstOf(e, catalog.ArtifactsDir)
 				return append(e[:i:i], e[i+1:]...)
 			}},
-		{name: "missing artifact and its manifest line", want: ErrBackupInvalid, says: "missing",
+		{name: "missing artifact and its manifest line", want: ErrInvalid, says: "missing",
 			tamper: func(e []tarEntry) []tarEntry {
-				i := firstOf(e, artifactsDir)
+				i := firstOf(e, catalog.ArtifactsDir)
 				name := e[i].Name
 				return relist(append(e[:i:i], e[i+1:]...), name, nil)
 			}},
-		{name: "entry outside the layout", want: ErrBackupInvalid, says: "unexpected entry",
+		{name: "entry outside the layout", want: ErrInvalid, says: "unexpected entry",
 			tamper: func(e []tarEntry) []tarEntry {
 				return append([]tarEntry{e[0], {Name: "../escape", Data: []byte("x")}}, e[1:]...)
 			}},
-		{name: "manifest missing", want: ErrBackupInvalid, says: BackupManifestName,
+		{name: "manifest missing", want: ErrInvalid, says: ManifestName,
 			tamper: func(e []tarEntry) []tarEntry { return e[1:] }},
-		{name: "manifest last (older backups)", want: ErrBackupInvalid, says: "the first entry must be " + BackupManifestName,
+		{name: "manifest last (older backups)", want: ErrInvalid, says: "the first entry must be " + ManifestName,
 			tamper: func(e []tarEntry) []tarEntry { return append(e[1:], e[0]) }},
 		{name: "non-empty target", want: ErrRestoreTarget, tamper: func(e []tarEntry) []tarEntry { return e },
 			target: func(t *testing.T, dir string) {
@@ -228,8 +233,8 @@ func TestRestore_refuses(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
-		{name: "does not open", want: ErrCorruptRecord, tamper: func(e []tarEntry) []tarEntry { return e },
-			verify: func(context.Context, string) error { return ErrCorruptRecord }},
+		{name: "does not open", want: catalog.ErrCorruptRecord, tamper: func(e []tarEntry) []tarEntry { return e },
+			verify: func(context.Context, string) error { return catalog.ErrCorruptRecord }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,7 +246,7 @@ func TestRestore_refuses(t *testing.T) {
 			src := NewTarSource(bytes.NewReader(tartest.Write(t, tt.tamper(tartest.Read(t, data)))))
 			verify := tt.verify
 			if verify == nil {
-				verify = openVerify(newFakeInspector())
+				verify = openVerify(catalogtest.Inspector{})
 			}
 			_, err := Restore(context.Background(), src, target, RestoreOptions{Verify: verify})
 			if tt.want == nil {
@@ -266,33 +271,13 @@ func TestRestore_refuses(t *testing.T) {
 
 func TestBackup_corruptArtifactRefused(t *testing.T) {
 	fx := backupFixture(t)
-	name := filepath.Join(fx.dir, filepath.FromSlash(artifactsDir), digestOf("unused").Hex())
+	name := filepath.Join(fx.dir, filepath.FromSlash(catalog.ArtifactsDir), digestOf("unused").Hex())
 	if err := os.WriteFile(name, []byte("unusex"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Backup(context.Background(), fx.dir, NewTarSink(io.Discard))
-	if !errors.Is(err, ErrCorruptRecord) {
+	_, err := Write(context.Background(), fx.dir, NewTarSink(io.Discard), Options{})
+	if !errors.Is(err, catalog.ErrCorruptRecord) {
 		t.Fatalf("backup of a corrupt artifact: %v", err)
-	}
-}
-
-func TestCatalog_PlanGarbage(t *testing.T) {
-	fx := backupFixture(t)
-	later := fx.clock.Now().Add(2 * DefaultArtifactGrace)
-	plan := fx.cat.PlanGarbage(later)
-	// Only acme's "unused" expires; "module a" is used by both owners.
-	if plan.Released != 1 || plan.Deleted != 1 || plan.DeletedBytes != uint64(len("unused")) || len(plan.DeletedDigests) != 1 {
-		t.Fatalf("plan %+v", plan)
-	}
-	got, err := fx.cat.CollectGarbage(context.Background(), later)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, plan) {
-		t.Fatalf("collected %+v, planned %+v", got, plan)
-	}
-	if again := fx.cat.PlanGarbage(later); !reflect.DeepEqual(again, GCStats{}) {
-		t.Fatalf("after collecting, the plan is %+v", again)
 	}
 }
 
@@ -328,7 +313,7 @@ func TestBackup_whileDeploying(t *testing.T) {
 			if _, err = fx.cat.Delete(ctx, "acme", "extra"); err != nil {
 				return
 			}
-			if _, err = fx.cat.CollectGarbage(ctx, fx.clock.Now()); err != nil {
+			if _, err = fx.cat.Artifacts().CollectGarbage(ctx, fx.clock.Now()); err != nil {
 				return
 			}
 		}
@@ -337,8 +322,8 @@ func TestBackup_whileDeploying(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		var buf bytes.Buffer
 		sink := NewTarSink(&buf)
-		st, err := Backup(ctx, fx.dir, sink)
-		if errors.Is(err, ErrBackupRace) {
+		st, err := Write(ctx, fx.dir, sink, Options{})
+		if errors.Is(err, ErrRace) {
 			continue // the deploys outran every attempt: allowed, not silent
 		}
 		if err != nil {
@@ -350,7 +335,7 @@ func TestBackup_whileDeploying(t *testing.T) {
 			t.Fatal(err)
 		}
 		target := filepath.Join(t.TempDir(), "data")
-		if _, err := Restore(ctx, NewTarSource(&buf), target, RestoreOptions{Verify: openVerify(newFakeInspector())}); err != nil {
+		if _, err := Restore(ctx, NewTarSource(&buf), target, RestoreOptions{Verify: openVerify(catalogtest.Inspector{})}); err != nil {
 			close(stopc)
 			<-done
 			t.Fatalf("backup at generation %d does not restore: %v", st.Generation, err)
@@ -378,13 +363,13 @@ func TestBackup_recordsChanged(t *testing.T) {
 	fx.deploy(oneRevision("acme", "two", a))
 	ctx := context.Background()
 	read := func() map[string]fileID {
-		names, err := readDirNames(fx.cat.store.path(servicesDir))
+		names, err := readDirNames(layoutRoot(fx.dir).path(catalog.ServicesDir))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids := map[string]fileID{}
 		for _, n := range names {
-			_, id, err := readRecordFile(fx.cat.store.path(servicesDir + "/" + n))
+			_, id, err := readFile(layoutRoot(fx.dir).path(catalog.ServicesDir+"/"+n), catalog.MaxRecordBytes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -409,7 +394,7 @@ func TestBackup_recordsChanged(t *testing.T) {
 	} {
 		ids := read()
 		tc.change()
-		changed, err := recordsChanged(fx.cat.store, ids)
+		changed, err := recordsChanged(layoutRoot(fx.dir), ids)
 		if err != nil || changed != tc.changed {
 			t.Fatalf("%s: changed %v (%v), want %v", tc.name, changed, err, tc.changed)
 		}
