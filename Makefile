@@ -49,7 +49,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzLimits$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
 	$(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZTIME) ./node/
 	$(GO) test -run='^$$' -fuzz='^FuzzReadBody$$' -fuzztime=$(FUZZTIME) ./node/
-	$(GO) test -run='^$$' -fuzz='^FuzzCGIEnviron$$' -fuzztime=$(FUZZTIME) ./runner/
+	$(GO) test -run='^$$' -fuzz='^FuzzCGIEnviron$$' -fuzztime=$(FUZZTIME) ./runner/wagi/
 
 stress:
 	$(GO) test -race -tags stress -timeout 60m ./stress/... ./e2e/...

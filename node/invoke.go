@@ -15,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -36,7 +37,7 @@ type answer struct {
 	stderrTail string
 	refused    bool // a refusal before execution (paced per principal)
 	// cgi is a WAGI guest's answer (status and body are its own).
-	cgi *runner.CGIResponse
+	cgi *wagi.Response
 }
 
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {

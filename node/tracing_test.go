@@ -22,7 +22,7 @@ import (
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/runner/wagi"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP traces endpoint: it decodes every
@@ -257,7 +257,7 @@ func TestTracing_refusedBeforeInvoke(t *testing.T) {
 		// environment over its bound (the test server reads headers of up
 		// to 1 MiB).
 		{"environment too large", "/v1/invoke/demo/cgi/run", []byte("ada"),
-			map[string]string{"X-Big": strings.Repeat("b", runner.MaxCGIEnvironBytes)},
+			map[string]string{"X-Big": strings.Repeat("b", wagi.MaxEnvironBytes)},
 			http.StatusRequestHeaderFieldsTooLarge, refusal.ReasonEnvironmentTooLarge.String(), false},
 		// Negative control: a completed invocation's span has no error.
 		{"completed", "/v1/invoke/demo/hello/greet", []byte("ada"), nil, http.StatusOK, "", false},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -22,8 +22,8 @@ import (
 // answers those requests had before the route took them.
 
 // cgiRequest is the CGI request of r, an invoke request of target.
-func cgiRequest(r *http.Request, target vocab.Target) runner.CGIRequest {
-	cgi := runner.CGIRequest{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
+func cgiRequest(r *http.Request, target vocab.Target) wagi.Request {
+	cgi := wagi.Request{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
 		Protocol: r.Proto, Host: r.Host, TLS: r.TLS != nil, RequestURI: r.RequestURI, Header: r.Header,
 		MatchedRoute: "/v1/invoke/" + string(target.Tenant) + "/" + string(target.Service) + "/" + string(target.Route)}
 	if hasSuffix(r) {
@@ -58,7 +58,7 @@ func invocationInput(r *http.Request, target vocab.Target, abi vocab.ABI, body [
 	cgi.ContentLength = len(body)
 	env, err := cgi.Environ()
 	switch {
-	case errors.Is(err, runner.ErrEnvironTooLarge):
+	case errors.Is(err, wagi.ErrEnvironTooLarge):
 		p := badRequest(refusal.ReasonEnvironmentTooLarge, refusal.DimHeaders, "")
 		return nil, &answer{status: p.Status, problem: &p}
 	case err != nil:

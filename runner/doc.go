@@ -147,7 +147,7 @@
 // runtime error) is a platform failure, as is a panic anywhere in Run, and
 // a platform failure asks the caller to quarantine the cell; Run itself
 // never panics. No guest input leads to a platform failure. A WAGI
-// revision's success is parsed as a CGI answer (ParseCGIResponse):
+// revision's success is parsed as a CGI answer (wagi.ParseResponse):
 // Outcome.Response, or malformed-response with the reason in
 // Outcome.Malformed.
 //
@@ -187,8 +187,9 @@
 //     holds the snapshots and the idle warm instances and makes, runs and
 //     closes them; PrepareSnapshot, RetainSnapshots, WarmStats.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
-//   - cgi.go: the WAGI ABI: the CGI environment of a request
-//     (CGIRequest.Environ) and the parser of a guest's header block.
+//   - wagi (a package of its own): the WAGI ABI: the CGI environment of a
+//     request (wagi.Request.Environ) and the parser of a guest's header
+//     block (wagi.ParseResponse), which the node uses too.
 //   - internal/fuel: the module rewriter.
 //   - internal/image: linear memory over a copy-on-write snapshot image.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/latent-node/latent-node/refusal"
+	"github.com/latent-node/latent-node/runner/wagi"
 )
 
 // Kind is the outcome of one activation; its String is the
@@ -65,7 +66,7 @@ type Outcome struct {
 	StderrTail    []byte
 	// Response is the parsed CGI answer of a WAGI revision's successful
 	// activation (nil otherwise); its Body is a slice of Stdout.
-	Response *CGIResponse
+	Response *wagi.Response
 	// Malformed says what is wrong with a MalformedResponse's output, in
 	// words that may be shown to the caller.
 	Malformed string

@@ -16,6 +16,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -354,7 +355,7 @@ func (r *Runner) Run(ctx context.Context, exec *admission.ExecutionPermit, cell 
 type Input struct {
 	// Body is the guest's stdin.
 	Body []byte
-	// Environ is a WAGI revision's CGI environment (CGIRequest.Environ),
+	// Environ is a WAGI revision's CGI environment (wagi.Request.Environ),
 	// after LATENT_ACTIVATION_ID and LATENT_REVISION; a stdio revision
 	// never sees it.
 	Environ []string
@@ -469,10 +470,10 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 // finish parses a WAGI revision's successful output as its CGI answer.
 func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
 	if out.Kind == Success && ob.ABI == vocab.ABIWAGI {
-		resp, err := ParseCGIResponse(out.Stdout)
+		resp, err := wagi.ParseResponse(out.Stdout)
 		if err != nil {
 			out.Kind, out.Err = MalformedResponse, err
-			out.Malformed = malformedDetail(err)
+			out.Malformed = wagi.MalformedDetail(err)
 		} else {
 			out.Response = &resp
 		}

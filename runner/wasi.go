@@ -51,7 +51,7 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 			a := activationFrom(ctx)
 			list := l.of(a)
 			if len(list.extra) > 0 {
-				// A CGI environment (up to MaxCGIEnvironBytes) is copied
+				// A CGI environment (up to wagi.MaxEnvironBytes) is copied
 				// like stdio, charged by size; the two fixed entries stay
 				// free as they always were.
 				a.chargeHostCall(uint64(list.size()) >> ioShift)

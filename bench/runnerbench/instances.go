@@ -21,6 +21,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner"
+	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -43,7 +44,7 @@ type instanceGuest struct {
 	export  string // the route's function
 	abi     string // "" (stdio) or "wagi"
 	input   []byte
-	request *runner.CGIRequest // a WAGI guest's request (PathInfo, RawQuery, Header...)
+	request *wagi.Request // a WAGI guest's request (PathInfo, RawQuery, Header...)
 	// check is what a correct stdout looks like.
 	check func(stdout []byte) error
 	// what describes the activation in the results.
@@ -73,7 +74,7 @@ func routerHello(got []byte) error {
 func instanceGuests() []instanceGuest {
 	return []instanceGuest{
 		{name: "go-router", lang: "go", module: "router-reactor", command: "router", export: "web", abi: "wagi",
-			request: &runner.CGIRequest{Method: http.MethodGet, PathInfo: "/hello", RawQuery: "name=Ada", Protocol: "HTTP/1.1",
+			request: &wagi.Request{Method: http.MethodGet, PathInfo: "/hello", RawQuery: "name=Ada", Protocol: "HTTP/1.1",
 				Host: "127.0.0.1:8080", Header: http.Header{"Accept": {"application/json"},
 					"Accept-Language": {"fr-CH, fr;q=0.9, en;q=0.8"}, "User-Agent": {"runnerbench"}}},
 			check: routerHello, what: "WAGI GET /hello?name=Ada (Accept-Language fr) with the node's CGI environment"},
@@ -511,7 +512,7 @@ func ratioText(r *float64) string {
 
 func instanceNotes(langs []string) []string {
 	return []string{
-		"Reactors (examples/build.sh " + strings.Join(langs, ",") + "): go-router is router-reactor.wasm's export web, a WAGI GET /hello?name=Ada whose CGI environment is computed per activation as the node does (runner.CGIRequest.Environ) and read by the guest through environ_get; rust-wordfreq and c-upper are stdio reactors. trivial is testdata/wasm/trivial.wasm (no _initialize: its snapshot is the state after instantiation).",
+		"Reactors (examples/build.sh " + strings.Join(langs, ",") + "): go-router is router-reactor.wasm's export web, a WAGI GET /hello?name=Ada whose CGI environment is computed per activation as the node does (wagi.Request.Environ) and read by the guest through environ_get; rust-wordfreq and c-upper are stdio reactors. trivial is testdata/wasm/trivial.wasm (no _initialize: its snapshot is the state after instantiation).",
 		"Latent series: " + engLatent + " (a reactor case: the reactor deployed with instance = \"fresh\": instantiate, _initialize, the export), " + engLatentSnapshot + ", " + engLatentReuse + ": the whole runner path as the other latent series (resolve+admit, lease a cell, start, RunWith, release); " + engLatentCommand + " is the same program built as a command and deployed fresh with _start: how the guest runs without instance modes.",
 		"Plain wazero (un-instrumented module, no fuel): " + engWazero + " on a reactor case instantiates without a start function, calls _initialize and the export, closes; " + engWazeroWarm + " calls the export of one instance initialised once, activation after activation with nothing reset (the environment is fixed at instantiation): the floor of a warm activation.",
 		"p50/p90 are per activation (each activation timed on its own), per round; the figures are their medians over rounds. mean is the round's wall time per activation: a reuse series' mean includes recycling (a new instance and its _initialize every runner.DefaultReuseMaxActivations activations), its p90 does not.",

@@ -1,7 +1,7 @@
-// The WAGI ABI: a request's CGI environment (CGIRequest.Environ) and the
-// parser of a guest's CGI header block (ParseCGIResponse).
+package wagi
 
-package runner
+// The WAGI ABI: a request's CGI environment (Request.Environ) and the
+// parser of a guest's CGI header block (ParseResponse).
 
 import (
 	"bytes"
@@ -16,23 +16,23 @@ import (
 )
 
 // The WAGI ABI (vocab.ABIWAGI): the request reaches the guest as a CGI
-// environment (CGIRequest.Environ) and the guest's stdout starts with a CGI
-// header block (ParseCGIResponse). docs/guest-abi.md, "WAGI ABI", is the
+// environment (Request.Environ) and the guest's stdout starts with a CGI
+// header block (ParseResponse). docs/guest-abi.md, "WAGI ABI", is the
 // guest's side of the contract.
 
 // Bounds of the WAGI ABI.
 const (
-	// MaxCGIHeaderBytes bounds a response's header block, its blank line
+	// MaxHeaderBytes bounds a response's header block, its blank line
 	// included.
-	MaxCGIHeaderBytes = 8 << 10
-	// MaxCGIHeaderLines bounds the header lines of a response.
-	MaxCGIHeaderLines = 32
-	// MaxCGIEnvironBytes bounds a request's CGI environment (the
+	MaxHeaderBytes = 8 << 10
+	// MaxHeaderLines bounds the header lines of a response.
+	MaxHeaderLines = 32
+	// MaxEnvironBytes bounds a request's CGI environment (the
 	// NUL-terminated "NAME=value" strings together). The node reads at
 	// most 64 KiB of request line and headers, so only a request near that
 	// limit with many short headers (each costs its "HTTP_" prefix) can
 	// exceed it.
-	MaxCGIEnvironBytes = 96 << 10
+	MaxEnvironBytes = 96 << 10
 )
 
 // Sentinels of the WAGI ABI.
@@ -42,7 +42,7 @@ var (
 	// may be shown to the caller.
 	ErrMalformedResponse = errors.New("runner: malformed CGI response")
 	// ErrEnvironTooLarge: the request's CGI environment is larger than
-	// MaxCGIEnvironBytes.
+	// MaxEnvironBytes.
 	ErrEnvironTooLarge = errors.New("runner: CGI environment too large")
 	// ErrEnvironNUL: a value of the request's CGI environment contains a
 	// NUL byte (a percent-encoded %00 in the path), which a WASI string
@@ -50,8 +50,8 @@ var (
 	ErrEnvironNUL = errors.New("runner: CGI environment value contains NUL")
 )
 
-// CGIRequest is what a WAGI guest learns about its HTTP request.
-type CGIRequest struct {
+// Request is what a WAGI guest learns about its HTTP request.
+type Request struct {
 	Method string
 	// PathInfo is the decoded path below the matched route: "" without a
 	// suffix, otherwise starting with '/'.
@@ -106,7 +106,7 @@ func cgiEnvName(name string) string {
 // names that differ only in letter case (a server canonicalizes them, a
 // hand-made http.Header may not) give one variable, their values joined in
 // name order. It fails with ErrEnvironTooLarge or ErrEnvironNUL.
-func (c CGIRequest) Environ() ([]string, error) {
+func (c Request) Environ() ([]string, error) {
 	host, port := c.Host, ""
 	if h, p, err := net.SplitHostPort(c.Host); err == nil {
 		host, port = h, p
@@ -158,14 +158,14 @@ func (c CGIRequest) Environ() ([]string, error) {
 			return nil, errors.Wrapf(ErrEnvironNUL, "%s", kv[:strings.IndexByte(kv, '=')])
 		}
 	}
-	if size > MaxCGIEnvironBytes {
-		return nil, errors.Wrapf(ErrEnvironTooLarge, "%d bytes (at most %d)", size, MaxCGIEnvironBytes)
+	if size > MaxEnvironBytes {
+		return nil, errors.Wrapf(ErrEnvironTooLarge, "%d bytes (at most %d)", size, MaxEnvironBytes)
 	}
 	return env, nil
 }
 
-// CGIResponse is the HTTP answer a WAGI guest wrote.
-type CGIResponse struct {
+// Response is the HTTP answer a WAGI guest wrote.
+type Response struct {
 	Status int
 	// ContentType and Location are empty when the guest did not set them.
 	ContentType string
@@ -220,9 +220,9 @@ func cgiProxyControl(name string) bool {
 	return false
 }
 
-// ParseCGIResponse splits a WAGI guest's stdout into its header block and
+// ParseResponse splits a WAGI guest's stdout into its header block and
 // its body. The block is lines "Name: value" ended by LF or CRLF, then an
-// empty line; at most MaxCGIHeaderBytes and MaxCGIHeaderLines. It must set
+// empty line; at most MaxHeaderBytes and MaxHeaderLines. It must set
 // at least one of Content-Type, Location and Status (RFC 3875, 6.2), and a
 // non-empty body needs Content-Type (6.3.1). Status is "NNN" or "NNN
 // reason", NNN from 200 to 599 (an informational 1xx cannot be a final
@@ -230,18 +230,18 @@ func cgiProxyControl(name string) bool {
 // appear once. A well-formed header outside the allow-list is dropped, not
 // refused (CGI programs commonly write Server or Content-Length). Any other
 // deviation wraps ErrMalformedResponse with what is wrong.
-func ParseCGIResponse(out []byte) (CGIResponse, error) {
-	var r CGIResponse
+func ParseResponse(out []byte) (Response, error) {
+	var r Response
 	rest := out
 	seen := map[string]bool{}
 	for lines := 0; ; lines++ {
 		consumed := len(out) - len(rest)
 		nl := bytes.IndexByte(rest, '\n')
-		if nl < 0 || consumed+nl+1 > MaxCGIHeaderBytes {
-			if len(out) >= MaxCGIHeaderBytes {
-				return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "no empty line ends the header block within %d bytes", MaxCGIHeaderBytes)
+		if nl < 0 || consumed+nl+1 > MaxHeaderBytes {
+			if len(out) >= MaxHeaderBytes {
+				return Response{}, errors.Wrapf(ErrMalformedResponse, "no empty line ends the header block within %d bytes", MaxHeaderBytes)
 			}
-			return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "no empty line ends the header block")
+			return Response{}, errors.Wrap(ErrMalformedResponse, "no empty line ends the header block")
 		}
 		line := rest[:nl]
 		rest = rest[nl+1:]
@@ -249,27 +249,27 @@ func ParseCGIResponse(out []byte) (CGIResponse, error) {
 		if len(line) == 0 {
 			break
 		}
-		if lines == MaxCGIHeaderLines {
-			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "more than %d header lines", MaxCGIHeaderLines)
+		if lines == MaxHeaderLines {
+			return Response{}, errors.Wrapf(ErrMalformedResponse, "more than %d header lines", MaxHeaderLines)
 		}
 		if lines == 0 && bytes.HasPrefix(line, []byte("HTTP/")) {
 			// A non-parsed-header status line: some servers take it, CGI
 			// and WAGI do not.
-			return CGIResponse{}, errors.Wrap(ErrMalformedResponse, `the output starts with an HTTP status line; write "Status: NNN" instead`)
+			return Response{}, errors.Wrap(ErrMalformedResponse, `the output starts with an HTTP status line; write "Status: NNN" instead`)
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 || !validHeaderName(line[:colon]) {
-			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header line %d is not \"Name: value\"", lines+1)
+			return Response{}, errors.Wrapf(ErrMalformedResponse, "header line %d is not \"Name: value\"", lines+1)
 		}
 		name := http.CanonicalHeaderKey(string(line[:colon]))
 		value := strings.Trim(string(line[colon+1:]), " \t")
 		if !validHeaderValue(value) {
-			return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header %s has a control character in its value", name)
+			return Response{}, errors.Wrapf(ErrMalformedResponse, "header %s has a control character in its value", name)
 		}
 		switch name {
 		case "Status", "Content-Type", "Location":
 			if seen[name] {
-				return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "header %s appears twice", name)
+				return Response{}, errors.Wrapf(ErrMalformedResponse, "header %s appears twice", name)
 			}
 			seen[name] = true
 		}
@@ -278,17 +278,17 @@ func ParseCGIResponse(out []byte) (CGIResponse, error) {
 			code, _, _ := strings.Cut(value, " ")
 			n, err := strconv.Atoi(code)
 			if err != nil || len(code) != 3 || n < 200 || n > 599 {
-				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Status is not a status code from 200 to 599")
+				return Response{}, errors.Wrap(ErrMalformedResponse, "Status is not a status code from 200 to 599")
 			}
 			r.Status = n
 		case "Content-Type":
 			if value == "" {
-				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Content-Type is empty")
+				return Response{}, errors.Wrap(ErrMalformedResponse, "Content-Type is empty")
 			}
 			r.ContentType = value
 		case "Location":
 			if value == "" {
-				return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "Location is empty")
+				return Response{}, errors.Wrap(ErrMalformedResponse, "Location is empty")
 			}
 			r.Location = value
 		default:
@@ -300,23 +300,23 @@ func ParseCGIResponse(out []byte) (CGIResponse, error) {
 	r.Body = rest
 	switch {
 	case !seen["Status"] && !seen["Content-Type"] && !seen["Location"]:
-		return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "the header block sets none of Content-Type, Location and Status")
+		return Response{}, errors.Wrap(ErrMalformedResponse, "the header block sets none of Content-Type, Location and Status")
 	case len(r.Body) > 0 && r.ContentType == "":
-		return CGIResponse{}, errors.Wrap(ErrMalformedResponse, "a body without Content-Type")
+		return Response{}, errors.Wrap(ErrMalformedResponse, "a body without Content-Type")
 	case r.Status == 0 && r.Location != "":
 		r.Status = http.StatusFound
 	case r.Status == 0:
 		r.Status = http.StatusOK
 	}
 	if len(r.Body) > 0 && (r.Status == http.StatusNoContent || r.Status == http.StatusNotModified) {
-		return CGIResponse{}, errors.Wrapf(ErrMalformedResponse, "status %d does not allow a body", r.Status)
+		return Response{}, errors.Wrapf(ErrMalformedResponse, "status %d does not allow a body", r.Status)
 	}
 	return r, nil
 }
 
-// malformedDetail is what a ParseCGIResponse error says is wrong, without
-// the sentinel's text.
-func malformedDetail(err error) string {
+// MalformedDetail is what a ParseResponse error says is wrong, without
+// the sentinel's text: what the caller may be shown.
+func MalformedDetail(err error) string {
 	return strings.TrimSuffix(err.Error(), ": "+ErrMalformedResponse.Error())
 }
 
