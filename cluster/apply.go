@@ -2,11 +2,7 @@ package cluster
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"math/rand/v2"
-	"slices"
-	"strings"
 
 	"github.com/cockroachdb/errors"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -91,7 +87,7 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 			gen, pin.Generation())
 	}
 	for _, m := range manifests {
-		if err := c.ensureArtifacts(ctx, m); err != nil {
+		if err := c.art.ensure(ctx, m); err != nil {
 			return 0, err
 		}
 	}
@@ -173,7 +169,7 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 				if err != nil || rec.Manifest.Tenant != t || rec.Manifest.Service != s {
 					return errors.Newf("cluster: the record of %s/%s does not decode to its service", t, s)
 				}
-				if err := c.ensureArtifacts(ctx, rec.Manifest); err != nil {
+				if err := c.art.ensure(ctx, rec.Manifest); err != nil {
 					return err
 				}
 				ch.Manifest = &rec.Manifest
@@ -191,74 +187,4 @@ func (c *Cluster) applyEvents(ctx context.Context, events []*clientv3.Event) err
 		c.noteApplied(nil)
 	}
 	return nil
-}
-
-// ensureArtifacts fetches every artifact of m the catalog lacks for its
-// tenant from a holder.
-func (c *Cluster) ensureArtifacts(ctx context.Context, m vocab.Manifest) error {
-	var done []vocab.Digest
-	for _, r := range m.Revisions {
-		if slices.Contains(done, r.Artifact) {
-			continue
-		}
-		done = append(done, r.Artifact)
-		if c.cat.Artifacts().Has(m.Tenant, r.Artifact) {
-			continue
-		}
-		if err := c.fetch(ctx, m.Tenant, r.Artifact); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fetch stores artifact d for tenant from one of its holders, trying them
-// in random order: the catalog verifies the digest, so a holder answering
-// other bytes is skipped. It then records this node as a holder too.
-func (c *Cluster) fetch(ctx context.Context, tenant vocab.TenantID, d vocab.Digest) error {
-	if _, err := vocab.ParseDigest(string(d)); err != nil {
-		return errors.Wrap(err, "cluster: fetch")
-	}
-	hctx, cancel := context.WithTimeout(ctx, opTimeout)
-	resp, err := c.cli.Get(hctx, c.k.holders(d), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	cancel()
-	if err != nil {
-		return errors.Mark(errors.Wrap(err, "cluster: artifact holders"), ErrUnavailable)
-	}
-	members, err := c.Members(ctx)
-	if err != nil {
-		return err
-	}
-	urls := map[string]string{}
-	for _, m := range members {
-		urls[m.ID] = m.AdvertiseURL
-	}
-	var holders []string
-	for _, kv := range resp.Kvs {
-		id := strings.TrimPrefix(string(kv.Key), c.k.holders(d))
-		if id != c.cfg.NodeID && urls[id] != "" {
-			holders = append(holders, id)
-		}
-	}
-	rand.Shuffle(len(holders), func(i, j int) { holders[i], holders[j] = holders[j], holders[i] })
-	var errs error
-	for _, id := range holders {
-		// The catalog bounds the size and verifies the digest while
-		// storing. The release was admitted where it was deployed: the
-		// tenant's upload quota here does not refuse it (its uploads here
-		// wait instead).
-		err := c.peers.fetch(ctx, urls[id], d, func(r io.Reader) error { return c.cat.Artifacts().PutRelease(ctx, tenant, d, r) })
-		if err == nil {
-			if herr := c.member.hold(ctx, d); herr != nil {
-				c.log.Info("cluster: artifact fetched but its holding not recorded", "digest", string(d), "err", herr)
-			}
-			return nil
-		}
-		c.log.Warn("cluster: artifact from a peer refused", "digest", string(d), "peer", id, "err", err)
-		errs = errors.CombineErrors(errs, errors.Wrapf(err, "from %s", id))
-	}
-	if errs == nil {
-		errs = errors.New("no member holds it")
-	}
-	return errors.Mark(errors.Wrapf(errs, "cluster: fetch artifact %s", d), ErrUnavailable)
 }

@@ -121,6 +121,7 @@ type Cluster struct {
 	// kick asks the apply loop to list again (buffered, one pending).
 	kick   chan struct{}
 	member *membership
+	art    *artifacts
 	// beforeCommit, when set, runs between a deploy's check and its
 	// commit (tests: another node's deploy in between).
 	beforeCommit func()
@@ -167,8 +168,9 @@ func New(cfg Config) (*Cluster, error) {
 	c.mu.applied = make(chan struct{})
 	c.member = &membership{k: c.k, cfg: &c.cfg, cat: cat, log: cfg.Log, peers: c.peers, status: c.Status,
 		changed: make(chan struct{}, 1)}
+	c.art = &artifacts{k: c.k, cfg: &c.cfg, cat: cat, log: cfg.Log, peers: c.peers, member: c.member, members: c.Members}
 	if cfg.Client != nil {
-		c.cli, c.member.cli = cfg.Client, cfg.Client
+		c.cli, c.member.cli, c.art.cli = cfg.Client, cfg.Client, cfg.Client
 		return c, nil
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: opTimeout,
@@ -177,7 +179,7 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "cluster: etcd client")
 	}
-	c.cli, c.member.cli, c.ownsCli = cli, cli, true
+	c.cli, c.member.cli, c.art.cli, c.ownsCli = cli, cli, cli, true
 	return c, nil
 }
 

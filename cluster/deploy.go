@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -54,7 +53,7 @@ func (c *Cluster) Deploy(ctx context.Context, m vocab.Manifest) (Result, error) 
 	// The pending-release keys this deploy writes (replicate), each
 	// ending in an id unique to the deploy.
 	var announced []string
-	defer func() { c.withdraw(ctx, announced) }()
+	defer func() { c.art.withdraw(ctx, announced) }()
 	deployID := c.cfg.NodeID + "." + strconv.FormatUint(c.deploys.Add(1), 10)
 	for attempt := 1; ; attempt++ {
 		view := c.cat.Pin().Generation() // what Check counts is at least this
@@ -63,7 +62,7 @@ func (c *Cluster) Deploy(ctx context.Context, m vocab.Manifest) (Result, error) 
 			return Result{}, err
 		}
 		if !replicated {
-			if err := c.replicate(ctx, m, deployID, &announced); err != nil {
+			if err := c.art.replicate(ctx, m, deployID, &announced); err != nil {
 				return Result{}, err
 			}
 			replicated = true
@@ -279,82 +278,6 @@ func (c *Cluster) WaitApplied(ctx context.Context, gen vocab.Generation) bool {
 	return c.waitApplied(ctx, gen)
 }
 
-// replicate makes sure each artifact of m is held by min(Replication,
-// ready members) nodes, this one first, by asking ready members that do
-// not hold it to fetch it. Before it asks, it announces the pending
-// release's artifact for m's tenant in etcd (announce); the keys it wrote
-// are appended to announced for the caller to withdraw once the deploy
-// ends.
-func (c *Cluster) replicate(ctx context.Context, m vocab.Manifest, deployID string, announced *[]string) error {
-	members, err := c.Members(ctx)
-	if err != nil {
-		return err
-	}
-	var ready []Member
-	for _, mem := range members {
-		if mem.Ready && mem.ID != c.cfg.NodeID {
-			ready = append(ready, mem)
-		}
-	}
-	need := min(c.cfg.Replication, len(ready)+1)
-	var done []vocab.Digest
-	for _, r := range m.Revisions {
-		d := r.Artifact
-		if slices.Contains(done, d) {
-			continue
-		}
-		done = append(done, d)
-		hctx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err := c.cli.Get(hctx, c.k.holders(d), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		cancel()
-		if err != nil {
-			return errors.Mark(errors.Wrap(err, "cluster: artifact holders"), ErrUnavailable)
-		}
-		held := map[string]bool{}
-		for _, kv := range resp.Kvs {
-			held[strings.TrimPrefix(string(kv.Key), c.k.holders(d))] = true
-		}
-		if !held[c.cfg.NodeID] { // a holding is written once, under the lease
-			if err := c.member.hold(ctx, d); err != nil {
-				return err
-			}
-		}
-		count := 0
-		for _, mem := range ready {
-			if held[mem.ID] {
-				count++
-			}
-		}
-		count++ // this node
-		var errs error
-		for _, mem := range ready {
-			if count >= need {
-				break
-			}
-			if held[mem.ID] {
-				continue
-			}
-			if !slices.Contains(*announced, c.k.pendings(m.Tenant, d)+deployID) {
-				key, err := c.announce(ctx, m.Tenant, d, deployID)
-				if err != nil {
-					return err
-				}
-				*announced = append(*announced, key)
-			}
-			if err := c.peers.askReplicate(ctx, mem, m.Tenant, d); err != nil {
-				errs = errors.CombineErrors(errs, errors.Wrapf(err, "%s", mem.ID))
-				continue
-			}
-			count++
-		}
-		if count < need {
-			return errors.Mark(errors.Wrapf(errs, "cluster: artifact %s is held by %d of the %d nodes required", d, count, need),
-				ErrUnavailable)
-		}
-	}
-	return nil
-}
-
 // Replicate stores artifact d for tenant, fetched from a holder unless the
 // catalog has it, and records this node as a holder: a peer's request
 // before it publishes a release naming d.
@@ -368,49 +291,5 @@ func (c *Cluster) replicate(ctx context.Context, m vocab.Manifest, deployID stri
 // token alone therefore grants no ownership; writing the announcement
 // needs write access to etcd, which every member has anyway.
 func (c *Cluster) Replicate(ctx context.Context, tenant vocab.TenantID, d vocab.Digest) error {
-	if _, err := vocab.ParseDigest(string(d)); err != nil {
-		return errors.Wrap(err, "cluster: replicate")
-	}
-	if c.cat.Artifacts().Has(tenant, d) {
-		return c.member.hold(ctx, d)
-	}
-	gctx, cancel := context.WithTimeout(ctx, opTimeout)
-	resp, err := c.cli.Get(gctx, c.k.pendings(tenant, d), clientv3.WithPrefix(), clientv3.WithCountOnly())
-	cancel()
-	if err != nil {
-		return errors.Mark(errors.Wrap(err, "cluster: read pending releases"), ErrUnavailable)
-	}
-	if resp.Count == 0 {
-		return errors.Wrapf(ErrNotPending, "cluster: replicate %s for %s", d, tenant)
-	}
-	return c.fetch(ctx, tenant, d)
-}
-
-// announce writes, under the membership lease, that the deploy deployID of a release
-// of tenant naming d is under way on this node (Replicate's rule), and
-// returns the key.
-func (c *Cluster) announce(ctx context.Context, tenant vocab.TenantID, d vocab.Digest, deployID string) (string, error) {
-	lease, err := c.member.current(ctx)
-	if err != nil {
-		return "", err
-	}
-	key := c.k.pendings(tenant, d) + deployID
-	pctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	if _, err := c.cli.Put(pctx, key, "", clientv3.WithLease(lease)); err != nil {
-		return "", errors.Mark(errors.Wrap(err, "cluster: announce a pending release"), ErrUnavailable)
-	}
-	return key, nil
-}
-
-// withdraw removes a deploy's announcements (what is left ends with the
-// lease).
-func (c *Cluster) withdraw(ctx context.Context, announced []string) {
-	for _, key := range announced {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
-		if _, err := c.cli.Delete(dctx, key); err != nil {
-			c.log.Info("cluster: pending release announcement left to its lease", "key", key, "err", err)
-		}
-		cancel()
-	}
+	return c.art.serve(ctx, tenant, d)
 }

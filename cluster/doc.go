@@ -75,8 +75,10 @@
 //   - cluster.go: Config, Cluster, New, Run, Status and the freshness check.
 //   - membership.go: the membership lease, the member record and the
 //     artifact holdings under it.
-//   - deploy.go: Deploy and Delete (the checked compare-and-swap commit),
-//     replication of artifacts and the pending-release announcements.
+//   - deploy.go: Deploy and Delete (the checked compare-and-swap commit)
+//     and Replicate.
+//   - artifacts.go: artifact holders, replication before a release is
+//     published, the pending-release announcements, fetching from a holder.
 //   - apply.go: the apply loop: list, watch, apply, fetch what is missing.
 //   - peers.go: the peer token and the requests sent to other members.
 //   - keys.go: the etcd keys.
