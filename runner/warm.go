@@ -478,7 +478,7 @@ func (r *Runner) initialise(ctx context.Context, m *module, ob admission.Obligat
 		return
 	}
 	defer func() { _ = mod.Close(runCtx) }()
-	if err := a.start(runCtx, mod, true, string(s.key.init), ""); err != nil {
+	if err := a.settle(a.start(runCtx, mod, true, string(s.key.init), "")); err != nil {
 		fail(err)
 		return
 	}
@@ -645,6 +645,9 @@ func (r *Runner) runWarm(ctx context.Context, m *module, ob admission.Obligation
 	} else if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
 		err = w.call(a.ctx, string(ob.Function))
 	}
+	// A negative fuel global is settled here, and never reaches the next
+	// activation: each starts from w.fuel.Set(0) above.
+	err = a.settle(err)
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, false)
 	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: stopped.Sub(a.started),
