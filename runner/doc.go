@@ -73,13 +73,21 @@
 // the runner's own args and environ functions read the activation from the
 // call's context.
 //
-// Fuel: the guest spends its fuel global; when it goes negative it calls
+// Fuel: the guest spends its fuel global as it runs and checks it at
+// function entries, loop back edges, host calls and the exits of
+// functions that ran unchecked code; a check that finds it negative calls
 // tick, which checks the run context (the permit's deadline, bound at
 // admission, and the caller's cancellation), hands out the next slice of the
 // granted budget, and traps with a typed error once the budget cannot cover
 // the debt. So fuel, the deadline and Go's GC safe points all come from one
 // cheap check, and WithCloseOnContextDone stays off (it costs 3–40× on
-// loops). Host work is charged too: stdin, stdout and random_get by size
+// loops). Between two checks the guest runs at most the unchecked code of
+// one function body (fuel.Info.MaxDebt), so it may stop owing fuel: after
+// every activation, settle hands out slices to cover the debt as tick
+// would, and a debt the budget cannot cover makes the outcome
+// fuel-exhausted (billed at the budget), as if a check had stopped it. A
+// warm instance's global is reset before each activation, so no debt
+// reaches the next. Host work is charged too: stdin, stdout and random_get by size
 // (one unit per 64 bytes), memory growth per page, and one unit for each
 // clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
 // context is done. Fuel used is exact and deterministic for the same module,

@@ -6,11 +6,13 @@ package runner
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/vocab"
@@ -124,6 +126,54 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 
 // tickHook, when set by a test, is called on every slow-path entry.
 var tickHook func()
+
+// settle accounts for the fuel the guest spent after its last check, once
+// it has stopped with err: the rewrite checks the fuel only at function
+// entries, back edges, host calls and the exits of some functions, so a
+// guest can stop (trap, or in principle return) with the global negative.
+// settle then hands out slices as tick would, and when the budget cannot
+// cover the debt the activation ran out of fuel before it stopped: it
+// returns errFuelExhausted in place of a return, an exit or a trap. The
+// typed stops the host raised itself (deadline, cancellation, fuel, call
+// depth) and host failures keep their err. Deterministic: whether the debt
+// is covered depends only on the fuel charged and the budget.
+func (a *activation) settle(err error) error {
+	if a.mod == nil {
+		return err
+	}
+	g, ok := a.mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
+	if !ok {
+		return err
+	}
+	cur := int64(g.Get())
+	for cur < 0 && a.remaining > 0 {
+		give := min(a.slice, a.remaining)
+		a.remaining -= give
+		cur += int64(give)
+	}
+	g.Set(uint64(cur))
+	if cur >= 0 || !guestStop(err) {
+		return err
+	}
+	if err == nil {
+		return errors.Wrap(errFuelExhausted, "runner: the guest's last checks did not cover its fuel")
+	}
+	return errors.Wrapf(errFuelExhausted, "runner: the guest ran out of fuel before it stopped (%v)", err)
+}
+
+// guestStop reports whether err is how the guest stopped on its own: a
+// return (nil), an exit or a trap of the guest's code.
+func guestStop(err error) bool {
+	var exit *sys.ExitError
+	switch {
+	case err == nil, errors.As(err, &exit):
+		return true
+	case errors.Is(err, errFuelExhausted), errors.Is(err, errDeadline), errors.Is(err, errCancelled), errors.Is(err, errCallDepth):
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "wasm error: ") || strings.HasPrefix(msg, "stack overflow")
+}
 
 // Host work is charged to the guest's fuel: hostCallFuel for a call that
 // does a fixed amount of work (a clock read, a sleep, a yield), and one

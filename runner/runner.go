@@ -62,8 +62,10 @@ type Config struct {
 	// of its context (default 1<<20).
 	FuelSlice uint64
 	// OnSlice, if set, is called on the guest's goroutine at every slow-path
-	// check (at most every FuelSlice of fuel, and at host calls that empty
-	// the slice): the node yields its processor to the network there.
+	// check (about every FuelSlice of fuel: at the first check point after
+	// a slice is spent, at most fuel.Info.MaxDebt later; and at host calls
+	// that empty the slice): the node yields its processor to the network
+	// there.
 	OnSlice func()
 	// Limits are the deploy limits Inspect enforces (zero fields: defaults).
 	Limits Limits
@@ -427,7 +429,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		if ob.Function != vocab.DefaultFunction {
 			init = string(initExport(pm, ob)) // a reactor: initialised before its function
 		}
-		err = a.start(callCtx, mod, true, init, string(ob.Function))
+		err = a.settle(a.start(callCtx, mod, true, init, string(ob.Function)))
 	}
 	stopped := time.Now()
 	elapsed := stopped.Sub(start)
@@ -548,7 +550,10 @@ func (a *activation) memoryPeak() uint64 {
 	return a.grant - min(uint64(low), a.grant)
 }
 
-// used is the fuel consumed: handed out minus what the guest still holds.
+// used is the fuel consumed: handed out minus what the guest still holds,
+// which is more than handed out while the global is negative (the guest
+// spent fuel after its last check; settle hands out what covers it). It is
+// at most the budget: a debt the budget could not cover is not billed.
 func (a *activation) used() uint64 {
 	held := int64(0)
 	if a.mod != nil {
@@ -557,8 +562,8 @@ func (a *activation) used() uint64 {
 		}
 	}
 	handed := a.budget - a.remaining
-	if held <= 0 {
-		return handed
+	if held < 0 {
+		return min(handed+uint64(-held), a.budget)
 	}
 	return handed - min(uint64(held), handed)
 }

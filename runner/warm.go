@@ -515,7 +515,7 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 		return
 	}
 	defer func() { _ = mod.Close(runCtx) }()
-	if err := a.start(runCtx, mod, true, string(s.key.init), ""); err != nil {
+	if err := a.settle(a.start(runCtx, mod, true, string(s.key.init), "")); err != nil {
 		fail(err)
 		return
 	}
@@ -682,6 +682,9 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	} else if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
 		err = w.call(a.ctx, string(ob.Function))
 	}
+	// A negative fuel global is settled here, and never reaches the next
+	// activation: each starts from w.fuel.Set(0) above.
+	err = a.settle(err)
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, false)
 	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: stopped.Sub(a.started),

@@ -220,13 +220,14 @@ func name(metered bool) string {
 // does, with nothing reset but stdout.
 type reactor struct {
 	ctx    context.Context
+	mod    api.Module
 	f      api.Function
 	me     *meter
 	stdin  bytes.Reader
 	stdout bytes.Buffer
 }
 
-func newReactor(b *testing.B, wasm []byte, fn string) *reactor {
+func newReactor(b testing.TB, wasm []byte, fn string) *reactor {
 	e := getEngine(b, true)
 	r := &reactor{me: newMeter(1 << 62)}
 	r.me.pageCap = 1 << 16
@@ -244,6 +245,7 @@ func newReactor(b *testing.B, wasm []byte, fn string) *reactor {
 	if err != nil {
 		b.Fatal(err)
 	}
+	r.mod = mod
 	b.Cleanup(func() { _ = mod.Close(context.Background()) })
 	for _, init := range []string{StartExport, "_initialize"} {
 		if f := mod.ExportedFunction(init); f != nil {
@@ -261,7 +263,7 @@ func newReactor(b *testing.B, wasm []byte, fn string) *reactor {
 	return r
 }
 
-func (r *reactor) call(b *testing.B) time.Duration {
+func (r *reactor) call(b testing.TB) time.Duration {
 	r.stdout.Reset()
 	r.stdin.Reset(nil)
 	start := time.Now()

@@ -20,15 +20,23 @@
 // function:
 //
 //   - FuelExport ("__latent_fuel"), a mutable i64: the fuel the guest may
-//     still spend. It starts at 0. Outside a charge it is never negative.
-//   - TickName, func () -> (): called right after a charge made the global
-//     negative. The host must add the next slice of the activation's budget
-//     to the global (global += slice, repeatedly while it is negative: one
-//     bulk charge can exceed a slice), check its context (deadline,
-//     cancellation), and trap — panic with a typed error — when the budget
-//     is spent or the context is done. It must never set the global to a
-//     value unrelated to what it handed out, or the accounting is lost.
-//     Fuel used = handed out - max(global, 0).
+//     still spend. It starts at 0. It is negative when the guest has spent
+//     more than it was handed since its last check (see Check points):
+//     never when a host function is called, but possibly when the guest
+//     traps.
+//   - TickName, func () -> (): called at a check point that found the
+//     global negative. The host must add the next slice of the
+//     activation's budget to the global (global += slice, repeatedly while
+//     it is negative: the charges since the last check and a bulk charge
+//     can exceed a slice), check its context (deadline, cancellation), and
+//     trap — panic with a typed error — when the budget is spent or the
+//     context is done. It must never set the global to a value unrelated to
+//     what it handed out, or the accounting is lost. Fuel used is handed
+//     out minus the global, which exceeds what was handed out while the
+//     global is negative. When the guest stops with the global negative (a trap after
+//     unchecked code), the host settles as tick would: it hands out slices
+//     while the global is negative, and if the budget cannot cover the
+//     debt the activation ran out of fuel before it stopped.
 //   - GrowName, func (delta i32) -> (i32): replaces every memory.grow. The
 //     host grows memory 0 by delta pages if the activation may have them,
 //     returns the old size in pages or -1 (0xffffffff), and records a
@@ -69,7 +77,8 @@
 //
 // Host functions that do work proportional to their input (WASI writes,
 // reads) charge it the same way: subtract from the global and tick when it
-// goes negative. Because the first charge of any activation makes the
+// goes negative. A host function finds the global non-negative when it is
+// called: every call to an imported function is a check point. Because the first charge of any activation makes the
 // global negative, the host needs no set-up: the first tick hands out the
 // first slice. The globals must start at their initial values in every
 // instance, which a fresh instantiation guarantees.
@@ -98,15 +107,49 @@
 // run once per iteration (a do-while's closing br_if), so the code after a
 // loop starts a region of its own.
 //
-// At the top of each region the rewrite inserts
+// At the top of each region the rewrite inserts its charge
 //
 //	global.get F; i64.const C; i64.sub; global.set F
+//
+// where C is the region's static cost, so a region is paid for before any
+// of it runs, and, if the region is a check point, the check
+//
 //	global.get F; i64.const 0; i64.lt_s; if; call $tick; end
 //
-// where C is the region's static cost, so a region is paid for before any of
-// it runs and an exhausted budget stops the guest before the work.
-// Regions of cost 0 get nothing. The function entry's charge shares its
+// Regions of cost 0 get no charge. The function entry's charge shares its
 // branch with the stack check (see below).
+//
+// Check points. As in wasmtime, which subtracts the cost of every basic
+// block but checks only at function entries and loop headers, only the
+// regions after which unbounded or visible work can follow check the fuel;
+// the others (most of them: the merge points after Go's br_table dispatch
+// blocks, the code after ifs and blocks) only subtract. The check points:
+//
+//   - every function entry, whatever its cost (the caller may have left
+//     the fuel negative);
+//   - every region that branches to a loop (br, br_if or br_table with a
+//     loop label): every iteration of every loop passes a check;
+//   - every region that calls an imported function, calls through a table
+//     (it may hold an imported function) or grows memory (call $grow): the
+//     host never runs with the fuel negative, so nothing the guest does
+//     after its budget is gone is visible outside, and the host's own
+//     charges find what they expect;
+//   - the dynamic charges of bulk operations and table.grow;
+//   - in a function with a region that is not a check point, every region
+//     that can leave it (return, a branch to the function's label, the
+//     end): a function never returns fuel it has not checked.
+//
+// A check that would find nothing new is left out: a refund region or one
+// of cost 0 entered only right after a check (an if's arm, a loop header).
+//
+// The bound. Between a check that passed and the next check the guest runs
+// only regions of one function body that are not check points, each at
+// most once (a second run needs a back edge, whose region checks; a call
+// enters a callee whose entry checks; a return leaves through a check).
+// So when a check finds the budget spent, the guest owes at most the
+// charges of one body's unchecked regions plus the charge that check
+// follows: Info.MaxDebt, dynamic charges aside (a bulk charge is checked
+// at once, as before).
 //
 // Hoisting. Exactly one arm of an if/else runs once the if's region has
 // run. So the dearer arm's first region is charged with the if's region, and
@@ -146,12 +189,24 @@
 // slice size, the engine or timing (the tests check all three). When the
 // guest completes without a trap and no forward br_if leaves a region early,
 // it equals the number of cost-1 operators executed plus the dynamic
-// charges. When the budget runs out, the guest has used exactly the budget,
-// and the region that did not fit has not started. A run that uses F in
-// total is always stopped by a budget below F; because hoisted charges are
-// paid before their refunds, a budget of exactly F can stop it too, up to the
-// pending refunds (the differences between the arms of the if/else it is
-// in) before its end.
+// charges. Where checks are placed changes none of this.
+//
+// Exhaustion is weaker than charging every region with a check would make
+// it. The budget runs out at the first check that finds the charges so far
+// above the budget: a function of module, input, host answers and budget
+// alone (not of the slice size, which only decides how often tick runs).
+// By then the guest may have run code past the end of its budget, up to
+// Info.MaxDebt of it: the regions after its last passed check, which
+// compute and write to its own memory and globals but call no host
+// function, grow no memory and start no loop iteration. The region at the
+// failing check has been paid for but has not started. The fuel used is
+// then above the budget by the debt (0 < debt ≤ MaxDebt); the runner bills
+// the budget. A run that uses F in total is always stopped by a budget
+// below F (the exit of the function that ran unchecked code, or the host's
+// settlement after a trap, finds the debt at the latest); because hoisted
+// charges are paid before their refunds, a budget of exactly F can stop it
+// too, up to the pending refunds (the differences between the arms of the
+// if/else it is in) before its end.
 //
 // # Call stack
 //
@@ -179,7 +234,9 @@
 //		}
 //	}
 //
-// The host keeps both globals ≥ 0 and low ≤ stack outside a call bracket,
+// (The fuel test is made even when the entry costs nothing: the caller may
+// have left the fuel negative.) The host keeps both globals ≥ 0 and low ≤
+// stack outside a call bracket,
 // so stack-low ≥ 0 implies stack ≥ 0. The branch is taken only when the
 // fuel ran out or the stack reached a new low; the path that only moves
 // the mark makes no call and joins the fast path. The exits of a function
@@ -325,7 +382,8 @@
 //	// depth_exceeded, then the guest; set "__latent_stack" and
 //	// "__latent_stack_low" to the stack budget; call "__latent_start" if
 //	// exported, then the entry; read "__latent_fuel" to account for the
-//	// fuel left and "__latent_stack_low" for the stack peak.
+//	// fuel left (settling a negative value against the budget) and
+//	// "__latent_stack_low" for the stack peak.
 //	// To snapshot an instance, read fuel.GlobalExport(i) for each i in
 //	// res.Info.MutableGlobals after initialisation and set them back
 //	// before each activation.

@@ -78,7 +78,7 @@ const DefaultMaxStackBytes = 1 << 20
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
-const Version = "latent-fuel/5 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export globals=export"
+const Version = "latent-fuel/6 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export globals=export checks=entry,back-edge,host,exit"
 
 // BulkShift is the dynamic charge of bulk memory and table operations:
 // memory.fill, memory.copy, memory.init, table.fill, table.copy and
@@ -115,7 +115,19 @@ type Config struct {
 	MaxStackBytes uint64
 	// Limits are the deploy limits; zero fields take DefaultLimits' values.
 	Limits Limits
+
+	// countChecks (tests only) adds two exported i64 globals, checksExport
+	// and chargesExport, that count the fuel checks (including function
+	// entries and dynamic charges) and the region charges the guest
+	// executes.
+	countChecks bool
 }
+
+// The counters' exports (Config.countChecks).
+const (
+	checksExport  = "__latent_checks"
+	chargesExport = "__latent_charges"
+)
 
 // Limits bound what a module may declare (the deploy limits). Every limit is
 // checked by the instrumenter's own decoder, before any allocation sized by
@@ -362,6 +374,13 @@ type Info struct {
 	// the sum of the element segments' entries (work of instantiation).
 	DataBytes uint64
 	ElemCount uint64
+	// MaxDebt bounds how far below zero a check can find the fuel global,
+	// dynamic charges aside: the largest sum, over one function body, of
+	// the charges of its regions that no check follows, plus the largest
+	// static charge a check follows. It is the most fuel the guest can
+	// spend beyond its budget before it is stopped (see exactness in the
+	// package documentation).
+	MaxDebt uint64
 	// MaxFrameBytes is the largest FrameCost of a defined function: the
 	// call stack budget bounds every frame but the innermost one, so the
 	// charged stack use is at most the budget plus MaxFrameBytes.
@@ -430,6 +449,7 @@ func Instrument(wasm []byte, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.countChecks = cfg.countChecks
 	out, err := m.instrument(int64(stack))
 	if err != nil {
 		return nil, err
@@ -437,11 +457,11 @@ func Instrument(wasm []byte, cfg Config) (*Result, error) {
 	if err := validate(wasm); err != nil {
 		return nil, err
 	}
-	return &Result{
-		Module:  out,
-		Info:    m.info(),
-		Version: Version + " stack=" + strconv.FormatUint(stack, 10) + " limits=" + lim.String(),
-	}, nil
+	version := Version + " stack=" + strconv.FormatUint(stack, 10) + " limits=" + lim.String()
+	if cfg.countChecks {
+		version += " count"
+	}
+	return &Result{Module: out, Info: m.info(), Version: version}, nil
 }
 
 // validate compiles wasm with wazero's interpreter, which fully validates it
@@ -479,7 +499,8 @@ func (m *module) tableMax(t tableEntry) uint64 {
 func (m *module) info() Info {
 	info := Info{
 		Features: m.features, DataBytes: m.dataBytes, ElemCount: m.elemCount, MaxFrameBytes: m.maxFrame,
-		MutableGlobals: m.mutableGlobals(), MutatesTables: m.mutatesTables, PassiveSegments: m.passiveSegments,
+		MaxDebt: m.maxUnchecked + m.maxChecked, MutableGlobals: m.mutableGlobals(), MutatesTables: m.mutatesTables,
+		PassiveSegments: m.passiveSegments,
 	}
 	for _, imp := range m.imports {
 		i := Import{Module: imp.module, Name: imp.name, Kind: imp.kind}

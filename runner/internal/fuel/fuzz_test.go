@@ -124,8 +124,10 @@ func TestGenerated_compiler(t *testing.T) {
 //   - fuel ≥ 4 per executed counter increment (each costs 4 operators, and
 //     the generator puts one at the top of every loop iteration and function);
 //   - fuel does not depend on the slice size;
-//   - a budget one short of the fuel used stops the guest with the typed
-//     error, having used exactly the budget;
+//   - a budget one short of the fuel used, or of a fraction of it, stops
+//     the guest with the typed error once the budget is handed out, owing
+//     at most Info.MaxDebt, the same for any slice size;
+//   - no host call finds the fuel global negative;
 //   - the call-depth global is back at its initial value.
 func checkGenerated(t *testing.T, data []byte, compiler bool) {
 	wasm, arg := genModule(data)
@@ -159,11 +161,28 @@ func checkGenerated(t *testing.T, data []byte, compiler bool) {
 	if o := e.run(t, res.Module, "", "run", me, arg); o.fuel != have.fuel || o.trap != have.trap {
 		t.Fatalf("slice 3: fuel %d trap %q, slice 2^20: fuel %d trap %q", o.fuel, o.trap, have.fuel, have.trap)
 	}
-	if have.fuel > 1 {
-		me := newMeter(have.fuel - 1)
-		o := e.run(t, res.Module, "", "run", me, arg)
-		if !errors.Is(o.err, errFuelExhausted) || o.fuel != have.fuel-1 {
-			t.Fatalf("budget %d: %v, used %d", have.fuel-1, o.err, o.fuel)
+	if have.me.negativeAtHost != 0 {
+		t.Fatalf("%d of %d host calls found the fuel negative", have.me.negativeAtHost, have.me.hostCalls)
+	}
+	for _, budget := range []int64{have.fuel - 1, have.fuel / 2, have.fuel / 3} {
+		if budget < 1 {
+			continue
+		}
+		var used int64
+		for i, slice := range []int64{1 << 20, 3} {
+			me := newMeter(budget)
+			me.slice = slice
+			o := e.run(t, res.Module, "", "run", me, arg)
+			if i == 0 {
+				used = o.fuel
+			}
+			if !errors.Is(o.err, errFuelExhausted) || me.left != 0 || o.fuel <= budget || o.fuel > budget+int64(res.Info.MaxDebt) || o.fuel != used {
+				t.Fatalf("budget %d slice %d: %v, used %d (left %d), want exhausted owing (0, %d], the same for every slice (%d)",
+					budget, slice, o.err, o.fuel, me.left, res.Info.MaxDebt, used)
+			}
+			if me.negativeAtHost != 0 {
+				t.Fatalf("budget %d: %d of %d host calls found the fuel negative", budget, me.negativeAtHost, me.hostCalls)
+			}
 		}
 	}
 }

@@ -30,7 +30,7 @@ func genModule(data []byte) ([]byte, uint64) {
 	}
 	return wasmModule(
 		types(functype(i32, i32)),
-		imports(importFunc("env", "f", 0)),
+		imports(importFunc("env", "visible", 0)),
 		funcs(funcIdx...),
 		section(secTable, vec(cat([]byte{valFuncref, 0}, u32(uint32(nf))))),
 		memory(1, 3),

@@ -42,6 +42,11 @@ type meter struct {
 	refusals int
 	grows    int
 	fuel     api.MutableGlobal // the guest's fuel global, once known
+
+	// hostCalls counts the calls of env.visible; negativeAtHost those that
+	// found the fuel global negative (the rewrite checks before host calls,
+	// so never).
+	hostCalls, negativeAtHost int
 }
 
 func newMeter(budget int64) *meter {
@@ -49,16 +54,31 @@ func newMeter(budget int64) *meter {
 }
 
 // used is the fuel the guest consumed: what it was handed minus what it did
-// not spend.
+// not spend. When the guest stopped with the global negative (it ran
+// unchecked code after its last check) that is more than it was handed.
 func (me *meter) used() int64 {
 	handed := me.budget - me.left
 	if me.fuel == nil {
 		return handed
 	}
-	if f := int64(me.fuel.Get()); f > 0 {
-		return handed - f
+	return handed - int64(me.fuel.Get())
+}
+
+// settle is the host's accounting once the guest has stopped: it hands out
+// slices while the global is negative and reports whether the budget
+// covered the debt (see the runner's activation.settle).
+func (me *meter) settle() bool {
+	if me.fuel == nil {
+		return true
 	}
-	return handed
+	f := int64(me.fuel.Get())
+	for f < 0 && me.left > 0 {
+		take := min(me.slice, me.left)
+		me.left -= take
+		f += take
+	}
+	me.fuel.Set(uint64(f))
+	return f >= 0
 }
 
 type meterKey struct{}
@@ -105,6 +125,24 @@ func grow(ctx context.Context, mod api.Module, delta uint32) uint32 {
 }
 
 func depthExceeded(context.Context) { panic(errDepthExceeded) }
+
+var i32Type = []api.ValueType{api.ValueTypeI32}
+
+// hostVisible is env.visible, x -> 3x+1, a host function with an effect:
+// it counts its calls in the meter, if any, and those that found the fuel
+// global negative.
+func hostVisible(ctx context.Context, mod api.Module, stack []uint64) {
+	if me, ok := ctx.Value(meterKey{}).(*meter); ok {
+		me.hostCalls++
+		if me.fuel == nil && me.hostCalls == 1 {
+			me.fuel, _ = mod.ExportedGlobal(FuelExport).(api.MutableGlobal)
+		}
+		if me.fuel != nil && int64(me.fuel.Get()) < 0 {
+			me.negativeAtHost++
+		}
+	}
+	stack[0] = uint64(uint32(stack[0])*3 + 1)
+}
 
 // engine is a wazero runtime with WASI, the fuel host module and a shared
 // compilation cache.
@@ -173,6 +211,7 @@ func getEngine(t testing.TB, compiler bool) *engine {
 	_, err = rt.NewHostModuleBuilder("env").
 		NewFunctionBuilder().WithFunc(func(context.Context, uint32, uint32) {}).Export("host_log").
 		NewFunctionBuilder().WithFunc(func(_ context.Context, x uint32) uint32 { return x*3 + 1 }).Export("f").
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostVisible), i32Type, i32Type).Export("visible").
 		Instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +280,17 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 		}
 	}
 	o.stdout, o.stderr = stdout.String(), stderr.String()
+	if mod != nil {
+		if g, ok := mod.ExportedGlobal(FuelExport).(api.MutableGlobal); ok {
+			me.fuel = g
+		}
+	}
 	var exit *sys.ExitError
+	if !me.settle() && !errors.Is(err, errFuelExhausted) && !errors.Is(err, errDepthExceeded) {
+		// The guest stopped (returned, exited or trapped) owing fuel the
+		// budget cannot cover: it ran out before it stopped.
+		err = errors.Wrapf(errFuelExhausted, "settled after %v", err)
+	}
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
@@ -260,8 +309,7 @@ func (e *engine) run(t testing.TB, wasm []byte, stdin, fn string, me *meter, arg
 			h.Write(b)
 			o.memHash = h.Sum64()
 		}
-		if g := mod.ExportedGlobal(FuelExport); g != nil {
-			me.fuel = g.(api.MutableGlobal)
+		if me.fuel != nil {
 			o.stack = int64(mod.ExportedGlobal(StackExport).Get())
 			o.low = int64(mod.ExportedGlobal(StackLowExport).Get())
 		}

@@ -19,6 +19,9 @@ type rewriter struct {
 	fuelG, stackG, lowG     uint32 // global indices of the added globals
 	voidType, growType      uint32 // type indices of the added imports
 	types                   []funcType
+	// checksG and chargesG count the fuel checks and the region charges
+	// executed, when module.countChecks is set (tests only).
+	checksG, chargesG uint32
 
 	// Per-function state, reset by function.
 	ins     []instr
@@ -58,11 +61,23 @@ type instr struct {
 
 // charge is the charge of the region starting before instruction at (at ==
 // 0: the function entry, emitted with the call-depth check). A negative cost
-// is a refund (see hoisting in doc.go).
+// is a refund (see hoisting in doc.go). check says whether the charge is
+// followed by a check of the fuel (see check points in doc.go); exit that
+// the region can leave the function.
 type charge struct {
-	at   int
-	cost int64
+	at    int
+	cost  int64
+	check bool
+	exit  bool
+	// clean: the region is entered only right after a region whose
+	// charges are all checked (an if's arms, a loop's header), so a check
+	// at its top would find nothing new when its own cost is not positive.
+	clean bool
 }
+
+// checkedAtEnd reports whether no unchecked charge can have happened since
+// the last check when the region of c ends.
+func (c charge) checkedAtEnd() bool { return c.check || c.cost <= 0 && c.clean }
 
 // loopBr is a br in region from to the loop at position ctl of rw.ctl.
 type loopBr struct{ from, ctl int }
@@ -95,15 +110,17 @@ func (m *module) shift(f uint32) uint32 {
 // with stack as the initial value of the stack globals.
 func (m *module) instrument(stack int64) ([]byte, error) {
 	rw := &rewriter{
-		m:       m,
-		stack:   stack,
-		tickFn:  m.numImportedFuncs,
-		growFn:  m.numImportedFuncs + 1,
-		depthFn: m.numImportedFuncs + 2,
-		fuelG:   m.numGlobals(),
-		stackG:  m.numGlobals() + 1,
-		lowG:    m.numGlobals() + 2,
-		types:   m.types,
+		m:        m,
+		stack:    stack,
+		tickFn:   m.numImportedFuncs,
+		growFn:   m.numImportedFuncs + 1,
+		depthFn:  m.numImportedFuncs + 2,
+		fuelG:    m.numGlobals(),
+		stackG:   m.numGlobals() + 1,
+		lowG:     m.numGlobals() + 2,
+		checksG:  m.numGlobals() + 3,
+		chargesG: m.numGlobals() + 4,
+		types:    m.types,
 	}
 	rw.voidType = rw.typeFor(funcType{params: []byte{}, results: []byte{}})
 	rw.growType = rw.typeFor(funcType{params: []byte{api.ValueTypeI32}, results: []byte{api.ValueTypeI32}})
@@ -183,7 +200,11 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		emit(secMemory)
 	}
 
-	sec.u32(uint32(len(m.globals) + 3))
+	counters := 0
+	if m.countChecks {
+		counters = 2
+	}
+	sec.u32(uint32(len(m.globals) + 3 + counters))
 	for _, g := range m.globals {
 		sec.byte(g.typ)
 		sec.byte(boolByte(g.mutable))
@@ -196,6 +217,9 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		sec.s64(rw.stack)
 		sec.byte(opEnd)
 	}
+	for range counters {
+		sec.raw([]byte{api.ValueTypeI64, 1, opI64Const, 0, opEnd})
+	}
 	emit(secGlobal)
 
 	added := 3
@@ -203,7 +227,7 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		added++
 	}
 	mutable := m.mutableGlobals()
-	sec.u32(uint32(len(m.exports) + added + len(mutable)))
+	sec.u32(uint32(len(m.exports) + added + len(mutable) + counters))
 	for _, e := range m.exports {
 		sec.name(e.name)
 		sec.byte(byte(e.kind))
@@ -233,6 +257,16 @@ func (m *module) instrument(stack int64) ([]byte, error) {
 		sec.name(GlobalExport(g))
 		sec.byte(byte(ExternGlobal))
 		sec.u32(g)
+	}
+	if counters > 0 {
+		for _, g := range []struct {
+			name string
+			idx  uint32
+		}{{checksExport, rw.checksG}, {chargesExport, rw.chargesG}} {
+			sec.name(g.name)
+			sec.byte(byte(ExternGlobal))
+			sec.u32(g.idx)
+		}
 	}
 	emit(secExport)
 	if m.elems != nil {
@@ -353,7 +387,7 @@ func (rw *rewriter) function(i int, w *writer) error {
 	calling := false // inside a call bracket: the frame is charged
 	for idx, in := range rw.ins {
 		if next < len(rw.charges) && rw.charges[next].at == idx {
-			rw.emitCharge(w, rw.charges[next].cost)
+			rw.emitCharge(w, rw.charges[next])
 			next++
 		}
 		switch in.op {
@@ -438,7 +472,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			rw.frame.scalars += phis
 		}
 	}()
-	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8)})
+	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8), check: true})
 	rw.ctl = append(rw.ctl[:0], ctrl{op: opEnd, reachable: true})
 	rw.loopBrs = rw.loopBrs[:0]
 	loopWork := uint64(0) // rw.loopBrs entries scanned at loop ends
@@ -459,7 +493,12 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		t := &rw.ctl[pos]
 		if cur >= 0 {
 			t.targeted = true
+			if pos == 0 {
+				rw.charges[cur].exit = true // a branch out of the function
+			}
 			if t.op == opLoop {
+				// A back edge: every iteration passes a check.
+				rw.charges[cur].check = true
 				if op == opBr {
 					rw.loopBrs = append(rw.loopBrs, loopBr{from: cur, ctl: pos})
 				} else {
@@ -513,7 +552,9 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
 			constructs++
 			if cur >= 0 && in.op != opBlock {
+				clean := rw.charges[cur].checkedAtEnd()
 				open(idx + 1) // loop header (a branch target) or then arm
+				rw.charges[cur].clean = clean
 				rw.ctl[len(rw.ctl)-1].then = cur
 			}
 		case opElse:
@@ -525,6 +566,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			cur = -1
 			if t.reachable {
 				open(idx + 1)
+				rw.charges[cur].clean = rw.charges[t.pre].checkedAtEnd()
 				t.els = cur
 			}
 		case opEnd:
@@ -568,7 +610,9 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 					open(idx + 1)
 				}
 			}
-			// opEnd (the function): done.
+			if len(rw.ctl) == 0 && cur >= 0 {
+				rw.charges[cur].exit = true // falls off the end of the function
+			}
 		case opBr, opBrIf:
 			target, err := mark(in.imm, at, in.op)
 			if err != nil {
@@ -593,7 +637,16 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			}
 			cur = -1
 		case opReturn, opUnreachable:
+			if in.op == opReturn && cur >= 0 {
+				rw.charges[cur].exit = true
+			}
 			cur = -1
+		case opCall, opCallIndirect, opMemoryGrow:
+			// A host call (an imported function, maybe one in a table, or
+			// grow): the fuel must not be negative when the host runs.
+			if cur >= 0 && (in.op != opCall || in.imm < rw.m.numImportedFuncs) {
+				rw.charges[cur].check = true
+			}
 		case prefixMisc<<8 | miscMemoryInit, prefixMisc<<8 | miscMemoryCopy, prefixMisc<<8 | miscMemoryFill,
 			prefixMisc<<8 | miscTableInit, prefixMisc<<8 | miscTableCopy, prefixMisc<<8 | miscTableFill:
 			scratch = max(scratch, 1)
@@ -611,7 +664,38 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 	if !r.eof() {
 		return 0, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
 	}
+	rw.placeExitChecks()
 	return scratch, nil
+}
+
+// placeExitChecks adds a check to every region that can leave the function
+// when some region of it is charged without a check, so that no function
+// returns with fuel it has not checked, and notes the function's unchecked
+// charges and largest checked charge for Info.MaxDebt (see doc.go).
+func (rw *rewriter) placeExitChecks() {
+	unchecked := func() (sum int64) {
+		for _, c := range rw.charges {
+			if c.cost > 0 && !c.check {
+				sum += c.cost
+			}
+		}
+		return sum
+	}
+	if unchecked() > 0 {
+		for i := range rw.charges {
+			if rw.charges[i].exit {
+				rw.charges[i].check = true
+			}
+		}
+	}
+	rw.m.maxUnchecked = max(rw.m.maxUnchecked, uint64(unchecked()))
+	checked := int64(0)
+	for _, c := range rw.charges {
+		if c.check {
+			checked = max(checked, c.cost)
+		}
+	}
+	rw.m.maxChecked = max(rw.m.maxChecked, uint64(checked))
 }
 
 // maxLoopBrWork bounds, per function, the br instructions scanned at loop
@@ -680,10 +764,13 @@ func (rw *rewriter) pushLoopHeader(t *ctrl, pos int, ok bool) {
 //
 // The new fuel is kept in an added i64 local for the check, which saves the
 // fast path a load of the global. The check is written "if x >= 0 {} else
-// { ... }" (see emitUnlikely) so that the fast path falls through. Fuel is never negative outside a
-// charge, so with no cost only the stack is checked.
+// { ... }" (see emitUnlikely) so that the fast path falls through. With no
+// cost the fuel is still tested: the caller may have left it negative
+// (unchecked charges), and the entry is what bounds that debt.
 func (rw *rewriter) emitEntry(w *writer, cost int64, fuelLocal, self uint32, numParams int, frame uint64) {
+	rw.count(w, rw.checksG)
 	if cost != 0 {
+		rw.count(w, rw.chargesG)
 		// fuel -= cost, keeping the new fuel in a local for the check
 		// rather than loading the global again.
 		w.byte(opGlobalGet)
@@ -697,15 +784,18 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, fuelLocal, self uint32, num
 		w.u32(rw.fuelG)
 		w.byte(opLocalGet)
 		w.u32(fuelLocal)
+	} else {
+		// No charge, but the caller may have left the fuel negative
+		// (unchecked charges): the entry is a check point all the same.
+		w.byte(opGlobalGet)
+		w.u32(rw.fuelG)
 	}
 	w.byte(opGlobalGet)
 	w.u32(rw.stackG)
 	w.byte(opGlobalGet)
 	w.u32(rw.lowG)
 	w.byte(opI64Sub)
-	if cost != 0 {
-		w.byte(opI64Or)
-	}
+	w.byte(opI64Or)
 	w.byte(opI64Const)
 	w.byte(0)
 	w.byte(opI64GeS)
@@ -730,16 +820,16 @@ func (rw *rewriter) emitEntry(w *writer, cost int64, fuelLocal, self uint32, num
 	w.byte(opGlobalSet)
 	w.u32(rw.lowG)
 	w.byte(opEnd)
+	rw.emitNegative(w, rw.fuelG)
+	w.byte(opIf)
+	w.byte(blockEmpty)
+	w.byte(opCall)
+	w.u32(rw.tickFn)
 	if cost != 0 {
-		rw.emitNegative(w, rw.fuelG)
-		w.byte(opIf)
-		w.byte(blockEmpty)
-		w.byte(opCall)
-		w.u32(rw.tickFn)
 		rw.emitAdd(w, rw.fuelG, cost)
-		rw.emitReentry(w, self, numParams, frame)
-		w.byte(opEnd)
 	}
+	rw.emitReentry(w, self, numParams, frame)
+	w.byte(opEnd)
 	w.byte(opEnd)
 }
 
@@ -836,17 +926,34 @@ func (rw *rewriter) emitAdd(w *writer, g uint32, delta int64) {
 	w.u32(g)
 }
 
-// emitCharge writes the charge of a region: "fuel -= cost; if fuel < 0 {
-// tick() }", or for a negative cost (a refund, see hoisting) "fuel +=
-// -cost", which cannot make fuel negative. A zero cost writes nothing.
-func (rw *rewriter) emitCharge(w *writer, cost int64) {
-	switch {
-	case cost < 0:
-		rw.emitAdd(w, rw.fuelG, -cost)
-	case cost > 0:
-		rw.emitAdd(w, rw.fuelG, -cost)
-		rw.emitNegative(w, rw.fuelG)
-		rw.emitSlowCall(w, rw.tickFn)
+// emitCharge writes the charge of a region: "fuel -= cost", followed by
+// "if fuel < 0 { tick() }" when c.check is set; for a negative cost (a
+// refund, see hoisting) "fuel += -cost", which cannot make fuel negative,
+// followed by the check when c.check is set (the fuel may be negative from
+// unchecked charges before it). A zero cost writes only the check, if any.
+func (rw *rewriter) emitCharge(w *writer, c charge) {
+	if c.cost != 0 {
+		rw.emitAdd(w, rw.fuelG, -c.cost)
+	}
+	if c.cost > 0 {
+		rw.count(w, rw.chargesG)
+	}
+	if c.check && (c.cost > 0 || !c.clean) {
+		rw.emitCheck(w)
+	}
+}
+
+// emitCheck writes "if fuel < 0 { tick() }".
+func (rw *rewriter) emitCheck(w *writer) {
+	rw.count(w, rw.checksG)
+	rw.emitNegative(w, rw.fuelG)
+	rw.emitSlowCall(w, rw.tickFn)
+}
+
+// count writes g += 1 for a counting global g when counting is on.
+func (rw *rewriter) count(w *writer, g uint32) {
+	if rw.m.countChecks {
+		rw.emitAdd(w, g, 1)
 	}
 }
 
@@ -895,8 +1002,7 @@ func (rw *rewriter) emitBulk(w *writer, scratch uint32, isTable bool, table uint
 	w.byte(opI64Sub)
 	w.byte(opGlobalSet)
 	w.u32(rw.fuelG)
-	rw.emitNegative(w, rw.fuelG)
-	rw.emitSlowCall(w, rw.tickFn)
+	rw.emitCheck(w)
 }
 
 // emitGrown writes the charge of a table.grow that has run, its delta in
@@ -922,6 +1028,5 @@ func (rw *rewriter) emitGrown(w *writer, delta, result uint32) {
 	w.byte(opI64Sub)
 	w.byte(opGlobalSet)
 	w.u32(rw.fuelG)
-	rw.emitNegative(w, rw.fuelG)
-	rw.emitSlowCall(w, rw.tickFn)
+	rw.emitCheck(w)
 }

@@ -141,6 +141,13 @@ type module struct {
 	dataBytes   uint64 // data segment payloads
 	elemCount   uint64 // element segment entries
 	maxFrame    uint64 // largest FrameCost of a defined function (set by instrument)
+	// maxUnchecked is the largest sum of the unchecked charges of one body,
+	// maxChecked the largest charge a check follows (Info.MaxDebt is their
+	// sum; set by instrument).
+	maxUnchecked, maxChecked uint64
+	// countChecks makes the rewrite count the checks and charges it
+	// executes in two more exported globals (Config.countChecks).
+	countChecks bool
 	loopWork    uint64 // see Limits.LoopLocalWork (set by instrument)
 
 	mutatesTables   bool // see Info.MutatesTables (set by instrument)
