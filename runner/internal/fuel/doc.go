@@ -363,7 +363,7 @@
 //   - reader.go: the reader, which keeps its first error (LEB128, bytes,
 //     names, vector lengths, value and reference types, limits, section
 //     headers), and the writer.
-//   - module.go: section-level decoding, checks and the element-segment
+//   - module.go: module and decoder (section-level decoding, checks) and the element-segment
 //     encoder; sections the rewrite does not change are kept as bytes.
 //   - decode.go, opcodes.go: the instruction decoder with index checks,
 //     feature detection and the cost table.

@@ -107,6 +107,11 @@ type localGroup struct {
 	typ byte
 }
 
+// decoder is the decoding phase of a module: its methods read the
+// sections in order and fill the module they embed, checking the deploy
+// limits as they go. The module's own methods serve the rewrite.
+type decoder struct{ *module }
+
 // module is the decoded form of a module: parsed where the instrumenter needs
 // to read or renumber, raw bytes elsewhere.
 type module struct {
@@ -225,6 +230,7 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 		return nil, limitError("module_bytes", lim.ModuleBytes, uint64(len(b)), "module is "+itoa(uint64(len(b)))+" bytes")
 	}
 	m := &module{size: len(b), lim: lim}
+	d := decoder{m}
 	r := &reader{b: b, pos: 8}
 	last := 0
 	var numFuncDecls uint32
@@ -236,7 +242,7 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 		}
 		start := sr.base
 		if id == secCustom {
-			if m.decodeCustom(&sr); sr.err != nil {
+			if d.decodeCustom(&sr); sr.err != nil {
 				return nil, sr.err
 			}
 			continue
@@ -254,37 +260,37 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 		last = order
 		switch id {
 		case secType:
-			m.decodeTypes(&sr)
+			d.decodeTypes(&sr)
 		case secImport:
-			m.decodeImports(&sr)
+			d.decodeImports(&sr)
 		case secFunction:
 			sawFunc = true
-			m.decodeFunctions(&sr)
+			d.decodeFunctions(&sr)
 			numFuncDecls = uint32(len(m.funcs))
 		case secTable:
 			m.tableRaw = sr.b
-			m.decodeTables(&sr)
+			d.decodeTables(&sr)
 		case secMemory:
 			m.memoryRaw = sr.b
-			m.decodeMemories(&sr)
+			d.decodeMemories(&sr)
 		case secGlobal:
-			m.decodeGlobals(&sr)
+			d.decodeGlobals(&sr)
 		case secExport:
-			m.decodeExports(&sr)
+			d.decodeExports(&sr)
 		case secStart:
-			m.decodeStart(&sr)
+			d.decodeStart(&sr)
 		case secElement:
-			m.decodeElems(&sr)
+			d.decodeElems(&sr)
 		case secDataCount:
 			m.dataCountRaw = sr.b
 			n := sr.u32()
 			m.dataCount = &n
 			m.features |= FeatureBulkMemory
 		case secCode:
-			m.decodeCode(&sr)
+			d.decodeCode(&sr)
 		case secData:
 			m.dataRaw = sr.b
-			m.decodeData(&sr)
+			d.decodeData(&sr)
 		}
 		if sr.err != nil {
 			return nil, errors.Wrapf(sr.err, "%s section", sectionNames[id])
@@ -299,7 +305,7 @@ func decodeModule(b []byte, lim *Limits) (*module, error) {
 	if m.dataCount != nil && *m.dataCount != m.numData {
 		return nil, errors.Wrapf(ErrInvalid, "data count %d but %d data segments", *m.dataCount, m.numData)
 	}
-	if err := m.checkExports(); err != nil {
+	if err := d.checkExports(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -335,7 +341,7 @@ func (m *module) noteValType(t byte) {
 	}
 }
 
-func (m *module) decodeTypes(r *reader) {
+func (m decoder) decodeTypes(r *reader) {
 	n := r.limited("types", maxTypes, "types", m.lim.Types, 0)
 	m.types = make([]funcType, 0, n)
 	for range n {
@@ -374,7 +380,7 @@ func (m *module) decodeTypes(r *reader) {
 	}
 }
 
-func (m *module) typeIndex(r *reader) uint32 {
+func (m decoder) typeIndex(r *reader) uint32 {
 	at := r.offset()
 	t := r.u32()
 	if t >= uint32(len(m.types)) {
@@ -384,7 +390,7 @@ func (m *module) typeIndex(r *reader) uint32 {
 	return t
 }
 
-func (m *module) addMemory(r *reader, at int, l limits) {
+func (m decoder) addMemory(r *reader, at int, l limits) {
 	if m.memory != nil {
 		r.unsupportedAt(at, "more than one memory (multi-memory)")
 		return
@@ -396,7 +402,7 @@ func (m *module) addMemory(r *reader, at int, l limits) {
 	m.memory = &l
 }
 
-func (m *module) decodeImports(r *reader) {
+func (m decoder) decodeImports(r *reader) {
 	n := r.limited("imports", maxImports, "imports", m.lim.Imports, 0)
 	for range n {
 		start := r.pos
@@ -447,7 +453,7 @@ func (m *module) decodeImports(r *reader) {
 	}
 }
 
-func (m *module) decodeFunctions(r *reader) {
+func (m decoder) decodeFunctions(r *reader) {
 	n := r.limited("functions", maxFuncs-m.numImportedFuncs, "functions", m.lim.Functions, 0)
 	m.funcs = make([]uint32, n)
 	for i := range m.funcs {
@@ -457,7 +463,7 @@ func (m *module) decodeFunctions(r *reader) {
 	}
 }
 
-func (m *module) decodeTables(r *reader) {
+func (m decoder) decodeTables(r *reader) {
 	n := r.limited("tables", maxTables, "tables", m.lim.Tables, uint64(len(m.tables)))
 	for range n {
 		at := r.offset()
@@ -488,7 +494,7 @@ func (m *module) decodeTables(r *reader) {
 // TableElements (table.grow beyond the maximum returns -1, as the
 // specification has it for any maximum). An imported table keeps its type:
 // the table it is given decides how far it grows.
-func (m *module) addTable(r *reader, at int, elem byte, l limits, defined bool) {
+func (m decoder) addTable(r *reader, at int, elem byte, l limits, defined bool) {
 	if n := uint64(len(m.tables)) + 1; n > m.lim.Tables {
 		r.fail(limitError("tables", m.lim.Tables, n, "module declares at least "+itoa(n)+" tables"))
 		return
@@ -507,7 +513,7 @@ func (m *module) addTable(r *reader, at int, elem byte, l limits, defined bool) 
 	m.tables = append(m.tables, tableEntry{elem: elem, lim: l})
 }
 
-func (m *module) decodeMemories(r *reader) {
+func (m decoder) decodeMemories(r *reader) {
 	n := r.count("memories", maxTables)
 	for range n {
 		at := r.offset()
@@ -519,7 +525,7 @@ func (m *module) decodeMemories(r *reader) {
 	}
 }
 
-func (m *module) decodeGlobals(r *reader) {
+func (m decoder) decodeGlobals(r *reader) {
 	n := r.limited("globals", maxGlobals-m.numImportedGlobals, "globals", m.lim.Globals, uint64(m.numImportedGlobals))
 	m.globals = make([]global, 0, n)
 	for range n {
@@ -536,7 +542,7 @@ func (m *module) decodeGlobals(r *reader) {
 	}
 }
 
-func (m *module) decodeExports(r *reader) {
+func (m decoder) decodeExports(r *reader) {
 	n := r.limited("exports", maxExports, "exports", m.lim.Exports, 0)
 	m.exports = make([]export, 0, n)
 	for range n {
@@ -580,7 +586,7 @@ func (m *module) decodeExports(r *reader) {
 }
 
 // checkExports refuses duplicate export names (the instrumenter adds one).
-func (m *module) checkExports() error {
+func (m decoder) checkExports() error {
 	seen := make(map[string]bool, len(m.exports))
 	for _, e := range m.exports {
 		if seen[e.name] {
@@ -591,7 +597,7 @@ func (m *module) checkExports() error {
 	return nil
 }
 
-func (m *module) funcIndex(r *reader) uint32 {
+func (m decoder) funcIndex(r *reader) uint32 {
 	at := r.offset()
 	f := r.u32()
 	if f >= m.numFuncs() {
@@ -601,7 +607,7 @@ func (m *module) funcIndex(r *reader) uint32 {
 	return f
 }
 
-func (m *module) decodeStart(r *reader) {
+func (m decoder) decodeStart(r *reader) {
 	f := m.funcIndex(r)
 	m.start = &f
 }
@@ -624,7 +630,7 @@ func (m *module) tableIndex(r *reader) (uint32, error) {
 	return t, nil
 }
 
-func (m *module) decodeElems(r *reader) {
+func (m decoder) decodeElems(r *reader) {
 	n := r.count("element segments", maxElemSegments)
 	m.elems = make([]elemSegment, 0, n)
 	for range n {
@@ -692,7 +698,7 @@ func (m *module) decodeElems(r *reader) {
 
 // constExpr reads a constant expression and returns its bytes, including the
 // final end. Global reads must refer to globals below maxGlobal.
-func (m *module) constExpr(r *reader, maxGlobal uint32) []byte {
+func (m decoder) constExpr(r *reader, maxGlobal uint32) []byte {
 	start := r.pos
 	for {
 		at := r.offset()
@@ -768,7 +774,7 @@ func (m *module) renumberConstExpr(expr []byte, shift func(uint32) uint32) []byt
 	return w.b
 }
 
-func (m *module) decodeCode(r *reader) {
+func (m decoder) decodeCode(r *reader) {
 	n := r.limited("function bodies", maxFuncs, "functions", m.lim.Functions, 0)
 	m.code = make([]funcBody, 0, n)
 	for i := range n {
@@ -822,7 +828,7 @@ func (m *module) decodeCode(r *reader) {
 	}
 }
 
-func (m *module) decodeData(r *reader) {
+func (m decoder) decodeData(r *reader) {
 	n := r.count("data segments", maxDataSegments)
 	m.numData = n
 	for range n {

@@ -31,7 +31,7 @@ type indirectNames struct {
 // dropped (see the package documentation). A malformed name section, or a
 // second one, is refused like wazero refuses it: wazero would otherwise
 // allocate whatever its lengths claim before failing.
-func (m *module) decodeCustom(r *reader) {
+func (m decoder) decodeCustom(r *reader) {
 	if name := r.name(); name != "name" {
 		return
 	}

@@ -169,7 +169,7 @@ func TestElemSegments_roundTrip(t *testing.T) {
 	for flags, enc := range elemForms {
 		m := &module{numImportedFuncs: 1, funcs: make([]uint32, 4), tables: []tableEntry{{elem: valFuncref}}}
 		r := &reader{b: vec(enc)}
-		if m.decodeElems(r); r.err != nil {
+		if (decoder{m}).decodeElems(r); r.err != nil {
 			t.Fatalf("form %d: %v", flags, r.err)
 		}
 		if !r.eof() || len(m.elems) != 1 || m.elems[0].flags != byte(flags) {
@@ -185,7 +185,7 @@ func TestElemSegments_roundTrip(t *testing.T) {
 		m.encodeElem(&w, &m.elems[0], shift)
 		m2 := &module{numImportedFuncs: 1, funcs: make([]uint32, 200), tables: m.tables}
 		r = &reader{b: vec(w.b)}
-		if m2.decodeElems(r); r.err != nil {
+		if (decoder{m2}).decodeElems(r); r.err != nil {
 			t.Fatalf("form %d shifted: %v", flags, r.err)
 		}
 		if have, want := funcRefs(m2, &m2.elems[0]), mapped(funcRefs(m, &m.elems[0]), shift); !slices.Equal(have, want) {
