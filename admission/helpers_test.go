@@ -178,7 +178,7 @@ func newHarnessOwnCatalog(t testing.TB, policy Policy) *harness {
 // deployTestServices opens a catalog in dir and deploys testServices.
 func deployTestServices(dir string) (*catalog.Catalog, error) {
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: inspector})
+	cat, err := catalog.Open(ctx, catalog.Config{Dir: dir, Inspector: inspector})
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 // ErrTenantQuota marks a refusal because a tenant reached one of its own
-// bounds (Options.MaxServicesPerTenant, MaxArtifactsPerTenant,
+// bounds (Config.MaxServicesPerTenant, MaxArtifactsPerTenant,
 // MaxArtifactBytesPerTenant, MaxDeployedBytesPerTenant). The error is a
 // *QuotaError. It is not transient: the tenant must delete services, deploy
 // smaller releases or let unused artifacts be collected.
@@ -78,7 +78,7 @@ type Artifacts struct {
 	mu    *sync.Mutex // the catalog's lock (Catalog.mu)
 	idx   *index      // the catalog's index, read for what services use; guarded by *mu
 	store *diskStore
-	opts  Options
+	opts  Config
 
 	owned struct { // guarded by *mu
 		tenants map[vocab.TenantID]*tenantArtifacts
@@ -88,7 +88,7 @@ type Artifacts struct {
 
 // newArtifacts is the artifact store of a catalog whose lock is mu and
 // whose index is idx; load fills it.
-func newArtifacts(mu *sync.Mutex, idx *index, store *diskStore, opts Options) *Artifacts {
+func newArtifacts(mu *sync.Mutex, idx *index, store *diskStore, opts Config) *Artifacts {
 	return &Artifacts{mu: mu, idx: idx, store: store, opts: opts}
 }
 
@@ -167,7 +167,7 @@ func (a *Artifacts) roomLocked(tenant vocab.TenantID, d vocab.Digest, size uint6
 // Put stores a module under its digest for tenant, verifying the
 // digest while writing. The bytes are stored once whichever tenants upload
 // them; each uploading tenant gets its own ownership record, stamped with
-// Options.Clock, and only the tenant's own artifacts are visible to its
+// Config.Clock, and only the tenant's own artifacts are visible to its
 // deploys. Uploading an artifact the tenant owns again is harmless and
 // restarts its grace period (see CollectGarbage). A new artifact beyond the
 // tenant's artifact count or byte quota is refused with ErrTenantQuota; the
@@ -275,7 +275,7 @@ type GCStats struct {
 
 // CollectGarbage removes every tenant's ownership of the artifacts that none
 // of that tenant's services in the current view uses and that were uploaded
-// more than Options.ArtifactGrace before now; an artifact no tenant owns any
+// more than Config.ArtifactGrace before now; an artifact no tenant owns any
 // more is deleted. It holds the catalog's lock, so a concurrent deploy either
 // published first (its artifacts are in use and kept) or finds the artifact
 // gone and refuses it as unknown: no release ever names a deleted artifact.

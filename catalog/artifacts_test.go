@@ -116,7 +116,7 @@ func wantQuota(t *testing.T, err error, want QuotaError) {
 func TestQuota(t *testing.T) {
 	ctx := context.Background()
 	t.Run("services", func(t *testing.T) {
-		fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 2; o.MaxServices = 10 })
+		fx := newFixtureWith(t, func(o *Config) { o.MaxServicesPerTenant = 2; o.MaxServices = 10 })
 		a, b := fx.module("a"), fx.moduleFor("beta", "b")
 		fx.deploy(oneRevision("acme", "one", a))
 		fx.deploy(oneRevision("acme", "two", a))
@@ -137,7 +137,7 @@ func TestQuota(t *testing.T) {
 	t.Run("node bound", func(t *testing.T) {
 		// 2 tenants × 2 services fit a node bound of 4: one tenant cannot
 		// exhaust it; a third tenant then finds the node full.
-		fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 2; o.MaxServices = 4 })
+		fx := newFixtureWith(t, func(o *Config) { o.MaxServicesPerTenant = 2; o.MaxServices = 4 })
 		for _, tenant := range []vocab.TenantID{"acme", "beta"} {
 			a := fx.moduleFor(tenant, "a")
 			for _, name := range []vocab.ServiceName{"one", "two", "three"} {
@@ -155,7 +155,7 @@ func TestQuota(t *testing.T) {
 		}
 	})
 	t.Run("artifacts", func(t *testing.T) {
-		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactsPerTenant = 2 })
+		fx := newFixtureWith(t, func(o *Config) { o.MaxArtifactsPerTenant = 2 })
 		fx.module("a")
 		fx.module("b")
 		fx.module("a") // owned already: not a new artifact
@@ -171,7 +171,7 @@ func TestQuota(t *testing.T) {
 		}
 	})
 	t.Run("artifact bytes", func(t *testing.T) {
-		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactBytesPerTenant = 10 })
+		fx := newFixtureWith(t, func(o *Config) { o.MaxArtifactBytesPerTenant = 10 })
 		fx.module("12345")
 		fx.module("1234")
 		err := fx.cat.Artifacts().Put(ctx, "acme", digestOf("12"), strings.NewReader("12"))
@@ -185,7 +185,7 @@ func TestQuota(t *testing.T) {
 	t.Run("release artifacts", func(t *testing.T) {
 		// A release's artifact is stored whatever the tenant's quota here
 		// and counts towards it: the tenant's next upload is refused.
-		fx := newFixtureWith(t, func(o *Options) { o.MaxArtifactsPerTenant = 1; o.MaxArtifactBytesPerTenant = 10 })
+		fx := newFixtureWith(t, func(o *Config) { o.MaxArtifactsPerTenant = 1; o.MaxArtifactBytesPerTenant = 10 })
 		fx.module("12345678")
 		if err := fx.cat.Artifacts().PutRelease(ctx, "acme", digestOf("abcdef"), strings.NewReader("abcdef")); err != nil {
 			t.Fatalf("release artifact over the quotas: %v", err)
@@ -209,7 +209,7 @@ func (failingReader) Read([]byte) (int, error) { return 0, errors.New("the body 
 func TestCollectGarbage(t *testing.T) {
 	ctx := context.Background()
 	const grace = time.Hour
-	fx := newFixtureWith(t, func(o *Options) { o.ArtifactGrace = grace })
+	fx := newFixtureWith(t, func(o *Config) { o.ArtifactGrace = grace })
 	used, unused := fx.module("used"), fx.module("unused")
 	shared := fx.moduleFor("beta", "shared")
 	fx.clock.Advance(time.Minute)
@@ -527,7 +527,7 @@ func TestModuleReferences(t *testing.T) {
 	outcomes := map[string]int{}
 	for seed := 0; seed < seeds; seed++ {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
-		fx := newFixtureWith(t, func(o *Options) {
+		fx := newFixtureWith(t, func(o *Config) {
 			o.MaxServicesPerTenant = 2
 			o.MaxServices = 3
 			o.MaxArtifactsPerTenant = 3
@@ -673,7 +673,7 @@ func BenchmarkPutArtifact(b *testing.B) {
 
 func TestQuota_deployedBytes(t *testing.T) {
 	ctx := context.Background()
-	limit10 := func(o *Options) { o.MaxDeployedBytesPerTenant = 10 }
+	limit10 := func(o *Config) { o.MaxDeployedBytesPerTenant = 10 }
 	t.Run("bound", func(t *testing.T) {
 		fx := newFixtureWith(t, limit10)
 		a5, b3, c5, d1 := fx.module("aaaaa"), fx.module("bbb"), fx.module("ccccc"), fx.module("d")
@@ -737,7 +737,7 @@ func TestQuota_deployedBytes(t *testing.T) {
 		fx.deploy(oneRevision("acme", "one", a5))
 		fx.deploy(oneRevision("acme", "two", b3))
 		fx.deploy(oneRevision("acme", "three", c2))
-		fx.tune = func(o *Options) { o.MaxDeployedBytesPerTenant = 5 }
+		fx.tune = func(o *Config) { o.MaxDeployedBytesPerTenant = 5 }
 		fx.insp = newFakeInspector()
 		fx.cat = fx.open() // 10 deployed above a bound of 5: loads anyway
 		// Growing to 11 is refused.

@@ -1,4 +1,4 @@
-// Catalog and Options: Open (rebuilding every persisted release), Deploy,
+// Catalog and Config: Open (rebuilding every persisted release), Deploy,
 // Delete, Manifest and Pin.
 
 package catalog
@@ -26,11 +26,11 @@ import (
 var (
 	// ErrServiceNotFound: the service is not deployed.
 	ErrServiceNotFound = errors.New("catalog: service not found")
-	// ErrCatalogFull: deploying a new service would exceed Options.MaxServices.
+	// ErrCatalogFull: deploying a new service would exceed Config.MaxServices.
 	ErrCatalogFull = errors.New("catalog: too many services")
 )
 
-// Defaults of Options.
+// Defaults of Config.
 const (
 	DefaultMaxServices               = 4096
 	DefaultMaxArtifactBytes          = 64 << 20
@@ -41,8 +41,9 @@ const (
 	DefaultArtifactGrace             = time.Hour
 )
 
-// Options configure a catalog.
-type Options struct {
+// Config configures a catalog: its values, then its collaborators (the
+// module inspector, the clock).
+type Config struct {
 	// Dir is the node's data directory; the catalog owns its "artifacts" and
 	// "catalog" subdirectories. Required.
 	Dir string
@@ -83,7 +84,7 @@ type Options struct {
 	Clock vocab.Clock
 }
 
-func (o *Options) SetDefaults() {
+func (o *Config) SetDefaults() {
 	if o.MaxServices <= 0 {
 		o.MaxServices = DefaultMaxServices
 	}
@@ -116,7 +117,7 @@ func (o *Options) SetDefaults() {
 // artifact store (uploads, ownership, quotas, garbage collection) is its
 // Artifacts.
 type Catalog struct {
-	opts  Options
+	opts  Config
 	store *diskStore
 	mods  modules    // the inspector's side: inspection, snapshots, references (inspect.go)
 	arts  *Artifacts // ownership of the stored artifacts, guarded by mu too (artifacts.go)
@@ -140,12 +141,12 @@ func (c *Catalog) Artifacts() *Artifacts { return c.arts }
 // recorded ones. Any difference is an error naming the file; nothing is
 // skipped and no partial catalog is returned. Open first takes the data
 // directory's lock (LockDir): another process holding it gives ErrDirInUse.
-func Open(ctx context.Context, opts Options) (*Catalog, error) {
+func Open(ctx context.Context, opts Config) (*Catalog, error) {
 	if opts.Dir == "" {
-		return nil, errors.New("catalog: Options.Dir is required")
+		return nil, errors.New("catalog: Config.Dir is required")
 	}
 	if opts.Inspector == nil {
-		return nil, errors.New("catalog: Options.Inspector is required")
+		return nil, errors.New("catalog: Config.Inspector is required")
 	}
 	opts.SetDefaults()
 	if err := LockDir(opts.Dir); err != nil {
@@ -405,7 +406,7 @@ func (c *Catalog) Pin() Pin { return Pin{s: c.cur.Load()} }
 // exactly like one never uploaded. A new service beyond the tenant's quota is
 // refused with ErrTenantQuota (before anything is inspected), beyond the
 // node's bound with ErrCatalogFull. A release that would take the tenant's
-// deployed bytes beyond Options.MaxDeployedBytesPerTenant is refused with
+// deployed bytes beyond Config.MaxDeployedBytesPerTenant is refused with
 // ErrTenantQuota too, checked before inspection and again, authoritatively,
 // under the catalog's lock before publishing.
 func (c *Catalog) Deploy(ctx context.Context, m vocab.Manifest) (vocab.Deployment, error) {
@@ -541,7 +542,7 @@ func (c *Catalog) serviceRoomLocked(tenant vocab.TenantID, name vocab.ServiceNam
 }
 
 // deployedRoomLocked reports whether the tenant's deployed bytes stay within
-// Options.MaxDeployedBytesPerTenant once s replaces the tenant's service of
+// Config.MaxDeployedBytesPerTenant once s replaces the tenant's service of
 // the same name. The deployed bytes are the sum of the sizes (from the
 // ownership records) of the distinct artifacts the tenant's services use;
 // an artifact shared by several services or revisions counts once. A

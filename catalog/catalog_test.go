@@ -548,7 +548,7 @@ func TestOpen_corruption(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fx, rec := setup(t)
 			want := tc.corrupt(t, fx, rec)
-			_, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: fx.insp})
+			_, err := Open(context.Background(), Config{Dir: fx.dir, Inspector: fx.insp})
 			if err == nil {
 				t.Fatal("Open accepted a corrupt catalog")
 			}
@@ -573,10 +573,10 @@ func TestOpen_removesStaleTemps(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Fatalf("stale temp file survived: %v", err)
 	}
-	if _, err := Open(context.Background(), Options{Inspector: fx.insp}); err == nil {
+	if _, err := Open(context.Background(), Config{Inspector: fx.insp}); err == nil {
 		t.Fatal("Open without a directory succeeded")
 	}
-	if _, err := Open(context.Background(), Options{Dir: fx.dir}); err == nil {
+	if _, err := Open(context.Background(), Config{Dir: fx.dir}); err == nil {
 		t.Fatal("Open without an inspector succeeded")
 	}
 }
@@ -701,7 +701,7 @@ func TestPutArtifact(t *testing.T) {
 	if err := fx.cat.Artifacts().Put(ctx, "acme", "sha256:nothex", strings.NewReader("x")); !errors.Is(err, vocab.ErrInvalidName) {
 		t.Fatalf("want invalid digest, have %v", err)
 	}
-	small, err := Open(ctx, Options{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
+	small, err := Open(ctx, Config{Dir: fx.dir, Inspector: fx.insp, MaxArtifactBytes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -725,7 +725,7 @@ func TestPutArtifact(t *testing.T) {
 
 func TestDeploy_catalogFull(t *testing.T) {
 	fx := newFixture(t)
-	c, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: fx.insp, MaxServices: 2})
+	c, err := Open(context.Background(), Config{Dir: fx.dir, Inspector: fx.insp, MaxServices: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -743,7 +743,7 @@ func TestDeploy_catalogFull(t *testing.T) {
 	}
 	m.Service = "two" // replacing an existing service is still allowed
 	fx.deploy(m)
-	if _, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: fx.insp, MaxServices: 1}); !errors.Is(err, ErrCatalogFull) {
+	if _, err := Open(context.Background(), Config{Dir: fx.dir, Inspector: fx.insp, MaxServices: 1}); !errors.Is(err, ErrCatalogFull) {
 		t.Fatalf("want catalog full on open, have %v", err)
 	}
 }

@@ -34,12 +34,12 @@ func TestLockDir(t *testing.T) {
 	t.Run("held by another process", func(t *testing.T) {
 		dir := t.TempDir()
 		other := otherProcessLock(t, dir)
-		_, err := Open(context.Background(), Options{Dir: dir, Inspector: newFakeInspector()})
+		_, err := Open(context.Background(), Config{Dir: dir, Inspector: newFakeInspector()})
 		if !errors.Is(err, ErrDirInUse) {
 			t.Fatalf("Open of a held directory: %v", err)
 		}
 		_ = other.Close()
-		if _, err := Open(context.Background(), Options{Dir: dir, Inspector: newFakeInspector()}); err != nil {
+		if _, err := Open(context.Background(), Config{Dir: dir, Inspector: newFakeInspector()}); err != nil {
 			t.Fatalf("Open once the other process let go: %v", err)
 		}
 	})
@@ -49,7 +49,7 @@ func TestLockDir(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Open in the same process shares the lock ...
-		if _, err := Open(context.Background(), Options{Dir: dir, Inspector: newFakeInspector()}); err != nil {
+		if _, err := Open(context.Background(), Config{Dir: dir, Inspector: newFakeInspector()}); err != nil {
 			t.Fatal(err)
 		}
 		// ... also once renamed, and another description cannot take it.

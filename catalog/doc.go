@@ -51,7 +51,7 @@
 // stores them. Put(ctx, tenant, digest, r) verifies
 // the bytes against the digest while storing them; identical bytes are
 // stored once, and every tenant that uploads them gets its own ownership
-// record with the upload time (from Options.Clock). A deploy only sees the
+// record with the upload time (from Config.Clock). A deploy only sees the
 // artifacts its manifest's tenant owns: any other digest, whoever uploaded
 // it, is refused with exactly the problem of a digest never uploaded, and is
 // neither read nor inspected.
@@ -79,7 +79,7 @@
 // (without growing) and delete.
 //
 // Artifacts.CollectGarbage removes a tenant's ownership of an artifact none of its
-// services in the current view uses once Options.ArtifactGrace has passed
+// services in the current view uses once Config.ArtifactGrace has passed
 // since its upload, and deletes the bytes when no tenant owns them any more.
 // It runs under the catalog's lock, so a racing deploy either published
 // first (the artifact is in use) or answers that the artifact is unknown.
@@ -142,7 +142,7 @@
 // Package catalog/backup copies a data directory and restores one. It
 // reads and checks the files through what layout.go exports (the paths of
 // the layout, IsTemp, and DecodeStateRecord, DecodeOwnerRecord and
-// DecodeServiceRecord) and Options.SetDefaults for the quotas a restore is
+// DecodeServiceRecord) and Config.SetDefaults for the quotas a restore is
 // held to; nothing else of the catalog's internals.
 //
 // A write that fails because the disk is full or the quota of the data
@@ -164,7 +164,7 @@
 //   - index.go: the copy-on-write index of services and the writer's
 //     index type with the per-tenant counters (SnapshotsInUse,
 //     ServiceCount), the catalog's additive hash.
-//   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Options.
+//   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Config.
 //   - apply.go: Check, Apply and Replace (a history ordered elsewhere:
 //     the cluster), Pin.Hash, Pin.AllServices.
 //   - artifacts.go: Artifacts: ownership, Put, tenant quotas,
@@ -182,7 +182,7 @@
 //
 // # Usage
 //
-//	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
+//	cat, err := catalog.Open(ctx, catalog.Config{Dir: dataDir, Inspector: r})
 //	err = cat.Artifacts().Put(ctx, "acme", digest, moduleReader)
 //	dep, err := cat.Deploy(ctx, manifest) // manifest.Tenant == "acme"
 //	...

@@ -113,7 +113,7 @@ type fixture struct {
 	insp  *fakeInspector
 	cat   *Catalog
 	clock *testutil.Clock
-	tune  func(o *Options) // applied by open, if set
+	tune  func(o *Config) // applied by open, if set
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -121,15 +121,15 @@ func newFixture(t testing.TB) *fixture {
 	return newFixtureWith(t, nil)
 }
 
-func newFixtureWith(t testing.TB, tune func(o *Options)) *fixture {
+func newFixtureWith(t testing.TB, tune func(o *Config)) *fixture {
 	t.Helper()
 	fx := &fixture{t: t, dir: t.TempDir(), insp: newFakeInspector(), clock: testutil.NewClock(t0), tune: tune}
 	fx.cat = fx.open()
 	return fx
 }
 
-func (fx *fixture) options() Options {
-	o := Options{Dir: fx.dir, Inspector: fx.insp, Clock: fx.clock}
+func (fx *fixture) options() Config {
+	o := Config{Dir: fx.dir, Inspector: fx.insp, Clock: fx.clock}
 	if fx.tune != nil {
 		fx.tune(&o)
 	}

@@ -135,7 +135,7 @@ func TestIndex_againstOracle(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
-			fx := newFixtureWith(t, func(o *Options) { o.MaxServicesPerTenant = 12; o.MaxServices = 30 })
+			fx := newFixtureWith(t, func(o *Config) { o.MaxServicesPerTenant = 12; o.MaxServices = 30 })
 			tenants := []vocab.TenantID{"acme", "beta", "gamma"}
 			arts := map[vocab.TenantID][]vocab.Digest{}
 			for _, tenant := range tenants {
@@ -310,7 +310,7 @@ func TestSnapshotsInUse(t *testing.T) {
 func TestAcquire_skipsTheBytes(t *testing.T) {
 	insp := &acquiringInspector{fakeInspector: newFakeInspector()}
 	fx := &fixture{t: t, dir: t.TempDir(), insp: insp.fakeInspector}
-	c, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})
+	c, err := Open(context.Background(), Config{Dir: fx.dir, Inspector: insp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func benchDir(b *testing.B) string {
 // deployed through Deploy, with the acquiring fake inspector.
 func filledCatalog(b *testing.B, n, modules int) (*fixture, []vocab.Digest) {
 	insp := &acquiringInspector{fakeInspector: newFakeInspector()}
-	c, err := Open(context.Background(), Options{Dir: benchDir(b), Inspector: insp,
+	c, err := Open(context.Background(), Config{Dir: benchDir(b), Inspector: insp,
 		MaxServices: n, MaxServicesPerTenant: n})
 	if err != nil {
 		b.Fatal(err)
@@ -434,7 +434,7 @@ func BenchmarkOpen(b *testing.B) {
 				runtime.ReadMemStats(&before)
 				b.StartTimer()
 				insp := &acquiringInspector{fakeInspector: newFakeInspector()}
-				opened, err := Open(context.Background(), Options{Dir: dir, Inspector: insp, MaxServices: n, MaxServicesPerTenant: n})
+				opened, err := Open(context.Background(), Config{Dir: dir, Inspector: insp, MaxServices: n, MaxServicesPerTenant: n})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -463,7 +463,7 @@ func TestOpen_failureReleasesReferences(t *testing.T) {
 	bad := filepath.Join(fx.dir, ServiceRecordPath("acme", "svc-17"))
 	edit(t, bad, func(b []byte) []byte { b[len(b)-2] ^= 1; return b })
 	for _, insp := range []ModuleInspector{newFakeInspector(), &acquiringInspector{fakeInspector: newFakeInspector()}} {
-		_, err := Open(context.Background(), Options{Dir: fx.dir, Inspector: insp})
+		_, err := Open(context.Background(), Config{Dir: fx.dir, Inspector: insp})
 		if err == nil || !errors.Is(err, ErrCorruptRecord) || !strings.Contains(err.Error(), bad) {
 			t.Fatalf("Open: %v, want the corrupt %s", err, bad)
 		}

@@ -165,7 +165,7 @@ type modules struct {
 	releaser  ModuleReleaser // nil: the inspector hands out no references
 	acquirer  ModuleAcquirer // nil: every deploy reads and inspects its modules
 	read      artifactStore  // the artifacts' bytes (tests replace it)
-	maxBytes  int64          // Options.MaxArtifactBytes
+	maxBytes  int64          // Config.MaxArtifactBytes
 }
 
 // newModules is the modules of inspector, reading artifacts from read.

@@ -50,12 +50,12 @@ func startMemberAt(t *testing.T, endpoints []string, id, dir string) *member {
 // startMemberWith is startMemberAt under another key prefix.
 func startMemberWith(t *testing.T, endpoints []string, id, dir, prefix string) *member {
 	t.Helper()
-	return startMemberOpts(t, endpoints, id, dir, prefix, catalog.Options{})
+	return startMemberOpts(t, endpoints, id, dir, prefix, catalog.Config{})
 }
 
 // startMemberOpts is startMemberWith on a catalog with opts (its Dir and
 // Inspector are the member's).
-func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, opts catalog.Options) *member {
+func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, opts catalog.Config) *member {
 	t.Helper()
 	opts.Dir, opts.Inspector = dir, catalogtest.Inspector{}
 	cat, err := catalog.Open(context.Background(), opts)
@@ -486,7 +486,7 @@ func TestCluster_readyFailsStatic(t *testing.T) {
 func TestCluster_tenantQuotaAcrossNodes(t *testing.T) {
 	ctx := context.Background()
 	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
-	opts := catalog.Options{MaxServicesPerTenant: 1}
+	opts := catalog.Config{MaxServicesPerTenant: 1}
 	a := startMemberOpts(t, []string{endpoint}, "a", t.TempDir(), "/test", opts)
 	b := startMemberOpts(t, []string{endpoint}, "b", t.TempDir(), "/test", opts)
 	waitFor(t, "members fresh", 10*time.Second, func() bool { return a.c.Status().Fresh && b.c.Status().Fresh })
@@ -551,7 +551,7 @@ func TestCluster_uploadQuotaDoesNotBlockApply(t *testing.T) {
 	ctx := context.Background()
 	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
 	a := startMember(t, endpoint, "a")
-	b := startMemberOpts(t, []string{endpoint}, "b", t.TempDir(), "/test", catalog.Options{MaxArtifactsPerTenant: 1})
+	b := startMemberOpts(t, []string{endpoint}, "b", t.TempDir(), "/test", catalog.Config{MaxArtifactsPerTenant: 1})
 	waitFor(t, "members fresh", 10*time.Second, func() bool {
 		members, err := a.c.Members(ctx)
 		return a.c.Status().Fresh && b.c.Status().Fresh && err == nil && len(members) == 2

@@ -41,7 +41,7 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 			defer func() { _ = cli.Close() }()
 			ctx := context.Background()
 			dir := b.TempDir()
-			cat, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: catalogtest.Inspector{}})
+			cat, err := catalog.Open(ctx, catalog.Config{Dir: dir, Inspector: catalogtest.Inspector{}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 			}
 			start := time.Now()
 			m := startMemberOpts(b, []string{endpoint}, "a", dir, "/test",
-				catalog.Options{MaxServices: n + 1, MaxServicesPerTenant: n + 1})
+				catalog.Config{MaxServices: n + 1, MaxServicesPerTenant: n + 1})
 			waitFor(b, "the listing replaced", 5*time.Minute, func() bool { return m.cat.Pin().Len() == n })
 			replace := time.Since(start)
 			change := func(i int) {

@@ -125,7 +125,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.run, err = runner.New(ctx, rc); err != nil {
 		return nil, err
 	}
-	co := cfg.CatalogOptions()
+	co := cfg.CatalogConfig()
 	co.Inspector = n.run
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err

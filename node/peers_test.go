@@ -48,7 +48,7 @@ func peerArtifactRequest(d vocab.Digest) *http.Request {
 // peer-busy, and served again once a slot is free (the control).
 func TestServePeerArtifact(t *testing.T) {
 	ctx := context.Background()
-	cat, err := catalog.Open(ctx, catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
+	cat, err := catalog.Open(ctx, catalog.Config{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,7 +212,7 @@
 // # Usage
 //
 //	r, err := runner.New(ctx, runner.Config{CacheDir: filepath.Join(dataDir, "cache")})
-//	cat, err := catalog.Open(ctx, catalog.Options{Dir: dataDir, Inspector: r})
+//	cat, err := catalog.Open(ctx, catalog.Config{Dir: dataDir, Inspector: r})
 //	// per activation, after resolving the revision:
 //	release, ok := r.Acquire(rev.Artifact) // !ok: revision not available
 //	defer release()

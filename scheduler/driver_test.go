@@ -195,7 +195,7 @@ func newEnv(t testing.TB, exec Executor[string, outcome], opts envOptions) *env 
 	}
 	e := &env{t: t, clock: testutil.NewClock(simEpoch), load: loadsource.NewState(time.Hour),
 		cells: &fakeCells{free: map[vocab.CellClass]int{vocab.CellStandard: parallelism}}, ticks: make(chan time.Time)}
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
+	cat, err := catalog.Open(context.Background(), catalog.Config{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}

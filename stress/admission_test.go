@@ -142,7 +142,7 @@ type admissionHarness struct {
 
 func newAdmissionHarness(t *testing.T) *admissionHarness {
 	h := &admissionHarness{clock: testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	cat, err := catalog.Open(context.Background(), catalog.Options{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
+	cat, err := catalog.Open(context.Background(), catalog.Config{Dir: t.TempDir(), Inspector: catalogtest.Inspector{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func newLatentEnv(ctx context.Context, guests map[string][]byte) (*latentEnv, er
 
 func (e *latentEnv) init(ctx context.Context, guests map[string][]byte) error {
 	var err error
-	if e.cat, err = catalog.Open(ctx, catalog.Options{Dir: e.dir, Inspector: e.r}); err != nil {
+	if e.cat, err = catalog.Open(ctx, catalog.Config{Dir: e.dir, Inspector: e.r}); err != nil {
 		return errors.Wrap(err, "runnerbench: open catalog")
 	}
 	policy := admissiontest.Policy(admissiontest.Spec{})

@@ -88,7 +88,7 @@ func firstOf(entries []tarEntry, prefix string) int {
 // openVerify opens the catalog in the staged directory, as the CLI does.
 func openVerify(insp catalog.ModuleInspector) func(context.Context, string) error {
 	return func(ctx context.Context, dir string) error {
-		_, err := catalog.Open(ctx, catalog.Options{Dir: dir, Inspector: insp})
+		_, err := catalog.Open(ctx, catalog.Config{Dir: dir, Inspector: insp})
 		return err
 	}
 }
@@ -135,7 +135,7 @@ func TestBackup_restoreRoundTrip(t *testing.T) {
 			if rst.Generation != 2 || rst.Services != 2 || rst.Owners != 4 || rst.Artifacts != 3 || rst.Bytes != st.Bytes {
 				t.Fatalf("restore stats %+v, backup %+v", rst, st)
 			}
-			c, err := catalog.Open(ctx, catalog.Options{Dir: target, Inspector: catalogtest.Inspector{}, Clock: fx.clock})
+			c, err := catalog.Open(ctx, catalog.Config{Dir: target, Inspector: catalogtest.Inspector{}, Clock: fx.clock})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -28,7 +28,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	fx := &fixture{t: t, dir: t.TempDir(), clock: testutil.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
-	c, err := catalog.Open(context.Background(), catalog.Options{Dir: fx.dir, Inspector: catalogtest.Inspector{}, Clock: fx.clock})
+	c, err := catalog.Open(context.Background(), catalog.Config{Dir: fx.dir, Inspector: catalogtest.Inspector{}, Clock: fx.clock})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -30,7 +30,7 @@ type RestoreOptions struct {
 	// MaxServicesPerTenant, MaxArtifactsPerTenant, MaxArtifactBytesPerTenant,
 	// MaxDeployedBytesPerTenant; Clock tells the time ownership records
 	// may not be stamped beyond (by more than maxUploadSkew).
-	Quotas catalog.Options
+	Quotas catalog.Config
 	// Tenants, when not nil, are the only tenants whose records a backup
 	// may hold (the configuration's tenants).
 	Tenants []vocab.TenantID

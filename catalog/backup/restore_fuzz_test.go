@@ -70,7 +70,7 @@ func FuzzRestore(f *testing.F) {
 		target := filepath.Join(parent, "data")
 		src := &countingSource{src: NewTarSource(bytes.NewReader(data))}
 		_, err := Restore(context.Background(), src, target, RestoreOptions{MaxArtifactBytes: 1 << 20,
-			Quotas:  catalog.Options{MaxServices: 8, MaxServicesPerTenant: 4, MaxArtifactsPerTenant: 4, MaxArtifactBytesPerTenant: 4 << 20},
+			Quotas:  catalog.Config{MaxServices: 8, MaxServicesPerTenant: 4, MaxArtifactsPerTenant: 4, MaxArtifactBytesPerTenant: 4 << 20},
 			Tenants: []vocab.TenantID{"acme", "beta"}, Verify: openVerify(catalogtest.Inspector{})})
 		if src.read > int64(len(data)) {
 			t.Fatalf("read %d bytes of entries from a %d-byte stream", src.read, len(data))

@@ -60,7 +60,7 @@ func openOffline(ctx context.Context, cfg *config.Config, dir string) (*runner.R
 	if err != nil {
 		return nil, nil, err
 	}
-	co := cfg.CatalogOptions()
+	co := cfg.CatalogConfig()
 	co.Dir, co.Inspector = dir, r
 	c, err := catalog.Open(ctx, co)
 	if err != nil {
@@ -102,7 +102,7 @@ func gc(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "artifacts: %s %d ownership records and %d artifacts (%d bytes) unused for longer than %v\n",
-		verb, st.Released, st.Deleted, st.DeletedBytes, cfg.CatalogOptions().ArtifactGrace)
+		verb, st.Released, st.Deleted, st.DeletedBytes, cfg.CatalogConfig().ArtifactGrace)
 	cs, err := r.CollectCompileCache(ctx, *dryRun)
 	if err != nil {
 		fmt.Fprintln(stderr, "latent-node gc: compile cache:", err)
@@ -257,7 +257,7 @@ func restore(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		tenants = []vocab.TenantID{}
 	}
 	st, err := backup.Restore(ctx, src, dir, backup.RestoreOptions{
-		MaxArtifactBytes: cfg.CatalogOptions().MaxArtifactBytes, Quotas: cfg.CatalogOptions(), Tenants: tenants,
+		MaxArtifactBytes: cfg.CatalogConfig().MaxArtifactBytes, Quotas: cfg.CatalogConfig(), Tenants: tenants,
 		SignKey: signKey, Verify: verify})
 	if err != nil {
 		fmt.Fprintln(stderr, "latent-node restore:", err)

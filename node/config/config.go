@@ -453,11 +453,11 @@ func syntaxProblem(err error) Problem {
 	return Problem{Problem: "invalid TOML at line " + strconv.Itoa(row) + ", column " + strconv.Itoa(col) + ": " + msg}
 }
 
-// CatalogOptions returns the catalog's options for the data directory: the
+// CatalogConfig returns the catalog's options for the data directory: the
 // node-wide and per-tenant bounds, and the module size bound from
 // [deploy_limits]. The caller adds the inspector (and a clock in tests).
-func (c *Config) CatalogOptions() catalog.Options {
-	return catalog.Options{Dir: c.Node.DataDir, MaxServices: int(c.Catalog.MaxServices),
+func (c *Config) CatalogConfig() catalog.Config {
+	return catalog.Config{Dir: c.Node.DataDir, MaxServices: int(c.Catalog.MaxServices),
 		MaxArtifactBytes: int64(c.DeployLimits.ModuleBytes), MaxServicesPerTenant: int(c.Catalog.MaxServicesPerTenant),
 		MaxArtifactsPerTenant: int(c.Catalog.MaxArtifactsPerTenant), MaxArtifactBytesPerTenant: int64(c.Catalog.MaxArtifactBytesPerTenant),
 		MaxDeployedBytesPerTenant: int64(c.Catalog.MaxDeployedBytesPerTenant), ArtifactGrace: c.Catalog.ArtifactGrace}
