@@ -1,5 +1,9 @@
 package admission
 
+// Controller and the admission path: Admit (identifiers, grant, cell-class
+// selection, the ledger's reservation) and Authorize, the rule of every
+// tenant-scoped action.
+
 import (
 	"time"
 

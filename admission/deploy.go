@@ -1,5 +1,8 @@
 package admission
 
+// CheckRevision, the deploy-time check that a revision of a release could
+// ever be admitted on this node, its problems named by manifest field.
+
 import (
 	"math"
 	"slices"

@@ -1,5 +1,8 @@
 package admission
 
+// Rejection, admission's structured refusal: its sentinels for errors.Is and
+// the shared rejection values admission returns.
+
 import "github.com/latent-node/latent-node/refusal"
 
 // Rejection is the one structured refusal of admission: a platform code, a

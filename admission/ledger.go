@@ -1,5 +1,8 @@
 package admission
 
+// The ledger (LocalQuotaProvider): its Options, the per-scope counters and
+// live reservations, Reload, and the snapshots (QuotaSnapshot, TenantView).
+
 import (
 	"maps"
 	"slices"

@@ -1,5 +1,8 @@
 package admission
 
+// Permit and ExecutionPermit: an admitted activation's reservation from the
+// queue to execution, its release, and the safety net for leaked permits.
+
 import (
 	"runtime"
 	"sync/atomic"

@@ -1,5 +1,8 @@
 package admission
 
+// Policy, the node's admission configuration: its limits and classes,
+// tenants, overload, deadline, metadata and placement, and its validation.
+
 import (
 	"maps"
 	"math"

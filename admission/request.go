@@ -1,5 +1,8 @@
 package admission
 
+// What admission takes in: the load and queue-delay sources, the Principal,
+// the Request and its BudgetRequest, and the Obligations it hands back.
+
 import (
 	"time"
 
