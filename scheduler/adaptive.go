@@ -1,5 +1,8 @@
 package scheduler
 
+// The capacity of a cell class: reserved and shared cells, the adaptive
+// window and its periodic adjustment (Adjust), and the core's Stats.
+
 import (
 	"time"
 

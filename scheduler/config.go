@@ -1,5 +1,8 @@
 package scheduler
 
+// Config, the scheduler's configuration (cell and queue classes, fairness
+// mode), its defaults (WithDefaults) and its validation (ConfigError).
+
 import (
 	"maps"
 	"slices"

@@ -1,5 +1,8 @@
 package scheduler
 
+// Core, the scheduler's synchronous state machine: Items, lanes, cell and
+// queue classes, and enqueue, dispatch, completion, requeue and expiry.
+
 import (
 	"math"
 	"time"

@@ -1,5 +1,7 @@
 package scheduler
 
+// Error, the scheduler's refusal of work it had accepted, and its sentinels.
+
 import "github.com/latent-node/latent-node/refusal"
 
 // Error is the scheduler's refusal of work it had accepted: a refusal.Refusal

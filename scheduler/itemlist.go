@@ -1,5 +1,8 @@
 package scheduler
 
+// itemList, the intrusive linked lists that hold Items (a principal's FIFO,
+// a holder's and a cell class's waiters).
+
 // itemList is an intrusive doubly linked list of Items through their
 // links[k]. Each Item has one link set per list it can be on: its
 // principal's FIFO (fifoLinks), its holder's waiters in a queue class

@@ -1,5 +1,8 @@
 package scheduler
 
+// The pending slots of a queue class: each principal's holder of waiting
+// items, and the fair share of a full class's slots (YieldSlotTo, Holding).
+
 import (
 	"time"
 

@@ -1,5 +1,9 @@
 package scheduler
 
+// Scheduler, the driver around the Core: the Cell, CellSource and Executor
+// it is given, Jobs and their Results, Submit and Do, Run's dispatch loop
+// and Pause.
+
 import (
 	"context"
 	"slices"
