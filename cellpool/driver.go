@@ -1,5 +1,8 @@
 package cellpool
 
+// Pool.Run, the driver that replaces quarantined cells with fresh
+// reservations, one cell per class each ReplaceInterval.
+
 import (
 	"context"
 

@@ -1,5 +1,8 @@
 package cellpool
 
+// Lease, one leased cell: its Disposition on Release, its memory allocator
+// and usage, and the safety net that reclaims leaked leases.
+
 import (
 	"context"
 	"runtime"

@@ -1,5 +1,9 @@
 package cellpool
 
+// A cell's linear memory: the region interface and memory, the wazero
+// allocator a lease hands out over it (and the refusing one of an invalid
+// lease).
+
 import (
 	"os"
 

@@ -1,5 +1,8 @@
 package cellpool
 
+// Pool and its Config: the cells of each class, leasing (TryLease, Lease),
+// taking cells back or quarantining them, Stats and Close.
+
 import (
 	"context"
 	"slices"

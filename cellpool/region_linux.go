@@ -1,5 +1,8 @@
 package cellpool
 
+// The Linux region of a cell: an mmap reservation granted and reset with
+// mprotect and madvise.
+
 import (
 	"github.com/cockroachdb/errors"
 	"golang.org/x/sys/unix"

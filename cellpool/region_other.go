@@ -2,6 +2,8 @@
 
 package cellpool
 
+// The region of a cell off Linux: a plain Go byte slice.
+
 // heapRegion is the portable fallback off Linux: a Go byte slice, zeroed by
 // reset. There are no guard pages (every byte of the reservation is always
 // accessible to Go code) and the whole reservation is committed, so it is
