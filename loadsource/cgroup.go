@@ -1,5 +1,7 @@
 package loadsource
 
+// CgroupSource: CPU and memory utilization relative to the cgroup v2 limits.
+
 import (
 	"context"
 	"io/fs"

@@ -1,5 +1,8 @@
 package loadsource
 
+// The fail-closed errors of the load source (ErrUnavailable and its cases)
+// and Reason, their stable reason for admission.
+
 import (
 	"github.com/cockroachdb/errors"
 

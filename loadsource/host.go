@@ -1,5 +1,7 @@
 package loadsource
 
+// HostSource: whole-machine CPU and memory utilization, read with gopsutil.
+
 import (
 	"context"
 	"sync"

@@ -1,5 +1,8 @@
 package loadsource
 
+// PSISource: Linux pressure stall information, host-wide or per cgroup, and
+// the strict parser of its files.
+
 import (
 	"bytes"
 	"context"

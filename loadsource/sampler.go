@@ -1,5 +1,8 @@
 package loadsource
 
+// Sampler, the actor that samples a Source periodically and publishes to a
+// State, with its configuration and counters.
+
 import (
 	"context"
 	"sync/atomic"

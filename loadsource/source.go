@@ -1,5 +1,8 @@
 package loadsource
 
+// Source and Describer, FixedSource, and Detect, which picks the source a
+// node measures with.
+
 import (
 	"context"
 	"os"

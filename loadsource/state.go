@@ -1,5 +1,8 @@
 package loadsource
 
+// State, the shared load observation admission reads: Publish, Read (fail
+// closed on a stale or malformed Sample) and Snapshot.
+
 import (
 	"sync/atomic"
 	"time"
