@@ -1,5 +1,8 @@
 package client
 
+// The cluster's members as the API lists them: Node, Client.Nodes and
+// ReadyNode.
+
 import (
 	"context"
 	"encoding/json"
