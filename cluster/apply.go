@@ -1,5 +1,8 @@
 package cluster
 
+// The apply loop: listing and watching the services in etcd and applying
+// their changes to the local catalog.
+
 import (
 	"context"
 	"log/slog"

@@ -1,5 +1,8 @@
 package cluster
 
+// Cluster and its Config: New, Run (the cluster's driver), Status, the
+// member list and the freshness check of the local catalog.
+
 import (
 	"context"
 	"crypto/tls"

@@ -1,5 +1,8 @@
 package cluster
 
+// Deploys and deletes through the cluster: the compare-and-swap commit in
+// etcd, the wait for the members to apply it, and Replicate.
+
 import (
 	"context"
 	"encoding/json"

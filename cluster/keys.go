@@ -1,5 +1,8 @@
 package cluster
 
+// The cluster's etcd keys and the values stored under them: service
+// records, the head, and member records.
+
 import (
 	"encoding/json"
 	"strings"
