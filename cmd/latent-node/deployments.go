@@ -1,5 +1,8 @@
 package main
 
+// The client commands' common flags, client and error printing, and the
+// get, list and delete commands.
+
 import (
 	"context"
 	"crypto/x509"

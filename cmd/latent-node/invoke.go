@@ -1,5 +1,8 @@
 package main
 
+// The invoke command: one invocation of a route, its -H flags and its
+// verbose output.
+
 import (
 	"context"
 	"flag"

@@ -1,5 +1,7 @@
 package main
 
+// The nodes command: the members of the node's cluster.
+
 import (
 	"context"
 	"fmt"

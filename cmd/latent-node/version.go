@@ -1,5 +1,7 @@
 package main
 
+// The build's identity (version, commit, date) handed to the node.
+
 import "github.com/latent-node/latent-node/node"
 
 // The build's identity, set by the linker for release builds (`make dist`,
