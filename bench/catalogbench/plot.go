@@ -1,5 +1,8 @@
 package main
 
+// The SVG plot of the results: deploy and invoke latency and the node's
+// RSS against the services in the catalog.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,8 @@
 package main
 
+// The baseline servers of the flood scenarios: the -serve-bare mode (plain
+// wazero, or net/http without wasm) and starting it as a pinned process.
+
 import (
 	"bufio"
 	"bytes"

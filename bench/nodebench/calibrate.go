@@ -1,5 +1,8 @@
 package main
 
+// Calibration: the compute guest's N whose activation executes in about
+// -target-exec.
+
 import (
 	"context"
 	"slices"

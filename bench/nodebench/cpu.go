@@ -1,5 +1,8 @@
 package main
 
+// CPU time: a process's user and system time (/proc/<pid>/stat, or
+// getrusage for this one) and a CPU's busy time (/proc/stat).
+
 import (
 	"os"
 	"strconv"

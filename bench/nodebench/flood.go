@@ -1,5 +1,8 @@
 package main
 
+// The flood scenarios: closed-loop clients on the node and on the baseline
+// servers, their figures per round and their medians.
+
 import (
 	"slices"
 	"time"

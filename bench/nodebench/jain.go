@@ -1,5 +1,8 @@
 package main
 
+// The Jain scenario: equal tenants flooding the node, and Jain's fairness
+// index of their rates.
+
 import "time"
 
 // jainRound is the flooding tenants' figures in one round.

@@ -1,5 +1,8 @@
 package main
 
+// The load generator: HTTP clients, closed- and open-loop senders, client
+// groups, the tallies of their answers, and percentiles and medians.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package main
 
+// The node under test: its generated configuration, deploying a guest and
+// reading or waiting out its tenants' usage.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package main
 
+// The open-loop scenarios: the quiet tenant sending at a fixed rate, alone
+// and next to noisy clients, and their figures.
+
 import (
 	"slices"
 	"time"

@@ -1,5 +1,8 @@
 package main
 
+// The SVG plot of the quiet tenant's latency against the noisy clients, from
+// a run or from an earlier results file.
+
 import (
 	"encoding/json"
 	"fmt"

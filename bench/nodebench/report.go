@@ -1,5 +1,8 @@
 package main
 
+// The report of the open-loop, Jain and flood scenarios: their headlines in
+// the summary and their tables.
+
 import (
 	"fmt"
 	"strconv"

@@ -1,5 +1,8 @@
 package main
 
+// The router scenario: the Go example's WAGI router, built, deployed fresh
+// and as a snapshot, measured and reported.
+
 import (
 	"bytes"
 	"context"

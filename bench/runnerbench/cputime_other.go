@@ -2,6 +2,8 @@
 
 package main
 
+// The process's CPU time where it cannot be read: always 0.
+
 import "time"
 
 // cpuTime is unavailable here: CPU-time figures stay 0.

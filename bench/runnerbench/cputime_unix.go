@@ -2,6 +2,8 @@
 
 package main
 
+// The process's CPU time on Unix systems, from getrusage.
+
 import (
 	"syscall"
 	"time"

@@ -1,5 +1,8 @@
 package main
 
+// The latent runner's side of the benchmark: a catalog, admission and the
+// runner, with cells from a cellpool or wazero's default allocator.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package main
 
+// The plain wazero baseline: the same guests un-instrumented, fresh or as
+// warm instances.
+
 import (
 	"bytes"
 	"context"
