@@ -1,5 +1,8 @@
 package hostilewasm
 
+// Module and its parts (types, imports, functions, tables, memories,
+// exports, data), and their encoding in the WebAssembly binary format.
+
 // ValType is a WebAssembly value type code (the same codes as wazero's
 // api.ValueType).
 type ValType byte

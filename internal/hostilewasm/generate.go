@@ -1,5 +1,9 @@
 package hostilewasm
 
+// The generators: small WASI commands that are malformed, trap, or push the
+// runtime's bounds (deep nesting, big code and data, many locals or
+// signatures, stack bombs).
+
 import (
 	"encoding/binary"
 

@@ -1,5 +1,7 @@
 package testutil
 
+// Clock, a manual clock for tests.
+
 import (
 	"sync"
 	"time"

@@ -1,5 +1,7 @@
 package testutil
 
+// Hammer, which runs a function from many goroutines at once.
+
 import (
 	"sync"
 

@@ -1,5 +1,8 @@
 package testutil
 
+// Protection, the permissions of this process's memory mappings read from
+// /proc/self/maps.
+
 import (
 	"bufio"
 	"os"

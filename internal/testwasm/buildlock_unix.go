@@ -2,6 +2,8 @@
 
 package testwasm
 
+// WithBuildLock on Unix systems: a flock shared by the test processes.
+
 import (
 	"os"
 	"path/filepath"

@@ -1,5 +1,7 @@
 package testwasm
 
+// The guest examples of examples/, built with examples/build.sh.
+
 import (
 	"bytes"
 	"context"

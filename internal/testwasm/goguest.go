@@ -1,5 +1,7 @@
 package testwasm
 
+// The Go guest, built once per test process for wasip1.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package testwasm
 
+// The compiled fixtures under testdata/wasm: their directory, paths, names
+// and bytes.
+
 import (
 	"os"
 	"path/filepath"

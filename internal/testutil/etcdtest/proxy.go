@@ -1,5 +1,8 @@
 package etcdtest
 
+// Proxy, a TCP proxy that can pause its connections like a network
+// partition.
+
 import (
 	"net"
 	"sync"
