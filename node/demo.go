@@ -1,5 +1,8 @@
 package node
 
+// The demo of `serve --demo`: the embedded hello guest, its route, and
+// DeployDemo.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,9 @@
 package node
 
+// The node's HTTP API: its routes (Handler), authentication and
+// authorization, the common refusals, bounded body reads, and the invoke
+// handler.
+
 import (
 	"encoding/json"
 	"fmt"

@@ -1,5 +1,8 @@
 package node
 
+// The activation manager: an invocation resolved, admitted, queued and run,
+// and the answer of its refusal or outcome.
+
 import (
 	"context"
 	"log/slog"

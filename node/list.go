@@ -1,5 +1,8 @@
 package node
 
+// The listing of a tenant's services, GET /v1/deployments/{tenant}, by
+// pages.
+
 import (
 	"net/http"
 	"strconv"

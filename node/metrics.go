@@ -1,5 +1,8 @@
 package node
 
+// The node's Prometheus metrics: the per-route series bounded per tenant,
+// the build information, and the gauges read at scrape time.
+
 import (
 	"runtime"
 	"runtime/debug"

@@ -1,5 +1,7 @@
 package node
 
+// The refusal log: refusals aggregated into one log line per interval.
+
 import (
 	"context"
 	"log/slog"

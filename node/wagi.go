@@ -1,5 +1,8 @@
 package node
 
+// The invoke route's methods and path suffix, the CGI request of a WAGI
+// revision, and the writing of its CGI answer.
+
 import (
 	"net/http"
 	"net/url"

@@ -1,5 +1,8 @@
 package node
 
+// Bounds on each tenant's uploads and deploys in flight, and the check
+// that a release could run on this node.
+
 import (
 	"sync"
 	"time"

@@ -1,5 +1,8 @@
 package api
 
+// The request headers of an invocation (InvokeHeaders), parsed strictly,
+// and the refusal of a malformed one.
+
 import (
 	"math"
 	"net/http"

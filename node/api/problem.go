@@ -1,5 +1,8 @@
 package api
 
+// Problem, the node's problem+json body, built from a refusal and written
+// with its status and Retry-After.
+
 import (
 	"encoding/json"
 	"math"

@@ -1,5 +1,8 @@
 package auth
 
+// Authentication: the roles, Principal, and the Authenticator that maps an
+// API key or a client certificate to its principal.
+
 import (
 	"crypto/sha256"
 	"crypto/x509"

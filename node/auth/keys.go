@@ -1,5 +1,7 @@
 package auth
 
+// API keys and their hashes: Generate, Hash and the parsing of a hash.
+
 import (
 	"crypto/rand"
 	"crypto/sha256"

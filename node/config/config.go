@@ -1,5 +1,8 @@
 package config
 
+// Config, the node's configuration: its tables, Load and Parse, and the
+// configurations of the layers derived from it.
+
 import (
 	"io"
 	"maps"

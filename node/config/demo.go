@@ -1,5 +1,8 @@
 package config
 
+// The embedded configuration of `latent-node serve --demo`, and Demo, which
+// parses it.
+
 import _ "embed" // DemoTOML
 
 // DemoTOML is the embedded configuration of `latent-node serve --demo`:

@@ -1,5 +1,9 @@
 package config
 
+// The tables that bound the node's work ([deploy_limits], [catalog],
+// [ingress], connections, compiles and warm instances), and the checks of
+// those, [tracing] and [cluster].
+
 import (
 	"math"
 	"net/url"

@@ -1,5 +1,7 @@
 package config
 
+// Roles, the set of roles a principal is granted, and their names.
+
 import (
 	"strings"
 

@@ -1,5 +1,8 @@
 package config
 
+// The [node.tls] table: reading and checking its certificate, key and
+// client CA files, and checking the principals' client certificate subjects.
+
 import (
 	"crypto/tls"
 	"crypto/x509"

@@ -1,5 +1,8 @@
 package config
 
+// Validation of a configuration: Problem and Error, the cross-field checks,
+// and the mapping of the layers' field paths to the file's key paths.
+
 import (
 	"cmp"
 	"maps"

@@ -1,5 +1,9 @@
 package front
 
+// The connection bounds of the HTTP listener: ConnLimiter, the listener it
+// wraps with accept back-off, and the rate-limited log of the http.Server's
+// errors.
+
 import (
 	"context"
 	"crypto/tls"

@@ -1,5 +1,8 @@
 package front
 
+// ServerTLS, the API listener's TLS material, read from [node.tls] and
+// reloaded without a restart.
+
 import (
 	"crypto/tls"
 	"crypto/x509"

@@ -1,5 +1,7 @@
 package front
 
+// Yield, how guests give their processor to the network front now and then.
+
 import (
 	"context"
 	"os"
