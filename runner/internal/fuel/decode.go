@@ -1,5 +1,8 @@
 package fuel
 
+// The instruction decoder: one instruction read with its index checks and
+// the features it uses.
+
 import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"

@@ -1,5 +1,8 @@
 package fuel
 
+// The package's API (Instrument, Config, Limits, Result, Info, FrameCost),
+// the reserved names and the sentinel errors.
+
 import (
 	"context"
 	"math"

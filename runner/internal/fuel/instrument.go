@@ -1,5 +1,8 @@
 package fuel
 
+// The rewrite: region analysis and frame estimate (analyze), code emission
+// (function) and module assembly (instrument).
+
 import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"

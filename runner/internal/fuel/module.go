@@ -1,5 +1,8 @@
 package fuel
 
+// The decoded module and its decoder: section-level decoding and checks,
+// and the element-segment encoder.
+
 import (
 	"math"
 	"strconv"

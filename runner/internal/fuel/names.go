@@ -1,5 +1,7 @@
 package fuel
 
+// The name section: decoded, and encoded again with renumbered indices.
+
 import (
 	"math"
 

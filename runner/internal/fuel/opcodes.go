@@ -1,5 +1,8 @@
 package fuel
 
+// The opcodes the instrumenter reads or writes, those it refuses, and the
+// cost table (opCost).
+
 // Opcodes the instrumenter reads or writes. Prefixed opcodes are written as
 // prefix<<8 | sub-opcode in instr.op.
 const (

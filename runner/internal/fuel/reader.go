@@ -1,5 +1,8 @@
 package fuel
 
+// The reader of the binary format, which keeps its first error, and the
+// writer.
+
 import (
 	"math"
 	"unicode/utf8"
