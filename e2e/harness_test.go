@@ -607,16 +607,34 @@ func checkRefusal(t *testing.T, r reply, status int, reason string) {
 	}
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago and that no
+// other caller in this process was given: the kernel may hand the same
+// ephemeral port to two listen-and-close probes in a row, and two nodes of
+// one cluster test then tried to listen on it.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenPorts.mu.Lock()
+	defer givenPorts.mu.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			return port
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return port
+	t.Fatal("no loopback port that was not given out already")
+	return 0
 }
+
+// givenPorts are the ports freePort returned.
+var givenPorts = struct {
+	mu sync.Mutex
+	m  map[int]bool
+}{m: map[int]bool{}}
 
 var sigterm = syscall.SIGTERM
