@@ -458,7 +458,7 @@ func (a *Artifacts) settleLocked(snap *snapshot) error {
 		removed = true
 	}
 	if removed {
-		return syncDir(dir)
+		return SyncDir(dir)
 	}
 	return nil
 }

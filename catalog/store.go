@@ -146,7 +146,7 @@ func (s diskStore) commitArtifact(st stagedArtifact, d vocab.Digest) error {
 		s.discard(st)
 		return storageErr(errors.Wrap(err, "catalog: store artifact"), "store artifact")
 	}
-	return storageErr(syncDir(dir), "store artifact")
+	return storageErr(SyncDir(dir), "store artifact")
 }
 
 func (s diskStore) discard(st stagedArtifact) { _ = os.Remove(st.tmp) }
@@ -204,7 +204,7 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 		err = exchange(spare, name)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	return storageErr(errors.Wrapf(err, "catalog: write %s", name), "write record")
 }
@@ -271,7 +271,7 @@ func (s diskStore) writeBulk(writes []bulkWrite) error {
 		}
 	}
 	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
+		if err := SyncDir(dir); err != nil {
 			return storageErr(err, "write record")
 		}
 	}
@@ -289,7 +289,7 @@ func (s diskStore) removeAll(rels []string) error {
 		dirs[filepath.Dir(name)] = true
 	}
 	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
+		if err := SyncDir(dir); err != nil {
 			return err
 		}
 	}
@@ -307,10 +307,12 @@ func (s diskStore) mkdir(rel string) error {
 	if err := os.MkdirAll(name, 0o750); err != nil {
 		return storageErr(errors.Wrapf(err, "catalog: create %s", name), "create directory")
 	}
-	return storageErr(syncDir(filepath.Dir(name)), "create directory")
+	return storageErr(SyncDir(filepath.Dir(name)), "create directory")
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs the directory dir, so that the names created, renamed or
+// removed in it are durable (the backup package restores with it too).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return errors.Wrapf(err, "catalog: open %s", dir)

@@ -262,7 +262,7 @@ func commitStage(stage, target string) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		return syncDir(p)
+		return catalog.SyncDir(p)
 	})
 	if err != nil {
 		return err
@@ -275,7 +275,7 @@ func commitStage(stage, target string) error {
 	if err := os.Rename(stage, target); err != nil {
 		return errors.Mark(errors.Wrapf(err, "catalog: rename %s to %s", stage, target), ErrRestoreTarget)
 	}
-	return syncDir(filepath.Dir(filepath.Clean(target)))
+	return catalog.SyncDir(filepath.Dir(filepath.Clean(target)))
 }
 
 // layoutRoot is a data directory (or a staged one) whose files are named
@@ -285,17 +285,4 @@ type layoutRoot string
 // path is the host path of rel, a slash-separated path of the layout.
 func (root layoutRoot) path(rel string) string {
 	return filepath.Join(string(root), filepath.FromSlash(rel))
-}
-
-// syncDir fsyncs the directory dir.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return errors.Wrapf(err, "catalog: open %s", dir)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return errors.Wrapf(err, "catalog: sync %s", dir)
 }
