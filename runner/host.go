@@ -111,17 +111,23 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 		panic(err)
 	}
 	g := fuelGlobal(mod)
-	cur := int64(g.Get())
-	for cur < 0 {
-		if a.remaining == 0 {
-			g.Set(uint64(cur))
-			panic(errFuelExhausted)
-		}
+	cur := a.cover(int64(g.Get()))
+	g.Set(uint64(cur))
+	if cur < 0 {
+		panic(errFuelExhausted)
+	}
+}
+
+// cover hands out slices of the budget while the guest's fuel cur is
+// negative and budget remains, and returns the fuel then: negative when
+// the budget could not cover the debt.
+func (a *activation) cover(cur int64) int64 {
+	for cur < 0 && a.remaining > 0 {
 		give := min(a.slice, a.remaining)
 		a.remaining -= give
 		cur += int64(give)
 	}
-	g.Set(uint64(cur))
+	return cur
 }
 
 // tickHook, when set by a test, is called on every slow-path entry.
@@ -145,12 +151,7 @@ func (a *activation) settle(err error) error {
 	if !ok {
 		return err
 	}
-	cur := int64(g.Get())
-	for cur < 0 && a.remaining > 0 {
-		give := min(a.slice, a.remaining)
-		a.remaining -= give
-		cur += int64(give)
-	}
+	cur := a.cover(int64(g.Get()))
 	g.Set(uint64(cur))
 	if cur >= 0 || !guestStop(err) {
 		return err
