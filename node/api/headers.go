@@ -47,23 +47,35 @@ const (
 	maxMetadataHeaders  = 64
 )
 
+// oneValue reads header name, which may appear at most once and hold at
+// most maxHeaderValueBytes, trimmed; ok is false when it is absent.
+func oneValue(h http.Header, name refusal.Dimension) (v string, ok bool, err error) {
+	vs := h.Values(name.String())
+	switch {
+	case len(vs) == 0:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, &headerError{name, "must appear once"}
+	case len(vs[0]) > maxHeaderValueBytes:
+		return "", false, &headerError{name, "too long"}
+	}
+	return strings.TrimSpace(vs[0]), true, nil
+}
+
+// CallerActivationID is the caller's Latent-Activation-Id when it is one
+// ParseInvokeHeaders accepts (present once, not too long, not blank once
+// trimmed), as that parser reads it.
+func CallerActivationID(h http.Header) (string, bool) {
+	v, ok, err := oneValue(h, refusal.DimHeaderActivationID)
+	return v, ok && err == nil && v != ""
+}
+
 // ParseInvokeHeaders parses the Latent-* headers strictly: a malformed value
 // is an error naming the header, never silently ignored. now anchors the
 // relative timeout.
 func ParseInvokeHeaders(h http.Header, now time.Time) (InvokeHeaders, error) {
 	var out InvokeHeaders
-	one := func(name refusal.Dimension) (string, bool, error) {
-		vs := h.Values(name.String())
-		switch {
-		case len(vs) == 0:
-			return "", false, nil
-		case len(vs) > 1:
-			return "", false, &headerError{name, "must appear once"}
-		case len(vs[0]) > maxHeaderValueBytes:
-			return "", false, &headerError{name, "too long"}
-		}
-		return strings.TrimSpace(vs[0]), true, nil
-	}
+	one := func(name refusal.Dimension) (string, bool, error) { return oneValue(h, name) }
 	var err error
 	var v string
 	var ok bool

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/latent-node/latent-node/node/activation"
+	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -312,20 +313,13 @@ func RouteKind(pattern string) string {
 }
 
 // ActivationID is the activation id of an invocation request, chosen
-// before its handler runs: the caller's (one Latent-Activation-Id header,
-// not blank, at most MaxActivationIDBytes, trimmed as the header parser
-// trims it) or a fresh one. It goes into the request's record and on the
+// before its handler runs: the caller's Latent-Activation-Id when the
+// header parser accepts it (api.CallerActivationID), or a fresh one. It goes into the request's record and on the
 // answer, refusals before the handler ran included; the handler and the
 // log read the record.
 func ActivationID(r *http.Request) string {
-	if v := r.Header.Values("Latent-Activation-Id"); len(v) == 1 && len(v[0]) <= MaxActivationIDBytes {
-		if id := strings.TrimSpace(v[0]); id != "" {
-			return id
-		}
+	if id, ok := api.CallerActivationID(r.Header); ok {
+		return id
 	}
 	return activation.NewID() // the handler refuses such a header (invalid-header)
 }
-
-// MaxActivationIDBytes is the longest Latent-Activation-Id the node
-// accepts (api.ParseInvokeHeaders' bound on a header's value).
-const MaxActivationIDBytes = 1024
