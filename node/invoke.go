@@ -87,16 +87,19 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	span := n.tracer.SpanOf(ctx) // nil when tracing is off
 	span.Admitting()
 	permit, err := ctrl.Admit(req)
-	var rej *admission.Rejection
-	if errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted && rej.Scope == refusal.ScopeQueueClass {
+	if err != nil {
 		// Pending-slot fair share: a principal under its share of a full
 		// queue class takes the newest slot of the largest over-share holder.
-		if n.sched.YieldSlotTo(queueIndex(n, h.Priority), p.Tenant, p.Subject) {
+		if rej := (*admission.Rejection)(nil); errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted &&
+			rej.Scope == refusal.ScopeQueueClass && n.sched.YieldSlotTo(queueIndex(n, h.Priority), p.Tenant, p.Subject) {
 			permit, err = ctrl.Admit(req)
 		}
 	}
 	span.Admitted(rev.Revision, err)
 	if err != nil {
+		// (rej is declared where it is needed: errors.As moves it to the
+		// heap, which the answered path need not pay for.)
+		var rej *admission.Rejection
 		if errors.As(err, &rej) {
 			return n.refuse(target.Tenant, rej)
 		}
@@ -104,12 +107,12 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	}
 	// The compiled module stays with this activation until it answered,
 	// even if a deploy or delete releases it meanwhile.
-	releaseModule, ok := n.run.Acquire(permit.Obligations().Artifact)
+	module, ok := n.run.Acquire(permit.Obligations().Artifact)
 	if !ok {
 		_ = permit.Release()
 		return n.refuse(target.Tenant, revisionNotAvailable)
 	}
-	defer releaseModule()
+	defer module.Release()
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
 	job, res, err := n.sched.Do(ctx, permit, input, arrived)
@@ -122,6 +125,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	t := activation.Timing{Front: res.EnqueuedAt.Sub(arrived), Queue: res.QueueWait + res.Paused, Exec: res.Execution,
 		Back: n.clock.Now().Sub(res.DoneAt)}
 	if res.Err != nil {
+		var rej *admission.Rejection
 		if errors.As(res.Err, &rej) {
 			return n.refuse(target.Tenant, rej)
 		}

@@ -214,8 +214,8 @@
 //	r, err := runner.New(ctx, runner.Config{CacheDir: filepath.Join(dataDir, "cache")})
 //	cat, err := catalog.Open(ctx, catalog.Config{Dir: dataDir, Inspector: r})
 //	// per activation, after resolving the revision:
-//	release, ok := r.Acquire(rev.Artifact) // !ok: revision not available
-//	defer release()
+//	hold, ok := r.Acquire(rev.Artifact) // !ok: revision not available
+//	defer hold.Release()
 //	// after admission and leasing:
 //	out := r.Run(ctx, execPermit, lease, input)
 //	lease.Release(disposition(out.Quarantine))

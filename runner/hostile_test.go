@@ -299,8 +299,8 @@ func TestRunner_moduleReferences(t *testing.T) {
 	if !r.Prepared(d) {
 		t.Fatal("an activation's reference did not keep the module")
 	}
-	release()
-	release() // once only
+	release.Release()
+	release.Release() // once only
 	if r.Prepared(d) || r.CompiledBytes() != 0 {
 		t.Fatalf("released module still prepared (%v) or counted (%d bytes)", r.Prepared(d), r.CompiledBytes())
 	}

@@ -63,6 +63,10 @@ type module struct {
 	// cannot put back (its instances are recreated after each activation).
 	globals       []string
 	mutatesTables bool
+	// hasStart: the instrumented module exports the original's start
+	// function (fuel.StartExport). Asking an instance for an export it
+	// lacks costs wazero two allocations for an error.
+	hasStart bool
 }
 
 // ref takes a reference unless the module is not compiled yet or dead.
@@ -135,16 +139,29 @@ func (t *moduleTable) unref(m *module) {
 }
 
 // Acquire takes an activation's reference to digest's compiled module, so
-// that it stays compiled until release is called (once; later calls do
-// nothing). ok is false when the runner holds no compiled module for
-// digest: the revision is not available here.
-func (r *Runner) Acquire(digest vocab.Digest) (release func(), ok bool) {
+// that it stays compiled until the hold is released. ok is false when the
+// runner holds no compiled module for digest: the revision is not
+// available here.
+func (r *Runner) Acquire(digest vocab.Digest) (hold *ModuleHold, ok bool) {
 	m := r.modules.acquire(digest)
 	if m == nil {
 		return nil, false
 	}
-	var once sync.Once
-	return func() { once.Do(func() { r.modules.unref(m) }) }, true
+	return &ModuleHold{t: r.modules, m: m}, true
+}
+
+// ModuleHold is an activation's reference to a compiled module (Acquire).
+type ModuleHold struct {
+	t        *moduleTable
+	m        *module
+	released atomic.Bool
+}
+
+// Release gives the reference back; calls after the first do nothing.
+func (h *ModuleHold) Release() {
+	if h.released.CompareAndSwap(false, true) {
+		h.t.unref(h.m)
+	}
 }
 
 // ReleaseModule gives back one reference that a successful Inspect of
@@ -272,8 +289,9 @@ func (t *moduleTable) compileInto(ctx context.Context, m *module, wasm []byte) (
 	if err != nil {
 		return err
 	}
+	_, hasStart := compiled.ExportedFunctions()[fuel.StartExport]
 	t.mu.Lock()
-	m.compiled = compiled
+	m.compiled, m.hasStart = compiled, hasStart
 	m.refs.Store(1)
 	close(m.ready)
 	t.mu.Unlock()

@@ -429,7 +429,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		if ob.Function != vocab.DefaultFunction {
 			init = string(initExport(pm, ob)) // a reactor: initialised before its function
 		}
-		err = a.settle(a.start(callCtx, mod, true, init, string(ob.Function)))
+		err = a.settle(a.start(callCtx, mod, pm.hasStart, init, string(ob.Function)))
 	}
 	stopped := time.Now()
 	elapsed := stopped.Sub(start)
@@ -485,7 +485,7 @@ func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
 
 // start sets up the instantiated module's stack budget and calls, in
 // order, the original start function (exported by the instrumenter) when
-// first is set, the initialisation export init and the entrypoint entry
+// first is set (the module has one and this is the instance's first call), the initialisation export init and the entrypoint entry
 // (each when not empty).
 func (a *activation) start(ctx context.Context, mod api.Module, first bool, init, entry string) error {
 	stack, _ := mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
@@ -494,10 +494,12 @@ func (a *activation) start(ctx context.Context, mod api.Module, first bool, init
 		return err
 	}
 	if first {
-		if fn := mod.ExportedFunction(fuel.StartExport); fn != nil {
-			if _, err := fn.Call(ctx); err != nil {
-				return err
-			}
+		fn := mod.ExportedFunction(fuel.StartExport)
+		if fn == nil {
+			return errors.AssertionFailedf("runner: %s not exported", fuel.StartExport)
+		}
+		if _, err := fn.Call(ctx); err != nil {
+			return err
 		}
 	}
 	for _, name := range [2]string{init, entry} {

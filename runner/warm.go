@@ -515,7 +515,7 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 		return
 	}
 	defer func() { _ = mod.Close(runCtx) }()
-	if err := a.settle(a.start(runCtx, mod, true, string(s.key.init), "")); err != nil {
+	if err := a.settle(a.start(runCtx, mod, m.hasStart, string(s.key.init), "")); err != nil {
 		fail(err)
 		return
 	}
@@ -678,7 +678,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	// charged for it, as a fresh one is); a snapshot instance never is.
 	var err error
 	if created && s == nil {
-		err = a.start(a.ctx, w.mod, true, string(initExport(m, ob)), string(ob.Function))
+		err = a.start(a.ctx, w.mod, m.hasStart, string(initExport(m, ob)), string(ob.Function))
 	} else if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
 		err = w.call(a.ctx, string(ob.Function))
 	}

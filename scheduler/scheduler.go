@@ -277,13 +277,21 @@ func (s *Scheduler[In, Out]) Do(ctx context.Context, permit *admission.Permit, i
 		return nil, Result[Out]{}, err
 	}
 	s.dispatchNow()
-	select {
-	case st := <-j.run:
-		s.execute(st.ctx, j, st.xp, st.cell, st.wait)
-	case res := <-j.done:
-		return j, res, nil
+	// The caller waits here, so it watches its own context: no callback
+	// (context.AfterFunc costs five allocations per job).
+	gone := ctx.Done()
+	for {
+		select {
+		case st := <-j.run:
+			s.execute(st.ctx, j, st.xp, st.cell, st.wait)
+			return j, <-j.done, nil
+		case res := <-j.done:
+			return j, res, nil
+		case <-gone:
+			gone = nil // removed and answered if still queued; else it started
+			s.callerGone(j)
+		}
 	}
-	return j, <-j.done, nil
 }
 
 // enqueue queues a job for Submit and Do.
@@ -311,9 +319,12 @@ func (s *Scheduler[In, Out]) enqueue(ctx context.Context, permit *admission.Perm
 		return nil, s.refuse(permit, err)
 	}
 	j.state = jobQueued
-	// The callback runs in its own goroutine once ctx ends (never inline
-	// here), takes mu and returns; finishing the job unregisters it.
-	j.stop = context.AfterFunc(ctx, func() { s.callerGone(j) })
+	if !inline {
+		// The callback runs in its own goroutine once ctx ends (never
+		// inline here), takes mu and returns; finishing the job
+		// unregisters it. Do's caller watches ctx itself.
+		j.stop = context.AfterFunc(ctx, func() { s.callerGone(j) })
+	}
 	s.mu.Unlock()
 	return j, nil
 }
