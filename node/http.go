@@ -307,9 +307,10 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 
 // refuseEarly answers prob to an invocation refused while its headers or
 // body were checked, and ends its span with the refusal.
-func refuseEarly(w http.ResponseWriter, span *tracing.Span, prob api.Problem) {
-	span.End(prob.Status, &prob, w.Header())
+func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Record, prob api.Problem) {
+	span.Inject(w.Header())
 	api.WriteProblem(w, prob, 0)
+	span.End(prob.Status, rec)
 }
 
 func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
@@ -331,26 +332,28 @@ func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Prin
 	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
-		refuseEarly(w, span, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
+		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
 		return
 	}
 	if invalid != nil {
-		refuseEarly(w, span, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
+		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
 		return
 	}
 	body, prob := readBounded(w, r, int64(n.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
 	if prob != nil {
-		refuseEarly(w, span, *prob)
+		refuseEarly(w, span, rec, *prob)
 		return
 	}
 	a := n.invoke(ctx, r, rec, p, target, h, body, arrived)
-	span.End(a.status, a.problem, w.Header())
+	span.Inject(w.Header())
 	if rec.Executed {
 		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}
 	if a.refused {
 		n.holdRefusal(r.Context(), p)
 	}
+	// The span ends with the answer as the record has it once written.
+	defer span.End(a.status, rec)
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
 		return

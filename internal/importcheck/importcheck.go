@@ -38,7 +38,7 @@ var Allowed = map[string][]string{
 var Narrow = map[string][]string{
 	"node/front":      {"node/config", "node/api", "node/activation", "refusal", "vocab"},
 	"node/activation": {"vocab", "refusal"},
-	"node/tracing":    {"node/config", "node/api", "admission", "scheduler", "runner", "refusal", "vocab"},
+	"node/tracing":    {"node/config", "node/activation", "admission", "scheduler", "runner", "refusal", "vocab"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/latent-node/latent-node/node/api"
+	"github.com/latent-node/latent-node/node/activation"
 
 	"github.com/cockroachdb/errors"
 	"go.opentelemetry.io/otel/attribute"
@@ -288,27 +288,35 @@ func refusalReason(err error) string {
 	return refusal.ReasonPlatformFailure.String()
 }
 
-// End ends the span with the answer (its status, and its problem when it
-// is one) at the node's now, and writes the span's traceparent into the
-// response headers h. A problem answer (a refusal, or an outcome other
-// than success) ends it with an error status naming the reason or outcome.
-func (s *Span) End(status int, problem *api.Problem, h http.Header) {
+// Inject writes the span's traceparent into the answer's headers h, before
+// the answer is written.
+func (s *Span) Inject(h http.Header) {
+	if s == nil {
+		return
+	}
+	s.t.prop.Inject(s.ctx, propagation.HeaderCarrier(h))
+}
+
+// End ends the span, at the node's now, with the answer as the request's
+// record rec has it once written: its status, and the refusal it was
+// answered with or, for a guest that ran, its outcome. A refusal, or an
+// outcome other than success, ends it with an error status naming the
+// reason or the outcome.
+func (s *Span) End(status int, rec *activation.Record) {
 	if s == nil {
 		return
 	}
 	s.span.SetAttributes(attrStatusCode.Int(status))
-	if p := problem; p != nil {
-		desc := p.Reason
-		if p.Reason != "" {
-			s.span.SetAttributes(attrRefusalReason.String(p.Reason), attrRefusalCode.String(p.Code))
-		} else {
-			desc = p.Outcome
-		}
-		if p.Outcome != "" {
-			s.span.SetAttributes(attrOutcome.String(p.Outcome))
-		}
-		s.span.SetStatus(codes.Error, desc)
+	failed := rec.Executed && rec.Outcome != refusal.OutcomeSuccess
+	if failed {
+		s.span.SetAttributes(attrOutcome.String(rec.Outcome.String()))
 	}
-	s.t.prop.Inject(s.ctx, propagation.HeaderCarrier(h))
+	switch {
+	case rec.Answered:
+		s.span.SetAttributes(attrRefusalReason.String(rec.Refusal.Reason.String()), attrRefusalCode.String(rec.Refusal.Code.String()))
+		s.span.SetStatus(codes.Error, rec.Refusal.Reason.String())
+	case failed:
+		s.span.SetStatus(codes.Error, rec.Outcome.String())
+	}
 	s.span.End(trace.WithTimestamp(s.clock.Now()))
 }

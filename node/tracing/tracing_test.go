@@ -11,6 +11,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/latent-node/latent-node/node/activation"
+	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
@@ -41,6 +43,7 @@ func benchmarkTracing(b *testing.B, tr *Tracer) {
 	target := vocab.Target{Tenant: "demo", Service: "hello", Route: "greet"}
 	now := time.Now()
 	res := scheduler.Result[runner.Outcome]{EnqueuedAt: now, QueueWait: time.Millisecond, Execution: time.Millisecond}
+	rec := &activation.Record{Executed: true, Outcome: refusal.OutcomeSuccess}
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx, span := tr.Start(r, target, "act", now)
@@ -48,7 +51,8 @@ func benchmarkTracing(b *testing.B, tr *Tracer) {
 		sp.Admitting()
 		sp.Admitted("rev", nil)
 		sp.Scheduled(res)
-		span.End(200, nil, h)
+		span.Inject(h)
+		span.End(200, rec)
 	}
 }
 
