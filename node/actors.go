@@ -39,6 +39,7 @@ func (n *Node) Actors() []Actor {
 		{Name: "rejection-log", Run: func(ctx context.Context) error {
 			return n.rejections.run(ctx, n.log, RejectionLogInterval)
 		}},
+		{Name: "warm-sweep", Run: n.run.SweepWarm},
 	}
 	if n.cluster != nil {
 		as = append(as, Actor{Name: "cluster", Run: n.cluster.Run})

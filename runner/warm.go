@@ -18,7 +18,8 @@
 //   - reuse: the warm instance keeps its state from one activation to the
 //     next, until it has served Config.ReuseMaxActivations, an activation
 //     did not succeed, its memory passed three quarters of the grant, or it
-//     stayed idle for Config.WarmIdleTimeout.
+//     stayed idle for Config.WarmIdleTimeout (SweepWarm closes idle
+//     instances of either mode on that timeout).
 //
 // The pool holds at most Config.MaxWarmInstances idle instances (the
 // longest idle goes first) and closes the instances of a module when its
@@ -286,15 +287,7 @@ func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Durati
 	w.idleSince = now
 	p.idle[w.key] = append(p.idle[w.key], w)
 	p.n++
-	var closing []*warmInstance
-	for k, list := range p.idle {
-		i := 0
-		for i < len(list) && now.Sub(list[i].idleSince) > idle {
-			closing = append(closing, list[i])
-			i++
-		}
-		p.drop(k, list, i)
-	}
+	closing := p.expireLocked(now, idle)
 	for p.n > max {
 		var oldest warmKey
 		var at time.Time
@@ -308,6 +301,54 @@ func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Durati
 	}
 	p.stats.Recycled += uint64(len(closing))
 	return closing
+}
+
+// expire removes the instances idle longer than idle at now and gives them
+// back to close.
+func (p *warmPool) expire(now time.Time, idle time.Duration) []*warmInstance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	closing := p.expireLocked(now, idle)
+	p.stats.Recycled += uint64(len(closing))
+	return closing
+}
+
+// expireLocked is expire without the count.
+// REQUIRES: p.mu held.
+func (p *warmPool) expireLocked(now time.Time, idle time.Duration) []*warmInstance {
+	var closing []*warmInstance
+	for k, list := range p.idle {
+		i := 0
+		for i < len(list) && now.Sub(list[i].idleSince) > idle {
+			closing = append(closing, list[i])
+			i++
+		}
+		p.drop(k, list, i)
+	}
+	return closing
+}
+
+// SweepWarm closes, until ctx ends, the warm instances that stayed idle for
+// Config.WarmIdleTimeout, looking every quarter of it (at least every
+// second): an instance nobody calls again is closed without waiting for
+// another activation to come back to the pool. The node runs it as an
+// actor.
+func (r *Runner) SweepWarm(ctx context.Context) error {
+	t := time.NewTicker(max(r.cfg.WarmIdleTimeout/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			r.sweepWarm(now)
+		}
+	}
+}
+
+// sweepWarm closes the instances idle for WarmIdleTimeout at now.
+func (r *Runner) sweepWarm(now time.Time) {
+	r.warm.closeWarm(r.warm.expire(now, r.cfg.WarmIdleTimeout))
 }
 
 // drop removes the first i instances of k's list.

@@ -214,3 +214,38 @@ func TestRun_snapshotDifferential(t *testing.T) {
 		t.Errorf("snapshot of a module that cannot be instantiated: %v, want the deploy refused", err)
 	}
 }
+
+// TestSweepWarm: a warm instance nobody calls again is closed once it has
+// been idle for WarmIdleTimeout, by the sweep alone (no activation comes
+// back to the pool to trigger it); the next activation makes a new one,
+// and in reuse mode starts from the initialised module again. Before the
+// timeout the sweep keeps it (the control).
+func TestSweepWarm(t *testing.T) {
+	const idle = time.Minute
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10, WarmIdleTimeout: idle}))
+	e.deployReactor("state-reuse", testwasm.Bytes(t, "state"), "reuse", "handle")
+	run := func(in, want string) {
+		t.Helper()
+		if out := e.run("state-reuse", in, admission.BudgetRequest{}); out.Kind != Success || string(out.Stdout) != want {
+			t.Fatalf("%s %q (%v), want %q", out.Kind, out.Stdout, out.Err, want)
+		}
+	}
+	run("secret-1", "0 1 ........\n")
+	put := time.Now() // the instance went back to the pool before this
+	if s := e.r.WarmStats(); s.Idle != 1 {
+		t.Fatalf("%d idle instances after one activation, want 1", s.Idle)
+	}
+	e.r.sweepWarm(put.Add(idle / 2))
+	if s := e.r.WarmStats(); s.Idle != 1 || s.Recycled != 0 {
+		t.Fatalf("half the timeout: idle %d, recycled %d; want the instance kept", s.Idle, s.Recycled)
+	}
+	run("secret-2", "1 1 secret-1\n") // the same instance, its state kept
+	e.r.sweepWarm(time.Now().Add(idle + time.Second))
+	if s := e.r.WarmStats(); s.Idle != 0 || s.Recycled != 1 {
+		t.Fatalf("past the timeout: idle %d, recycled %d; want it closed", s.Idle, s.Recycled)
+	}
+	run("secret-3", "0 1 ........\n") // a new instance
+	if s := e.r.WarmStats(); s.Created != 2 {
+		t.Errorf("created %d instances, want 2", s.Created)
+	}
+}
