@@ -20,12 +20,12 @@
 // another site, and checks the route's role; on a tenant-scoped route
 // authorize applies the one authorization rule (own tenant, the current
 // subject and kind allowlists); the ticket is bound to the verified tenant
-// and principal, and it is held until the answer is written. handleInvoke parses the
-// Latent-* headers (node/api) and reads the body within the payload bound.
+// and principal, and it is held until the answer is written.
 //
-// The activation manager (invoke) refuses a target of another tenant before
-// resolving it, resolves the route against one catalog pin, admits with the
-// same pin, pins the compiled module, and calls scheduler.Do: the guest
+// The activation manager (the activations type: handle and invoke) parses
+// the Latent-* headers (node/api), reads the body within the payload
+// bound, refuses a target of another tenant before resolving it, resolves
+// the route against one catalog pin, admits with the same pin, pins the compiled module, and calls scheduler.Do: the guest
 // runs on the request's own goroutine once the fair queue dispatches it.
 // The outcome becomes the HTTP answer, with the Latent-* result headers and
 // Server-Timing. Refusals are counted in the metrics and the aggregated
@@ -88,8 +88,9 @@
 //   - health.go: probes, /healthz (its own bound) and /readyz.
 //   - wire.go: the JSON form of catalog values in answers (the API's
 //     style).
-//   - invoke.go: the activation manager (it fills the request's
-//     activation.Record) and the mapping of outcomes to answers.
+//   - invoke.go: the activation manager, activations (it fills the
+//     request's activation.Record, and writes the answer), and the mapping
+//     of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
 //   - cluster.go: a node in a cluster: clusterAPI, which publishes deploys

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/front"
-	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -48,7 +46,7 @@ func (n *Node) Handler() http.Handler {
 	tenant := func(pool *front.IngressPool, routeCap func() uint64, role auth.Roles, h authedHandler) http.HandlerFunc {
 		return n.governed(pool, routeCap, role, true, h)
 	}
-	invoke := tenant(data, payload, auth.Invoke, n.handleInvoke)
+	invoke := tenant(data, payload, auth.Invoke, n.acts.handle)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
 	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
 	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.ctl.handleArtifact))
@@ -303,69 +301,6 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 		b.err = err
 	}
 	return n, err
-}
-
-// refuseEarly answers prob to an invocation refused while its headers or
-// body were checked, and ends its span with the refusal.
-func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Record, prob api.Problem) {
-	span.Inject(w.Header())
-	api.WriteProblem(w, prob, 0)
-	span.End(prob.Status, rec)
-}
-
-func (n *Node) handleInvoke(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	arrived := n.clock.Now() // the headers are read; the body is read below
-	target := vocab.Target{Tenant: vocab.TenantID(r.PathValue("tenant")), Service: vocab.ServiceName(r.PathValue("service")),
-		Route: vocab.RouteName(r.PathValue("route"))}
-	h, err := api.ParseInvokeHeaders(r.Header, n.clock.Now())
-	// The front chose the id (the caller's, or a fresh one when there is
-	// none or it is invalid) and put it on the answer.
-	rec := activation.From(r.Context())
-	h.ActivationID = rec.ID
-	// The span starts once the target's names are valid and name the
-	// principal's tenant (invoke refuses another tenant's), before the
-	// headers and the body are checked, so their refusals are traced too.
-	invalid := target.Validate()
-	ctx, span := r.Context(), (*tracing.Span)(nil)
-	if invalid == nil && target.Tenant == p.Tenant {
-		ctx, span = n.tracer.Start(r, target, h.ActivationID, arrived)
-	}
-	if err != nil {
-		header, _ := api.InvalidHeader(err)
-		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
-		return
-	}
-	if invalid != nil {
-		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
-		return
-	}
-	body, prob := readBounded(w, r, int64(n.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
-	if prob != nil {
-		refuseEarly(w, span, rec, *prob)
-		return
-	}
-	a := n.invoke(ctx, r, rec, p, target, h, body, arrived)
-	span.Inject(w.Header())
-	if rec.Executed {
-		rec.WriteHeaders(w.Header(), a.stderrTail)
-	}
-	if a.refused {
-		n.holdRefusal(r.Context(), p)
-	}
-	// The span ends with the answer as the record has it once written.
-	defer span.End(a.status, rec)
-	if a.problem != nil {
-		api.WriteProblem(w, *a.problem, a.retryAfter)
-		return
-	}
-	if a.cgi != nil {
-		writeCGIAnswer(w, a)
-		return
-	}
-	v, hd := []string{"application/octet-stream", strconv.Itoa(len(a.body))}, w.Header()
-	hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2]
-	w.WriteHeader(a.status)
-	_, _ = w.Write(a.body)
 }
 
 // writeAnswer writes a problem answer, or a's status and body.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -16,6 +17,8 @@ import (
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
+	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/runner/wagi"
@@ -47,6 +50,88 @@ func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
 	return answer{status: p.Status, problem: &p, retryAfter: retryAfter, refused: true}
 }
 
+// activations is the activation manager: it serves invocations (handle),
+// resolving, admitting, queueing and answering each (invoke). The node
+// makes one in New; Handler routes invocations to it.
+type activations struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	clock   vocab.Clock
+	cat     *catalog.Catalog
+	run     *runner.Runner
+	prov    *admission.LocalQuotaProvider
+	sched   *scheduler.Scheduler[*invocation, runner.Outcome]
+	metrics *metrics
+	tracer  *tracing.Tracer // nil when [tracing] is off
+	// holdRefusal holds a refused principal's answer (the node's pacer).
+	holdRefusal func(context.Context, *auth.Principal)
+}
+
+// refuseEarly answers prob to an invocation refused while its headers or
+// body were checked, and ends its span with the refusal.
+func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Record, prob api.Problem) {
+	span.Inject(w.Header())
+	api.WriteProblem(w, prob, 0)
+	span.End(prob.Status, rec)
+}
+
+// handle serves an invocation: it checks the target, the headers and the
+// body, runs invoke, and writes the answer with the activation's headers.
+func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
+	arrived := m.clock.Now() // the headers are read; the body is read below
+	target := vocab.Target{Tenant: vocab.TenantID(r.PathValue("tenant")), Service: vocab.ServiceName(r.PathValue("service")),
+		Route: vocab.RouteName(r.PathValue("route"))}
+	h, err := api.ParseInvokeHeaders(r.Header, m.clock.Now())
+	// The front chose the id (the caller's, or a fresh one when there is
+	// none or it is invalid) and put it on the answer.
+	rec := activation.From(r.Context())
+	h.ActivationID = rec.ID
+	// The span starts once the target's names are valid and name the
+	// principal's tenant (invoke refuses another tenant's), before the
+	// headers and the body are checked, so their refusals are traced too.
+	invalid := target.Validate()
+	ctx, span := r.Context(), (*tracing.Span)(nil)
+	if invalid == nil && target.Tenant == p.Tenant {
+		ctx, span = m.tracer.Start(r, target, h.ActivationID, arrived)
+	}
+	if err != nil {
+		header, _ := api.InvalidHeader(err)
+		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
+		return
+	}
+	if invalid != nil {
+		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
+		return
+	}
+	body, prob := readBounded(w, r, int64(m.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
+	if prob != nil {
+		refuseEarly(w, span, rec, *prob)
+		return
+	}
+	a := m.invoke(ctx, r, rec, p, target, h, body, arrived)
+	span.Inject(w.Header())
+	if rec.Executed {
+		rec.WriteHeaders(w.Header(), a.stderrTail)
+	}
+	if a.refused {
+		m.holdRefusal(r.Context(), p)
+	}
+	// The span ends with the answer as the record has it once written.
+	defer span.End(a.status, rec)
+	if a.problem != nil {
+		api.WriteProblem(w, *a.problem, a.retryAfter)
+		return
+	}
+	if a.cgi != nil {
+		writeCGIAnswer(w, a)
+		return
+	}
+	v, hd := []string{"application/octet-stream", strconv.Itoa(len(a.body))}, w.Header()
+	hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2]
+	w.WriteHeader(a.status)
+	_, _ = w.Write(a.body)
+}
+
 // invoke is the activation manager: resolve against a pin, admit with the
 // same pin, enqueue, wait for the one result, answer. ctx is the request's:
 // when the caller goes away, the scheduler cancels the queued job (its permit
@@ -56,26 +141,26 @@ func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
 // rec is the request's record: invoke fills in what the activation
 // resolved to and, once a guest ran, what it did. r is the HTTP request
 // (its method, path suffix and, for a WAGI revision, CGI environment).
-func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Record, p *auth.Principal, target vocab.Target,
+func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activation.Record, p *auth.Principal, target vocab.Target,
 	h api.InvokeHeaders, body []byte, arrived time.Time) answer {
-	id := h.ActivationID // handleInvoke filled it in
+	id := h.ActivationID // handle filled it in
 	routingKey := h.RoutingKey
 	if routingKey == "" {
 		routingKey = id // spread key-less callers over the weighted targets
 	}
 	if target.Tenant != p.Tenant {
 		// Refuse before resolving, so other tenants' routes are not probed.
-		return n.refuse(target.Tenant, principalNotAuthorized)
+		return m.refuse(target.Tenant, principalNotAuthorized)
 	}
-	pin := n.cat.Pin()
+	pin := m.cat.Pin()
 	rev, err := pin.Resolve(target, routingKey)
 	if err != nil {
-		return n.refuse(target.Tenant, resolveRefusal(err))
+		return m.refuse(target.Tenant, resolveRefusal(err))
 	}
 	rec.Revision = rev.Revision
 	pol, err := pin.Policy(rev)
 	if err != nil {
-		return n.refuse(target.Tenant, revisionNotAvailable)
+		return m.refuse(target.Tenant, revisionNotAvailable)
 	}
 	input, refused := invocationInput(r, target, pol.ABI, body)
 	if refused != nil {
@@ -83,15 +168,15 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
-	ctrl := n.prov.WithPolicySource(pin)
-	span := n.tracer.SpanOf(ctx) // nil when tracing is off
+	ctrl := m.prov.WithPolicySource(pin)
+	span := m.tracer.SpanOf(ctx) // nil when tracing is off
 	span.Admitting()
 	permit, err := ctrl.Admit(req)
 	if err != nil {
 		// Pending-slot fair share: a principal under its share of a full
 		// queue class takes the newest slot of the largest over-share holder.
 		if rej := (*admission.Rejection)(nil); errors.As(err, &rej) && rej.Reason == refusal.ReasonCapacityExhausted &&
-			rej.Scope == refusal.ScopeQueueClass && n.sched.YieldSlotTo(queueIndex(n, h.Priority), p.Tenant, p.Subject) {
+			rej.Scope == refusal.ScopeQueueClass && m.sched.YieldSlotTo(queueIndex(m.cfg, h.Priority), p.Tenant, p.Subject) {
 			permit, err = ctrl.Admit(req)
 		}
 	}
@@ -101,39 +186,39 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 		// heap, which the answered path need not pay for.)
 		var rej *admission.Rejection
 		if errors.As(err, &rej) {
-			return n.refuse(target.Tenant, rej)
+			return m.refuse(target.Tenant, rej)
 		}
-		return internalAnswer(n.log, err)
+		return internalAnswer(m.log, err)
 	}
 	// The compiled module stays with this activation until it answered,
 	// even if a deploy or delete releases it meanwhile.
-	module, ok := n.run.Acquire(permit.Obligations().Artifact)
+	module, ok := m.run.Acquire(permit.Obligations().Artifact)
 	if !ok {
 		_ = permit.Release()
-		return n.refuse(target.Tenant, revisionNotAvailable)
+		return m.refuse(target.Tenant, revisionNotAvailable)
 	}
 	defer module.Release()
 	cellClass := permit.Obligations().CellClass
 	// The guest runs on this goroutine once the fair queue dispatches it.
-	job, res, err := n.sched.Do(ctx, permit, input, arrived)
+	job, res, err := m.sched.Do(ctx, permit, input, arrived)
 	span.Scheduled(res)
 	if err != nil { // Do released the permit
-		return n.schedulerRefusal(target.Tenant, err, cellClass)
+		return m.schedulerRefusal(target.Tenant, err, cellClass)
 	}
 	// A guest paused for a newcomer (scheduler Pause) waited meanwhile:
 	// that is queue time, not execution.
 	t := activation.Timing{Front: res.EnqueuedAt.Sub(arrived), Queue: res.QueueWait + res.Paused, Exec: res.Execution,
-		Back: n.clock.Now().Sub(res.DoneAt)}
+		Back: m.clock.Now().Sub(res.DoneAt)}
 	if res.Err != nil {
 		var rej *admission.Rejection
 		if errors.As(res.Err, &rej) {
-			return n.refuse(target.Tenant, rej)
+			return m.refuse(target.Tenant, rej)
 		}
-		return n.schedulerRefusal(target.Tenant, res.Err, cellClass)
+		return m.schedulerRefusal(target.Tenant, res.Err, cellClass)
 	}
 	out := res.Completion.Outcome
 	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
-	n.metrics.observe(rev, job.Obligations(), out, t)
+	m.metrics.observe(rev, job.Obligations(), out, t)
 	// The record is what the answer's headers and the access log line say.
 	rec.Executed, rec.Outcome, rec.FuelUsed, rec.MemoryPeakBytes = true, out.Kind, out.FuelUsed, out.MemoryPeakBytes
 	rec.CellClass, rec.Timing, rec.Execution, rec.Stderr = res.Cell, t, out.ExecutionTime, out.StderrTail
@@ -144,7 +229,7 @@ func (n *Node) invoke(ctx context.Context, r *http.Request, rec *activation.Reco
 		// activation dropped at shutdown.
 		p := api.Refusal(scheduler.ErrShuttingDown.Refusal())
 		p.Outcome = out.Kind.String()
-		a = problemAnswer(p, n.drainEstimate())
+		a = problemAnswer(p, m.drainEstimate())
 	}
 	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
 		a.stderrTail = activation.StderrHeader(out.StderrTail)
@@ -178,8 +263,8 @@ func resolveRefusal(err error) *admission.Rejection {
 	return revisionNotAvailable
 }
 
-func queueIndex(n *Node, prio uint32) int {
-	for i, q := range n.cfg.QueueClasses {
+func queueIndex(cfg *config.Config, prio uint32) int {
+	for i, q := range cfg.QueueClasses {
 		if q.MinPriority <= prio && prio <= q.MaxPriority {
 			return i
 		}
@@ -190,26 +275,26 @@ func queueIndex(n *Node, prio uint32) int {
 // refuse answers an admission refusal; Retry-After comes from the queue's
 // drain estimate.
 // The access log counts the refusal once it is answered.
-func (n *Node) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
-	return problemAnswer(api.Refusal(rej.Refusal()), n.drainEstimate())
+func (m *activations) refuse(tenant vocab.TenantID, rej *admission.Rejection) answer {
+	return problemAnswer(api.Refusal(rej.Refusal()), m.drainEstimate())
 }
 
-func (n *Node) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
+func (m *activations) schedulerRefusal(tenant vocab.TenantID, err error, cell vocab.CellClass) answer {
 	var se *scheduler.Error
 	if !errors.As(err, &se) {
-		return internalAnswer(n.log, err)
+		return internalAnswer(m.log, err)
 	}
 	// A cancelled caller is answered 499: it is gone; nobody reads this.
 	p := api.Refusal(se.Refusal())
-	return problemAnswer(p, max(n.sched.ObservedQueueDelay(cell), n.drainEstimate()))
+	return problemAnswer(p, max(m.sched.ObservedQueueDelay(cell), m.drainEstimate()))
 }
 
 // drainEstimate is how long the busiest cell class needs to drain its queue,
 // as the scheduler observes it (at least one second once rounded).
-func (n *Node) drainEstimate() time.Duration {
+func (m *activations) drainEstimate() time.Duration {
 	var d time.Duration
-	for c := range n.cfg.CellClasses {
-		d = max(d, n.sched.ObservedQueueDelay(c))
+	for c := range m.cfg.CellClasses {
+		d = max(d, m.sched.ObservedQueueDelay(c))
 	}
 	return d
 }

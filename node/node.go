@@ -84,6 +84,7 @@ type Node struct {
 	ctl        *deployments
 	clusterAPI *clusterAPI
 	views      *statusViews // the status page and admission views (ui.go)
+	acts       *activations // the activation manager (invoke.go)
 	probes     *probes      // health and readiness (health.go)
 }
 
@@ -179,6 +180,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}
+	n.acts = &activations{cfg: cfg, log: n.log, clock: n.clock, cat: n.cat, run: n.run, prov: n.prov, sched: n.sched,
+		metrics: n.metrics, tracer: n.tracer, holdRefusal: n.holdRefusal}
 	return n, nil
 }
 

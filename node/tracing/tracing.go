@@ -38,9 +38,9 @@ import (
 // fact from the scheduler's result, with its timestamps. Every timestamp
 // comes from the node's clock.
 //
-// handleInvoke starts the span once the request is authenticated, its
-// target names are valid and its tenant is the principal's, before the
-// headers and the body are checked, so their refusals (invalid-header,
+// The node's activation manager starts the span once the request is
+// authenticated, its target names are valid and its tenant is the
+// principal's, before the headers and the body are checked, so their refusals (invalid-header,
 // payload-too-large) end it with an error status too; a refusal before
 // that has no span. The span's name is fixed and its attributes are
 // validated names, node-made values or bounded (spanLimits), so every
