@@ -97,6 +97,24 @@ func startTLSNode(t *testing.T, files config.NodeTLS) *tlsNode {
 		_ = wait()
 		n.Close(context.Background())
 	})
+	// Ready once the first load sample arrived: before it, invocations are
+	// refused 503 (the node fails closed). No certificate is needed here,
+	// and no connection is kept (the connection-bound test counts idle
+	// ones).
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a readiness probe of a test server
+	for range 500 {
+		if resp, err := probe.Get("https://" + tn.addr + "/readyz"); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		<-time.After(2 * time.Millisecond) // bounded poll of the endpoint
+	}
+	for len(tn.idle) > 0 {
+		<-tn.idle
+	}
 	return tn
 }
 
