@@ -37,7 +37,7 @@ func (n *Node) Actors() []Actor {
 			return n.collectArtifacts(ctx, CollectInterval(n.cfg))
 		}},
 		{Name: "rejection-log", Run: func(ctx context.Context) error {
-			return n.rejections.run(ctx, n.log, RejectionLogInterval)
+			return n.rejections.Run(ctx, n.log, RejectionLogInterval)
 		}},
 		{Name: "warm-sweep", Run: n.run.SweepWarm},
 	}

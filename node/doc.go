@@ -100,8 +100,7 @@
 //     pools on every API route) and the pools' use in the admission views.
 //   - reload.go: Reload, prepared in full before it applies, and the
 //     handler of POST /v1/admin/reload.
-//   - pacer.go, rejections.go: holding a refusal as the front's refusal
-//     pacer says, and the aggregated refusal log.
+//   - pacer.go: holding a refusal as the front's refusal pacer says.
 //   - writes.go: per-tenant bounds on uploads and deploys in flight, and
 //     the check of a release's revisions against admission.
 //   - accesslog.go: accessLog, the front's middleware that makes each

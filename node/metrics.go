@@ -39,7 +39,7 @@ import (
 // the tenant's overflow series (otherLabel) and in
 // latent_metrics_series_overflow_total.
 type metrics struct {
-	log      *rejectionLog
+	log      *front.RefusalLog
 	registry *prometheus.Registry
 	// access rate-limits the access log per configured tenant.
 	access      *front.LogLimiter
@@ -378,7 +378,7 @@ func (n *Node) deployed(rev catalog.ResolvedRevision) bool {
 
 func (m *metrics) rejected(r refusal.Refusal) {
 	m.rejections.WithLabelValues(r.Code.String(), r.Reason.String(), r.Scope.String(), r.Dimension.String()).Inc()
-	m.log.add(r)
+	m.log.Add(r)
 }
 
 // stateCollector reads gauges from the components at scrape time.

@@ -72,7 +72,7 @@ type Node struct {
 	conns   *front.ConnLimiter
 	panics  *front.RateLog // handler panics, at most one line a second
 
-	rejections rejectionLog
+	rejections front.RefusalLog
 	pacer      *front.RefusalPacer
 	// dataPool and controlPool are the ingress governor's pools.
 	dataPool, controlPool *front.IngressPool

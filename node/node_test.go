@@ -296,8 +296,8 @@ func TestRejections_aggregatedLog(t *testing.T) {
 			Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true})
 	}
 	m.rejected(refusal.Refusal{Code: refusal.CodeUnauthenticated, Reason: refusal.ReasonUnauthenticated, Scope: refusal.ScopePrincipal})
-	n.rejections.flush(n.log)
-	n.rejections.flush(n.log) // nothing new: no second line
+	n.rejections.Flush(n.log)
+	n.rejections.Flush(n.log) // nothing new: no second line
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], `"resource-exhausted/capacity-exhausted tenant/queued":1000`) ||
 		!strings.Contains(lines[0], `"unauthenticated/unauthenticated principal":1`) {
@@ -305,7 +305,7 @@ func TestRejections_aggregatedLog(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := n.rejections.run(ctx, n.log, time.Hour); err != nil {
+	if err := n.rejections.Run(ctx, n.log, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }

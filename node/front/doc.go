@@ -5,7 +5,7 @@
 // through which running guests give their processors to the goroutines
 // reading the network, the API listener's TLS material (swapped on
 // reload), the ingress pools that bound the requests the node holds, the
-// refusal pacer, the browser checks (a client certificate sent for
+// refusal pacer and the aggregated refusal log, the browser checks (a client certificate sent for
 // another site, the status page's Host names), the path check that
 // answers a path the mux would redirect, the answer writers (the status
 // and refusal the access log reads, the write deadline), and the access
@@ -19,9 +19,9 @@
 // # Locks
 //
 // Each mutex here is a leaf: the connection limiter's, each ingress
-// pool's, the refusal pacer's, each log bucket's and the log limiter's
-// (which only serializes adding tenants), the front yield's and the
-// rate-limited logger's. None is held while another is taken, across a
+// pool's, the refusal pacer's, the refusal log's, each log bucket's and
+// the log limiter's (which only serializes adding tenants), the front
+// yield's and the rate-limited logger's. None is held while another is taken, across a
 // channel operation, a log line or I/O.
 //
 // # Internal organization
@@ -39,6 +39,8 @@
 //     admission views' form).
 //   - pacer.go: RefusalPacer, which holds each principal's refusals to a
 //     rate, and its defaults.
+//   - refusallog.go: RefusalLog, refusals aggregated into one log line per
+//     interval (an actor of the node's).
 //   - browser.go: CrossSite and its refusal, the status page's names
 //     (UIHosts, HostAllowed, UIHostOnly).
 //   - paths.go: CleanPaths, 404 instead of the mux's redirects.

@@ -1,4 +1,4 @@
-package node
+package front
 
 // The refusal log: refusals aggregated into one log line per interval.
 
@@ -13,16 +13,17 @@ import (
 	"github.com/latent-node/latent-node/refusal"
 )
 
-// rejectionLog aggregates refusals between log lines: a flood of refusals
+// RefusalLog aggregates refusals between log lines: a flood of refusals
 // becomes one structured line per interval, not one per request. Keys are
 // the refusals themselves, from the fixed sets of codes, reasons, scopes
-// and dimensions, so the map stays small.
-type rejectionLog struct {
+// and dimensions, so the map stays small. The zero value is ready.
+type RefusalLog struct {
 	mu     sync.Mutex
 	counts map[refusal.Refusal]uint64
 }
 
-func (r *rejectionLog) add(ref refusal.Refusal) {
+// Add counts one refusal.
+func (r *RefusalLog) Add(ref refusal.Refusal) {
 	ref.Retryable = false // not part of the line's key
 	r.mu.Lock()
 	if r.counts == nil {
@@ -42,8 +43,8 @@ func logKey(r refusal.Refusal) string {
 	return key
 }
 
-// flush logs to log the refusals counted since the last flush, if any.
-func (r *rejectionLog) flush(log *slog.Logger) {
+// Flush logs to log the refusals counted since the last flush, if any.
+func (r *RefusalLog) Flush(log *slog.Logger) {
 	r.mu.Lock()
 	counts := r.counts
 	r.counts = nil
@@ -62,17 +63,17 @@ func (r *rejectionLog) flush(log *slog.Logger) {
 	log.Info("rejections", args...)
 }
 
-// run is the actor that writes the aggregated refusal line to log every
+// Run is the actor that writes the aggregated refusal line to log every
 // interval until ctx ends (then once more). Run it for the node's lifetime.
-func (r *rejectionLog) run(ctx context.Context, log *slog.Logger, every time.Duration) error {
+func (r *RefusalLog) Run(ctx context.Context, log *slog.Logger, every time.Duration) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			r.flush(log)
+			r.Flush(log)
 		case <-ctx.Done():
-			r.flush(log)
+			r.Flush(log)
 			return nil
 		}
 	}
