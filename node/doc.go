@@ -75,9 +75,9 @@
 //   - actors.go: Actor, Actors (every loop the node needs, in one list)
 //     and Go, which runs them for tests and embedders.
 //   - http.go: Handler, the routes (it wires the handlers of each route
-//     group below), recovered, authed, authorize and the invocation's
-//     handler. The route groups are types that hold only what their
-//     routes need, not the Node: deployments (control.go, list.go,
+//     group below), recovered, authed and authorize. The route groups
+//     are types that hold only what their routes need, not the Node:
+//     activations (invoke.go), deployments (control.go, list.go,
 //     writes.go), clusterAPI (cluster.go), statusViews (ui.go) and probes
 //     (health.go).
 //   - control.go: deployments, the deployment control API (artifact

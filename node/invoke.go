@@ -70,9 +70,10 @@ type activations struct {
 // refuseEarly answers prob to an invocation refused while its headers or
 // body were checked, and ends its span with the refusal.
 func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Record, prob api.Problem) {
+	rec.Answer(prob.Refusal)
 	span.Inject(w.Header())
-	api.WriteProblem(w, prob, 0)
 	span.End(prob.Status, rec)
+	api.WriteProblem(w, prob, 0)
 }
 
 // handle serves an invocation: it checks the target, the headers and the
@@ -109,15 +110,19 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		return
 	}
 	a := m.invoke(ctx, r, rec, p, target, h, body, arrived)
+	if a.problem != nil {
+		rec.Answer(a.problem.Refusal)
+	}
+	// The span ends with the answer as the record has it, before the
+	// refusal pacer's hold and before the answer's bytes go out.
 	span.Inject(w.Header())
+	span.End(a.status, rec)
 	if rec.Executed {
 		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}
 	if a.refused {
 		m.holdRefusal(r.Context(), p)
 	}
-	// The span ends with the answer as the record has it once written.
-	defer span.End(a.status, rec)
 	if a.problem != nil {
 		api.WriteProblem(w, *a.problem, a.retryAfter)
 		return

@@ -227,6 +227,38 @@ func TestTracing_refusal(t *testing.T) {
 	}
 }
 
+// TestTracing_failedOutcome: an activation that ran and failed ends its
+// span with an error status naming the outcome, with the outcome and its
+// refusal (code execution-failed) as attributes, as the answer's problem
+// says.
+func TestTracing_failedOutcome(t *testing.T) {
+	rcv := startReceiver(t)
+	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
+	tn.deployGuest(t, "trap", "trap_unreachable", "")
+	resp, body := tn.do(t, "POST", "/v1/invoke/demo/trap/run", tn.key, nil, nil)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("invoke: %d %s", resp.StatusCode, body)
+	}
+	if err := tn.n.tracer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, _ := rcv.taken()
+	act := spans["activation"]
+	if act == nil {
+		t.Fatalf("no activation span among %v", spans)
+	}
+	trap := refusal.OutcomeTrap.String()
+	if act.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR || act.Status.GetMessage() != trap {
+		t.Errorf("status %v, want an error naming %s", act.Status, trap)
+	}
+	for key, want := range map[string]string{"latent.outcome": trap, "latent.refusal.reason": trap,
+		"latent.refusal.code": refusal.CodeExecutionFailed.String()} {
+		if got := attrOf(act, key).GetStringValue(); got != want {
+			t.Errorf("%s %q, want %q", key, got, want)
+		}
+	}
+}
+
 // TestTracing_refusedBeforeInvoke: an invocation refused while its headers
 // or body are checked (or, for a WAGI revision, its CGI environment is
 // built) has a span, with an error status naming the reason and the

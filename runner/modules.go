@@ -133,7 +133,8 @@ func (t *moduleTable) unref(m *module) {
 	}
 	t.compiledBytes -= m.bytes
 	t.mu.Unlock()
-	// No activation holds m any longer, so its warm instances are idle.
+	// No activation holds m any longer, so its warm instances are idle
+	// (or already taken out by the idle sweep, which closes them itself).
 	t.unused(m.digest)
 	_ = m.compiled.Close(context.Background()) // wazero's Close never fails
 }

@@ -322,7 +322,7 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 			}
 		}, func(error) { cancel() })
 	}
-	for _, a := range n.Actors() { // scheduler, sampler, cells, front yield, collection, refusal log, cluster
+	for _, a := range n.Actors() { // scheduler, sampler, cells, front yield, collection, refusal log, warm sweep, cluster
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return a.Run(sctx) }, func(error) { cancel() })
 	}

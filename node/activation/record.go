@@ -42,12 +42,20 @@ type Record struct {
 	Execution time.Duration
 	Stderr    []byte
 
-	// Answered holds the refusal the request was answered with, if any
-	// (set when its problem is written); Refusal is valid only then. An
-	// executed activation's failure is an outcome, not a refusal.
+	// Answered is set once the request's answer is known to be a problem
+	// (Answer); Refusal is then its refusal, valid only then. For an
+	// executed activation that failed it is the outcome's (code
+	// execution-failed, the outcome as the reason): a failure, not a
+	// refusal (Refused).
 	Answered bool
 	Refusal  refusal.Refusal
 }
+
+// Answer records that the request is answered with the problem of ref.
+// The front's answer writer records every problem it writes; the
+// activation manager records its own before it writes, so the trace span
+// can end before the answer's bytes go out.
+func (r *Record) Answer(ref refusal.Refusal) { r.Answered, r.Refusal = true, ref }
 
 // Refused reports whether the request was refused: answered with a problem
 // before any guest ran.

@@ -43,13 +43,11 @@ func (w *AccessWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// RecordProblem notes in the request's record the refusal whose problem
-// api.WriteProblem is writing (an executed activation's outcome problem
-// is not one).
+// RecordProblem notes in the request's record the refusal of the problem
+// api.WriteProblem is writing (for an executed activation that failed, its
+// outcome's; the record tells the two apart).
 func (w *AccessWriter) RecordProblem(p api.Problem) {
-	if p.Outcome == "" {
-		w.rec.Answered, w.rec.Refusal = true, p.Refusal
-	}
+	w.rec.Answer(p.Refusal)
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

@@ -13,9 +13,10 @@ import (
 
 // TestAccessWriter_recordsRefusal: a problem written through the wrappers
 // a handler sees reaches the request's record as a typed refusal; an
-// executed activation's outcome problem does not count as one, and a
-// writer chain without the access writer records nothing (the negative
-// control: the record comes from the writer, not from the body).
+// executed activation's outcome problem is recorded with the outcome's
+// refusal but does not count as a refusal (Refused), and a writer chain
+// without the access writer records nothing (the negative control: the
+// record comes from the writer, not from the body).
 func TestAccessWriter_recordsRefusal(t *testing.T) {
 	ref := refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
 		Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true}
@@ -29,8 +30,8 @@ func TestAccessWriter_recordsRefusal(t *testing.T) {
 	p := api.Refusal(runner.Trap.Refusal())
 	p.Outcome = runner.Trap.String()
 	api.WriteProblem(NewAccessWriter(httptest.NewRecorder(), rec), p, 0)
-	if rec.Refused() || rec.Answered {
-		t.Fatalf("an outcome problem recorded as a refusal: %+v", rec)
+	if rec.Refused() || !rec.Answered || rec.Refusal != runner.Trap.Refusal() {
+		t.Fatalf("an outcome problem: record %+v, want its refusal kept and not counted as refused", rec)
 	}
 	rec = &activation.Record{}
 	api.WriteProblem(httptest.NewRecorder(), api.Refusal(ref), 0)

@@ -298,10 +298,10 @@ func (s *Span) Inject(h http.Header) {
 }
 
 // End ends the span, at the node's now, with the answer as the request's
-// record rec has it once written: its status, and the refusal it was
-// answered with or, for a guest that ran, its outcome. A refusal, or an
-// outcome other than success, ends it with an error status naming the
-// reason or the outcome.
+// record rec has it: its status, the guest's outcome when one ran, and
+// the refusal of a problem answer (for a failed activation, the outcome's:
+// code execution-failed). A problem answer ends it with an error status
+// naming its reason; a failed outcome without one, naming the outcome.
 func (s *Span) End(status int, rec *activation.Record) {
 	if s == nil {
 		return
