@@ -143,7 +143,7 @@ func (rw *rewriter) decode(r *reader, numLocals uint64) (instr, error) {
 	case op == opMemorySize || op == opMemoryGrow:
 		err = memIndex()
 	case op == opI32Const:
-		r.sleb(32)
+		in.imm = uint32(r.sleb(32)) // its value (a dispatch loop's target, see analyze)
 	case op == opI64Const:
 		r.sleb(64)
 	case op == opF32Const:

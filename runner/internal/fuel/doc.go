@@ -128,7 +128,8 @@
 //   - every function entry, whatever its cost (the caller may have left
 //     the fuel negative);
 //   - every region that branches to a loop (br, br_if or br_table with a
-//     loop label): every iteration of every loop passes a check;
+//     loop label): every iteration of every loop passes a check; except a
+//     forward jump through a dispatch loop (below);
 //   - every region that calls an imported function, calls through a table
 //     (it may hold an imported function) or grows memory (call $grow): the
 //     host never runs with the fuel negative, so nothing the guest does
@@ -150,6 +151,23 @@
 // charges of one body's unchecked regions plus the charge that check
 // follows: Info.MaxDebt, dynamic charges aside (a bulk charge is checked
 // at once, as before).
+//
+// Dispatch loops. Go's compiler gives every function that jumps the same
+// shape: a loop whose body opens k blocks and then, with nothing before
+// them, reads a local and branches on it with a br_table; the code after
+// the end of the d-th innermost block is code block d, and every jump,
+// forward or back, is "i32.const N; local.set $pc; br $loop". Such a br
+// is a back edge of the wasm loop but, when N selects a code block after
+// the one the br is in, a forward jump of the program: code blocks follow
+// one another in the body, so a run that only falls through and jumps
+// forward passes each region of the loop at most once, and any repetition
+// needs a jump to the same or an earlier block, which stays a check point.
+// The forward jumps are therefore not check points. The loop's header
+// (the dispatch) runs once per jump, so this holds only when its charge is
+// moved onto the jumps (see Loop headers); otherwise the forward jumps
+// check after all. The bound below and MaxDebt are unchanged in form; for
+// the Go router reactor this removes 40 % of the checks an activation
+// executes.
 //
 // Hoisting. Exactly one arm of an if/else runs once the if's region has
 // run. So the dearer arm's first region is charged with the if's region, and

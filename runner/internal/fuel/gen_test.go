@@ -5,7 +5,8 @@ import "github.com/tetratelabs/wazero/api"
 // genModule builds a valid, terminating module from fuzz bytes: up to four
 // functions (i32) -> i32 with nested blocks, loops (bounded by counters),
 // if/else, br_if (forward, back edge, to the function label), br_table,
-// early returns, dead code, direct and indirect calls (only to later
+// dispatch loops in the shape Go's compiler emits (forward jumps and
+// bounded backward ones), early returns, dead code, direct and indirect calls (only to later
 // functions, so the call graph is acyclic), host calls, memory and bulk
 // operations, memory.grow and a rare trapping division. Function 1 is
 // exported as "run"; global 0 ("cnt") counts executed counter increments,
@@ -21,7 +22,7 @@ func genModule(data []byte) ([]byte, uint64) {
 	for i := 1; i <= nf; i++ {
 		g.fn, g.labels, g.loops, g.budget = i, nil, 0, 60
 		code := cat(g.counter(), localGet(0), localSet(acc), g.stmts(3), localGet(acc))
-		bodies = append(bodies, body([]localGroup{{1 + maxLoops, api.ValueTypeI32}}, code))
+		bodies = append(bodies, body([]localGroup{{3 + maxLoops, api.ValueTypeI32}}, code))
 	}
 	funcIdx := make([]uint32, nf)
 	slots := make([][]byte, nf)
@@ -42,19 +43,27 @@ func genModule(data []byte) ([]byte, uint64) {
 	), arg
 }
 
+// genMaxBulkCharge is the largest dynamic charge of a generated module:
+// its memory.fill of up to 249 × 8 bytes (memory.copy moves under 100).
+const genMaxBulkCharge = (249 * 8) >> BulkShift
+
 const (
 	acc      = 1 // local: the accumulator; local 0 is the parameter
 	maxLoops = 2 // loop nesting; locals 2.. are the loop counters
+	// A dispatch loop's $pc and its budget of backward jumps.
+	pcLocal   = 2 + maxLoops
+	backLocal = 3 + maxLoops
 )
 
 type gen struct {
-	data   []byte
-	pos    int
-	nf     int    // defined functions, indices 1..nf
-	fn     int    // the function being generated
-	labels []byte // enclosing labels, innermost last: opBlock, opLoop, opIf, labelValue
-	loops  int
-	budget int // statements left in this function
+	data        []byte
+	pos         int
+	nf          int    // defined functions, indices 1..nf
+	fn          int    // the function being generated
+	labels      []byte // enclosing labels, innermost last: opBlock, opLoop, opIf, labelValue
+	loops       int
+	dispatching bool // inside a dispatch loop (they do not nest)
+	budget      int  // statements left in this function
 }
 
 func (g *gen) next() byte {
@@ -100,8 +109,8 @@ func (g *gen) nested(kind byte, depth int, f func() []byte) []byte {
 
 func (g *gen) stmt(depth int) []byte {
 	setAcc := func(code ...[]byte) []byte { return cat(cat(code...), localSet(acc)) }
-	k := g.n(20)
-	if depth == 0 && k >= 2 && k <= 8 {
+	k := g.n(21)
+	if depth == 0 && (k >= 2 && k <= 8 || k == 19) {
 		k = 0
 	}
 	switch k {
@@ -201,6 +210,8 @@ func (g *gen) stmt(depth int) []byte {
 		}))
 	case 18: // select
 		return setAcc(localGet(acc), i32c(int32(g.next())), g.cond(), op(opSelect))
+	case 19:
+		return g.dispatchLoop(depth)
 	default: // memory.copy
 		return cat(i32c(int32(g.n(4000))), i32c(int32(g.n(4000))), i32c(int32(g.n(100))), misc(miscMemoryCopy, 0, 0))
 	}
@@ -220,4 +231,53 @@ func (g *gen) forwardLabel() uint32 {
 		}
 	}
 	return cands[g.n(len(cands))]
+}
+
+// dispatchLoop is a loop in the shape Go's compiler gives functions that
+// jump: three blocks and a br_table on $pc, then code blocks 0, 1 and 2.
+// Code blocks 0 and 1 may jump forward ("i32.const N; local.set $pc; br"
+// to the loop, under a condition); code block 1 jumps back to code block 0
+// while $back, 0 to 3, is not spent.
+func (g *gen) dispatchLoop(depth int) []byte {
+	if g.dispatching {
+		return g.counter()
+	}
+	g.dispatching = true
+	defer func() { g.dispatching = false }()
+	// inside generates f's code with kinds as the labels around it.
+	inside := func(kinds []byte, f func() []byte) []byte {
+		n := len(g.labels)
+		g.labels = append(g.labels, kinds...)
+		defer func() { g.labels = g.labels[:n] }()
+		return f()
+	}
+	// jump sets $pc to target and branches to the loop, whose label is
+	// open blocks out, when cond holds (inside an if: one label more).
+	jump := func(target int32, open uint32, cond []byte) []byte {
+		return cat(cond, ifElse(blockEmpty, cat(i32c(target), localSet(pcLocal), br(open+1)), nil))
+	}
+	code0 := inside([]byte{opLoop, opBlock, opBlock}, func() []byte {
+		c := cat(g.counter(), g.stmts(depth-1))
+		if g.n(2) == 0 {
+			c = cat(c, jump(int32(1+g.n(2)), 2, g.cond())) // to code block 1 or 2
+		}
+		return c
+	})
+	code1 := inside([]byte{opLoop, opBlock}, func() []byte {
+		c := cat(g.stmts(depth-1), localGet(backLocal), ifElse(blockEmpty,
+			cat(localGet(backLocal), i32c(1), op(opI32Sub), localSet(backLocal), i32c(0), localSet(pcLocal), br(2)), nil))
+		if g.n(2) == 0 {
+			c = cat(c, jump(2, 1, g.cond()))
+		}
+		return c
+	})
+	code2 := inside([]byte{opLoop}, func() []byte { return g.stmts(depth - 1) })
+	return cat(i32c(0), localSet(pcLocal), i32c(int32(g.n(4))), localSet(backLocal),
+		loop(blockEmpty,
+			block(blockEmpty,
+				block(blockEmpty,
+					block(blockEmpty, localGet(pcLocal), brTable(2, 0, 1, 2)),
+					code0),
+				code1),
+			code2))
 }

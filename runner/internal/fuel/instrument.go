@@ -57,8 +57,9 @@ type instr struct {
 	v8, v16    uint16 // values of 8 and 16 bytes it defines (see frameSize)
 	start, end int32  // byte range in funcBody.code
 	// imm is the function index (call, ref.func), type index
-	// (call_indirect), local index (local.*) or the table whose size bounds
-	// a bulk table operation (table.fill, table.copy, table.init).
+	// (call_indirect), local index (local.*), the table whose size bounds
+	// a bulk table operation (table.fill, table.copy, table.init) or the
+	// value of an i32.const.
 	imm uint32
 }
 
@@ -82,8 +83,13 @@ type charge struct {
 // the last check when the region of c ends.
 func (c charge) checkedAtEnd() bool { return c.check || c.cost <= 0 && c.clean }
 
-// loopBr is a br in region from to the loop at position ctl of rw.ctl.
-type loopBr struct{ from, ctl int }
+// loopBr is a br in region from to the loop at position ctl of rw.ctl;
+// forward is set for a forward jump through a dispatch loop, which was not
+// made a check point (see dispatchForward).
+type loopBr struct {
+	from, ctl int
+	forward   bool
+}
 
 // ctrl is an open block, loop, if or the function body during analysis.
 type ctrl struct {
@@ -100,6 +106,16 @@ type ctrl struct {
 	// br instructions start in rw.loopBrs.
 	condBr bool
 	brs    int
+	// at is the index in rw.ins of the instruction that opened it.
+	at int
+	// For a dispatch loop (see dispatchForward): the local its br_table
+	// reads, and the code block each value of it selects (the br_table's
+	// label depths, the default last; nil: not a dispatch loop). For a
+	// block: it is one of a dispatch loop's blocks.
+	dispatchLocal  uint32
+	dispatch       []uint32
+	dispatchBlocks int
+	dispatchBlock  bool
 }
 
 func (m *module) shift(f uint32) uint32 {
@@ -500,10 +516,12 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 				rw.charges[cur].exit = true // a branch out of the function
 			}
 			if t.op == opLoop {
-				// A back edge: every iteration passes a check.
-				rw.charges[cur].check = true
+				// A back edge: every iteration passes a check, unless it
+				// is a forward jump through a dispatch loop.
+				forward := op == opBr && rw.dispatchForward(pos)
+				rw.charges[cur].check = rw.charges[cur].check || !forward
 				if op == opBr {
-					rw.loopBrs = append(rw.loopBrs, loopBr{from: cur, ctl: pos})
+					rw.loopBrs = append(rw.loopBrs, loopBr{from: cur, ctl: pos, forward: forward})
 				} else {
 					t.condBr = true
 				}
@@ -551,7 +569,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		switch in.op {
 		case opBlock, opLoop, opIf:
 			rw.ctl = append(rw.ctl, ctrl{op: in.op, reachable: cur >= 0, pre: cur, then: -1, els: -1, localOps: localOps,
-				brs: len(rw.loopBrs)})
+				brs: len(rw.loopBrs), at: idx})
 			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
 			constructs++
 			if cur >= 0 && in.op != opBlock {
@@ -633,6 +651,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 				open(idx + 1)
 			}
 		case opBrTable:
+			rw.noteDispatch(idx)
 			for _, l := range rw.targets {
 				if _, err := mark(l, at, in.op); err != nil {
 					return 0, err
@@ -706,6 +725,72 @@ func (rw *rewriter) placeExitChecks() {
 // charged where they are.
 const maxLoopBrWork = 1 << 16
 
+// noteDispatch records the loop around the br_table at rw.ins[idx] as a
+// dispatch loop when it has the shape Go's compiler gives every function
+// that jumps: a loop whose body opens k blocks and then, with nothing
+// else before it, reads a local and branches on it with a br_table:
+//
+//	loop
+//	  block … block        (k blocks)
+//	    local.get $pc
+//	    br_table …
+//	  end  (code block 0) … end  (code block k-1)
+//	end
+//
+// Label depth d < k of that br_table selects code block d: the code after
+// the end of the d-th innermost block.
+func (rw *rewriter) noteDispatch(idx int) {
+	if idx < 2 || rw.ins[idx-1].op != opLocalGet {
+		return
+	}
+	top := len(rw.ctl) - 1
+	k := 0
+	for top-k > 0 && rw.ctl[top-k].op == opBlock && rw.ctl[top-k].at == idx-2-k {
+		k++
+	}
+	p := top - k
+	if k == 0 || p <= 0 || rw.ctl[p].op != opLoop || rw.ctl[p].at != idx-2-k || rw.ctl[p].dispatch != nil {
+		return
+	}
+	rw.ctl[p].dispatchLocal, rw.ctl[p].dispatchBlocks = rw.ins[idx-1].imm, k
+	rw.ctl[p].dispatch = append([]uint32(nil), rw.targets...)
+	for i := p + 1; i <= top; i++ {
+		rw.ctl[i].dispatchBlock = true
+	}
+}
+
+// dispatchForward reports whether the br about to be recorded, whose
+// target is the dispatch loop at rw.ctl[pos], is a forward jump: the two
+// instructions before it set the loop's local to a constant that selects
+// a code block after the one the br is in. Such a jump needs no check:
+// code blocks follow one another in the body, so a run that only falls
+// through and jumps forward visits each region of the loop at most once,
+// and any repetition needs a jump to the same or an earlier code block,
+// which stays a check point. The loop's header (the dispatch) runs once per
+// jump; its charge is moved into each jumping region (pushLoopHeader), or,
+// when it cannot be, the forward jumps are made check points after all.
+func (rw *rewriter) dispatchForward(pos int) bool {
+	t := &rw.ctl[pos]
+	idx := len(rw.ins) - 1 // the br
+	if t.dispatch == nil || idx < 2 || rw.ins[idx-1].op != opLocalSet || rw.ins[idx-1].imm != t.dispatchLocal ||
+		rw.ins[idx-2].op != opI32Const {
+		return false
+	}
+	k := t.dispatchBlocks
+	open := 0 // its blocks still open here
+	for i := pos + 1; i < len(rw.ctl) && rw.ctl[i].dispatchBlock; i++ {
+		open++
+	}
+	v := uint64(rw.ins[idx-2].imm) // br_table reads the value as unsigned
+	d := t.dispatch[len(t.dispatch)-1]
+	if v < uint64(len(t.dispatch)-1) {
+		d = t.dispatch[v]
+	}
+	// The br is in code block k-1-open (-1: before the first); the target
+	// must be a code block (d below the number of blocks) after it.
+	return int(d) < k && int(d) > k-1-open
+}
+
 // pushLoopHeader charges the header region of loop t (at position pos of
 // rw.ctl, just popped) on the paths into it instead of at its top, when
 // those paths are the fall-through into the loop and br instructions only
@@ -723,10 +808,15 @@ func (rw *rewriter) pushLoopHeader(t *ctrl, pos int, ok bool) {
 	}
 	kept := brs[:0]
 	for _, b := range brs {
-		if b.ctl != pos {
+		switch {
+		case b.ctl != pos:
 			kept = append(kept, b)
-		} else if ok {
+		case ok:
 			rw.charges[b.from].cost += rw.charges[h].cost
+		case b.forward:
+			// The header keeps its own charge and would run once per
+			// jump: the jump checks after all (see dispatchForward).
+			rw.charges[b.from].check = true
 		}
 	}
 	if ok {
