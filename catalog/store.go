@@ -178,11 +178,13 @@ func (s diskStore) get(d vocab.Digest, maxBytes int64) ([]byte, error) {
 // writeAtomic replaces the file rel with data: it writes and fsyncs the
 // directory's spare file, swaps it with rel (renameat2 RENAME_EXCHANGE, or
 // a rename where rel does not exist yet or the file system cannot swap),
-// and fsyncs the directory. Readers see the old or the new file whole, and
-// so does a restart after a crash. Swapping keeps the old version as the
-// next spare: replacing a record allocates and frees no inode (on ext4
-// without a journal, creating a file after many recent deletions scans
-// them all). Writes to one directory are serialized by the caller (the
+// and fsyncs the directory. A restart after a crash sees the old or the
+// new file whole, and so does a reader that opens and reads between two
+// writes. Swapping keeps the old version as the next spare: replacing a
+// record allocates and frees no inode (on ext4 without a journal, creating
+// a file after many recent deletions scans them all); so a reader that
+// still holds the old file when the next write truncates the spare can
+// read it torn (catalog/backup reads again when that happens). Writes to one directory are serialized by the caller (the
 // catalog's lock).
 func (s diskStore) writeAtomic(rel string, data []byte) error {
 	name := s.path(rel)

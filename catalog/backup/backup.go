@@ -212,9 +212,9 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			snap.close()
 		}
 	}()
-	gen1, state, err := readGeneration(store)
-	if err != nil {
-		return nil, false, err
+	gen1, state, again, err := readGeneration(store)
+	if err != nil || again {
+		return nil, again, err
 	}
 	if state != nil {
 		snap.records[catalog.StateFile] = state
@@ -233,14 +233,17 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 	for _, file := range services {
 		name := catalog.ServicesDir + "/" + file
 		data, id, err := readFile(store.path(name), catalog.MaxRecordBytes)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, true, nil // deleted while listed: a generation moved on
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errRewritten) {
+			return nil, true, nil // deleted or rewritten while listed: a generation moved on
 		}
 		if err != nil {
 			return nil, false, err
 		}
 		rec, err := catalog.DecodeServiceRecord(data)
 		if err != nil {
+			if rewritten(store.path(name), data) {
+				return nil, true, nil // torn by a write while it was read
+			}
 			return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
 		}
 		for _, r := range rec.Manifest.Revisions {
@@ -270,11 +273,17 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // collected while listed
 			}
+			if errors.Is(err, errRewritten) {
+				return nil, true, nil
+			}
 			if err != nil {
 				return nil, false, err
 			}
 			rec, err := catalog.DecodeOwnerRecord(data)
 			if err != nil {
+				if rewritten(store.path(name), data) {
+					return nil, true, nil
+				}
 				return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
 			}
 			if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
@@ -302,9 +311,9 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			return nil, true, nil // replaced and collected while read: start over
 		}
 	}
-	gen2, _, err := readGeneration(store)
-	if err != nil {
-		return nil, false, err
+	gen2, _, again, err := readGeneration(store)
+	if err != nil || again {
+		return nil, again, err
 	}
 	if gen1 != gen2 {
 		return nil, true, nil
@@ -344,14 +353,48 @@ func readFile(name string, maxBytes int64) ([]byte, fileID, error) {
 	if err != nil {
 		return nil, fileID{}, errors.Wrapf(err, "catalog: stat %s", name)
 	}
+	if readHook != nil {
+		readHook(name, true)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
 	if err != nil {
 		return nil, fileID{}, errors.Wrapf(err, "catalog: read %s", name)
+	}
+	if readHook != nil {
+		readHook(name, false)
+	}
+	// The catalog reuses a replaced record's file as the next write's
+	// spare, so the file read can be rewritten in place while it is read:
+	// then what was read may be torn, which is a race, not corruption.
+	after, err := f.Stat()
+	if err != nil {
+		return nil, fileID{}, errors.Wrapf(err, "catalog: stat %s", name)
+	}
+	if idOf(after) != idOf(fi) {
+		return nil, fileID{}, errors.Wrapf(errRewritten, "catalog: %s", name)
 	}
 	if int64(len(data)) > maxBytes {
 		return nil, fileID{}, errors.Wrapf(catalog.ErrCorruptRecord, "catalog: %s is larger than %d bytes", name, maxBytes)
 	}
 	return data, idOf(fi), nil
+}
+
+// readHook, when set (tests only), runs in readFile just before (before
+// set) and just after the file's bytes are read.
+var readHook func(name string, before bool)
+
+// errRewritten: a record file changed while it was read (readFile).
+var errRewritten = errors.New("rewritten while read")
+
+// rewritten reports, for a record whose bytes data did not decode,
+// whether the file at name no longer holds them: replaced, deleted, or
+// rewritten in place as the catalog's spare while it was read (a race,
+// read again) rather than corrupt on disk. It compares the bytes, not the
+// file's identity, since a rewrite of the same size within one tick of the
+// file system's clock leaves the identity unchanged.
+func rewritten(name string, data []byte) bool {
+	now, err := os.ReadFile(name)
+	return err != nil || !bytes.Equal(now, data)
 }
 
 // recordsChanged reports whether the service records are no longer
@@ -384,20 +427,28 @@ func recordsChanged(store layoutRoot, read map[string]fileID) (bool, error) {
 }
 
 // readGeneration reads catalog/state.rec: the generation and the record's
-// bytes (nil and 0 when the catalog never issued one).
-func readGeneration(store layoutRoot) (vocab.Generation, []byte, error) {
-	data, _, err := readFile(store.path(catalog.StateFile), maxSmallRecordBytes)
+// bytes (nil and 0 when the catalog never issued one). again reports that
+// a write changed the file while it was read.
+func readGeneration(store layoutRoot) (_ vocab.Generation, _ []byte, again bool, _ error) {
+	name := store.path(catalog.StateFile)
+	data, _, err := readFile(name, maxSmallRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil, nil
+		return 0, nil, false, nil
+	}
+	if errors.Is(err, errRewritten) {
+		return 0, nil, true, nil
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	gen, err := catalog.DecodeStateRecord(data)
 	if err != nil {
-		return 0, nil, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(catalog.StateFile)), catalog.ErrCorruptRecord)
+		if rewritten(name, data) {
+			return 0, nil, true, nil
+		}
+		return 0, nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", name), catalog.ErrCorruptRecord)
 	}
-	return gen, data, nil
+	return gen, data, false, nil
 }
 
 // readDirNames lists dir's entries, leaving out temporary files.

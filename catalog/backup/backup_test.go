@@ -400,3 +400,69 @@ func TestBackup_recordsChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestBackup_recordRewrittenWhileRead: the catalog reuses a replaced
+// record's file as its next write's spare, so a backup can read a record
+// while a write truncates and rewrites that very file. Simulated here for
+// each kind of record (state, service, ownership): the file is cut to half
+// just before it is read and written whole again just after, so the bytes
+// read are torn. The backup must take it for a race and read again, not
+// report a corrupt catalog; a record torn on disk for good is still
+// reported corrupt (the control).
+func TestBackup_recordRewrittenWhileRead(t *testing.T) {
+	t.Cleanup(func() { readHook = nil })
+	for _, prefix := range []string{catalog.StateFile, catalog.ServicesDir + "/", catalog.OwnersDir + "/"} {
+		t.Run(prefix, func(t *testing.T) {
+			fx := backupFixture(t)
+			var victim string // the first record of the kind read
+			var whole []byte
+			tears := 0
+			readHook = func(name string, before bool) {
+				rel, err := filepath.Rel(fx.dir, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if victim == "" && strings.HasPrefix(filepath.ToSlash(rel), prefix) {
+					victim = name
+				}
+				if name != victim || tears > 0 && before {
+					return
+				}
+				if before {
+					data, err := os.ReadFile(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					whole = data
+					if err := os.WriteFile(name, data[:len(data)/2], 0o600); err != nil { // in place: the same file
+						t.Fatal(err)
+					}
+					return
+				}
+				if whole != nil {
+					if err := os.WriteFile(name, whole, 0o600); err != nil {
+						t.Fatal(err)
+					}
+					whole = nil
+					tears++
+				}
+			}
+			_, st := backupTar(t, fx.dir)
+			readHook = nil
+			if tears != 1 || st.Services != 2 {
+				t.Fatalf("torn %d reads of %s, backed up %d services: want one torn read, then a whole backup", tears, victim, st.Services)
+			}
+			// The control: torn for good.
+			data, err := os.ReadFile(victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(victim, data[:len(data)/2], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Write(context.Background(), fx.dir, NewTarSink(io.Discard), Options{}); !errors.Is(err, catalog.ErrCorruptRecord) {
+				t.Fatalf("a record torn on disk: %v, want ErrCorruptRecord", err)
+			}
+		})
+	}
+}

@@ -17,8 +17,11 @@
 // the manifest), then the state, service and ownership records and the
 // artifacts the ownership records name. It only reads and takes no lock,
 // so it works while a node serves the data directory; it reads the records
-// again at the end and starts over if a deploy or a delete changed them
-// (at most a few times, then ErrRace). Every artifact is verified against
+// again at the end and starts over if a deploy or a delete changed them,
+// or if a record it read was being rewritten in place (the catalog reuses a
+// replaced record's file as the next write's spare), which it tells from a
+// corrupt record by reading the file again (at most a few times, then
+// ErrRace). Every artifact is verified against
 // its digest while it is copied.
 //
 // Restore writes a backup read from a Source into a data directory that
