@@ -194,3 +194,39 @@ func TestChecks_exit(t *testing.T) {
 		}
 	}
 }
+
+// TestChecks_staleClean: a region whose check is left out because it is
+// entered only right after a checked region must be judged on the final
+// charges, after loop headers were moved and if arms hoisted. A loop at
+// the very top of another loop is the case: when the inner loop opens,
+// the outer header is empty and follows a check, but the inner header's
+// charge is later moved onto it, so the outer header ends up charged and
+// unchecked. The inner header branches to the outer loop, so it must check;
+// judged on the early state, it did not, and the two loops spun forever
+// without a check (here: bounded by n, a debt of millions against a
+// MaxDebt of a few units).
+func TestChecks_staleClean(t *testing.T) {
+	wasm := wasmModule(
+		types(functype(i32, i32)),
+		funcs(0),
+		exports(exportEntry("spin", ExternFunc, 0)),
+		codes(body(nil,
+			loop(blockEmpty,
+				loop(blockEmpty,
+					localGet(0), i32c(1), op(opI32Sub), localTee(0),
+					brIf(1), // to the outer loop
+				),
+			),
+			localGet(0),
+		)),
+	)
+	res := mustInstrument(t, wasm, Config{})
+	e := getEngine(t, true)
+	const budget = 10_000
+	me := newMeter(budget)
+	me.slice = 1000
+	o := e.run(t, res.Module, "", "spin", me, 1_000_000)
+	if debt := o.fuel - budget; !errors.Is(o.err, errFuelExhausted) || debt <= 0 || debt > int64(res.Info.MaxDebt) {
+		t.Errorf("%v, used %d: want exhausted owing (0, %d]", o.err, o.fuel, res.Info.MaxDebt)
+	}
+}

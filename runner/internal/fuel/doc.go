@@ -142,6 +142,9 @@
 //
 // A check that would find nothing new is left out: a refund region or one
 // of cost 0 entered only right after a check (an if's arm, a loop header).
+// That is judged on the final charges, once loop headers were moved and if
+// arms hoisted: both charge the region before, which may then end
+// unchecked although it was empty when the later region opened.
 //
 // The bound. Between a check that passed and the next check the guest runs
 // only regions of one function body that are not check points, each at

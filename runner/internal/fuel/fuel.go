@@ -81,7 +81,7 @@ const DefaultMaxStackBytes = 1 << 20
 // Version identifies the instrumentation scheme: the rewrite, the cost table
 // and the bulk-operation charge. It changes whenever the output or the fuel
 // counts for the same input could change. Result.Version adds the Config.
-const Version = "latent-fuel/7 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export globals=export checks=entry,back-edge(not dispatch-forward),host,exit"
+const Version = "latent-fuel/8 cost=wasmtime-operator-cost bulk=min(len,size)/64 table.grow=after stack=bytes/frame-v1 start=export globals=export checks=entry,back-edge(not dispatch-forward),host,exit"
 
 // BulkShift is the dynamic charge of bulk memory and table operations:
 // memory.fill, memory.copy, memory.init, table.fill, table.copy and

@@ -122,7 +122,7 @@ func TestGenerated_compiler(t *testing.T) {
 //   - both compute the same result (or trap the same way), leave the same
 //     counter and memory;
 //   - fuel ≥ 4 per executed counter increment (each costs 4 operators, and
-//     the generator puts one at the top of every loop iteration and function);
+//     the generator puts one in every loop iteration and function call);
 //   - fuel does not depend on the slice size;
 //   - a budget one short of the fuel used, or of a fraction of it, stops
 //     the guest with the typed error once the budget is handed out, owing

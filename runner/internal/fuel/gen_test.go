@@ -10,7 +10,7 @@ import "github.com/tetratelabs/wazero/api"
 // functions, so the call graph is acyclic), host calls, memory and bulk
 // operations, memory.grow and a rare trapping division. Function 1 is
 // exported as "run"; global 0 ("cnt") counts executed counter increments,
-// one at the top of every function and loop iteration. It returns the
+// one in every function call and loop iteration. It returns the
 // module and the argument for run.
 func genModule(data []byte) ([]byte, uint64) {
 	g := &gen{data: data}
@@ -130,8 +130,24 @@ func (g *gen) stmt(depth int) []byte {
 		c := uint32(2 + g.loops)
 		g.loops++
 		defer func() { g.loops-- }()
+		// The counter at the top or, so that a statement (a loop, an if)
+		// can open right at the loop's top, at the bottom.
+		top, bottom := g.counter(), []byte(nil)
+		switch g.n(3) {
+		case 0:
+			top, bottom = nil, top
+		case 1:
+			// A loop right at the top of this one, whose back edge is to
+			// this loop: both headers are empty when the inner one opens.
+			return cat(i32c(int32(1+g.n(3))), localSet(c), g.nested(opLoop, depth, func() []byte {
+				return loop(blockEmpty, g.nested(opLoop, depth, func() []byte {
+					return loop(blockEmpty, g.counter(), g.stmts(depth-1),
+						localGet(c), i32c(1), op(opI32Sub), localTee(c), brIf(1))
+				}))
+			}))
+		}
 		return cat(i32c(int32(1+g.n(3))), localSet(c), g.nested(opLoop, depth, func() []byte {
-			return loop(blockEmpty, g.counter(), g.stmts(depth-1),
+			return loop(blockEmpty, top, g.stmts(depth-1), bottom,
 				localGet(c), i32c(1), op(opI32Sub), localTee(c), brIf(0))
 		}))
 	case 4: // while loop: br_if out at the top, br back at the bottom

@@ -76,7 +76,10 @@ type charge struct {
 	// clean: the region is entered only right after a region whose
 	// charges are all checked (an if's arms, a loop's header), so a check
 	// at its top would find nothing new when its own cost is not positive.
+	// It is computed once every charge is final (settleClean), from after:
+	// the region it is entered right after (-1: none, never clean).
 	clean bool
+	after int
 }
 
 // checkedAtEnd reports whether no unchecked charge can have happened since
@@ -491,14 +494,14 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			rw.frame.scalars += phis
 		}
 	}()
-	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8), check: true})
+	rw.charges = append(rw.charges[:0], charge{at: 0, cost: int64(fb.numLocals / 8), check: true, after: -1})
 	rw.ctl = append(rw.ctl[:0], ctrl{op: opEnd, reachable: true})
 	rw.loopBrs = rw.loopBrs[:0]
 	loopWork := uint64(0) // rw.loopBrs entries scanned at loop ends
 	cur := 0              // index in rw.charges of the open region; -1: unreachable code
 
 	open := func(at int) {
-		rw.charges = append(rw.charges, charge{at: at})
+		rw.charges = append(rw.charges, charge{at: at, after: -1})
 		cur = len(rw.charges) - 1
 	}
 	r := &reader{b: fb.code, base: fb.offset}
@@ -573,9 +576,9 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			rw.frame.nesting = max(rw.frame.nesting, uint64(len(rw.ctl)-1))
 			constructs++
 			if cur >= 0 && in.op != opBlock {
-				clean := rw.charges[cur].checkedAtEnd()
+				pre := cur
 				open(idx + 1) // loop header (a branch target) or then arm
-				rw.charges[cur].clean = clean
+				rw.charges[cur].after = pre
 				rw.ctl[len(rw.ctl)-1].then = cur
 			}
 		case opElse:
@@ -587,7 +590,7 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 			cur = -1
 			if t.reachable {
 				open(idx + 1)
-				rw.charges[cur].clean = rw.charges[t.pre].checkedAtEnd()
+				rw.charges[cur].after = t.pre
 				t.els = cur
 			}
 		case opEnd:
@@ -687,7 +690,23 @@ func (rw *rewriter) analyze(fb *funcBody, numLocals uint64) (scratch int, err er
 		return 0, r.errorf("%d bytes after the end of the function body", len(r.b)-r.pos)
 	}
 	rw.placeExitChecks()
+	rw.settleClean()
 	return scratch, nil
+}
+
+// settleClean computes each region's clean flag from the region it is
+// entered right after, on the final charges: moving a loop header's charge
+// (pushLoopHeader) and hoisting an if's dearer arm both charge the region
+// before, which may then end unchecked although it was empty when the
+// later region opened. (Judged on that early state, a loop at the top of
+// another loop lost the check of its branch back to the outer one, and
+// the two could spin with no check at all.) A region's predecessor opened
+// before it, so one pass in order sees every predecessor settled.
+func (rw *rewriter) settleClean() {
+	for i := range rw.charges {
+		c := &rw.charges[i]
+		c.clean = c.after >= 0 && rw.charges[c.after].checkedAtEnd()
+	}
 }
 
 // placeExitChecks adds a check to every region that can leave the function
