@@ -241,8 +241,8 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 		}
 		rec, err := catalog.DecodeServiceRecord(data)
 		if err != nil {
-			if rewritten(store.path(name), data) {
-				return nil, true, nil // torn by a write while it was read
+			if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
+				return nil, torn, rerr // torn by a write while it was read: start over
 			}
 			return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
 		}
@@ -281,8 +281,8 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			}
 			rec, err := catalog.DecodeOwnerRecord(data)
 			if err != nil {
-				if rewritten(store.path(name), data) {
-					return nil, true, nil
+				if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
+					return nil, torn, rerr
 				}
 				return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
 			}
@@ -391,10 +391,22 @@ var errRewritten = errors.New("rewritten while read")
 // rewritten in place as the catalog's spare while it was read (a race,
 // read again) rather than corrupt on disk. It compares the bytes, not the
 // file's identity, since a rewrite of the same size within one tick of the
-// file system's clock leaves the identity unchanged.
-func rewritten(name string, data []byte) bool {
-	now, err := os.ReadFile(name)
-	return err != nil || !bytes.Equal(now, data)
+// file system's clock leaves the identity unchanged. An error reading it
+// again, other than its absence, is returned as it is (not a race).
+func rewritten(name string, data []byte) (bool, error) {
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, errors.Wrapf(err, "catalog: open %s", name)
+	}
+	defer func() { _ = f.Close() }()
+	now, err := io.ReadAll(io.LimitReader(f, int64(len(data))+1))
+	if err != nil {
+		return false, errors.Wrapf(err, "catalog: read %s", name)
+	}
+	return !bytes.Equal(now, data), nil
 }
 
 // recordsChanged reports whether the service records are no longer
@@ -443,8 +455,8 @@ func readGeneration(store layoutRoot) (_ vocab.Generation, _ []byte, again bool,
 	}
 	gen, err := catalog.DecodeStateRecord(data)
 	if err != nil {
-		if rewritten(name, data) {
-			return 0, nil, true, nil
+		if torn, rerr := rewritten(name, data); torn || rerr != nil {
+			return 0, nil, torn, rerr
 		}
 		return 0, nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", name), catalog.ErrCorruptRecord)
 	}
