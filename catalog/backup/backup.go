@@ -240,9 +240,14 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			return nil, false, err
 		}
 		rec, err := catalog.DecodeServiceRecord(data)
+		if err == nil && catalog.ServiceRecordPath(rec.Tenant, rec.Service) != name {
+			// Another service's record: the file was reused and rewritten
+			// whole before it was read, or it is corrupt.
+			err = errors.New("the record is another service's")
+		}
 		if err != nil {
 			if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
-				return nil, torn, rerr // torn by a write while it was read: start over
+				return nil, torn, rerr // rewritten while it was read: start over
 			}
 			return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
 		}
@@ -280,6 +285,9 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 				return nil, false, err
 			}
 			rec, err := catalog.DecodeOwnerRecord(data)
+			if err == nil && catalog.OwnerRecordPath(rec.Tenant, rec.Digest) != name {
+				err = errors.New("the record is another ownership's") // as for services
+			}
 			if err != nil {
 				if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
 					return nil, torn, rerr
@@ -349,12 +357,12 @@ func readFile(name string, maxBytes int64) ([]byte, fileID, error) {
 		return nil, fileID{}, errors.Wrapf(err, "catalog: open %s", name)
 	}
 	defer func() { _ = f.Close() }()
+	if readHook != nil {
+		readHook(name, true)
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, fileID{}, errors.Wrapf(err, "catalog: stat %s", name)
-	}
-	if readHook != nil {
-		readHook(name, true)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
 	if err != nil {
@@ -379,8 +387,8 @@ func readFile(name string, maxBytes int64) ([]byte, fileID, error) {
 	return data, idOf(fi), nil
 }
 
-// readHook, when set (tests only), runs in readFile just before (before
-// set) and just after the file's bytes are read.
+// readHook, when set (tests only), runs in readFile once the file is open
+// (before set) and just after its bytes are read.
 var readHook func(name string, before bool)
 
 // errRewritten: a record file changed while it was read (readFile).

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -404,28 +406,58 @@ func TestBackup_recordsChanged(t *testing.T) {
 // TestBackup_recordRewrittenWhileRead: the catalog reuses a replaced
 // record's file as its next write's spare, so a backup can read a record
 // while a write truncates and rewrites that very file. Simulated here for
-// each kind of record (state, service, ownership): the file is cut to half
-// just before it is read and written whole again just after, so the bytes
-// read are torn. The backup must take it for a race and read again, not
-// report a corrupt catalog; a record torn on disk for good is still
-// reported corrupt (the control).
+// each kind of record (state, service, ownership) with a test hook: once
+// the file is open it is cut to half and written whole again just after
+// the read; or (services and ownerships) it is replaced whole by another
+// record of its kind while its name moves to a new file holding its own
+// record, as the catalog's swap does, so that nothing changes during the
+// read and only the record's name inside tells. The backup must take it for a race and read again,
+// not report a corrupt catalog nor keep the other record's bytes under
+// this name; a record left that way on disk is still reported corrupt
+// (the control).
 func TestBackup_recordRewrittenWhileRead(t *testing.T) {
 	t.Cleanup(func() { readHook = nil })
-	for _, prefix := range []string{catalog.StateFile, catalog.ServicesDir + "/", catalog.OwnersDir + "/"} {
-		t.Run(prefix, func(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		other  bool // replaced by another record instead of cut to half
+	}{
+		{catalog.StateFile, false},
+		{catalog.ServicesDir + "/", false},
+		{catalog.OwnersDir + "/", false},
+		{catalog.ServicesDir + "/", true},
+		{catalog.OwnersDir + "/", true},
+	} {
+		t.Run(fmt.Sprintf("%s other=%t", tc.prefix, tc.other), func(t *testing.T) {
 			fx := backupFixture(t)
 			var victim string // the first record of the kind read
-			var whole []byte
-			tears := 0
+			// rewrite gives the bytes the victim holds while it is read.
+			rewrite := func(data []byte) []byte { return data[:len(data)/2] }
+			if tc.other {
+				rewrite = func(data []byte) []byte {
+					for _, f := range recordFiles(t, fx.dir, tc.prefix) {
+						if f != victim {
+							other, err := os.ReadFile(f)
+							if err != nil {
+								t.Fatal(err)
+							}
+							return other
+						}
+					}
+					t.Fatalf("no second record under %s", tc.prefix)
+					return nil
+				}
+			}
+			var whole, original []byte
+			rewrites := 0
 			readHook = func(name string, before bool) {
 				rel, err := filepath.Rel(fx.dir, name)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if victim == "" && strings.HasPrefix(filepath.ToSlash(rel), prefix) {
+				if victim == "" && strings.HasPrefix(filepath.ToSlash(rel), tc.prefix) {
 					victim = name
 				}
-				if name != victim || tears > 0 && before {
+				if name != victim || rewrites > 0 && before {
 					return
 				}
 				if before {
@@ -433,9 +465,24 @@ func TestBackup_recordRewrittenWhileRead(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					whole = data
-					if err := os.WriteFile(name, data[:len(data)/2], 0o600); err != nil { // in place: the same file
+					whole, original = data, data
+					if err := os.WriteFile(name, rewrite(data), 0o600); err != nil { // in place: the file being read
 						t.Fatal(err)
+					}
+					if tc.other {
+						// The catalog's swap: the name gets a new file
+						// with its own record, while the file being read
+						// keeps the other record, with no change during
+						// the read.
+						tmp := name + ".swap"
+						if err := os.WriteFile(tmp, data, 0o600); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.Rename(tmp, name); err != nil {
+							t.Fatal(err)
+						}
+						whole = nil
+						rewrites++
 					}
 					return
 				}
@@ -444,25 +491,66 @@ func TestBackup_recordRewrittenWhileRead(t *testing.T) {
 						t.Fatal(err)
 					}
 					whole = nil
-					tears++
+					rewrites++
 				}
 			}
-			_, st := backupTar(t, fx.dir)
+			tarball, st := backupTar(t, fx.dir)
 			readHook = nil
-			if tears != 1 || st.Services != 2 {
-				t.Fatalf("torn %d reads of %s, backed up %d services: want one torn read, then a whole backup", tears, victim, st.Services)
+			if rewrites != 1 || st.Services != 2 {
+				t.Fatalf("%d rewrites of %s, backed up %d services: want one, then a whole backup", rewrites, victim, st.Services)
 			}
-			// The control: torn for good.
+			rel, err := filepath.Rel(fx.dir, victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range tartest.Read(t, tarball) {
+				if e.Name == filepath.ToSlash(rel) {
+					found = true
+					if !bytes.Equal(e.Data, original) {
+						t.Fatalf("the backup holds %q under %s, want its own record", e.Data, rel)
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("%s is not in the backup", rel)
+			}
+			target := filepath.Join(t.TempDir(), "data")
+			if _, err := Restore(context.Background(), NewTarSource(bytes.NewReader(tarball)), target,
+				RestoreOptions{Verify: openVerify(catalogtest.Inspector{})}); err != nil {
+				t.Fatalf("the backup does not restore: %v", err)
+			}
+			// The control: left that way on disk.
 			data, err := os.ReadFile(victim)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(victim, data[:len(data)/2], 0o600); err != nil {
+			if err := os.WriteFile(victim, rewrite(data), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := Write(context.Background(), fx.dir, NewTarSink(io.Discard), Options{}); !errors.Is(err, catalog.ErrCorruptRecord) {
-				t.Fatalf("a record torn on disk: %v, want ErrCorruptRecord", err)
+				t.Fatalf("a record rewritten on disk for good: %v, want ErrCorruptRecord", err)
 			}
 		})
 	}
+}
+
+// recordFiles lists the record files under prefix (a directory of the
+// layout, searched recursively) of the data directory dir.
+func recordFiles(t *testing.T, dir, prefix string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(filepath.Join(dir, filepath.FromSlash(prefix)), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".rec") && !catalog.IsTemp(d.Name()) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
