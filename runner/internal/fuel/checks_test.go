@@ -47,6 +47,16 @@ func TestChecks_router(t *testing.T) {
 	}
 }
 
+// wantOwing fails t unless err is the fuel running out and the fuel used
+// is above budget by at most maxDebt (and by something: the check that
+// stopped the guest found the budget spent).
+func wantOwing(t *testing.T, err error, used, budget int64, maxDebt uint64) {
+	t.Helper()
+	if debt := used - budget; !errors.Is(err, errFuelExhausted) || debt <= 0 || debt > int64(maxDebt) {
+		t.Errorf("%v, used %d of a budget of %d: want exhausted owing (0, %d]", err, used, budget, maxDebt)
+	}
+}
+
 func (r *reactor) counters(t testing.TB) counters {
 	t.Helper()
 	c := counters{r.mod.ExportedGlobal(checksExport), r.mod.ExportedGlobal(chargesExport)}
@@ -111,9 +121,7 @@ func TestChecks_loops(t *testing.T) {
 			me := newMeter(budget)
 			me.slice = 1000
 			o := e.run(t, res.Module, "", tc.fn, me, tc.arg)
-			if debt := o.fuel - budget; !errors.Is(o.err, errFuelExhausted) || debt <= 0 || debt > int64(res.Info.MaxDebt) {
-				t.Errorf("%v, used %d: want exhausted owing (0, %d]", o.err, o.fuel, res.Info.MaxDebt)
-			}
+			wantOwing(t, o.err, o.fuel, budget, res.Info.MaxDebt)
 		})
 	}
 }
@@ -189,9 +197,7 @@ func TestChecks_exit(t *testing.T) {
 	for _, budget := range []int64{full.fuel / 2, full.fuel - 1, full.fuel - k} {
 		me := newMeter(budget)
 		o := e.run(t, res.Module, "", "rec", me, depth)
-		if debt := o.fuel - budget; !errors.Is(o.err, errFuelExhausted) || debt <= 0 || debt > int64(res.Info.MaxDebt) {
-			t.Errorf("budget %d of %d: %v, owing %d, want exhausted owing (0, %d]", budget, full.fuel, o.err, debt, res.Info.MaxDebt)
-		}
+		wantOwing(t, o.err, o.fuel, budget, res.Info.MaxDebt)
 	}
 }
 
@@ -226,7 +232,5 @@ func TestChecks_staleClean(t *testing.T) {
 	me := newMeter(budget)
 	me.slice = 1000
 	o := e.run(t, res.Module, "", "spin", me, 1_000_000)
-	if debt := o.fuel - budget; !errors.Is(o.err, errFuelExhausted) || debt <= 0 || debt > int64(res.Info.MaxDebt) {
-		t.Errorf("%v, used %d: want exhausted owing (0, %d]", o.err, o.fuel, res.Info.MaxDebt)
-	}
+	wantOwing(t, o.err, o.fuel, budget, res.Info.MaxDebt)
 }

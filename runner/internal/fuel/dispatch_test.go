@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
@@ -107,8 +106,6 @@ func TestChecks_dispatch(t *testing.T) {
 	const budget = 10_000
 	me := newMeter(budget)
 	me.slice = 1000
-	if _, fuel, err := runCounted(t, e, res.Module, me, 1<<22); !errors.Is(err, errFuelExhausted) ||
-		fuel-budget <= 0 || fuel-budget > int64(res.Info.MaxDebt) {
-		t.Errorf("%v, used %d: want exhausted owing (0, %d]", err, fuel, res.Info.MaxDebt)
-	}
+	_, fuel, err := runCounted(t, e, res.Module, me, 1<<22)
+	wantOwing(t, err, fuel, budget, res.Info.MaxDebt)
 }
