@@ -246,10 +246,8 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 			err = errors.New("the record is another service's")
 		}
 		if err != nil {
-			if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
-				return nil, torn, rerr // rewritten while it was read: start over
-			}
-			return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
+			again, err := undecodable(store.path(name), data, err)
+			return nil, again, err
 		}
 		for _, r := range rec.Manifest.Revisions {
 			needed[r.Artifact] = name
@@ -289,10 +287,8 @@ func readSnapshot(store layoutRoot) (_ *snapshotFiles, again bool, err error) {
 				err = errors.New("the record is another ownership's") // as for services
 			}
 			if err != nil {
-				if torn, rerr := rewritten(store.path(name), data); torn || rerr != nil {
-					return nil, torn, rerr
-				}
-				return nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", store.path(name)), catalog.ErrCorruptRecord)
+				again, err := undecodable(store.path(name), data, err)
+				return nil, again, err
 			}
 			if _, err := vocab.ParseDigest(string(rec.Digest)); err != nil {
 				return nil, false, errors.Wrapf(catalog.ErrCorruptRecord, "catalog: %s names an invalid digest", store.path(name))
@@ -394,6 +390,16 @@ var readHook func(name string, before bool)
 // errRewritten: a record file changed while it was read (readFile).
 var errRewritten = errors.New("rewritten while read")
 
+// undecodable is the outcome of reading a record at path whose bytes data
+// did not decode (or named another record), for cause: start over (again)
+// when the file no longer holds those bytes, else the record is corrupt.
+func undecodable(path string, data []byte, cause error) (again bool, err error) {
+	if torn, err := rewritten(path, data); torn || err != nil {
+		return torn, err
+	}
+	return false, errors.Mark(errors.Wrapf(cause, "catalog: %s", path), catalog.ErrCorruptRecord)
+}
+
 // rewritten reports, for a record whose bytes data did not decode,
 // whether the file at name no longer holds them: replaced, deleted, or
 // rewritten in place as the catalog's spare while it was read (a race,
@@ -463,10 +469,8 @@ func readGeneration(store layoutRoot) (_ vocab.Generation, _ []byte, again bool,
 	}
 	gen, err := catalog.DecodeStateRecord(data)
 	if err != nil {
-		if torn, rerr := rewritten(name, data); torn || rerr != nil {
-			return 0, nil, torn, rerr
-		}
-		return 0, nil, false, errors.Mark(errors.Wrapf(err, "catalog: %s", name), catalog.ErrCorruptRecord)
+		again, err := undecodable(name, data, err)
+		return 0, nil, again, err
 	}
 	return gen, data, false, nil
 }
