@@ -194,6 +194,9 @@
 //   - warm.go: the snapshot and reuse instance modes: warmPool, which
 //     holds the snapshots and the idle warm instances and makes, runs and
 //     closes them; PrepareSnapshot, RetainSnapshots, WarmStats.
+//   - warmidle.go: idleSet, the idle warm instances by revision and in one
+//     list by idle time, so that an activation's take and put, expiry and
+//     eviction cost the same however many instances are idle.
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - wagi (a package of its own): the WAGI ABI: the CGI environment of a
 //     request (wagi.Request.Environ) and the parser of a guest's header

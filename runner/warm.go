@@ -129,9 +129,11 @@ type warmInstance struct {
 	stackLow api.MutableGlobal // fuel.StackLowExport
 	// fns are the functions activations called, kept: wazero's
 	// ExportedFunction makes a new call engine (with its stack) each time.
-	fns       map[string]api.Function
-	served    int
-	idleSince time.Time
+	fns    map[string]api.Function
+	served int
+	// Idle: since when, and the neighbours in idleSet's long list.
+	idleSince    time.Time
+	older, newer *warmInstance
 }
 
 // warmPool holds the idle warm instances and the snapshots, and makes,
@@ -144,8 +146,7 @@ type warmPool struct {
 	cfg      warmConfig
 
 	mu        sync.Mutex
-	idle      map[warmKey][]*warmInstance // most recently used last
-	n         int                         // idle instances
+	idle      idleSet
 	snaps     map[snapKey]*snapshot
 	snapBytes map[vocab.TenantID]uint64
 	stats     WarmStats
@@ -169,7 +170,7 @@ func newWarmPool(rt wazero.Runtime, bindings *bindingPool, c *compiler, cfg Conf
 			InitTimeout: cfg.InitTimeout, MaxSnapshotBytesPerTenant: cfg.MaxSnapshotBytesPerTenant,
 			ReuseMaxActivations: cfg.ReuseMaxActivations, MaxWarmInstances: cfg.MaxWarmInstances,
 			WarmIdleTimeout: cfg.WarmIdleTimeout},
-		idle: map[warmKey][]*warmInstance{}, snaps: map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
+		idle: newIdleSet(), snaps: map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
 }
 
 // WarmStats returns the warm-instance counters and sizes.
@@ -182,7 +183,7 @@ func (p *warmPool) report() WarmStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
-	s.Idle = p.n
+	s.Idle = p.idle.n
 	s.Tenants = make(map[vocab.TenantID]uint64, len(p.snapBytes))
 	for t, b := range p.snapBytes {
 		s.SnapshotBytes += b
@@ -222,10 +223,9 @@ func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 			continue // being made by a deploy that has not published yet
 		}
 		p.dropSnapshotLocked(s)
-		for wk, list := range p.idle {
+		for wk, list := range p.idle.byKey {
 			if wk.tenant == tenant && list[0].snap == s {
-				closing = append(closing, list...)
-				p.drop(wk, list, len(list))
+				closing = append(closing, p.idle.dropKey(wk)...)
 			}
 		}
 	}
@@ -258,23 +258,14 @@ func (p *warmPool) snapshotBytes(tenant vocab.TenantID) uint64 {
 func (p *warmPool) take(k warmKey, snapshot bool) *warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	list := p.idle[k]
-	if len(list) == 0 {
-		return nil
-	}
-	if snapshot {
+	w := p.idle.take(k)
+	switch {
+	case w == nil:
+	case snapshot:
 		p.stats.Restored++
-	} else {
+	default:
 		p.stats.Reused++
 	}
-	w := list[len(list)-1]
-	list[len(list)-1] = nil
-	if list = list[:len(list)-1]; len(list) == 0 {
-		delete(p.idle, k)
-	} else {
-		p.idle[k] = list
-	}
-	p.n--
 	return w
 }
 
@@ -284,20 +275,10 @@ func (p *warmPool) take(k warmKey, snapshot bool) *warmInstance {
 func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Duration) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w.idleSince = now
-	p.idle[w.key] = append(p.idle[w.key], w)
-	p.n++
-	closing := p.expireLocked(now, idle)
-	for p.n > max {
-		var oldest warmKey
-		var at time.Time
-		for k, list := range p.idle {
-			if at.IsZero() || list[0].idleSince.Before(at) {
-				oldest, at = k, list[0].idleSince
-			}
-		}
-		closing = append(closing, p.idle[oldest][0])
-		p.drop(oldest, p.idle[oldest], 1)
+	p.idle.add(w, now)
+	closing := p.idle.expire(now, idle)
+	for p.idle.n > max {
+		closing = append(closing, p.idle.dropOldest())
 	}
 	p.stats.Recycled += uint64(len(closing))
 	return closing
@@ -308,23 +289,8 @@ func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Durati
 func (p *warmPool) expire(now time.Time, idle time.Duration) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	closing := p.expireLocked(now, idle)
+	closing := p.idle.expire(now, idle)
 	p.stats.Recycled += uint64(len(closing))
-	return closing
-}
-
-// expireLocked is expire without the count.
-// REQUIRES: p.mu held.
-func (p *warmPool) expireLocked(now time.Time, idle time.Duration) []*warmInstance {
-	var closing []*warmInstance
-	for k, list := range p.idle {
-		i := 0
-		for i < len(list) && now.Sub(list[i].idleSince) > idle {
-			closing = append(closing, list[i])
-			i++
-		}
-		p.drop(k, list, i)
-	}
 	return closing
 }
 
@@ -351,32 +317,16 @@ func (r *Runner) sweepWarm(now time.Time) {
 	r.warm.closeWarm(r.warm.expire(now, r.cfg.WarmIdleTimeout))
 }
 
-// drop removes the first i instances of k's list.
-// REQUIRES: p.mu held.
-func (p *warmPool) drop(k warmKey, list []*warmInstance, i int) {
-	if i == 0 {
-		return
-	}
-	p.n -= i
-	if i == len(list) {
-		delete(p.idle, k)
-		return
-	}
-	p.idle[k] = slices.Delete(list, 0, i)
-}
-
 // dropDigest removes the idle instances and the snapshots of a module whose
 // last reference went, and gives back the instances to close.
 func (p *warmPool) dropDigest(d vocab.Digest) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var closing []*warmInstance
-	for k, list := range p.idle {
-		if list[0].m.digest != d {
-			continue
+	for k, list := range p.idle.byKey {
+		if list[0].m.digest == d {
+			closing = append(closing, p.idle.dropKey(k)...)
 		}
-		closing = append(closing, list...)
-		p.drop(k, list, len(list))
 	}
 	for k, s := range p.snaps {
 		if k.digest == d {

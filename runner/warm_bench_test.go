@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,32 @@ func BenchmarkRun_instanceModes(b *testing.B) {
 				b.ReportMetric(float64(fuel), "fuel/op")
 			})
 		}
+	}
+}
+
+// BenchmarkWarmPool_putTake is one activation's bookkeeping in the warm
+// pool (take an idle instance, put it back) while n other revisions have an
+// instance idle: what a warm activation pays for the pool's size.
+func BenchmarkWarmPool_putTake(b *testing.B) {
+	for _, n := range []int{16, 1_000, 100_000} {
+		b.Run("idle="+strconv.Itoa(n), func(b *testing.B) {
+			p := newWarmPool(nil, nil, nil, Config{})
+			now := time.Unix(0, 0)
+			for i := range n + 1 {
+				now = now.Add(time.Microsecond)
+				w := &warmInstance{key: warmKey{"acme", vocab.RevisionID("r" + strconv.Itoa(i))}}
+				if closing := p.put(w, now, n+1, time.Hour); len(closing) != 0 {
+					b.Fatalf("%d closed while filling", len(closing))
+				}
+			}
+			k := warmKey{"acme", "r0"}
+			for b.Loop() {
+				w := p.take(k, false)
+				now = now.Add(time.Microsecond)
+				if w == nil || len(p.put(w, now, n+1, time.Hour)) != 0 {
+					b.Fatal("the pool lost or closed an instance")
+				}
+			}
+		})
 	}
 }
