@@ -371,6 +371,60 @@ func BenchmarkHTTP_invoke(b *testing.B) {
 	}
 }
 
+// BenchmarkHTTP_invokeServer is BenchmarkHTTP_invoke with a client that
+// allocates nothing per request (one request written as prepared bytes, the
+// answer read in place), so its allocations are the server's alone:
+// net/http's server, the node and wazero. net/http's client accounts for
+// the difference between the two benchmarks.
+func BenchmarkHTTP_invokeServer(b *testing.B) {
+	sn := startServed(b)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(sn.url, "http://"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	req := []byte("POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " +
+		sn.admin + "\r\nContent-Length: 5\r\n\r\nworld")
+	br := bufio.NewReaderSize(conn, 16<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := conn.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if status, n := readRawAnswer(b, br); status != 200 || n == 0 {
+			b.Fatalf("status %d, %d body bytes", status, n)
+		}
+	}
+}
+
+// readRawAnswer reads one HTTP/1.1 answer with a Content-Length from br
+// without allocating: its status and body length.
+func readRawAnswer(b *testing.B, br *bufio.Reader) (status, n int) {
+	line, err := br.ReadSlice('\n')
+	if err != nil || len(line) < 12 {
+		b.Fatalf("status line %q: %v", line, err)
+	}
+	status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
+	for {
+		line, err = br.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if k := []byte("content-length: "); len(line) > len(k) && bytes.EqualFold(line[:len(k)], k) {
+			for _, c := range bytes.TrimSpace(line[len(k):]) {
+				n = n*10 + int(c-'0')
+			}
+		}
+	}
+	if _, err := br.Discard(n); err != nil {
+		b.Fatal(err)
+	}
+	return status, n
+}
+
 // BenchmarkHTTP_invokeParallel is BenchmarkHTTP_invoke with 16 clients at
 // once (run it pinned to one CPU to see the front's cost per request).
 func BenchmarkHTTP_invokeParallel(b *testing.B) {
