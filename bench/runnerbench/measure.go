@@ -178,3 +178,50 @@ func (t *throughput) round(d time.Duration, f op) error {
 	t.RoundsBytesPerOp = append(t.RoundsBytesPerOp, float64(after.TotalAlloc-before.TotalAlloc)/float64(n))
 	return nil
 }
+
+// pairs times two activations back to back, pair after pair, in alternating
+// order, and keeps each pair's ratio a ÷ b. The two halves of a pair run
+// milliseconds apart, so background load that lasts longer than a pair
+// slows both alike; a series' rounds run hundreds of milliseconds apart, so
+// a burst of load can slow one engine's round and not the other's, which
+// moves a ratio of round medians by ±10 % here.
+type pairs struct {
+	Numerator   string    `json:"numerator"`
+	Denominator string    `json:"denominator"`
+	PerRound    int       `json:"pairs_per_round"`
+	Ratios      []float64 `json:"ratios"`
+	Median      float64   `json:"median_ratio"`
+	a, b        op
+}
+
+// newPairs sizes a round of pairs of a and b to last about round.
+func newPairs(num, den string, a, b op, aNs, bNs float64, round time.Duration) *pairs {
+	n := int(float64(round.Nanoseconds()) / max(aNs+bNs, 1))
+	return &pairs{Numerator: num, Denominator: den, PerRound: max(2, n), a: a, b: b}
+}
+
+// round times one round of pairs.
+func (p *pairs) round() error {
+	for i := range p.PerRound {
+		first, second := p.a, p.b
+		if i%2 == 1 {
+			first, second = p.b, p.a
+		}
+		t0 := time.Now()
+		if err := first(); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := second(); err != nil {
+			return err
+		}
+		da, db := t1.Sub(t0), time.Since(t1)
+		if i%2 == 1 {
+			da, db = db, da
+		}
+		p.Ratios = append(p.Ratios, float64(da)/float64(max(db, 1)))
+	}
+	return nil
+}
+
+func (p *pairs) finish() { p.Median = median(p.Ratios) }
