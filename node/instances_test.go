@@ -75,15 +75,15 @@ func TestNode_snapshotImages(t *testing.T) {
 	if _, err := tn.c.Deploy(ctx, "demo", "snap", manifest("snap", "fresh")); err != nil {
 		t.Fatal(err)
 	}
-	if v := view(); v.SnapshotBytes != 64<<10 {
+	if v := view(); v.SnapshotBytes != 64<<10 || v.Idle == 0 {
 		t.Fatalf("after one of two snapshot services went fresh: %+v", v)
 	}
 	// The last one goes: so does the image.
 	if _, err := tn.c.DeleteDeployment(ctx, "demo", "snap2"); err != nil {
 		t.Fatal(err)
 	}
-	if v := view(); v.SnapshotBytes != 0 || len(v.Tenants) != 0 {
-		t.Fatalf("after the last snapshot revision went: %+v", v)
+	if v := view(); v.SnapshotBytes != 0 || len(v.Tenants) != 0 || v.Idle != 0 {
+		t.Fatalf("after the last snapshot revision went (its idle instances with it): %+v", v)
 	}
 	// The fresh revision of the module still runs.
 	if res, err := tn.c.Invoke(ctx, "demo", "snap", "run", []byte("x"), client.InvokeOptions{}); err != nil || string(res.Output) != "0 1 ........\n" {

@@ -212,7 +212,7 @@ func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotS
 // instances.
 func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 	p.mu.Lock()
-	var closing []*warmInstance
+	dropped := map[*snapshot]bool{}
 	for k, s := range p.snaps {
 		if k.tenant != tenant || used[k] {
 			continue
@@ -223,8 +223,12 @@ func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 			continue // being made by a deploy that has not published yet
 		}
 		p.dropSnapshotLocked(s)
+		dropped[s] = true
+	}
+	var closing []*warmInstance
+	if len(dropped) > 0 { // one pass over the idle instances, not one per snapshot
 		for wk, list := range p.idle.byKey {
-			if wk.tenant == tenant && list[0].snap == s {
+			if wk.tenant == tenant && dropped[list[0].snap] {
 				closing = append(closing, p.idle.dropKey(wk)...)
 			}
 		}
