@@ -92,3 +92,30 @@ func BenchmarkWarmPool_putTake(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmPool_evictOneRevision is a put at the pool's bound when one
+// revision holds all n idle instances: each put evicts that revision's
+// longest idle instance.
+func BenchmarkWarmPool_evictOneRevision(b *testing.B) {
+	for _, n := range []int{16, 1_000, 100_000} {
+		b.Run("idle="+strconv.Itoa(n), func(b *testing.B) {
+			p := newWarmPool(nil, nil, nil, Config{})
+			now := time.Unix(0, 0)
+			k := warmKey{"acme", "r0"}
+			put := func() []*warmInstance {
+				now = now.Add(time.Microsecond)
+				return p.put(&warmInstance{key: k}, now, n, time.Hour)
+			}
+			for range n {
+				if len(put()) != 0 {
+					b.Fatal("closed while filling")
+				}
+			}
+			for b.Loop() {
+				if len(put()) != 1 {
+					b.Fatal("want one instance evicted")
+				}
+			}
+		})
+	}
+}

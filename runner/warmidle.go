@@ -2,16 +2,14 @@
 
 package runner
 
-import (
-	"slices"
-	"time"
-)
+import "time"
 
 // idleSet holds the idle warm instances twice over: by key, most recently
 // used last (take serves the warmest), and all of them in one list from the
 // longest idle to the most recent (expiry and eviction take from its
-// front). Every operation but dropKey costs the same whether ten instances
-// are idle or a hundred thousand.
+// front). Every operation but dropKey (which costs the instances it drops)
+// costs the same whether ten instances are idle or a hundred thousand, and
+// whether they belong to one revision or to many.
 //
 // An instance is in both or in neither. The lists agree on order: put
 // appends to both and take removes from the end of its key's, so the first
@@ -71,7 +69,13 @@ func (s *idleSet) dropOldest() *warmInstance {
 	if list := s.byKey[w.key]; len(list) == 1 {
 		delete(s.byKey, w.key)
 	} else {
-		s.byKey[w.key] = slices.Delete(list, 0, 1) // list[0] is w: the lists agree
+		// list[0] is w: the lists agree. Slicing it off costs the same
+		// however long the list is (shifting the rest would make a sweep
+		// of one revision's n instances cost n²); append reallocates the
+		// array, dropping the slots left behind, once its capacity is
+		// used up.
+		list[0] = nil
+		s.byKey[w.key] = list[1:]
 	}
 	s.unlink(w)
 	return w
