@@ -176,7 +176,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	n.probes = &probes{slots: make(chan struct{}, 64), load: n.load, loadKind: n.loadKind, clock: n.clock, pool: n.pool,
 		classes: cfg.SortedCellClasses(), cluster: n.clusterAPI}
 	n.views = &statusViews{prov: n.prov, dataPool: n.dataPool, ctlPool: n.controlPool, run: n.run, pool: n.pool, sched: n.sched,
-		cat: n.cat, load: n.load, loadKind: n.loadKind, clock: n.clock, log: n.log, registry: n.metrics.registry}
+		cat: n.cat, load: n.load, loadKind: n.loadKind, clock: n.clock, log: n.log, refusals: n.metrics.refusals}
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}

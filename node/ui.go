@@ -55,7 +55,7 @@ type statusViews struct {
 	loadKind          string
 	clock             vocab.Clock
 	log               *slog.Logger
-	registry          *prometheus.Registry // the refusal counters' (uiRefusals)
+	refusals          prometheus.Gatherer // the refusal counter alone (uiRefusals)
 }
 
 // ingressUsage returns both pools' use: all of it (node snapshot), or
@@ -165,7 +165,7 @@ func (v *statusViews) uiSnapshot() uiData {
 // started.
 func (v *statusViews) uiRefusals() uiTable {
 	t := uiTable{Name: "refusals", Title: "Refusals since start", Head: []string{"code", "reason", "count"}}
-	fams, err := v.registry.Gather()
+	fams, err := v.refusals.Gather()
 	if err != nil {
 		// A collector failed; the refusal counter is still read when present.
 		v.log.Warn("status page: gathering metrics", "err", err)

@@ -129,6 +129,12 @@ func TestUI_refusals(t *testing.T) {
 	if after, _ := strconv.Atoi(count()); after != before+2 {
 		t.Fatalf("unauthenticated refusals %d, then %d", before, after)
 	}
+	// The table is read from the refusal counter alone: the page polls, and
+	// the whole registry grows with the catalog (a series per route).
+	fams, err := sn.n.views.refusals.Gather()
+	if err != nil || len(fams) != 1 || fams[0].GetName() != rejectionsMetric {
+		t.Fatalf("the status page gathers %d families (%v), want only %s", len(fams), err, rejectionsMetric)
+	}
 }
 
 func tableRows(ts []uiTable, id string) [][]string {
