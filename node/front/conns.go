@@ -111,6 +111,8 @@ type ConnLimiter struct {
 	lim      ConnLimits
 	acceptLg *RateLog
 	epoch    time.Time // of trackedConn.writing
+	// fakeNow, when set (tests), is sinceEpoch.
+	fakeNow *atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -119,9 +121,18 @@ type ConnLimiter struct {
 		// idle, fresh and active count every address's idle,
 		// not-yet-active and active connections.
 		idle, fresh, active int
-		shed                uint64
-		refused             uint64
-		acceptErrs          uint64
+		// sheddable[n] lists the addresses that hold n connections and
+		// have an idle or fresh one; top is at least the highest such n.
+		// heaviestLocked reads them instead of ranging over byAddr.
+		sheddable []addrList
+		top       int
+		// noStallBefore (sinceEpoch): no connection's write can have been
+		// blocked for WriteStall before then, as the last scan found
+		// (stalledAnyLocked).
+		noStallBefore int64
+		shed          uint64
+		refused       uint64
+		acceptErrs    uint64
 	}
 	// changed, when set (tests), is called after every state change, without
 	// the lock.
@@ -132,6 +143,39 @@ type ConnLimiter struct {
 type addrConns struct {
 	open                int
 	idle, fresh, active connList
+	// bucket is the index of the sheddable list a is on, -1 for none;
+	// prev and next its links there.
+	bucket     int
+	prev, next *addrConns
+}
+
+// addrList is an intrusive doubly linked list of addresses.
+type addrList struct {
+	head, tail *addrConns
+}
+
+func (q *addrList) push(a *addrConns) {
+	a.prev, a.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = a
+	} else {
+		q.head = a
+	}
+	q.tail = a
+}
+
+func (q *addrList) remove(a *addrConns) {
+	if a.prev != nil {
+		a.prev.next = a.next
+	} else {
+		q.head = a.next
+	}
+	if a.next != nil {
+		a.next.prev = a.prev
+	} else {
+		q.tail = a.prev
+	}
+	a.prev, a.next = nil, nil
 }
 
 func NewConnLimiter(lim ConnLimits, lg *slog.Logger) *ConnLimiter {
@@ -243,6 +287,34 @@ func (l *ConnLimiter) setKind(c *trackedConn, k connKind) {
 		q.push(c)
 		*n++
 	}
+	l.reindex(c.addr)
+}
+
+// reindex puts a on the sheddable list of its connection count if it has
+// an idle or fresh connection, else on none. Call it after a's count or
+// lists change.
+//
+// REQUIRES: l.mu held.
+func (l *ConnLimiter) reindex(a *addrConns) {
+	want := -1
+	if a.idle.head != nil || a.fresh.head != nil {
+		want = a.open
+	}
+	if want == a.bucket {
+		return
+	}
+	if a.bucket >= 0 {
+		l.mu.sheddable[a.bucket].remove(a)
+	}
+	a.bucket = want
+	if want < 0 {
+		return
+	}
+	for len(l.mu.sheddable) <= want {
+		l.mu.sheddable = append(l.mu.sheddable, addrList{})
+	}
+	l.mu.sheddable[want].push(a)
+	l.mu.top = max(l.mu.top, want)
 }
 
 // victim returns the connection of a (nil: none) to close to make room:
@@ -266,13 +338,18 @@ func (l *ConnLimiter) victim(a *addrConns) *trackedConn {
 //
 // REQUIRES: l.mu held.
 func (l *ConnLimiter) heaviestLocked() *addrConns {
-	var most *addrConns
-	for _, a := range l.mu.byAddr {
-		if (a.idle.head != nil || a.fresh.head != nil) && (most == nil || a.open > most.open) {
-			most = a
-		}
+	if l.mu.idle+l.mu.fresh == 0 {
+		return nil
 	}
-	return most
+	// top only moves down here, one empty list at a time: at most the
+	// per-address bound of steps, each a nil check.
+	for l.mu.top > 0 && l.mu.sheddable[l.mu.top].head == nil {
+		l.mu.top--
+	}
+	if l.mu.top < len(l.mu.sheddable) {
+		return l.mu.sheddable[l.mu.top].head
+	}
+	return nil
 }
 
 // stalledLocked returns the connection of a (nil: none) whose write has
@@ -292,24 +369,49 @@ func (l *ConnLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
 }
 
 // stalledAnyLocked is stalledLocked of the address holding the most
-// connections among those with a stalled one.
+// connections among those with a stalled one. It looks at every active
+// connection, so when it finds none it notes when the first could be: the
+// earliest write in progress plus WriteStall, or now plus WriteStall, as a
+// write that begins later stalls later. Until then it answers nil at once,
+// so a flood of connections at a bound where every connection is busy
+// costs one scan per WriteStall, not one per connection. (A write that
+// began just before now but had not yet recorded it when the scan read it
+// is found as much later: the scan's own duration.)
 //
 // REQUIRES: l.mu held.
 func (l *ConnLimiter) stalledAnyLocked(now int64) *trackedConn {
+	if now < l.mu.noStallBefore {
+		return nil
+	}
+	stall := int64(l.lim.WriteStall)
 	var worst *trackedConn
+	var since int64
+	next := now + stall
 	for _, a := range l.mu.byAddr {
-		if worst != nil && a.open <= worst.addr.open {
-			continue
+		for c := a.active.head; c != nil; c = c.next {
+			w := c.writing.Load()
+			switch {
+			case w == 0:
+			case now-w < stall:
+				next = min(next, w+stall)
+			case worst == nil || a.open > worst.addr.open || a == worst.addr && w < since:
+				worst, since = c, w
+			}
 		}
-		if c := l.stalledLocked(a, now); c != nil {
-			worst = c
-		}
+	}
+	if worst == nil {
+		l.mu.noStallBefore = next
 	}
 	return worst
 }
 
 // sinceEpoch is now for trackedConn.writing.
-func (l *ConnLimiter) sinceEpoch() int64 { return int64(time.Since(l.epoch)) + 1 }
+func (l *ConnLimiter) sinceEpoch() int64 {
+	if l.fakeNow != nil {
+		return l.fakeNow.Load()
+	}
+	return int64(time.Since(l.epoch)) + 1
+}
 
 // admit counts a newly accepted connection, closing victims to make room:
 // an idle or fresh connection, else one whose answer's write has been
@@ -321,7 +423,7 @@ func (l *ConnLimiter) admit(c net.Conn) *trackedConn {
 	l.mu.Lock()
 	a := l.mu.byAddr[key]
 	if a == nil {
-		a = &addrConns{}
+		a = &addrConns{bucket: -1}
 	}
 	ok := true
 	if a.open >= l.lim.MaxConnsPerAddr {
@@ -380,6 +482,7 @@ func (l *ConnLimiter) dropLocked(c *trackedConn) {
 	c.kind = kindClosed
 	c.addr.open--
 	l.mu.open--
+	l.reindex(c.addr)
 	if c.addr.open == 0 {
 		delete(l.mu.byAddr, c.key)
 	}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,9 @@ func TestConnLimiter_shedsStalledWriter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := NewConnLimiter(tt.lim, nil)
+			l.fakeNow = &atomic.Int64{}
+			l.fakeNow.Store(int64(time.Hour))
+			advance := func(d time.Duration) { l.fakeNow.Add(int64(d)) }
 			var peers []net.Conn
 			admit := func() *trackedConn {
 				server, client := net.Pipe()
@@ -47,13 +51,15 @@ func TestConnLimiter_shedsStalledWriter(t *testing.T) {
 			if admit() != nil {
 				t.Fatal("admitted at the bound with every connection busy and no write blocked")
 			}
-			c2.writing.Store(l.sinceEpoch()) // blocked just now
+			advance(time.Second / 2)
+			c1.writing.Store(l.sinceEpoch()) // blocked from now on
+			advance(tt.lim.WriteStall - time.Nanosecond)
 			if admit() != nil {
 				t.Fatal("admitted by shedding a write blocked for less than WriteStall")
 			}
-			c1.writing.Store(l.sinceEpoch() - int64(2*time.Second))
+			advance(time.Nanosecond)
 			if admit() == nil {
-				t.Fatal("refused although a write has been blocked for 2s")
+				t.Fatal("refused although a write has been blocked for WriteStall")
 			}
 			_ = c1.Conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 			if _, err := c1.Conn.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
