@@ -234,8 +234,10 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// Close releases the runtime and every compiled module.
+// Close releases the idle warm instances, the snapshot images, the runtime
+// and every compiled module.
 func (r *Runner) Close(ctx context.Context) error {
+	r.warm.close()
 	err := r.rt.Close(ctx)
 	return errors.CombineErrors(err, r.cache.Close(ctx))
 }

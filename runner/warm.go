@@ -29,6 +29,7 @@ package runner
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -120,7 +121,7 @@ type warmInstance struct {
 	key      warmKey
 	m        *module
 	snap     *snapshot     // snapshot mode; nil for reuse
-	mem      *image.Memory // a snapshot instance's memory, over snap.img
+	mem      *image.Memory // its memory: over snap.img, or the blank image for reuse (nil: wazero's)
 	mod      api.Module
 	b        *binding
 	globals  []api.MutableGlobal // m.globals
@@ -144,6 +145,13 @@ type warmPool struct {
 	bindings *bindingPool
 	compiler *compiler
 	cfg      warmConfig
+
+	// blank is the empty image reuse instances take their memory from
+	// (address space reserved once, grown in place, off the Go heap); nil
+	// until the first reuse instance, or if it could not be made (wazero's
+	// allocator then).
+	blankOnce sync.Once
+	blank     *image.Image
 
 	mu        sync.Mutex
 	idle      idleSet
@@ -384,6 +392,48 @@ func (p *warmPool) closeInstance(w *warmInstance) {
 	p.bindings.release(w.b)
 }
 
+// imageFor is the image a new instance's memory comes from: its snapshot's,
+// else (reuse) the blank one. A reuse instance lives for up to
+// Config.ReuseMaxActivations activations and its memory grows while it
+// does: on wazero's own allocator that memory sat on the Go heap and every
+// memory.grow copied it (a Go router's instance allocated about 39 MB
+// before its first request); over the blank image it grows in place.
+func (p *warmPool) imageFor(s *snapshot) *image.Image {
+	if s != nil {
+		return s.img
+	}
+	p.blankOnce.Do(func() {
+		// Off Linux an image's memory is a Go slice of its whole cap:
+		// wazero's allocator does better there.
+		if runtime.GOOS != "linux" {
+			return
+		}
+		if img, err := image.New(nil); err == nil {
+			p.blank = img
+		}
+	})
+	return p.blank
+}
+
+// close closes the idle instances, the snapshots' images and the blank
+// image (Runner.Close).
+func (p *warmPool) close() {
+	p.mu.Lock()
+	var closing []*warmInstance
+	for w := p.idle.dropOldest(); w != nil; w = p.idle.dropOldest() {
+		closing = append(closing, w)
+	}
+	for _, s := range p.snaps {
+		p.dropSnapshotLocked(s)
+	}
+	p.mu.Unlock()
+	p.closeWarm(closing)
+	p.blankOnce.Do(func() {}) // no blank image after this
+	if p.blank != nil {
+		_ = p.blank.Close()
+	}
+}
+
 // initExport is the initialisation export of a revision: the one it names,
 // else a reactor's _initialize when the module exports it, else none.
 func initExport(m *module, ob admission.Obligations) vocab.FunctionName {
@@ -548,9 +598,9 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 // instance. The activation a is bound to it.
 func (p *warmPool) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
 	var mem *image.Memory
-	if s != nil {
+	if img := p.imageFor(s); img != nil {
 		var err error
-		if mem, err = s.img.NewMemory(m.info.MaxMemoryBytes); err != nil {
+		if mem, err = img.NewMemory(m.info.MaxMemoryBytes); err != nil {
 			return nil, err
 		}
 		ctx = experimental.WithMemoryAllocator(ctx, mem)

@@ -3,12 +3,16 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/errors"
+
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/runner/internal/image"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -247,5 +251,49 @@ func TestSweepWarm(t *testing.T) {
 	run("secret-3", "0 1 ........\n") // a new instance
 	if s := e.r.WarmStats(); s.Created != 2 {
 		t.Errorf("created %d instances, want 2", s.Created)
+	}
+}
+
+// TestReuse_memoryOverBlankImage: on Linux a reuse instance's linear memory
+// is an image.Memory over the empty image (mapped, grown in place), not
+// wazero's Go slice; Runner.Close closes idle instances and snapshots.
+func TestReuse_memoryOverBlankImage(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("off Linux reuse instances keep wazero's allocator")
+	}
+	r, err := New(context.Background(), Config{MaxOutputBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, r)
+	e.deployReactor("state-reuse", testwasm.Bytes(t, "state"), "reuse", "handle")
+	e.deployReactor("state-snap", testwasm.Bytes(t, "state"), "snapshot", "handle")
+	for _, svc := range []string{"state-reuse", "state-reuse", "state-snap"} {
+		if out := e.run(svc, "x", admission.BudgetRequest{}); out.Kind != Success {
+			t.Fatalf("%s: %s %v", svc, out.Kind, out.Err)
+		}
+	}
+	r.warm.mu.Lock()
+	var reuse *warmInstance
+	for w := r.warm.idle.oldest; w != nil; w = w.newer {
+		if w.snap == nil {
+			reuse = w
+		}
+	}
+	r.warm.mu.Unlock()
+	if reuse == nil || reuse.mem == nil || reuse.mem.Len() != uint64(reuse.mod.Memory().Size()) {
+		t.Fatalf("the idle reuse instance's memory is not over the blank image: %+v", reuse)
+	}
+	if s := r.WarmStats(); s.Idle != 2 || s.SnapshotBytes == 0 {
+		t.Fatalf("before Close: %+v", s)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.WarmStats(); s.Idle != 0 || s.SnapshotBytes != 0 {
+		t.Fatalf("after Close: %+v", s)
+	}
+	if _, err := reuse.mem.Restore(); !errors.Is(err, image.ErrClosed) {
+		t.Fatalf("the reuse instance's memory was not closed: %v", err)
 	}
 }

@@ -98,14 +98,20 @@ func isZero(p []byte) bool {
 // PROT_READ|PROT_WRITE over the first n bytes: copy-on-write.
 func (b *memfdBacking) reserve(max uint64) (region, error) {
 	// The memory's own descriptor, for Restore: the image's may be closed
-	// first.
-	fd, err := unix.FcntlInt(uintptr(b.fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, errors.Wrap(err, "dup memfd")
+	// first. An empty image has nothing to restore: its memories hold no
+	// descriptor.
+	fd := -1
+	if b.n > 0 {
+		var err error
+		if fd, err = unix.FcntlInt(uintptr(b.fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return nil, errors.Wrap(err, "dup memfd")
+		}
 	}
 	mem, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		_ = unix.Close(fd)
+		if fd >= 0 {
+			_ = unix.Close(fd)
+		}
 		return nil, errors.Wrap(err, "mmap reservation")
 	}
 	if b.n > 0 {
@@ -134,7 +140,7 @@ func (b *memfdBacking) close() error {
 // mapping of the memfd, the rest anonymous, PROT_NONE until granted.
 type mmapRegion struct {
 	mem     []byte // as returned by unix.Mmap (unix.Munmap needs it)
-	fd      int    // a duplicate of the image's memfd
+	fd      int    // a duplicate of the image's memfd (-1 for an empty image)
 	pagemap []byte // restore's scratch: one pagemap entry per OS page
 }
 
@@ -251,8 +257,10 @@ func preadAll(fd int, p []byte, off int64) error {
 
 func (r *mmapRegion) release() error {
 	err := unix.Munmap(r.mem)
-	if cerr := unix.Close(r.fd); err == nil {
-		err = cerr
+	if r.fd >= 0 {
+		if cerr := unix.Close(r.fd); err == nil {
+			err = cerr
+		}
 	}
 	return errors.Wrap(err, "munmap")
 }
