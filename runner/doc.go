@@ -139,9 +139,11 @@
 // rewriter) kept; a snapshot instance is put back to it after every
 // activation, or recreated from it when it cannot be. A reuse instance
 // keeps its state between activations of its revision until it is
-// recycled; its memory is an image.Memory over an empty image (on Linux:
-// address space reserved once and grown in place, off the Go heap, where
-// wazero's own allocator would copy it at every memory.grow).
+// recycled. On Linux its memory is an image.Memory over an empty image:
+// address space for the activation's grant reserved once and grown in
+// place, off the Go heap, where wazero's own allocator (kept elsewhere)
+// copies it at every memory.grow. An instance taken for a larger grant
+// than it reserved is replaced.
 // RetainSnapshots drops the snapshots no deployed revision uses; Close
 // closes the idle instances and the images.
 //

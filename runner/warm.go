@@ -122,6 +122,7 @@ type warmInstance struct {
 	m        *module
 	snap     *snapshot     // snapshot mode; nil for reuse
 	mem      *image.Memory // its memory: over snap.img, or the blank image for reuse (nil: wazero's)
+	reserved uint64        // mem's address space (reservation): the largest grant it can serve
 	mod      api.Module
 	b        *binding
 	globals  []api.MutableGlobal // m.globals
@@ -266,19 +267,24 @@ func (p *warmPool) snapshotBytes(tenant vocab.TenantID) uint64 {
 }
 
 // take returns an idle instance of k (the most recently used), counted
-// as restored (snapshot) or reused, or nil.
-func (p *warmPool) take(k warmKey, snapshot bool) *warmInstance {
+// as restored (snapshot) or reused, or nil. An instance whose memory
+// reserved less than grant is not used: it is removed, counted recycled,
+// and given back as small to close.
+func (p *warmPool) take(k warmKey, snapshot bool, grant uint64) (w, small *warmInstance) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.idle.take(k)
+	w = p.idle.take(k)
 	switch {
 	case w == nil:
+	case w.mem != nil && grant > w.reserved:
+		p.stats.Recycled++
+		return nil, w
 	case snapshot:
 		p.stats.Restored++
 	default:
 		p.stats.Reused++
 	}
-	return w
+	return w, nil
 }
 
 // put returns w to the pool and gives back the instances to close: those
@@ -392,6 +398,25 @@ func (p *warmPool) closeInstance(w *warmInstance) {
 	p.bindings.release(w.b)
 }
 
+// reservation is the address space a new instance's memory reserves: the
+// activation's grant (linear memory never outgrows it: memory.grow checks
+// it), at least the snapshot's image, at most the module's maximum. Not
+// the module's maximum alone: a module that declares none may grow to 4
+// GiB, and reserving that per warm instance ran out of address space at
+// about 32,000 instances (max_warm_instances allows 100,000). An instance
+// taken for a larger grant than it reserved is replaced (runWarm).
+func reservation(m *module, s *snapshot, grant uint64) uint64 {
+	r := roundUpPage(grant)
+	if s != nil && s.img != nil {
+		r = max(r, s.img.Len())
+	}
+	return min(r, m.info.MaxMemoryBytes)
+}
+
+func roundUpPage(n uint64) uint64 {
+	return (n + vocab.WasmPageBytes - 1) / vocab.WasmPageBytes * vocab.WasmPageBytes
+}
+
 // imageFor is the image a new instance's memory comes from: its snapshot's,
 // else (reuse) the blank one. A reuse instance lives for up to
 // Config.ReuseMaxActivations activations and its memory grows while it
@@ -424,7 +449,11 @@ func (p *warmPool) close() {
 		closing = append(closing, w)
 	}
 	for _, s := range p.snaps {
-		p.dropSnapshotLocked(s)
+		select {
+		case <-s.ready:
+			p.dropSnapshotLocked(s)
+		default: // being made: its maker publishes it, or closes it on failure
+		}
 	}
 	p.mu.Unlock()
 	p.closeWarm(closing)
@@ -598,12 +627,18 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 // instance. The activation a is bound to it.
 func (p *warmPool) newWarm(ctx context.Context, m *module, k warmKey, s *snapshot, a *activation) (*warmInstance, error) {
 	var mem *image.Memory
+	reserved := reservation(m, s, a.grant)
 	if img := p.imageFor(s); img != nil {
 		var err error
-		if mem, err = img.NewMemory(m.info.MaxMemoryBytes); err != nil {
+		mem, err = img.NewMemory(reserved)
+		switch {
+		case err == nil:
+			ctx = experimental.WithMemoryAllocator(ctx, mem)
+		case s != nil:
 			return nil, err
+		default:
+			mem = nil // reuse: wazero's allocator, when address space is short
 		}
-		ctx = experimental.WithMemoryAllocator(ctx, mem)
 	}
 	b := p.bindings.bind(a)
 	mod, err := p.rt.InstantiateModule(ctx, m.compiled, b.cfg)
@@ -615,7 +650,7 @@ func (p *warmPool) newWarm(ctx context.Context, m *module, k warmKey, s *snapsho
 		}
 		return nil, err
 	}
-	w := &warmInstance{key: k, m: m, snap: s, mem: mem, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
+	w := &warmInstance{key: k, m: m, snap: s, mem: mem, reserved: reserved, mod: mod, b: b, globals: make([]api.MutableGlobal, len(m.globals))}
 	w.fuel, _ = mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
 	w.stack, _ = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal)
 	w.stackLow, _ = mod.ExportedGlobal(fuel.StackLowExport).(api.MutableGlobal)
@@ -688,7 +723,10 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 			return initOutcome(a, err)
 		}
 	}
-	w := p.take(k, s != nil)
+	w, small := p.take(k, s != nil, a.grant)
+	if small != nil {
+		p.closeInstance(small)
+	}
 	created := w == nil
 	if created {
 		var err error

@@ -83,7 +83,7 @@ func BenchmarkWarmPool_putTake(b *testing.B) {
 			}
 			k := warmKey{"acme", "r0"}
 			for b.Loop() {
-				w := p.take(k, false)
+				w, _ := p.take(k, false, 0)
 				now = now.Add(time.Microsecond)
 				if w == nil || len(p.put(w, now, n+1, time.Hour)) != 0 {
 					b.Fatal("the pool lost or closed an instance")

@@ -284,7 +284,24 @@ func TestReuse_memoryOverBlankImage(t *testing.T) {
 	if reuse == nil || reuse.mem == nil || reuse.mem.Len() != uint64(reuse.mod.Memory().Size()) {
 		t.Fatalf("the idle reuse instance's memory is not over the blank image: %+v", reuse)
 	}
-	if s := r.WarmStats(); s.Idle != 2 || s.SnapshotBytes == 0 {
+	// It reserved its activation's grant, not the module's 4 GiB maximum.
+	if reuse.reserved == 0 || reuse.reserved >= reuse.m.info.MaxMemoryBytes || reuse.reserved%(64<<10) != 0 {
+		t.Fatalf("the reuse instance reserved %d bytes (module maximum %d)", reuse.reserved, reuse.m.info.MaxMemoryBytes)
+	}
+	// A larger grant than it reserved gets a new instance; a smaller one
+	// the kept instance.
+	e.deployReactor("state-grants", testwasm.Bytes(t, "state"), "reuse", "handle")
+	small := admission.BudgetRequest{MemoryBytes: reuse.reserved / 2, HasMemoryBytes: true}
+	before := r.WarmStats()
+	for _, b := range []admission.BudgetRequest{small, small, {}} {
+		if out := e.run("state-grants", "x", b); out.Kind != Success {
+			t.Fatalf("grant %d: %s %v", b.MemoryBytes, out.Kind, out.Err)
+		}
+	}
+	if s := r.WarmStats(); s.Created != before.Created+2 || s.Reused != before.Reused+1 || s.Recycled != before.Recycled+1 {
+		t.Fatalf("two small grants then the default: %+v, before %+v; want one instance kept once, then a new one", s, before)
+	}
+	if s := r.WarmStats(); s.Idle != 3 || s.SnapshotBytes == 0 {
 		t.Fatalf("before Close: %+v", s)
 	}
 	if err := r.Close(context.Background()); err != nil {

@@ -374,9 +374,9 @@ func (l *ConnLimiter) stalledLocked(a *addrConns, now int64) *trackedConn {
 // earliest write in progress plus WriteStall, or now plus WriteStall, as a
 // write that begins later stalls later. Until then it answers nil at once,
 // so a flood of connections at a bound where every connection is busy
-// costs one scan per WriteStall, not one per connection. (A write that
-// began just before now but had not yet recorded it when the scan read it
-// is found as much later: the scan's own duration.)
+// costs one scan per WriteStall, not one per connection. (A write whose
+// start the scan did not see yet, because its goroutine read the clock
+// before the scan and stored it after, is found late by that gap.)
 //
 // REQUIRES: l.mu held.
 func (l *ConnLimiter) stalledAnyLocked(now int64) *trackedConn {

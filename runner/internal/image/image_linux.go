@@ -107,7 +107,15 @@ func (b *memfdBacking) reserve(max uint64) (region, error) {
 			return nil, errors.Wrap(err, "dup memfd")
 		}
 	}
-	mem, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	// An empty image's reservation is mapped readable and writable at once
+	// (wazero checks every access against the memory's length, so pages
+	// past it need no protection): one mapping, and growing it never calls
+	// mprotect, which fails once the process has vm.max_map_count mappings.
+	prot := unix.PROT_NONE
+	if b.n == 0 {
+		prot = unix.PROT_READ | unix.PROT_WRITE
+	}
+	mem, err := unix.Mmap(-1, 0, int(max), prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
 		if fd >= 0 {
 			_ = unix.Close(fd)
@@ -121,7 +129,7 @@ func (b *memfdBacking) reserve(max uint64) (region, error) {
 			return nil, errors.Wrap(err, "mmap image")
 		}
 	}
-	return &mmapRegion{mem: mem, fd: fd}, nil
+	return &mmapRegion{mem: mem, fd: fd, open: b.n == 0}, nil
 }
 
 func (b *memfdBacking) size() (uint64, error) {
@@ -142,11 +150,15 @@ type mmapRegion struct {
 	mem     []byte // as returned by unix.Mmap (unix.Munmap needs it)
 	fd      int    // a duplicate of the image's memfd (-1 for an empty image)
 	pagemap []byte // restore's scratch: one pagemap entry per OS page
+	open    bool   // mapped readable and writable whole (an empty image)
 }
 
 func (r *mmapRegion) bytes() []byte { return r.mem }
 
 func (r *mmapRegion) grant(from, to uint64) error {
+	if r.open {
+		return nil
+	}
 	return errors.Wrap(unix.Mprotect(r.mem[from:to], unix.PROT_READ|unix.PROT_WRITE), "mprotect")
 }
 
