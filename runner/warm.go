@@ -399,30 +399,20 @@ func (p *warmPool) closeInstance(w *warmInstance) {
 }
 
 // reservation is the address space a new instance's memory reserves: the
-// activation's grant (linear memory never outgrows it: memory.grow checks
-// it), at least the snapshot's image, at most the module's maximum. Not
-// the module's maximum alone: a module that declares none may grow to 4
-// GiB, and reserving that per warm instance ran out of address space at
-// about 32,000 instances (max_warm_instances allows 100,000). An instance
-// taken for a larger grant than it reserved is replaced (runWarm).
+// grant (memory.grow checks it), at least the snapshot's image, at most the
+// module's maximum, which is 4 GiB for a module that declares none: per
+// instance, that ran out of address space at about 32,000 instances.
 func reservation(m *module, s *snapshot, grant uint64) uint64 {
-	r := roundUpPage(grant)
+	r := (grant + vocab.WasmPageBytes - 1) / vocab.WasmPageBytes * vocab.WasmPageBytes
 	if s != nil && s.img != nil {
 		r = max(r, s.img.Len())
 	}
 	return min(r, m.info.MaxMemoryBytes)
 }
 
-func roundUpPage(n uint64) uint64 {
-	return (n + vocab.WasmPageBytes - 1) / vocab.WasmPageBytes * vocab.WasmPageBytes
-}
-
 // imageFor is the image a new instance's memory comes from: its snapshot's,
-// else (reuse) the blank one. A reuse instance lives for up to
-// Config.ReuseMaxActivations activations and its memory grows while it
-// does: on wazero's own allocator that memory sat on the Go heap and every
-// memory.grow copied it (a Go router's instance allocated about 39 MB
-// before its first request); over the blank image it grows in place.
+// else (reuse) the blank one, over which it grows in place (on wazero's
+// allocator it sat on the Go heap, copied at every memory.grow).
 func (p *warmPool) imageFor(s *snapshot) *image.Image {
 	if s != nil {
 		return s.img
