@@ -351,6 +351,7 @@ func (p *warmPool) dropDigest(d vocab.Digest) []*warmInstance {
 			p.dropSnapshotLocked(s)
 		}
 	}
+	p.stats.Recycled += uint64(len(closing))
 	return closing
 }
 

@@ -314,3 +314,30 @@ func TestReuse_memoryOverBlankImage(t *testing.T) {
 		t.Fatalf("the reuse instance's memory was not closed: %v", err)
 	}
 }
+
+// TestWarm_releasedModuleClosesIdle: when a module's last reference goes,
+// its idle warm instances are closed with it, and other modules' stay.
+func TestWarm_releasedModuleClosesIdle(t *testing.T) {
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10}))
+	state, trivial := testwasm.Bytes(t, "state"), testwasm.Bytes(t, "trivial")
+	e.deployReactor("state-reuse", state, "reuse", "handle")
+	e.deployReactor("trivial-reuse", trivial, "reuse", "")
+	for _, svc := range []string{"state-reuse", "trivial-reuse"} {
+		if out := e.run(svc, "x", admission.BudgetRequest{}); out.Kind != Success {
+			t.Fatalf("%s: %s %v", svc, out.Kind, out.Err)
+		}
+	}
+	if s := e.r.WarmStats(); s.Idle != 2 {
+		t.Fatalf("%d idle, want 2", s.Idle)
+	}
+	d := vocab.DigestOf(sha256.Sum256(state))
+	for i := 0; e.r.Prepared(d); i++ {
+		if i == 10 {
+			t.Fatal("the module is still referenced after 10 releases")
+		}
+		e.r.ReleaseModule(d)
+	}
+	if s := e.r.WarmStats(); s.Idle != 1 || s.Recycled != 1 {
+		t.Fatalf("after the state module's last reference went: idle %d, recycled %d; want its instance closed", s.Idle, s.Recycled)
+	}
+}
