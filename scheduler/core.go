@@ -116,6 +116,11 @@ type queueState struct {
 	limit   int
 	waiting int
 	holders map[holderKey]*holder
+	// byCount[k] lists the holders of k waiting items; top is at least the
+	// largest such k. YieldSlotTo reads the largest instead of ranging
+	// over every holder.
+	byCount []holderList
+	top     int
 }
 
 type holderKey struct {
@@ -128,6 +133,35 @@ type holder struct {
 	key   holderKey
 	n     int
 	items itemList
+	// prev and next link it in its queue class's byCount[n].
+	prev, next *holder
+}
+
+// holderList is an intrusive doubly linked list of holders.
+type holderList struct{ head, tail *holder }
+
+func (l *holderList) push(h *holder) {
+	h.prev, h.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = h
+	} else {
+		l.head = h
+	}
+	l.tail = h
+}
+
+func (l *holderList) remove(h *holder) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		l.head = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	} else {
+		l.tail = h.prev
+	}
+	h.prev, h.next = nil, nil
 }
 
 // Core is the scheduler's synchronous state machine: fair queues, lanes,

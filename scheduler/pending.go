@@ -17,10 +17,17 @@ func (q *queueState) hold(it *Item) {
 	if !ok {
 		h = &holder{key: k}
 		q.holders[k] = h
+	} else {
+		q.byCount[h.n].remove(h)
 	}
 	h.items.insertBySeq(it, holdLinks)
 	h.n++
 	q.waiting++
+	for len(q.byCount) <= h.n {
+		q.byCount = append(q.byCount, holderList{})
+	}
+	q.byCount[h.n].push(h)
+	q.top = max(q.top, h.n)
 }
 
 // unhold unlinks a waiting item from its holder, deleting an empty holder.
@@ -28,11 +35,26 @@ func (q *queueState) unhold(it *Item) {
 	k := holderKey{it.Tenant, it.Principal}
 	h := q.holders[k]
 	h.items.remove(it, holdLinks)
+	q.byCount[h.n].remove(h)
 	h.n--
 	q.waiting--
 	if h.n == 0 {
 		delete(q.holders, k)
+	} else {
+		q.byCount[h.n].push(h)
 	}
+}
+
+// largest returns the holders with the most waiting items (empty when
+// nobody waits). top only moves down here, past empty lists.
+func (q *queueState) largest() holderList {
+	for q.top > 0 && q.byCount[q.top].head == nil {
+		q.top--
+	}
+	if q.top == 0 {
+		return holderList{}
+	}
+	return q.byCount[q.top]
 }
 
 // YieldSlotTo shares a full queue class's pending slots fairly. The node
@@ -62,14 +84,18 @@ func (c *Core) YieldSlotTo(now time.Time, queue int, tenant vocab.TenantID, prin
 	if held*n >= q.limit {
 		return nil, false
 	}
-	var most *holder
-	for _, h := range q.holders {
-		if most == nil || h.n > most.n || (h.n == most.n && h.items.tail.seq > most.items.tail.seq) {
+	// Only the holders with the most waiting items can give one up: the
+	// largest count decides, and a scan of that count's holders alone
+	// breaks the tie (each holds more than limit/n, so fewer than n of them).
+	top := q.largest()
+	if top.head == nil || top.head.n*n <= q.limit {
+		return nil, false
+	}
+	most := top.head
+	for h := most.next; h != nil; h = h.next {
+		if h.items.tail.seq > most.items.tail.seq {
 			most = h
 		}
-	}
-	if most == nil || most.n*n <= q.limit {
-		return nil, false
 	}
 	victim := most.items.tail
 	c.drop(victim)

@@ -247,3 +247,35 @@ func TestPending_soleHolderKeepsEverySlot(t *testing.T) {
 		t.Fatalf("third arrival: victim %v %v, want quiet's newest waiter", v, ok)
 	}
 }
+
+// BenchmarkCore_yieldSlotTo is a refused arrival of a new principal at a
+// full queue class where n principals wait with one item each but the
+// first, which holds two: it gives up its newest (put back for the next
+// round). What each refusal costs under the scheduler's lock as the
+// number of waiting principals grows.
+func BenchmarkCore_yieldSlotTo(b *testing.B) {
+	for _, n := range []int{10, 1_000, 10_000} {
+		b.Run("principals="+strconv.Itoa(n), func(b *testing.B) {
+			cfg := Config{
+				CellClasses:  map[vocab.CellClass]CellConfig{vocab.CellSmall: {Parallelism: 1}},
+				QueueClasses: []QueueConfig{{Name: "q", MinPriority: 0, MaxPriority: 9, MaxQueued: n + 1}},
+				MaxWait:      time.Hour,
+			}
+			c := newSimCore(b, cfg)
+			item := func(p int) *Item {
+				return &Item{Tenant: "t", Principal: "p" + strconv.Itoa(p), Cell: vocab.CellSmall}
+			}
+			for p := range n {
+				mustEnqueueAt(b, c, simEpoch, item(p))
+			}
+			mustEnqueueAt(b, c, simEpoch, item(0))
+			for b.Loop() {
+				v, ok := c.YieldSlotTo(simEpoch, 0, "t", "newcomer")
+				if !ok || v.Principal != "p0" {
+					b.Fatalf("victim %v %v, want p0's newest", v, ok)
+				}
+				mustEnqueueAt(b, c, simEpoch, item(0))
+			}
+		})
+	}
+}
