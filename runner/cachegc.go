@@ -17,6 +17,8 @@ import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/runner/internal/wazcache"
 )
 
 // ErrCacheLayoutUnknown: the runner could not work out how wazero names the
@@ -58,7 +60,7 @@ func moduleCacheID(wasm []byte) [32]byte {
 func cacheEntryName(id [32]byte, cpu uint64) string {
 	h := sha256.New()
 	h.Write(id[:])
-	h.Write([]byte(cacheMagic))
+	h.Write([]byte(wazcache.Magic))
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], cpu)
 	h.Write(b[:])

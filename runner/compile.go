@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner/internal/wazcache"
 )
 
 // compiler is the bounded compile worker: at most cap(slots) inspections
@@ -59,7 +60,7 @@ func (c *compiler) compile(ctx context.Context, wasm []byte) (wazero.CompiledMod
 		return nil, errors.Mark(errors.Mark(errors.WithSecondaryError(errors.New("runner: compile failed (host fault)"), err), ErrCompileFailed), catalog.ErrHostFault)
 	}
 	discard := errors.WithSecondaryError(errors.New("runner: discarded a corrupt compilation cache entry"), err)
-	if !discardCorruptEntries(c.cacheDir) {
+	if !wazcache.DiscardCorrupt(c.cacheDir) {
 		discard = errors.WithSecondaryError(errors.New("runner: cleared the compilation cache (a corrupt entry could not be identified)"), err)
 	}
 	if c.onCacheDiscard != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wazcache"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -82,13 +83,13 @@ func TestInspect_corruptCacheEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !cacheEntryIntact(entries[0]) {
+			if !wazcache.EntryIntact(entries[0]) {
 				t.Fatal("a fresh entry fails the layout check")
 			}
 			if err := os.WriteFile(entries[0], tc.corrupt(b), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if cacheEntryIntact(entries[0]) == tc.identified {
+			if wazcache.EntryIntact(entries[0]) == tc.identified {
 				t.Fatalf("layout check of the damaged entry: %v", !tc.identified)
 			}
 
@@ -112,7 +113,7 @@ func TestInspect_corruptCacheEntry(t *testing.T) {
 				t.Fatalf("discard reports: %v", discarded)
 			}
 			t.Logf("reported: %v", discarded[0])
-			if entries := cacheEntries(t, dir); len(entries) != 1 || !cacheEntryIntact(entries[0]) {
+			if entries := cacheEntries(t, dir); len(entries) != 1 || !wazcache.EntryIntact(entries[0]) {
 				t.Fatalf("cache not rewritten: %q", entries)
 			}
 		})

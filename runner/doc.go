@@ -185,7 +185,8 @@
 //   - signatures.go: signatureLedger, the function signatures the runtime
 //     holds, charged per tenant against MaxSignaturesPerTenant.
 //   - compile.go: compiler, the bounded compile worker, and compile
-//     failures; cachefile.go: checking and discarding disk cache entries;
+//     failures (disk cache entries are checked, and corrupt ones
+//     discarded, by runner/internal/wazcache);
 //     cachegc.go: CollectCompileCache, removing the disk cache entries of
 //     modules no longer held (their names derived from each module's
 //     instrumented bytes, the naming learned once from a probe compile);

@@ -1,7 +1,7 @@
-// Checking the entries of wazero's on-disk compilation cache (layout and
-// checksum) and discarding corrupt ones.
-
-package runner
+// Package wazcache checks the entries of wazero's on-disk compilation
+// cache (layout and checksum) and discards corrupt ones. The runner uses it
+// when it opens the cache.
+package wazcache
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 )
 
 // wazero keeps its on-disk compilation cache in a subdirectory of
-// Config.CacheDir named "wazero-<version>-<arch>-<os>", one file per
+// the runner's cache directory named "wazero-<version>-<arch>-<os>", one file per
 // compiled module, named by a hash that includes CPU features the runner
 // cannot read. So a corrupt entry is found by checking every file's layout,
 // which for wazero v1.12.0 is: "WAZEVO", the version's length (1 byte) and
@@ -22,17 +22,17 @@ import (
 // the code's length (u64), the code, and the code's CRC-32C (u32), followed
 // by the source map and exception tables (not checked).
 
-// cacheMagic starts every wazero cache entry.
-const cacheMagic = "WAZEVO"
+// Magic starts every wazero cache entry.
+const Magic = "WAZEVO"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// discardCorruptEntries removes the entries of wazero's cache directories
+// DiscardCorrupt removes the entries of wazero's cache directories
 // under dir whose layout or checksum is wrong, and reports whether it found
 // any. If it found none, it removes every entry: the cache is disposable
 // (a restart recompiles), and an entry wazero refused that passes these
 // checks cannot be told apart from the others.
-func discardCorruptEntries(dir string) bool {
+func DiscardCorrupt(dir string) bool {
 	subdirs, _ := filepath.Glob(filepath.Join(dir, "wazero-*"))
 	var entries []string
 	found := false
@@ -47,7 +47,7 @@ func discardCorruptEntries(dir string) bool {
 			}
 			path := filepath.Join(sub, f.Name())
 			entries = append(entries, path)
-			if !cacheEntryIntact(path) {
+			if !EntryIntact(path) {
 				found = true
 				_ = os.Remove(path)
 			}
@@ -61,9 +61,9 @@ func discardCorruptEntries(dir string) bool {
 	return found
 }
 
-// cacheEntryIntact reports whether the file at path has the layout of a
+// EntryIntact reports whether the file at path has the layout of a
 // wazero cache entry and its code matches its checksum.
-func cacheEntryIntact(path string) bool {
+func EntryIntact(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -75,18 +75,18 @@ func cacheEntryIntact(path string) bool {
 	}
 	size := uint64(st.Size())
 	r := bufio.NewReader(f)
-	var head [len(cacheMagic) + 1]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil || string(head[:len(cacheMagic)]) != cacheMagic {
+	var head [len(Magic) + 1]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil || string(head[:len(Magic)]) != Magic {
 		return false
 	}
-	if _, err := r.Discard(int(head[len(cacheMagic)])); err != nil {
+	if _, err := r.Discard(int(head[len(Magic)])); err != nil {
 		return false
 	}
 	var n [8]byte
 	if _, err := io.ReadFull(r, n[:4]); err != nil {
 		return false
 	}
-	at := uint64(len(head)) + uint64(head[len(cacheMagic)]) + 4
+	at := uint64(len(head)) + uint64(head[len(Magic)]) + 4
 	functions := uint64(binary.LittleEndian.Uint32(n[:4]))
 	if functions*8 > size-at {
 		return false
