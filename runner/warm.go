@@ -156,7 +156,7 @@ type warmPool struct {
 
 	mu        sync.Mutex
 	idle      idleSet
-	snaps     map[snapKey]*snapshot
+	snaps     map[vocab.TenantID]map[snapKey]*snapshot // by tenant: retain reads one tenant's
 	snapBytes map[vocab.TenantID]uint64
 	stats     WarmStats
 }
@@ -179,7 +179,7 @@ func newWarmPool(rt wazero.Runtime, bindings *bindingPool, c *compiler, cfg Conf
 			InitTimeout: cfg.InitTimeout, MaxSnapshotBytesPerTenant: cfg.MaxSnapshotBytesPerTenant,
 			ReuseMaxActivations: cfg.ReuseMaxActivations, MaxWarmInstances: cfg.MaxWarmInstances,
 			WarmIdleTimeout: cfg.WarmIdleTimeout},
-		idle: newIdleSet(), snaps: map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
+		idle: newIdleSet(), snaps: map[vocab.TenantID]map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
 }
 
 // WarmStats returns the warm-instance counters and sizes.
@@ -222,8 +222,8 @@ func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotS
 func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 	p.mu.Lock()
 	dropped := map[*snapshot]bool{}
-	for k, s := range p.snaps {
-		if k.tenant != tenant || used[k] {
+	for k, s := range p.snaps[tenant] {
+		if used[k] {
 			continue
 		}
 		select {
@@ -251,7 +251,7 @@ func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
 func (p *warmPool) current(s *snapshot) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.snaps[s.key] == s
+	return p.snaps[s.key.tenant][s.key] == s
 }
 
 // SnapshotBytes returns the bytes of tenant's snapshot images.
@@ -346,20 +346,31 @@ func (p *warmPool) dropDigest(d vocab.Digest) []*warmInstance {
 			closing = append(closing, p.idle.dropKey(k)...)
 		}
 	}
-	for k, s := range p.snaps {
-		if k.digest == d {
-			p.dropSnapshotLocked(s)
+	for _, ts := range p.snaps {
+		for k, s := range ts {
+			if k.digest == d {
+				p.dropSnapshotLocked(s)
+			}
 		}
 	}
 	p.stats.Recycled += uint64(len(closing))
 	return closing
 }
 
+// forgetSnapshotLocked removes k's snapshot from the map.
+// REQUIRES: p.mu held.
+func (p *warmPool) forgetSnapshotLocked(k snapKey) {
+	delete(p.snaps[k.tenant], k)
+	if len(p.snaps[k.tenant]) == 0 {
+		delete(p.snaps, k.tenant)
+	}
+}
+
 // dropSnapshotLocked forgets s, gives its bytes back to its tenant and
 // closes its image (instances made from it keep their own mappings).
 // REQUIRES: p.mu held.
 func (p *warmPool) dropSnapshotLocked(s *snapshot) {
-	delete(p.snaps, s.key)
+	p.forgetSnapshotLocked(s.key)
 	p.uncharge(s)
 	if s.img != nil {
 		_ = s.img.Close()
@@ -439,11 +450,13 @@ func (p *warmPool) close() {
 	for w := p.idle.dropOldest(); w != nil; w = p.idle.dropOldest() {
 		closing = append(closing, w)
 	}
-	for _, s := range p.snaps {
-		select {
-		case <-s.ready:
-			p.dropSnapshotLocked(s)
-		default: // being made: its maker publishes it, or closes it on failure
+	for _, ts := range p.snaps {
+		for _, s := range ts {
+			select {
+			case <-s.ready:
+				p.dropSnapshotLocked(s)
+			default: // being made: its maker publishes it, or closes it on failure
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -483,10 +496,13 @@ func (p *warmPool) snapshotFor(ctx context.Context, m *module, ob admission.Obli
 func (p *warmPool) makeSnapshot(ctx context.Context, m *module, ob admission.Obligations, grant uint64) (*snapshot, error) {
 	k := snapKey{ob.Tenant, m.digest, initExport(m, ob), ob.Random}
 	p.mu.Lock()
-	s := p.snaps[k]
+	s := p.snaps[k.tenant][k]
 	if s == nil {
 		s = &snapshot{key: k, ready: make(chan struct{})}
-		p.snaps[k] = s
+		if p.snaps[k.tenant] == nil {
+			p.snaps[k.tenant] = map[snapKey]*snapshot{}
+		}
+		p.snaps[k.tenant][k] = s
 		p.mu.Unlock()
 		werr := p.compiler.onWorker(ctx, func() error {
 			p.initialise(ctx, m, ob, s, grant)
@@ -509,10 +525,10 @@ func (p *warmPool) makeSnapshot(ctx context.Context, m *module, ob admission.Obl
 		if s.err != nil && s.img != nil {
 			_ = s.img.Close()
 		}
-		if s.err != nil && p.snaps[k] == s {
+		if s.err != nil && p.snaps[k.tenant][k] == s {
 			// A failure is not kept: the next activation (or a deploy that
 			// fixed the quota) tries again.
-			delete(p.snaps, k)
+			p.forgetSnapshotLocked(k)
 		}
 		close(s.ready)
 		p.mu.Unlock()
