@@ -144,38 +144,53 @@ type addrConns struct {
 	open                int
 	idle, fresh, active connList
 	// bucket is the index of the sheddable list a is on, -1 for none;
-	// prev and next its links there.
-	bucket     int
-	prev, next *addrConns
+	// links its place there.
+	bucket int
+	links[addrConns]
 }
 
-// addrList is an intrusive doubly linked list of addresses.
-type addrList struct {
-	head, tail *addrConns
-}
+// links are an element's place in a dlist: embedded, its prev and next.
+type links[T any] struct{ prev, next *T }
 
-func (q *addrList) push(a *addrConns) {
-	a.prev, a.next = q.tail, nil
+func (l *links[T]) linksOf() *links[T] { return l }
+
+// dlist is an intrusive doubly linked list of elements that embed links,
+// oldest first.
+type dlist[T any, P interface {
+	*T
+	linksOf() *links[T]
+}] struct{ head, tail *T }
+
+// connList is one address's connections of one kind; addrList addresses.
+type (
+	connList = dlist[trackedConn, *trackedConn]
+	addrList = dlist[addrConns, *addrConns]
+)
+
+func (q *dlist[T, P]) push(x *T) {
+	l := P(x).linksOf()
+	l.prev, l.next = q.tail, nil
 	if q.tail != nil {
-		q.tail.next = a
+		P(q.tail).linksOf().next = x
 	} else {
-		q.head = a
+		q.head = x
 	}
-	q.tail = a
+	q.tail = x
 }
 
-func (q *addrList) remove(a *addrConns) {
-	if a.prev != nil {
-		a.prev.next = a.next
+func (q *dlist[T, P]) remove(x *T) {
+	l := P(x).linksOf()
+	if l.prev != nil {
+		P(l.prev).linksOf().next = l.next
 	} else {
-		q.head = a.next
+		q.head = l.next
 	}
-	if a.next != nil {
-		a.next.prev = a.prev
+	if l.next != nil {
+		P(l.next).linksOf().prev = l.prev
 	} else {
-		q.tail = a.prev
+		q.tail = l.prev
 	}
-	a.prev, a.next = nil, nil
+	l.prev, l.next = nil, nil
 }
 
 func NewConnLimiter(lim ConnLimits, lg *slog.Logger) *ConnLimiter {
@@ -218,41 +233,10 @@ type trackedConn struct {
 	// writing is when the Write in progress began (nanoseconds since the
 	// limiter's epoch, plus one), 0 when none is: a write blocked for
 	// long makes the connection sheddable (stalledLocked).
-	writing atomic.Int64
-	// Intrusive links of the address's list of its kind.
-	prev, next *trackedConn
-	closeOnce  sync.Once
-	closeErr   error
-}
-
-// connList is an intrusive doubly linked list of one address's
-// connections of one kind, oldest first.
-type connList struct {
-	head, tail *trackedConn
-}
-
-func (q *connList) push(c *trackedConn) {
-	c.prev, c.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = c
-	} else {
-		q.head = c
-	}
-	q.tail = c
-}
-
-func (q *connList) remove(c *trackedConn) {
-	if c.prev != nil {
-		c.prev.next = c.next
-	} else {
-		q.head = c.next
-	}
-	if c.next != nil {
-		c.next.prev = c.prev
-	} else {
-		q.tail = c.prev
-	}
-	c.prev, c.next = nil, nil
+	writing            atomic.Int64
+	links[trackedConn] // its place in the address's list of its kind
+	closeOnce          sync.Once
+	closeErr           error
 }
 
 // list returns c's address list of kind and the limiter's count of that
