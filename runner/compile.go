@@ -31,6 +31,11 @@ type compiler struct {
 	slots          chan struct{} // one token per running compile
 }
 
+// compileNice is the nice value of a compile worker's thread on Linux
+// (prio_linux.go): below the node's other threads, so compiles take the
+// CPU running guests leave. Elsewhere the priority is left as it is.
+const compileNice = 10
+
 func newCompiler(rt wazero.Runtime, cfg Config) *compiler {
 	return &compiler{rt: rt, cacheDir: cfg.CacheDir, onCacheDiscard: cfg.OnCacheDiscard,
 		slots: make(chan struct{}, cfg.CompileConcurrency)}

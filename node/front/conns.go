@@ -61,10 +61,10 @@ func DefaultMaxConns() int {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return DefaultMaxConnsCeiling
 	}
-	if rl.Cur <= connsFDReserve {
+	if uint64(rl.Cur) <= connsFDReserve { // int64 on some BSDs
 		return 1
 	}
-	return int(min(uint64(DefaultMaxConnsCeiling), rl.Cur-connsFDReserve))
+	return int(min(uint64(DefaultMaxConnsCeiling), uint64(rl.Cur)-connsFDReserve))
 }
 
 func (c ConnLimits) withDefaults() ConnLimits {
