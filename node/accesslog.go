@@ -32,14 +32,13 @@ type accessLog struct {
 func (l *accessLog) logged(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := l.clock.Now()
-		rec := &activation.Record{}
-		aw := front.NewAccessWriter(w, rec)
+		aw := front.NewAccessWriter(w) // handlers find the record through it (activation.Of)
+		rec := aw.Record()
 		invoke := strings.HasPrefix(r.URL.Path, "/v1/invoke/")
 		if invoke {
 			rec.ID = front.ActivationID(r)
-			w.Header().Set("Latent-Activation-Id", rec.ID)
+			rec.SetHeader(w.Header(), "Latent-Activation-Id", rec.ID)
 		}
-		r = r.WithContext(activation.With(r.Context(), rec))
 		defer func() {
 			l.finish(aw, r, rec, invoke, l.clock.Now().Sub(start))
 		}()
@@ -62,8 +61,8 @@ func (l *accessLog) finish(aw *front.AccessWriter, r *http.Request, rec *activat
 		id := rec.ID
 		// The target as the path names it (the rate limit goes by the
 		// authenticated tenant); names the catalog refuses are not logged.
-		args = append(args, slog.String("id", front.LogSafe(id, front.MaxLogFieldBytes)), slog.String("tenant", front.LogName(r.PathValue("tenant"))),
-			slog.String("service", front.LogName(r.PathValue("service"))), slog.String("route", front.LogName(r.PathValue("route"))),
+		args = append(args, slog.String("id", front.LogSafe(id, front.MaxLogFieldBytes)), slog.String("tenant", front.LogName(string(rec.Target.Tenant))),
+			slog.String("service", front.LogName(string(rec.Target.Service))), slog.String("route", front.LogName(string(rec.Target.Route))),
 			slog.String("revision", string(rec.Revision)),
 			slog.Int("status", status))
 	} else {

@@ -188,9 +188,8 @@ func TestAccessLog_boundedFields(t *testing.T) {
 	n, logs := bareNode(t)
 	n.clock = vocab.WallClock
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/invoke/{tenant}/{service}/{route}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) })
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(404) })
-	h := accessLogOf(n).logged(mux)
+	h := accessLogOf(n).logged(front.RouteInvocations(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(401) }), mux))
 	junk := strings.Repeat("%FF", 10000)
 	req := httptest.NewRequest("POST", "/v1/invoke/"+junk+"/s/"+junk, nil)
 	req.Header.Set("Latent-Activation-Id", strings.Repeat("\xff", 30000))

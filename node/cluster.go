@@ -154,7 +154,7 @@ func (c *clusterAPI) peerOnly(h http.HandlerFunc) http.HandlerFunc {
 			handleNotFound(w, r) // no hint that the endpoint exists
 			return
 		}
-		activation.From(r.Context()).Peer = true // its log lines go to the peers' bucket
+		activation.Of(w).Peer = true // its log lines go to the peers' bucket
 		h(w, r)
 	}
 }

@@ -47,8 +47,6 @@ func (n *Node) Handler() http.Handler {
 		return n.governed(pool, routeCap, role, true, h)
 	}
 	invoke := tenant(data, payload, auth.Invoke, n.acts.handle)
-	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}", invoke)
-	mux.HandleFunc("/v1/invoke/{tenant}/{service}/{route}/{rest...}", invoke)
 	mux.HandleFunc("PUT /v1/artifacts/{digest}", tenant(ctl, module, auth.Deploy, n.ctl.handleArtifact))
 	mux.HandleFunc("PUT /v1/deployments/{tenant}/{service}", tenant(ctl, manifest, auth.Deploy, n.ctl.handleDeploy))
 	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleGetDeployment))
@@ -80,7 +78,7 @@ func (n *Node) Handler() http.Handler {
 	}
 	mux.HandleFunc("/", handleNotFound)
 	access := &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
-	return access.logged(n.recovered(front.CleanPaths(mux, http.HandlerFunc(handleNotFound))))
+	return access.logged(n.recovered(front.CleanPaths(front.RouteInvocations(invoke, mux), http.HandlerFunc(handleNotFound))))
 }
 
 func handleNotFound(w http.ResponseWriter, _ *http.Request) {
@@ -141,29 +139,37 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p *auth.Principa
 // principal).
 func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var p *auth.Principal
-		var err error
-		if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			if front.CrossSite(r) { // an ambient credential sent for another site (node/front)
-				api.WriteProblem(w, front.CrossSiteRefusal(), 0)
-				return
-			}
-			p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
-		} else {
-			p, err = n.auth.Load().Authenticate(a)
+		if p := n.authenticate(w, r, role); p != nil {
+			h(w, r, p)
 		}
-		if err != nil {
-			api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnauthenticated,
-				Reason: refusal.ReasonUnauthenticated, Scope: refusal.ScopePrincipal}), 0)
-			return
-		}
-		if role != 0 && !p.Can(role) {
-			api.WriteProblem(w, forbidden(refusal.ReasonRoleNotAuthorized), 0)
-			return
-		}
-		activation.From(r.Context()).Tenant = p.Tenant
-		h(w, r, p)
 	}
+}
+
+// authenticate is authed's check: the principal, or nil once the refusal
+// is answered.
+func (n *Node) authenticate(w http.ResponseWriter, r *http.Request, role auth.Roles) *auth.Principal {
+	var p *auth.Principal
+	var err error
+	if a := r.Header.Get("Authorization"); a == "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		if front.CrossSite(r) { // an ambient credential sent for another site (node/front)
+			api.WriteProblem(w, front.CrossSiteRefusal(), 0)
+			return nil
+		}
+		p, err = n.auth.Load().AuthenticateCertificate(r.TLS.VerifiedChains[0][0])
+	} else {
+		p, err = n.auth.Load().Authenticate(a)
+	}
+	if err != nil {
+		api.WriteProblem(w, api.Refusal(refusal.Refusal{Code: refusal.CodeUnauthenticated,
+			Reason: refusal.ReasonUnauthenticated, Scope: refusal.ScopePrincipal}), 0)
+		return nil
+	}
+	if role != 0 && !p.Can(role) {
+		api.WriteProblem(w, forbidden(refusal.ReasonRoleNotAuthorized), 0)
+		return nil
+	}
+	activation.Of(w).Tenant = p.Tenant
+	return p
 }
 
 // authorize is the one authorization rule of the tenant-scoped routes
@@ -179,7 +185,11 @@ func (n *Node) authed(role auth.Roles, h authedHandler) http.HandlerFunc {
 // invocation, and authorize returns false.
 func (n *Node) authorize(w http.ResponseWriter, r *http.Request, p *auth.Principal) bool {
 	pr := p.AdmissionPrincipal()
-	if t := r.PathValue("tenant"); (t != "" && vocab.TenantID(t) != p.Tenant) || n.prov.Authorize(&pr) != nil {
+	t := vocab.TenantID(r.PathValue("tenant"))
+	if t == "" {
+		t = activation.Of(w).Target.Tenant // an invocation's (routeInvocations)
+	}
+	if (t != "" && t != p.Tenant) || n.prov.Authorize(&pr) != nil {
 		n.holdRefusal(r.Context(), p)
 		api.WriteProblem(w, api.Refusal(principalNotAuthorized.Refusal()), 0)
 		return false
@@ -273,11 +283,24 @@ func bodyProblem(err error, dimension refusal.Dimension) api.Problem {
 
 // readBounded reads a body of at most limit bytes: a declared length over
 // the limit is refused before reading, a chunked body as soon as it passes
-// it. A failed read is answered by bodyProblem.
+// it. A declared length is read into a buffer of exactly that size (the
+// ingress governor reserved it before the handler ran). A failed read is
+// answered by bodyProblem.
 func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension refusal.Dimension) ([]byte, *api.Problem) {
 	if r.ContentLength > limit {
 		p := tooLarge(dimension)
 		return nil, &p
+	}
+	if r.ContentLength >= 0 && r.Body != nil {
+		data := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, data); err != nil {
+			if err == io.EOF { //nolint:errorlint // ReadFull returns io.EOF as is
+				err = io.ErrUnexpectedEOF // nothing of a declared, non-empty body arrived
+			}
+			p := bodyProblem(err, dimension)
+			return nil, &p
+		}
+		return data, nil
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {

@@ -194,6 +194,8 @@ func TestHTTP_malformedBodies(t *testing.T) {
 			"Transfer-Encoding: chunked\r\n\r\n10\r\nabc", 400, refusal.ReasonMalformedBody.String()},
 		{"invoke truncated", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
 			"Content-Length: 10\r\n\r\nabc", 400, refusal.ReasonMalformedBody.String()},
+		{"invoke declared, nothing sent", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
+			"Content-Length: 10\r\n\r\n", 400, refusal.ReasonMalformedBody.String()},
 		{"invoke chunked over the bound", "POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: n\r\n" + auth +
 			"Transfer-Encoding: chunked\r\n\r\n100001\r\n" + strings.Repeat("x", 1<<20+1) + "\r\n0\r\n\r\n", 413, refusal.ReasonPayloadTooLarge.String()},
 		{"artifact bad chunk", "PUT /v1/artifacts/" + digest + " HTTP/1.1\r\nHost: n\r\n" + auth +
@@ -211,7 +213,11 @@ func TestHTTP_malformedBodies(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wantProblem(t, sn.raw(t, tc.req), tc.status, tc.reason)
+			a := sn.raw(t, tc.req)
+			wantProblem(t, a, tc.status, tc.reason)
+			if (tc.name == "invoke truncated" || tc.name == "invoke declared, nothing sent") && a.prob.Detail != detailBodyTruncated {
+				t.Fatalf("detail %q, want %q", a.prob.Detail, detailBodyTruncated)
+			}
 		})
 	}
 	// The node still serves.
@@ -399,7 +405,7 @@ func BenchmarkHTTP_invokeServer(b *testing.B) {
 
 // readRawAnswer reads one HTTP/1.1 answer with a Content-Length from br
 // without allocating: its status and body length.
-func readRawAnswer(b *testing.B, br *bufio.Reader) (status, n int) {
+func readRawAnswer(b testing.TB, br *bufio.Reader) (status, n int) {
 	line, err := br.ReadSlice('\n')
 	if err != nil || len(line) < 12 {
 		b.Fatalf("status line %q: %v", line, err)

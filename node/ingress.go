@@ -26,16 +26,15 @@ func (n *Node) governed(pool *front.IngressPool, routeCap func() uint64, role au
 			return
 		}
 		defer t.Release()
-		n.authed(role, func(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-			if tenantScoped && !n.authorize(w, r, p) {
-				return
-			}
-			if prob := t.Bind(p.Tenant, p.Subject); prob != nil {
-				api.WriteProblem(w, *prob, writeRetryAfter)
-				return
-			}
-			h(w, r, p)
-		})(w, r)
+		p := n.authenticate(w, r, role)
+		if p == nil || (tenantScoped && !n.authorize(w, r, p)) {
+			return
+		}
+		if prob := t.Bind(p.Tenant, p.Subject); prob != nil {
+			api.WriteProblem(w, *prob, writeRetryAfter)
+			return
+		}
+		h(w, r, p)
 	}
 }
 

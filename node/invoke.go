@@ -80,12 +80,12 @@ func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Reco
 // body, runs invoke, and writes the answer with the activation's headers.
 func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	arrived := m.clock.Now() // the headers are read; the body is read below
-	target := vocab.Target{Tenant: vocab.TenantID(r.PathValue("tenant")), Service: vocab.ServiceName(r.PathValue("service")),
-		Route: vocab.RouteName(r.PathValue("route"))}
+	// The front parsed the target from the path (routeInvocations) and
+	// chose the id (the caller's, or a fresh one when there is none or it
+	// is invalid) and put it on the answer.
+	rec := activation.Of(w)
+	target := rec.Target
 	h, err := api.ParseInvokeHeaders(r.Header, m.clock.Now())
-	// The front chose the id (the caller's, or a fresh one when there is
-	// none or it is invalid) and put it on the answer.
-	rec := activation.From(r.Context())
 	h.ActivationID = rec.ID
 	// The span starts once the target's names are valid and name the
 	// principal's tenant (invoke refuses another tenant's), before the
@@ -131,8 +131,9 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		writeCGIAnswer(w, a)
 		return
 	}
-	v, hd := []string{"application/octet-stream", strconv.Itoa(len(a.body))}, w.Header()
-	hd["Content-Type"], hd["Content-Length"] = v[0:1:1], v[1:2:2]
+	hd := w.Header()
+	rec.SetHeader(hd, "Content-Type", "application/octet-stream")
+	rec.SetHeader(hd, "Content-Length", strconv.Itoa(len(a.body)))
 	w.WriteHeader(a.status)
 	_, _ = w.Write(a.body)
 }
@@ -167,7 +168,7 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	if err != nil {
 		return m.refuse(target.Tenant, revisionNotAvailable)
 	}
-	input, refused := invocationInput(r, target, pol.ABI, body)
+	input, refused := invocationInput(r, target, rec.PathRest, pol.ABI, body)
 	if refused != nil {
 		return *refused
 	}

@@ -24,13 +24,14 @@ import (
 // unknown-path) and any method but POST (405 method-not-allowed), the
 // answers those requests had before the route took them.
 
-// cgiRequest is the CGI request of r, an invoke request of target.
-func cgiRequest(r *http.Request, target vocab.Target) wagi.Request {
+// cgiRequest is the CGI request of r, an invoke request of target with the
+// path suffix rest (unescaped).
+func cgiRequest(r *http.Request, target vocab.Target, rest string) wagi.Request {
 	cgi := wagi.Request{Method: r.Method, RawQuery: r.URL.RawQuery, ContentType: r.Header.Get("Content-Type"),
 		Protocol: r.Proto, Host: r.Host, TLS: r.TLS != nil, RequestURI: r.RequestURI, Header: r.Header,
 		MatchedRoute: "/v1/invoke/" + string(target.Tenant) + "/" + string(target.Service) + "/" + string(target.Route)}
 	if hasSuffix(r) {
-		cgi.PathInfo = "/" + r.PathValue("rest")
+		cgi.PathInfo = "/" + rest
 	}
 	return cgi
 }
@@ -39,10 +40,10 @@ func cgiRequest(r *http.Request, target vocab.Target) wagi.Request {
 func hasSuffix(r *http.Request) bool { return strings.HasSuffix(r.Pattern, "{rest...}") }
 
 // invocationInput is the job input of an activation of target's revision
-// with guest ABI abi, or the answer refusing the request: a stdio
+// (rest: the path's suffix) with guest ABI abi, or the answer refusing the request: a stdio
 // revision's refusal of a method or a suffix it does not take, or a WAGI
 // revision's refusal of a request its environment cannot carry.
-func invocationInput(r *http.Request, target vocab.Target, abi vocab.ABI, body []byte) (*invocation, *answer) {
+func invocationInput(r *http.Request, target vocab.Target, rest string, abi vocab.ABI, body []byte) (*invocation, *answer) {
 	if r == nil { // not over HTTP: a plain POST
 		r = &http.Request{Method: http.MethodPost, URL: &url.URL{}, Header: http.Header{}}
 	}
@@ -57,7 +58,7 @@ func invocationInput(r *http.Request, target vocab.Target, abi vocab.ABI, body [
 		}
 		return &invocation{body: body}, nil
 	}
-	cgi := cgiRequest(r, target)
+	cgi := cgiRequest(r, target, rest)
 	cgi.ContentLength = len(body)
 	env, err := cgi.Environ()
 	switch {

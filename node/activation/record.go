@@ -6,9 +6,9 @@ package activation
 // invocation's trace span), never re-read from the wire.
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"time"
 
 	"github.com/latent-node/latent-node/refusal"
@@ -27,6 +27,12 @@ type Record struct {
 	// token.
 	Tenant vocab.TenantID
 	Peer   bool
+
+	// Target is an invocation's target as its path names it (the front's
+	// router parsed it, nothing validated it yet), PathRest the path's
+	// suffix after the route, unescaped ("" without one).
+	Target   vocab.Target
+	PathRest string
 
 	// Revision is the revision an invocation resolved to ("" before).
 	Revision vocab.RevisionID
@@ -49,6 +55,12 @@ type Record struct {
 	// refusal (Refused).
 	Answered bool
 	Refusal  refusal.Refusal
+
+	// vals holds the values of the answer headers set through the record
+	// (SetHeader): room for an invocation's id, activation headers,
+	// Content-Type and Content-Length, one array instead of a slice each.
+	vals  [12]string
+	nvals int
 }
 
 // Answer records that the request is answered with the problem of ref.
@@ -72,19 +84,25 @@ type Timing struct{ Front, Queue, Exec, Back time.Duration }
 // QueueWait is the time before the guest ran: front and queue.
 func (t Timing) QueueWait() time.Duration { return t.Front + t.Queue }
 
-type recordKey struct{}
+// Holder is an answer writer that holds its request's record: the front's
+// access writer.
+type Holder interface{ Record() *Record }
 
-// With returns ctx carrying rec: the front attaches a request's record
-// once, before any handler runs.
-func With(ctx context.Context, rec *Record) context.Context {
-	return context.WithValue(ctx, recordKey{}, rec)
-}
-
-// From returns the record ctx carries, or a record nobody reads when the
-// request did not pass the front (direct calls in tests).
-func From(ctx context.Context) *Record {
-	if r, ok := ctx.Value(recordKey{}).(*Record); ok {
-		return r
+// Of returns the record held by w, or by a writer w wraps (Unwrap, as
+// http.ResponseController finds the connection's), or a record nobody
+// reads when the request did not pass the front (direct calls in tests).
+// The record travels with the answer writer, so that neither the request
+// nor its context is copied to carry it.
+func Of(w http.ResponseWriter) *Record {
+	for w != nil {
+		if h, ok := w.(Holder); ok {
+			return h.Record()
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
 	}
 	return &Record{}
 }

@@ -43,7 +43,9 @@
 //     interval (an actor of the node's).
 //   - browser.go: CrossSite and its refusal, the status page's names
 //     (UIHosts, HostAllowed, UIHostOnly).
-//   - paths.go: CleanPaths, 404 instead of the mux's redirects.
+//   - paths.go: CleanPaths, 404 instead of the mux's redirects;
+//     InvokePath and RouteInvocations, the invocation routes matched as
+//     the mux would, without its allocations, ahead of it.
 //   - accesslog.go: LogLimiter, the access log's token buckets (per
 //     configured tenant, the peers', a shared one behind shards by client
 //     address), the bounds and forms of logged fields (LogSafe,

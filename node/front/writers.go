@@ -12,18 +12,23 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 )
 
-// AccessWriter records the answer's status for the access log, and the
-// refusal of a problem answer (RecordProblem) in the request's record.
+// AccessWriter holds the request's record (activation.Of finds it through
+// the writers wrapping it) and records the answer's status for the access
+// log, and the refusal of a problem answer (RecordProblem) in the record.
+// The two are one allocation per request.
 type AccessWriter struct {
 	http.ResponseWriter
 	status int
-	rec    *activation.Record
+	rec    activation.Record
 }
 
-// NewAccessWriter wraps w for the request whose record is rec.
-func NewAccessWriter(w http.ResponseWriter, rec *activation.Record) *AccessWriter {
-	return &AccessWriter{ResponseWriter: w, rec: rec}
+// NewAccessWriter wraps w with a new record.
+func NewAccessWriter(w http.ResponseWriter) *AccessWriter {
+	return &AccessWriter{ResponseWriter: w}
 }
+
+// Record is the request's record.
+func (w *AccessWriter) Record() *activation.Record { return &w.rec }
 
 // Status is the answer's status (0: nothing was written).
 func (w *AccessWriter) Status() int { return w.status }

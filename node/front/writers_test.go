@@ -20,21 +20,28 @@ import (
 func TestAccessWriter_recordsRefusal(t *testing.T) {
 	ref := refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
 		Scope: refusal.ScopeTenant, Dimension: refusal.DimQueued, Retryable: true}
-	rec := &activation.Record{}
-	w := NewDeadlineWriter(NewAccessWriter(httptest.NewRecorder(), rec), 0)
+	aw := NewAccessWriter(httptest.NewRecorder())
+	rec := aw.Record()
+	w := NewDeadlineWriter(aw, 0)
+	if activation.Of(w) != rec {
+		t.Fatal("the record is not found through the deadline writer")
+	}
 	api.WriteProblem(w, api.Refusal(ref), time.Second)
 	if !rec.Refused() || rec.Refusal != ref {
 		t.Fatalf("record %+v, want the refusal %+v", rec, ref)
 	}
-	rec = &activation.Record{Executed: true}
+	aw = NewAccessWriter(httptest.NewRecorder())
+	rec = aw.Record()
+	rec.Executed = true
 	p := api.Refusal(runner.Trap.Refusal())
 	p.Outcome = runner.Trap.String()
-	api.WriteProblem(NewAccessWriter(httptest.NewRecorder(), rec), p, 0)
+	api.WriteProblem(aw, p, 0)
 	if rec.Refused() || !rec.Answered || rec.Refusal != runner.Trap.Refusal() {
 		t.Fatalf("an outcome problem: record %+v, want its refusal kept and not counted as refused", rec)
 	}
-	rec = &activation.Record{}
-	api.WriteProblem(httptest.NewRecorder(), api.Refusal(ref), 0)
+	bare := httptest.NewRecorder()
+	rec = activation.Of(bare)
+	api.WriteProblem(bare, api.Refusal(ref), 0)
 	if rec.Answered {
 		t.Fatal("recorded without the access writer")
 	}

@@ -44,6 +44,7 @@ type Yield struct {
 	mu      sync.Mutex
 	live    bool // Run is reading
 	waiting []chan struct{}
+	spare   []chan struct{} // the array release emptied last, for waiting next
 	free    []chan struct{}
 }
 
@@ -101,15 +102,23 @@ func (f *Yield) Run(ctx context.Context) error {
 func (f *Yield) release(live bool) {
 	f.mu.Lock()
 	w := f.waiting
-	f.waiting = nil
+	f.waiting, f.spare = f.spare, nil // the spare array: yields append without allocating
 	f.live = live
 	f.mu.Unlock()
 	for _, c := range w {
 		c <- struct{}{}
 	}
+	clear(w)
+	f.mu.Lock()
+	f.spare = w[:0]
+	f.mu.Unlock()
 }
 
-// maybe yields the caller's processor to the front if no guest did for the
+// yieldByte is what a guest writes to the pipe to yield (never changed;
+// a package variable, so that a yield allocates nothing).
+var yieldByte = [1]byte{1}
+
+// Maybe yields the caller's processor to the front if no guest did for the
 // interval. It returns at once while Run is not running.
 func (f *Yield) Maybe() {
 	if f == nil {
@@ -134,7 +143,7 @@ func (f *Yield) Maybe() {
 	f.waiting = append(f.waiting, c)
 	f.mu.Unlock()
 	f.yields.Add(1)
-	if _, err := f.w.Write([]byte{1}); err != nil {
+	if _, err := f.w.Write(yieldByte[:]); err != nil {
 		f.release(true) // cannot happen while the pipe is open; never wait for nothing
 	}
 	<-c
