@@ -202,8 +202,10 @@
 //     holds the snapshots and the idle warm instances and makes, runs and
 //     closes them; PrepareSnapshot, RetainSnapshots, WarmStats.
 //   - warmidle.go: idleSet, the idle warm instances by revision and in one
-//     list by idle time, so that an activation's take and put, expiry and
-//     eviction cost the same however many instances are idle.
+//     list by idle time, and their revisions by module, so that an
+//     activation's take and put, expiry, eviction and a module's release
+//     cost the same however many instances are idle (the pool keeps its
+//     snapshots by module as well).
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
 //   - wagi (a package of its own): the WAGI ABI: the CGI environment of a
 //     request (wagi.Request.Environ) and the parser of a guest's header

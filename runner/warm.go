@@ -157,6 +157,7 @@ type warmPool struct {
 	mu        sync.Mutex
 	idle      idleSet
 	snaps     map[vocab.TenantID]map[snapKey]*snapshot // by tenant: retain reads one tenant's
+	snapsOf   map[vocab.Digest]map[snapKey]*snapshot   // the same by module: dropDigest reads one module's
 	snapBytes map[vocab.TenantID]uint64
 	stats     WarmStats
 }
@@ -179,7 +180,8 @@ func newWarmPool(rt wazero.Runtime, bindings *bindingPool, c *compiler, cfg Conf
 			InitTimeout: cfg.InitTimeout, MaxSnapshotBytesPerTenant: cfg.MaxSnapshotBytesPerTenant,
 			ReuseMaxActivations: cfg.ReuseMaxActivations, MaxWarmInstances: cfg.MaxWarmInstances,
 			WarmIdleTimeout: cfg.WarmIdleTimeout},
-		idle: newIdleSet(), snaps: map[vocab.TenantID]map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
+		idle: newIdleSet(), snaps: map[vocab.TenantID]map[snapKey]*snapshot{},
+		snapsOf: map[vocab.Digest]map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
 }
 
 // WarmStats returns the warm-instance counters and sizes.
@@ -340,29 +342,38 @@ func (r *Runner) sweepWarm(now time.Time) {
 func (p *warmPool) dropDigest(d vocab.Digest) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var closing []*warmInstance
-	for k, list := range p.idle.byKey {
-		if list[0].m.digest == d {
-			closing = append(closing, p.idle.dropKey(k)...)
-		}
-	}
-	for _, ts := range p.snaps {
-		for k, s := range ts {
-			if k.digest == d {
-				p.dropSnapshotLocked(s)
-			}
-		}
+	closing := p.idle.dropDigest(d)
+	for _, s := range p.snapsOf[d] { // dropSnapshotLocked deletes s from the map ranged over: allowed
+		p.dropSnapshotLocked(s)
 	}
 	p.stats.Recycled += uint64(len(closing))
 	return closing
 }
 
-// forgetSnapshotLocked removes k's snapshot from the map.
+// addSnapshotLocked adds s to the maps.
+// REQUIRES: p.mu held.
+func (p *warmPool) addSnapshotLocked(s *snapshot) {
+	k := s.key
+	if p.snaps[k.tenant] == nil {
+		p.snaps[k.tenant] = map[snapKey]*snapshot{}
+	}
+	p.snaps[k.tenant][k] = s
+	if p.snapsOf[k.digest] == nil {
+		p.snapsOf[k.digest] = map[snapKey]*snapshot{}
+	}
+	p.snapsOf[k.digest][k] = s
+}
+
+// forgetSnapshotLocked removes k's snapshot from the maps.
 // REQUIRES: p.mu held.
 func (p *warmPool) forgetSnapshotLocked(k snapKey) {
 	delete(p.snaps[k.tenant], k)
 	if len(p.snaps[k.tenant]) == 0 {
 		delete(p.snaps, k.tenant)
+	}
+	delete(p.snapsOf[k.digest], k)
+	if len(p.snapsOf[k.digest]) == 0 {
+		delete(p.snapsOf, k.digest)
 	}
 }
 
@@ -499,10 +510,7 @@ func (p *warmPool) makeSnapshot(ctx context.Context, m *module, ob admission.Obl
 	s := p.snaps[k.tenant][k]
 	if s == nil {
 		s = &snapshot{key: k, ready: make(chan struct{})}
-		if p.snaps[k.tenant] == nil {
-			p.snaps[k.tenant] = map[snapKey]*snapshot{}
-		}
-		p.snaps[k.tenant][k] = s
+		p.addSnapshotLocked(s)
 		p.mu.Unlock()
 		werr := p.compiler.onWorker(ctx, func() error {
 			p.initialise(ctx, m, ob, s, grant)

@@ -76,7 +76,7 @@ func BenchmarkWarmPool_putTake(b *testing.B) {
 			now := time.Unix(0, 0)
 			for i := range n + 1 {
 				now = now.Add(time.Microsecond)
-				w := &warmInstance{key: warmKey{"acme", vocab.RevisionID("r" + strconv.Itoa(i))}}
+				w := &warmInstance{key: warmKey{"acme", vocab.RevisionID("r" + strconv.Itoa(i))}, m: &module{digest: "sha256:d"}}
 				if closing := p.put(w, now, n+1, time.Hour); len(closing) != 0 {
 					b.Fatalf("%d closed while filling", len(closing))
 				}
@@ -104,7 +104,7 @@ func BenchmarkWarmPool_evictOneRevision(b *testing.B) {
 			k := warmKey{"acme", "r0"}
 			put := func() []*warmInstance {
 				now = now.Add(time.Microsecond)
-				return p.put(&warmInstance{key: k}, now, n, time.Hour)
+				return p.put(&warmInstance{key: k, m: &module{digest: "sha256:d"}}, now, n, time.Hour)
 			}
 			for range n {
 				if len(put()) != 0 {
@@ -115,6 +115,35 @@ func BenchmarkWarmPool_evictOneRevision(b *testing.B) {
 				if len(put()) != 1 {
 					b.Fatal("want one instance evicted")
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkWarmPool_dropDigest is a module's last release (a deploy that
+// replaced its revision) while n other modules each have an idle instance
+// and a snapshot: the pool drops the one module's instance and snapshot.
+func BenchmarkWarmPool_dropDigest(b *testing.B) {
+	for _, n := range []int{16, 1_000, 100_000} {
+		b.Run("modules="+strconv.Itoa(n), func(b *testing.B) {
+			p := newWarmPool(nil, nil, nil, Config{})
+			now := time.Unix(0, 0)
+			add := func(i int) {
+				m := &module{digest: vocab.Digest("sha256:" + strconv.Itoa(i))}
+				now = now.Add(time.Microsecond)
+				p.put(&warmInstance{key: warmKey{"acme", vocab.RevisionID("r" + strconv.Itoa(i))}, m: m}, now, n+1, time.Hour)
+				p.mu.Lock()
+				p.addSnapshotLocked(&snapshot{key: snapKey{tenant: "acme", digest: m.digest}})
+				p.mu.Unlock()
+			}
+			for i := range n + 1 {
+				add(i)
+			}
+			for b.Loop() {
+				if len(p.dropDigest("sha256:0")) != 1 {
+					b.Fatal("want the module's one instance")
+				}
+				add(0)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,11 +64,16 @@ func (m *idleModel) removeIf(f func(*warmInstance) bool) (out []*warmInstance) {
 
 // TestIdleSet_model runs random operations on an idleSet and on the
 // oracle, and compares every answer and, after each step, the whole state:
-// every key's instances in order, and the long list in both directions.
+// every key's instances in order, the long list in both directions, and
+// the keys by module. Revisions share modules, as revisions of one
+// artifact do.
 func TestIdleSet_model(t *testing.T) {
 	keys := make([]warmKey, 6)
+	mods := []*module{{digest: "sha256:d0"}, {digest: "sha256:d1"}, {digest: "sha256:d2"}}
+	modOf := map[warmKey]*module{}
 	for i := range keys {
 		keys[i] = warmKey{vocab.TenantID("t" + strconv.Itoa(i%2)), vocab.RevisionID("r" + strconv.Itoa(i))}
+		modOf[keys[i]] = mods[i%len(mods)]
 	}
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -76,10 +82,10 @@ func TestIdleSet_model(t *testing.T) {
 		for step := range 400 {
 			k := keys[rng.IntN(len(keys))]
 			var got, want []*warmInstance
-			switch op := rng.IntN(10); {
+			switch op := rng.IntN(11); {
 			case op < 4: // add; sometimes at an earlier time (put back late)
 				now = now.Add(time.Duration(rng.IntN(5)-1) * time.Millisecond)
-				w1, w2 := &warmInstance{key: k}, &warmInstance{key: k}
+				w1, w2 := &warmInstance{key: k, m: modOf[k]}, &warmInstance{key: k, m: modOf[k]}
 				s.add(w1, now)
 				m.add(w2, now)
 				if !w1.idleSince.Equal(w2.idleSince) {
@@ -92,6 +98,17 @@ func TestIdleSet_model(t *testing.T) {
 				got, want = []*warmInstance{s.dropOldest()}, []*warmInstance{m.dropOldest()}
 			case op < 9:
 				got, want = s.dropKey(k), m.removeIf(func(w *warmInstance) bool { return w.key == k })
+			case op < 10: // in no order: sorted as the model's
+				d := modOf[k].digest
+				got, want = s.dropDigest(d), m.removeIf(func(w *warmInstance) bool { return w.m.digest == d })
+				order := func(a, b *warmInstance) int {
+					if c := a.idleSince.Compare(b.idleSince); c != 0 {
+						return c
+					}
+					return strings.Compare(string(a.key.rev), string(b.key.rev))
+				}
+				slices.SortStableFunc(got, order)
+				slices.SortStableFunc(want, order)
 			default:
 				at, idle := now.Add(time.Duration(rng.IntN(4))*time.Millisecond), time.Duration(rng.IntN(30))*time.Millisecond
 				got = s.expire(at, idle)
@@ -141,6 +158,18 @@ func checkIdleSet(t *testing.T, seed uint64, step int, s *idleSet, m *idleModel,
 	}
 	if total != s.n {
 		t.Fatalf("seed %d step %d: %d by key, %d in all", seed, step, total, s.n)
+	}
+	indexed := 0
+	for d, ks := range s.keys {
+		for k := range ks {
+			if list := s.byKey[k]; len(list) == 0 || list[0].m.digest != d {
+				t.Fatalf("seed %d step %d: key %v indexed under %s, holds %v", seed, step, k, d, describe(list))
+			}
+		}
+		indexed += len(ks)
+	}
+	if indexed != len(s.byKey) {
+		t.Fatalf("seed %d step %d: %d keys indexed by module, %d held", seed, step, indexed, len(s.byKey))
 	}
 }
 
