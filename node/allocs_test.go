@@ -17,7 +17,7 @@ import (
 func TestHTTP_invokeAllocations(t *testing.T) {
 	most := 92.0
 	if raceEnabled {
-		most = 114
+		most = 118
 	}
 	sn := startServed(t)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(sn.url, "http://"))

@@ -187,7 +187,7 @@ func (n *Node) authorize(w http.ResponseWriter, r *http.Request, p *auth.Princip
 	pr := p.AdmissionPrincipal()
 	t := vocab.TenantID(r.PathValue("tenant"))
 	if t == "" {
-		t = activation.Of(w).Target.Tenant // an invocation's (routeInvocations)
+		t = activation.Of(w).Target.Tenant // an invocation's (front.RouteInvocations)
 	}
 	if (t != "" && t != p.Tenant) || n.prov.Authorize(&pr) != nil {
 		n.holdRefusal(r.Context(), p)
@@ -283,15 +283,16 @@ func bodyProblem(err error, dimension refusal.Dimension) api.Problem {
 
 // readBounded reads a body of at most limit bytes: a declared length over
 // the limit is refused before reading, a chunked body as soon as it passes
-// it. A declared length is read into a buffer of exactly that size (the
-// ingress governor reserved it before the handler ran). A failed read is
-// answered by bodyProblem.
+// it. A declared length of at most declaredAtOnce is read into a buffer of
+// exactly that size; a longer body grows its buffer as its bytes arrive, so
+// no more than that is committed before the client sends anything. A
+// failed read is answered by bodyProblem.
 func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension refusal.Dimension) ([]byte, *api.Problem) {
 	if r.ContentLength > limit {
 		p := tooLarge(dimension)
 		return nil, &p
 	}
-	if r.ContentLength >= 0 && r.Body != nil {
+	if r.ContentLength >= 0 && r.ContentLength <= declaredAtOnce && r.Body != nil {
 		data := make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, data); err != nil {
 			if err == io.EOF { //nolint:errorlint // ReadFull returns io.EOF as is
@@ -309,6 +310,10 @@ func readBounded(w http.ResponseWriter, r *http.Request, limit int64, dimension 
 	}
 	return data, nil
 }
+
+// declaredAtOnce is the largest declared body readBounded allocates before
+// reading it.
+const declaredAtOnce = 64 << 10
 
 // bodyReader remembers the first error of a body its consumer reads, so a
 // failure of the consumer can be blamed on the body (the caller) or on the

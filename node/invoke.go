@@ -80,7 +80,7 @@ func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Reco
 // body, runs invoke, and writes the answer with the activation's headers.
 func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
 	arrived := m.clock.Now() // the headers are read; the body is read below
-	// The front parsed the target from the path (routeInvocations) and
+	// The front parsed the target from the path (front.RouteInvocations) and
 	// chose the id (the caller's, or a fresh one when there is none or it
 	// is invalid) and put it on the answer.
 	rec := activation.Of(w)
