@@ -32,11 +32,11 @@ type instancesView struct {
 
 // instances reads the runner's warm instances.
 func (v *statusViews) instances() instancesView {
-	s := v.run.WarmStats()
-	view := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(s.Tenants)),
+	s, byTenant := v.run.WarmStats(), v.run.SnapshotBytesByTenant()
+	view := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(byTenant)),
 		Snapshots: s.Snapshots, Idle: s.Idle, Restored: s.Restored, Recreated: s.Recreated, Reused: s.Reused,
 		Created: s.Created, Recycled: s.Recycled}
-	for t, b := range s.Tenants {
+	for t, b := range byTenant {
 		view.Tenants[string(t)] = b
 	}
 	return view

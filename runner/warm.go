@@ -29,6 +29,7 @@ package runner
 
 import (
 	"context"
+	"maps"
 	"runtime"
 	"slices"
 	"strconv"
@@ -80,10 +81,9 @@ type WarmStats struct {
 	// outcome, or for idleness).
 	Reused, Created, Recycled uint64
 	// Idle is the instances the pool holds; SnapshotBytes the bytes of the
-	// snapshot images it holds, in all and per tenant.
+	// snapshot images it holds, in all (per tenant: SnapshotBytesByTenant).
 	Idle          int
 	SnapshotBytes uint64
-	Tenants       map[vocab.TenantID]uint64
 }
 
 // warmKey is a pool's key: instances are never shared across tenants or
@@ -159,6 +159,7 @@ type warmPool struct {
 	snaps     map[vocab.TenantID]map[snapKey]*snapshot // by tenant: retain reads one tenant's
 	snapsOf   map[vocab.Digest]map[snapKey]*snapshot   // the same by module: dropDigest reads one module's
 	snapBytes map[vocab.TenantID]uint64
+	snapTotal uint64 // the sum of snapBytes
 	stats     WarmStats
 }
 
@@ -184,23 +185,27 @@ func newWarmPool(rt wazero.Runtime, bindings *bindingPool, c *compiler, cfg Conf
 		snapsOf: map[vocab.Digest]map[snapKey]*snapshot{}, snapBytes: map[vocab.TenantID]uint64{}}
 }
 
-// WarmStats returns the warm-instance counters and sizes.
+// WarmStats returns the warm-instance counters and sizes. It costs the
+// same however many tenants hold snapshots (a metrics scrape reads it
+// under the lock every warm activation takes).
 func (r *Runner) WarmStats() WarmStats {
-	return r.warm.report()
-}
-
-// report is WarmStats.
-func (p *warmPool) report() WarmStats {
+	p := r.warm
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Idle = p.idle.n
-	s.Tenants = make(map[vocab.TenantID]uint64, len(p.snapBytes))
-	for t, b := range p.snapBytes {
-		s.SnapshotBytes += b
-		s.Tenants[t] = b
-	}
+	s.SnapshotBytes = p.snapTotal
 	return s
+}
+
+// SnapshotBytesByTenant returns the bytes of each tenant's snapshot
+// images (tenants without any are left out): the administrators' view,
+// a copy of one entry per such tenant.
+func (r *Runner) SnapshotBytesByTenant() map[vocab.TenantID]uint64 {
+	p := r.warm
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.snapBytes)
 }
 
 // RetainSnapshots drops the snapshots of tenant that none of keep (the
@@ -399,6 +404,7 @@ func (p *warmPool) uncharge(s *snapshot) {
 	if s.err != nil {
 		return
 	}
+	p.snapTotal -= s.size
 	if left := p.snapBytes[s.key.tenant] - s.size; left > 0 {
 		p.snapBytes[s.key.tenant] = left
 	} else {
@@ -527,6 +533,7 @@ func (p *warmPool) makeSnapshot(ctx context.Context, m *module, ob admission.Obl
 					s.size, k.tenant, used, p.cfg.MaxSnapshotBytesPerTenant), ErrSnapshotQuota)
 			} else {
 				p.snapBytes[k.tenant] = used + s.size
+				p.snapTotal += s.size
 				p.stats.Snapshots++
 			}
 		}

@@ -148,3 +148,22 @@ func BenchmarkWarmPool_dropDigest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmStats is a metrics scrape's read of the warm pool while n
+// tenants hold snapshots (it holds the lock warm activations take).
+func BenchmarkWarmStats(b *testing.B) {
+	for _, n := range []int{16, 1_000, 100_000} {
+		b.Run("tenants="+strconv.Itoa(n), func(b *testing.B) {
+			r := &Runner{warm: newWarmPool(nil, nil, nil, Config{})}
+			for i := range n {
+				r.warm.snapBytes[vocab.TenantID("t"+strconv.Itoa(i))] = 64 << 10
+				r.warm.snapTotal += 64 << 10
+			}
+			for b.Loop() {
+				if r.WarmStats().SnapshotBytes != uint64(n)<<16 {
+					b.Fatal("wrong total")
+				}
+			}
+		})
+	}
+}

@@ -301,14 +301,14 @@ func TestReuse_memoryOverBlankImage(t *testing.T) {
 	if s := r.WarmStats(); s.Created != before.Created+2 || s.Reused != before.Reused+1 || s.Recycled != before.Recycled+1 {
 		t.Fatalf("two small grants then the default: %+v, before %+v; want one instance kept once, then a new one", s, before)
 	}
-	if s := r.WarmStats(); s.Idle != 3 || s.SnapshotBytes == 0 {
-		t.Fatalf("before Close: %+v", s)
+	if s := r.WarmStats(); s.Idle != 3 || s.SnapshotBytes == 0 || s.SnapshotBytes != sumBytes(r.SnapshotBytesByTenant()) {
+		t.Fatalf("before Close: %+v, by tenant %v", s, r.SnapshotBytesByTenant())
 	}
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if s := r.WarmStats(); s.Idle != 0 || s.SnapshotBytes != 0 {
-		t.Fatalf("after Close: %+v", s)
+	if s := r.WarmStats(); s.Idle != 0 || s.SnapshotBytes != 0 || len(r.SnapshotBytesByTenant()) != 0 {
+		t.Fatalf("after Close: %+v, by tenant %v", s, r.SnapshotBytesByTenant())
 	}
 	if _, err := reuse.mem.Restore(); !errors.Is(err, image.ErrClosed) {
 		t.Fatalf("the reuse instance's memory was not closed: %v", err)
@@ -316,19 +316,21 @@ func TestReuse_memoryOverBlankImage(t *testing.T) {
 }
 
 // TestWarm_releasedModuleClosesIdle: when a module's last reference goes,
-// its idle warm instances are closed with it, and other modules' stay.
+// its idle warm instances and its snapshot are dropped with it, and other
+// modules' stay.
 func TestWarm_releasedModuleClosesIdle(t *testing.T) {
 	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10}))
 	state, trivial := testwasm.Bytes(t, "state"), testwasm.Bytes(t, "trivial")
 	e.deployReactor("state-reuse", state, "reuse", "handle")
+	e.deployReactor("state-snapshot", state, "snapshot", "handle")
 	e.deployReactor("trivial-reuse", trivial, "reuse", "")
-	for _, svc := range []string{"state-reuse", "trivial-reuse"} {
+	for _, svc := range []string{"state-reuse", "state-snapshot", "trivial-reuse"} {
 		if out := e.run(svc, "x", admission.BudgetRequest{}); out.Kind != Success {
 			t.Fatalf("%s: %s %v", svc, out.Kind, out.Err)
 		}
 	}
-	if s := e.r.WarmStats(); s.Idle != 2 {
-		t.Fatalf("%d idle, want 2", s.Idle)
+	if s := e.r.WarmStats(); s.Idle != 3 || s.SnapshotBytes == 0 || s.SnapshotBytes != sumBytes(e.r.SnapshotBytesByTenant()) {
+		t.Fatalf("%+v, by tenant %v: want 3 idle and one snapshot", s, e.r.SnapshotBytesByTenant())
 	}
 	d := vocab.DigestOf(sha256.Sum256(state))
 	for i := 0; e.r.Prepared(d); i++ {
@@ -337,7 +339,15 @@ func TestWarm_releasedModuleClosesIdle(t *testing.T) {
 		}
 		e.r.ReleaseModule(d)
 	}
-	if s := e.r.WarmStats(); s.Idle != 1 || s.Recycled != 1 {
-		t.Fatalf("after the state module's last reference went: idle %d, recycled %d; want its instance closed", s.Idle, s.Recycled)
+	if s := e.r.WarmStats(); s.Idle != 1 || s.Recycled != 2 || s.SnapshotBytes != 0 || len(e.r.SnapshotBytesByTenant()) != 0 {
+		t.Fatalf("after the state module's last reference went: %+v, by tenant %v; want its instances and snapshot dropped",
+			s, e.r.SnapshotBytesByTenant())
 	}
+}
+
+func sumBytes(m map[vocab.TenantID]uint64) (n uint64) {
+	for _, b := range m {
+		n += b
+	}
+	return n
 }
