@@ -9,37 +9,48 @@ import (
 	"testing"
 )
 
+// muxMatch is what the old routing made of a path: the invocation
+// patterns' values, and whether they matched.
+type muxMatch struct {
+	tenant, service, route, rest string
+	suffix, ok                   bool
+}
+
 // muxInvokePath is the oracle of InvokePath: a ServeMux with the two
-// invocation patterns and a catch-all, as the node had them, behind
-// CleanPaths.
-func muxInvokePath(t *testing.T) func(escaped string) (tenant, service, route string, suffix bool, rest string, ok bool) {
+// invocation patterns, a method pattern sharing their prefix and a
+// catch-all, as the node had them, behind CleanPaths. path is a parsed
+// request URI.
+func muxInvokePath() func(path *url.URL) muxMatch {
 	mux := http.NewServeMux()
-	var got struct {
-		tenant, service, route, rest string
-		suffix, ok                   bool
-	}
+	var got muxMatch
 	invoke := func(_ http.ResponseWriter, r *http.Request) {
-		got.tenant, got.service, got.route = r.PathValue("tenant"), r.PathValue("service"), r.PathValue("route")
-		got.suffix, got.rest, got.ok = strings.HasSuffix(r.Pattern, "{rest...}"), r.PathValue("rest"), true
+		got = muxMatch{tenant: r.PathValue("tenant"), service: r.PathValue("service"), route: r.PathValue("route"),
+			rest: r.PathValue("rest"), suffix: strings.HasSuffix(r.Pattern, "{rest...}"), ok: true}
 	}
 	mux.HandleFunc(InvokePattern, invoke)
 	mux.HandleFunc(InvokeSuffixPattern, invoke)
 	mux.HandleFunc("POST /v1/admin/reload", func(http.ResponseWriter, *http.Request) {})
 	mux.HandleFunc("/", func(http.ResponseWriter, *http.Request) {})
 	h := CleanPaths(mux, http.NotFoundHandler())
-	return func(escaped string) (string, string, string, bool, string, bool) {
-		t.Helper()
-		got = struct {
-			tenant, service, route, rest string
-			suffix, ok                   bool
-		}{}
-		u, err := url.ParseRequestURI(escaped)
-		if err != nil {
-			t.Fatalf("%q: %v", escaped, err)
-		}
+	return func(u *url.URL) muxMatch {
+		got = muxMatch{}
 		h.ServeHTTP(httptest.NewRecorder(), &http.Request{Method: "POST", URL: u, Host: "node"})
-		return got.tenant, got.service, got.route, got.suffix, got.rest, got.ok
+		return got
 	}
+}
+
+// agreesWithMux fails t unless InvokePath and the oracle make the same of
+// u, and reports whether the path was an invocation's.
+func agreesWithMux(t *testing.T, oracle func(*url.URL) muxMatch, u *url.URL) bool {
+	t.Helper()
+	want := oracle(u)
+	target, suffix, rest, ok := InvokePath(u.EscapedPath())
+	got := muxMatch{tenant: string(target.Tenant), service: string(target.Service), route: string(target.Route),
+		rest: rest, suffix: suffix, ok: ok}
+	if got != want {
+		t.Fatalf("%q: InvokePath %+v, the mux %+v", u.EscapedPath(), got, want)
+	}
+	return ok
 }
 
 // TestInvokePath_matchesTheMux: for paths built from segments that stress
@@ -48,7 +59,7 @@ func muxInvokePath(t *testing.T) func(escaped string) (tenant, service, route st
 // invocation patterns on every clean path, and matches none the mux would
 // not route to them.
 func TestInvokePath_matchesTheMux(t *testing.T) {
-	oracle := muxInvokePath(t)
+	oracle := muxInvokePath()
 	parts := []string{"v1", "invoke", "%69nvoke", "v%31", "a", "b", "c", "%2F", "a%2Fb", "%zz", "%41b", "x%20y", "", "..", ".", "%2E%2E", "rest"}
 	rng := rand.New(rand.NewPCG(1, 2))
 	checked, matched := 0, 0
@@ -69,14 +80,7 @@ func TestInvokePath_matchesTheMux(t *testing.T) {
 			continue // CleanPaths answers these before any routing
 		}
 		checked++
-		tenant, service, route, suffix, rest, ok := oracle(escaped)
-		target, gotSuffix, gotRest, gotOK := InvokePath(u.EscapedPath())
-		if gotOK != ok || string(target.Tenant) != tenant || string(target.Service) != service || string(target.Route) != route ||
-			gotSuffix != suffix || gotRest != rest {
-			t.Fatalf("%q: InvokePath %v %v %q %v, the mux %q %q %q %v %q %v", escaped, target, gotSuffix, gotRest, gotOK,
-				tenant, service, route, suffix, rest, ok)
-		}
-		if ok {
+		if agreesWithMux(t, oracle, u) {
 			matched++
 		}
 	}
@@ -89,18 +93,12 @@ func FuzzInvokePath(f *testing.F) {
 	for _, s := range []string{"/v1/invoke/a/b/c", "/v1/invoke/a/b/c/", "/v1/invoke/a/b/c/d%2Fe", "/v1/invoke/a%2F/b/c", "/v1/%69nvoke/a/b/c"} {
 		f.Add(s)
 	}
-	oracle := muxInvokePath(&testing.T{})
+	oracle := muxInvokePath()
 	f.Fuzz(func(t *testing.T, escaped string) {
 		u, err := url.ParseRequestURI(escaped)
 		if err != nil || u.Path == "" || u.Path[0] != '/' || cleanPath(u.Path) != u.Path || u.RawQuery != "" || u.Host != "" {
 			return
 		}
-		tenant, service, route, suffix, rest, ok := oracle(escaped)
-		target, gotSuffix, gotRest, gotOK := InvokePath(u.EscapedPath())
-		if gotOK != ok || string(target.Tenant) != tenant || string(target.Service) != service || string(target.Route) != route ||
-			gotSuffix != suffix || gotRest != rest {
-			t.Fatalf("%q: InvokePath %v %v %q %v, the mux %q %q %q %v %q %v", escaped, target, gotSuffix, gotRest, gotOK,
-				tenant, service, route, suffix, rest, ok)
-		}
+		agreesWithMux(t, oracle, u)
 	})
 }
