@@ -418,16 +418,16 @@ func rawInvoker(t testing.TB, sn *servedNode) func() {
 
 // readRawAnswer reads one HTTP/1.1 answer with a Content-Length from br
 // without allocating: its status and body length.
-func readRawAnswer(b testing.TB, br *bufio.Reader) (status, n int) {
+func readRawAnswer(t testing.TB, br *bufio.Reader) (status, n int) {
 	line, err := br.ReadSlice('\n')
 	if err != nil || len(line) < 12 {
-		b.Fatalf("status line %q: %v", line, err)
+		t.Fatalf("status line %q: %v", line, err)
 	}
 	status = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
 	for {
 		line, err = br.ReadSlice('\n')
 		if err != nil {
-			b.Fatal(err)
+			t.Fatal(err)
 		}
 		if len(line) <= 2 {
 			break
@@ -439,7 +439,7 @@ func readRawAnswer(b testing.TB, br *bufio.Reader) (status, n int) {
 		}
 	}
 	if _, err := br.Discard(n); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	return status, n
 }
