@@ -224,10 +224,12 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	}
 	out := res.Completion.Outcome
 	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
-	m.metrics.observe(rev, job.Obligations(), out, t)
-	// The record is what the answer's headers and the access log line say.
+	// The record is what the answer's headers, the metrics and the access
+	// log line say.
 	rec.Executed, rec.Outcome, rec.FuelUsed, rec.MemoryPeakBytes = true, out.Kind, out.FuelUsed, out.MemoryPeakBytes
-	rec.CellClass, rec.Timing, rec.Execution, rec.Stderr = res.Cell, t, out.ExecutionTime, out.StderrTail
+	rec.CellClass, rec.QueueClass = res.Cell, job.Obligations().QueueClass
+	rec.Timing, rec.Execution, rec.Stderr = t, out.ExecutionTime, out.StderrTail
+	m.metrics.observe(rec)
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because

@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/internal/gcfloor"
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/config"
@@ -67,7 +65,7 @@ type metrics struct {
 	budget int
 	// deployed reports whether a revision is part of its service's current
 	// release (in the catalog's latest pin).
-	deployed func(catalog.ResolvedRevision) bool
+	deployed func(vocab.Target, vocab.RevisionID) bool
 
 	// The label-bound series of the per-request path, looked up once and
 	// then reused: resolving a vector's labels hashes every value, and an
@@ -256,11 +254,14 @@ func toolchainBuildInfo() BuildInfo {
 	return out
 }
 
-func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations, out runner.Outcome, t activation.Timing) {
-	cell := ob.CellClass.String()
+// observe counts the executed activation rec from its record: its
+// revision's activation and fuel series, its cell and queue class's
+// histograms, the front and back times.
+func (m *metrics) observe(rec *activation.Record) {
+	cell := rec.CellClass.String()
 	m.mu.Lock()
-	fuel, activations, overflowed := m.seriesLocked(rev, out.Kind)
-	ck := classKey{cell, ob.QueueClass}
+	fuel, activations, overflowed := m.seriesLocked(rec.Target, rec.Revision, rec.Outcome)
+	ck := classKey{cell, rec.QueueClass}
 	cs, ok := m.classes[ck]
 	if !ok {
 		cs = classSeries{memoryPeak: m.memoryPeak.WithLabelValues(cell), queueWait: m.queueWait.WithLabelValues(cell, ck.queue),
@@ -272,25 +273,25 @@ func (m *metrics) observe(rev catalog.ResolvedRevision, ob admission.Obligations
 		overflowed.Inc()
 	}
 	activations.Inc()
-	fuel.Add(float64(out.FuelUsed))
-	cs.memoryPeak.Observe(float64(out.MemoryPeakBytes))
-	cs.queueWait.Observe(t.QueueWait().Seconds())
-	m.front.Observe(t.Front.Seconds())
-	m.back.Observe(t.Back.Seconds())
-	cs.execution.Observe(out.ExecutionTime.Seconds())
+	fuel.Add(float64(rec.FuelUsed))
+	cs.memoryPeak.Observe(float64(rec.MemoryPeakBytes))
+	cs.queueWait.Observe(rec.Timing.QueueWait().Seconds())
+	m.front.Observe(rec.Timing.Front.Seconds())
+	m.back.Observe(rec.Timing.Back.Seconds())
+	cs.execution.Observe(rec.Execution.Seconds())
 }
 
-// seriesLocked returns the fuel and activation series an activation of rev
-// with the outcome kind counts in: its own label set's, created within the
-// tenant's budget while rev is deployed, else the tenant's overflow series
+// seriesLocked returns the fuel and activation series an activation of
+// revision rev of target t with the outcome kind counts in: its own label
+// set's, created within the tenant's budget while rev is deployed, else the tenant's overflow series
 // (and then the tenant's overflow counter, else nil).
 //
 // The deployed check happens under m.mu, which keepRevisions takes after
 // the catalog published the release that dropped a revision: an activation
 // of the dropped revision that ends later finds it gone and cannot bring its
 // series back.
-func (m *metrics) seriesLocked(rev catalog.ResolvedRevision, kind runner.Kind) (fuel, activations, overflowed prometheus.Counter) {
-	k := seriesKey{string(rev.Tenant), string(rev.Service), string(rev.Route), string(rev.Revision)}
+func (m *metrics) seriesLocked(t vocab.Target, rev vocab.RevisionID, kind runner.Kind) (fuel, activations, overflowed prometheus.Counter) {
+	k := seriesKey{string(t.Tenant), string(t.Service), string(t.Route), string(rev)}
 	ts := m.tenants[k.tenant]
 	if ts == nil {
 		ts = &tenantSeries{services: map[string]map[seriesKey]*revisionSeries{}}
@@ -298,7 +299,7 @@ func (m *metrics) seriesLocked(rev catalog.ResolvedRevision, kind runner.Kind) (
 	}
 	svc := ts.services[k.service]
 	rs := svc[k]
-	if rs == nil && ts.used+2 <= m.budget && (m.deployed == nil || m.deployed(rev)) {
+	if rs == nil && ts.used+2 <= m.budget && (m.deployed == nil || m.deployed(t, rev)) {
 		if svc == nil {
 			svc = map[seriesKey]*revisionSeries{}
 			ts.services[k.service] = svc
@@ -373,14 +374,14 @@ func (m *metrics) keepRevisions(tenant vocab.TenantID, service vocab.ServiceName
 	}
 }
 
-// deployed reports whether rev is a revision of its service's release in
+// deployed reports whether rev is a revision of t's service's release in
 // the catalog's latest pin (always, for a node without a catalog: tests).
-func (n *Node) deployed(rev catalog.ResolvedRevision) bool {
+func (n *Node) deployed(t vocab.Target, rev vocab.RevisionID) bool {
 	if n.cat == nil {
 		return true
 	}
-	d, ok := n.cat.Pin().Deployment(rev.Tenant, rev.Service)
-	return ok && slices.ContainsFunc(d.Revisions, func(ref vocab.RevisionRef) bool { return ref.ID == rev.Revision })
+	d, ok := n.cat.Pin().Deployment(t.Tenant, t.Service)
+	return ok && slices.ContainsFunc(d.Revisions, func(ref vocab.RevisionRef) bool { return ref.ID == rev })
 }
 
 func (m *metrics) rejected(r refusal.Refusal) {

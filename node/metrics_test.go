@@ -6,14 +6,13 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
@@ -118,12 +117,12 @@ func TestMetrics_goHeapLive(t *testing.T) {
 func TestMetrics_revisionSeriesBounded(t *testing.T) {
 	n, _ := bareNode(t)
 	m := n.metrics
-	rev := func(service, revision string) catalog.ResolvedRevision {
-		return catalog.ResolvedRevision{Tenant: "demo", Service: vocab.ServiceName(service), Route: "run",
-			Revision: vocab.RevisionID(revision)}
+	rev := func(service, revision string, fuel uint64) *activation.Record {
+		return &activation.Record{Target: vocab.Target{Tenant: "demo", Service: vocab.ServiceName(service), Route: "run"},
+			Revision: vocab.RevisionID(revision), Executed: true, Outcome: runner.Success, FuelUsed: fuel}
 	}
-	for _, r := range []catalog.ResolvedRevision{rev("a", "r1"), rev("a", "r2"), rev("b", "r1")} {
-		m.observe(r, admission.Obligations{}, runner.Outcome{Kind: runner.Success, FuelUsed: 5}, activation.Timing{})
+	for _, r := range []*activation.Record{rev("a", "r1", 5), rev("a", "r2", 5), rev("b", "r1", 5)} {
+		m.observe(r)
 	}
 	if got := seriesCount(m.activations); got != 3 {
 		t.Fatalf("%d activation series, want 3", got)
@@ -148,7 +147,7 @@ func TestMetrics_revisionSeriesBounded(t *testing.T) {
 		t.Fatalf("%d cached services, %d series used, want 1 and 2", len(m.tenants["demo"].services), m.tenants["demo"].used)
 	}
 	// A new observation of a dropped revision counts from zero again.
-	m.observe(rev("b", "r1"), admission.Obligations{}, runner.Outcome{Kind: runner.Success, FuelUsed: 7}, activation.Timing{})
+	m.observe(rev("b", "r1", 7))
 	if got := counterValue(m.fuel.WithLabelValues("demo", "b", "run", "r1")); got != 7 {
 		t.Fatalf("fuel of b/r1 after its delete and a new activation: %v, want 7", got)
 	}
@@ -163,11 +162,10 @@ func TestMetrics_seriesBudget(t *testing.T) {
 	m := n.metrics
 	m.budget = 5
 	gone := vocab.RevisionID("old")
-	m.deployed = func(rev catalog.ResolvedRevision) bool { return rev.Revision != gone }
+	m.deployed = func(_ vocab.Target, rev vocab.RevisionID) bool { return rev != gone }
 	obs := func(tenant, service, route string, rev vocab.RevisionID, kind runner.Kind) {
-		m.observe(catalog.ResolvedRevision{Tenant: vocab.TenantID(tenant), Service: vocab.ServiceName(service),
-			Route: vocab.RouteName(route), Revision: rev}, admission.Obligations{},
-			runner.Outcome{Kind: kind, FuelUsed: 3}, activation.Timing{})
+		m.observe(&activation.Record{Target: vocab.Target{Tenant: vocab.TenantID(tenant), Service: vocab.ServiceName(service),
+			Route: vocab.RouteName(route)}, Revision: rev, Executed: true, Outcome: kind, FuelUsed: 3})
 	}
 	other := func(tenant string, kind runner.Kind) float64 {
 		return counterValue(m.activations.WithLabelValues(tenant, otherLabel, otherLabel, otherLabel, kind.String()))
@@ -267,5 +265,40 @@ func TestDashboard_parses(t *testing.T) {
 	}
 	if queried < 10 {
 		t.Fatalf("only %d metric references in the dashboard", queried)
+	}
+}
+
+// TestMetrics_observedFromRecord: an invocation's series carry what its
+// answer's headers say (both are read from its record): its revision's
+// activation and fuel counters, and the execution histogram of its cell
+// class and of the queue class its priority admitted it to.
+func TestMetrics_observedFromRecord(t *testing.T) {
+	sn := startServed(t)
+	m := sn.n.metrics
+	for _, prio := range []string{"0", "9"} {
+		a := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, strings.NewReader("x"),
+			map[string]string{"Latent-Priority": prio})
+		if a.status != 200 {
+			t.Fatalf("priority %s: status %d %s", prio, a.status, a.body)
+		}
+		p, _ := strconv.ParseUint(prio, 10, 32)
+		queue := sn.n.cfg.QueueClasses[queueIndex(sn.n.cfg, uint32(p))].Name
+		var h dto.Metric
+		if err := m.execution.WithLabelValues(a.header.Get("Latent-Cell-Class"), queue).(prometheus.Metric).Write(&h); err != nil {
+			t.Fatal(err)
+		}
+		if n := h.GetHistogram().GetSampleCount(); n != 1 {
+			t.Errorf("priority %s: latent_execution_seconds{queue_class=%q} counts %d, want 1", prio, queue, n)
+		}
+	}
+	// Both invocations resolved the one revision of the demo route.
+	rev := sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, strings.NewReader("x"), nil)
+	labels := []string{"demo", "hello", "greet", rev.header.Get("Latent-Revision")}
+	if have := counterValue(m.activations.WithLabelValues(append(labels, "success")...)); have != 3 {
+		t.Errorf("latent_activations_total = %v, want 3", have)
+	}
+	fuel, _ := strconv.ParseFloat(rev.header.Get("Latent-Fuel-Used"), 64)
+	if have := counterValue(m.fuel.WithLabelValues(labels...)); fuel == 0 || have != 3*fuel {
+		t.Errorf("latent_fuel_consumed_total = %v, want 3 × %v", have, fuel)
 	}
 }

@@ -42,6 +42,7 @@ type Record struct {
 	FuelUsed        uint64
 	MemoryPeakBytes uint64
 	CellClass       vocab.CellClass
+	QueueClass      string // the name of the queue class it was admitted to
 	Timing          Timing
 	// Execution is the guest's own time as the runner measured it (the
 	// pauses for newcomers taken out): Latent-Execution-Ms.
