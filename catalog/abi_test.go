@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -37,6 +38,23 @@ func TestABI_deploy(t *testing.T) {
 			if p.ABI != want[i] {
 				t.Errorf("%s: %s has ABI %s, want %s", when, p.Name, p.ABI, want[i])
 			}
+		}
+		// A resolution carries its revision's ABI (the node shapes the
+		// input by it before admission reads the policy).
+		pin, seen := c.Pin(), map[vocab.ABI]bool{}
+		for k := range 64 {
+			rev, err := pin.Resolve(vocab.Target{Tenant: "acme", Service: "images", Route: "thumbnail"}, fmt.Sprint(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pol, err := pin.Policy(rev)
+			if err != nil || rev.ABI != pol.ABI {
+				t.Fatalf("%s: %s resolved with ABI %s, its policy's is %s (%v)", when, rev.Revision, rev.ABI, pol.ABI, err)
+			}
+			seen[rev.ABI] = true
+		}
+		if !seen[vocab.ABIWAGI] || !seen[vocab.ABIStdio] {
+			t.Errorf("%s: 64 keys resolved to ABIs %v, want both", when, seen)
 		}
 	}
 	check(fx.cat, "deployed")

@@ -79,6 +79,9 @@ type ResolvedRevision struct {
 	Revision   vocab.RevisionID
 	Release    vocab.ReleaseID
 	Generation vocab.Generation
+	// ABI is the revision's guest interface (its policy's), for the caller
+	// that shapes the input before admission; Policy does not check it.
+	ABI vocab.ABI
 	// Attributes are the revision's informational labels (a fresh copy). They
 	// are untrusted for policy: Policy ignores them, and admission counts them
 	// only against its metadata bounds.
@@ -112,7 +115,7 @@ func (p Pin) Resolve(target vocab.Target, routingKey string) (ResolvedRevision, 
 	}
 	return ResolvedRevision{
 		Tenant: svc.tenant, Service: svc.name, Route: target.Route, Function: rt.function,
-		Revision: pol.ID, Release: svc.release, Generation: svc.generation,
+		Revision: pol.ID, Release: svc.release, Generation: svc.generation, ABI: pol.ABI,
 		Attributes: attrs,
 	}, nil
 }

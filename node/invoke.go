@@ -164,11 +164,9 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 		return m.refuse(target.Tenant, resolveRefusal(err))
 	}
 	rec.Revision = rev.Revision
-	pol, err := pin.Policy(rev)
-	if err != nil {
-		return m.refuse(target.Tenant, revisionNotAvailable)
-	}
-	input, refused := invocationInput(r, target, rec.PathRest, pol.ABI, body)
+	// Admission looks the revision's policy up in the same pin; the input
+	// needs only its ABI, which the resolution carries.
+	input, refused := invocationInput(r, target, rec.PathRest, rev.ABI, body)
 	if refused != nil {
 		return *refused
 	}
