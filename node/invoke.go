@@ -221,7 +221,6 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 		return m.schedulerRefusal(target.Tenant, res.Err, cellClass)
 	}
 	out := res.Completion.Outcome
-	out.ExecutionTime = max(out.ExecutionTime-res.Paused, 0)
 	// The record is what the answer's headers, the metrics and the access
 	// log line say.
 	rec.Executed, rec.Outcome, rec.FuelUsed, rec.MemoryPeakBytes = true, out.Kind, out.FuelUsed, out.MemoryPeakBytes

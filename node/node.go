@@ -344,7 +344,7 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, r
 	// At each fuel check, once the front read what arrived, it also gives
 	// its running slot to a newcomer the fair queue puts first, if one
 	// waits (scheduler Pause), and goes on after it.
-	pause := func() { e.n.sched.Pause(ctx, job) }
+	pause := func() time.Duration { return e.n.sched.Pause(ctx, job) }
 	out := e.n.run.RunWith(ctx, exec, lease, runner.Input{Body: job.Input().body, Environ: job.Input().environ, OnSlice: pause})
 	// Before the scheduler picks the next job, the front reads what
 	// arrived meanwhile, so the choice is between every queued tenant.

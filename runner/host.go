@@ -27,9 +27,10 @@ type activation struct {
 	remaining uint64          // fuel not yet handed to the guest
 	budget    uint64
 	slice     uint64
-	onSlice   func()     // Config.OnSlice
-	pause     func()     // Input.OnSlice
-	mod       api.Module // set after instantiation
+	onSlice   func()               // Config.OnSlice
+	pause     func() time.Duration // Input.OnSlice
+	paused    time.Duration        // what pause held the guest, left out of its execution time
+	mod       api.Module           // set after instantiation
 
 	// grant is the activation's memory grant in bytes: linear memory, the
 	// tables and the call stack together; tableBytes is the module's
@@ -82,6 +83,12 @@ func (a *activation) stopAt(now time.Time) error {
 	return errCancelled
 }
 
+// executionTime is the activation's execution time at stopped: the wall
+// time since it started, less the pauses for other guests.
+func (a *activation) executionTime(stopped time.Time) time.Duration {
+	return max(stopped.Sub(a.started)-a.paused, 0)
+}
+
 // fuelGlobal returns the calling module's fuel global.
 func fuelGlobal(mod api.Module) api.MutableGlobal {
 	g, ok := mod.ExportedGlobal(fuel.FuelExport).(api.MutableGlobal)
@@ -105,7 +112,7 @@ func tick(ctx context.Context, mod api.Module, _ []uint64) {
 		a.onSlice()
 	}
 	if a.pause != nil {
-		a.pause()
+		a.paused += a.pause()
 	}
 	if err := a.stopAt(time.Now()); err != nil {
 		panic(err)

@@ -60,7 +60,8 @@ type Outcome struct {
 	// once: linear memory and charged call stack together (zero when the
 	// module was not instantiated).
 	MemoryPeakBytes uint64
-	// ExecutionTime is the wall time from instantiation to the guest's stop.
+	// ExecutionTime is the wall time from instantiation to the guest's
+	// stop, less what Input.OnSlice held it (pauses for other guests).
 	ExecutionTime time.Duration
 	Stdout        []byte
 	StderrTail    []byte

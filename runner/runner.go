@@ -365,8 +365,10 @@ type Input struct {
 	Environ []string
 	// OnSlice, if set, is called on the guest's goroutine at every
 	// slow-path check, after Config.OnSlice: the node may pause the
-	// activation there for a fairer one (it must not stop the guest).
-	OnSlice func()
+	// activation there for a fairer one (it must not stop the guest). It
+	// returns how long it held the guest, which Outcome.ExecutionTime
+	// leaves out (the deadline keeps running meanwhile).
+	OnSlice func() time.Duration
 }
 
 // RunWith is Run with the whole input. For a WAGI revision
@@ -434,9 +436,8 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		err = a.settle(a.start(callCtx, mod, pm.hasStart, init, string(ob.Function)))
 	}
 	stopped := time.Now()
-	elapsed := stopped.Sub(start)
 	kind, code, trap := classify(a, err, stopped, !instantiated)
-	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: elapsed,
+	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: a.executionTime(stopped),
 		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if mod != nil {
 		if cerr := mod.Close(callCtx); cerr != nil {

@@ -400,6 +400,40 @@ func TestRun_slowPathEverySlice(t *testing.T) {
 	}
 }
 
+// TestRun_pauseLeftOutOfExecutionTime: what Input.OnSlice reports it held
+// the guest (the node's pauses for newcomers) is not the guest's execution
+// time. The first slice check holds the guest for 20 ms; the outcome's
+// execution time is at most the run's wall time less that.
+func TestRun_pauseLeftOutOfExecutionTime(t *testing.T) {
+	r, err := New(context.Background(), Config{FuelSlice: 10_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close(context.Background()) }()
+	e := newEnvWith(t, r)
+	e.deploy("infinite", testwasm.Bytes(t, "infinite"), ceiling(1_000_000, 1<<20, 10*time.Second))
+	var held time.Duration
+	hold := func() time.Duration {
+		if held > 0 {
+			return 0
+		}
+		start := time.Now()
+		for time.Since(start) < 20*time.Millisecond { // the guest is held, not sleeping
+		}
+		held = time.Since(start)
+		return held
+	}
+	start := time.Now()
+	out := e.runWith("infinite", Input{OnSlice: hold})
+	wall := time.Since(start)
+	if out.Kind != FuelExhausted || held == 0 {
+		t.Fatalf("%s, held %v", out.Kind, held)
+	}
+	if out.ExecutionTime > wall-held {
+		t.Fatalf("execution time %v, want at most %v (the wall time %v less the %v held)", out.ExecutionTime, wall-held, wall, held)
+	}
+}
+
 // TestRun_deepRecursionBounded: unbounded recursion stops when the call
 // stack budget (the 1 MiB grant less linear memory) is spent, with a typed
 // trap, and the process's memory does not explode on the way (the

@@ -754,13 +754,13 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 		var err error
 		if w, err = p.newWarm(a.ctx, m, k, s, a); err != nil {
 			kind, code, trap := classify(a, err, time.Now(), true)
-			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: time.Since(a.started), Err: err}
+			return Outcome{Kind: kind, ExitCode: code, TrapKind: trap, ExecutionTime: a.executionTime(time.Now()), Err: err}
 		}
 		p.created(s != nil)
 		if s == nil {
 			if a.remaining < m.instantiationFuel {
 				p.closeInstance(w)
-				return Outcome{Kind: FuelExhausted, FuelUsed: a.budget, ExecutionTime: time.Since(a.started),
+				return Outcome{Kind: FuelExhausted, FuelUsed: a.budget, ExecutionTime: a.executionTime(time.Now()),
 					Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 			}
 			a.remaining -= m.instantiationFuel
@@ -774,7 +774,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	}
 	if linear+a.tableBytes > a.grant {
 		p.closeInstance(w)
-		return Outcome{Kind: MemoryExhausted, ExecutionTime: time.Since(a.started),
+		return Outcome{Kind: MemoryExhausted, ExecutionTime: a.executionTime(time.Now()),
 			Err: errors.Newf("runner: the grant (%d bytes) is below the instance's memory (%d bytes) plus the tables (%d bytes)",
 				a.grant, linear, a.tableBytes)}
 	}
@@ -792,7 +792,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	err = a.settle(err)
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, false)
-	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: stopped.Sub(a.started),
+	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: a.executionTime(stopped),
 		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if kind == PlatformFailure {
 		out.Quarantine = true
@@ -849,7 +849,7 @@ func (p *warmPool) recycled() {
 // "instantiation"), or the tenant's snapshot quota is full
 // (memory-exhausted), or the wait was cancelled.
 func initOutcome(a *activation, err error) Outcome {
-	out := Outcome{Kind: Trap, TrapKind: TrapInstantiation, ExecutionTime: time.Since(a.started), Err: err}
+	out := Outcome{Kind: Trap, TrapKind: TrapInstantiation, ExecutionTime: a.executionTime(time.Now()), Err: err}
 	switch {
 	case errors.Is(err, ErrSnapshotQuota):
 		out.Kind, out.TrapKind = MemoryExhausted, ""

@@ -158,22 +158,28 @@ func TestCore_overtakerRemembered(t *testing.T) {
 // newcomer runs and finishes while the paused job waits, then the paused
 // job resumes before the backlog behind it. Without a newcomer, or with
 // MaxRunning 0, Pause returns at once. The negative control (no Pause)
-// runs the newcomer only after the running job.
+// runs the newcomer only after the running job. Pause returns how long
+// the job was paused, the newcomer's run, which is its result's Paused.
 func TestScheduler_pause(t *testing.T) {
+	const carolTakes = 7 * time.Millisecond
 	for _, pause := range []bool{true, false} {
 		t.Run("pause="+strconv.FormatBool(pause), func(t *testing.T) {
 			defer goleak.VerifyNone(t)
 			events := make(chan string, 64)
 			atSafePoint := make(chan struct{})
+			var paused time.Duration
 			var e *env
 			e = newEnv(t, execFunc(func(ctx context.Context, job *testJob, _ *admission.ExecutionPermit, _ Cell) testCompletion {
 				name := job.Input()
 				events <- "start " + name
-				if name == "alice" {
+				switch name {
+				case "alice":
 					<-atSafePoint // the test queued the newcomer
 					if pause {
-						e.s.Pause(ctx, job)
+						paused = e.s.Pause(ctx, job)
 					}
+				case "carol":
+					e.clock.Advance(carolTakes)
 				}
 				events <- "end " + name
 				return testCompletion{FuelUsed: 1}
@@ -191,10 +197,14 @@ func TestScheduler_pause(t *testing.T) {
 			for range 5 {
 				order = append(order, <-events)
 			}
+			results := map[*testJob]testResult{}
 			for _, j := range []*testJob{first, backlog, quiet} {
-				if r := result(t, j); r.Err != nil {
-					t.Fatalf("job: %v", r.Err)
+				if results[j] = result(t, j); results[j].Err != nil {
+					t.Fatalf("job: %v", results[j].Err)
 				}
+			}
+			if want := map[bool]time.Duration{true: carolTakes}[pause]; paused != want || results[first].Paused != want {
+				t.Errorf("Pause returned %v, the result's Paused is %v, want %v", paused, results[first].Paused, want)
 			}
 			want := "start carol,end carol,end alice,start bob,end bob"
 			if !pause {

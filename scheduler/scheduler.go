@@ -555,18 +555,20 @@ func (s *Scheduler[In, Out]) dispatch() {
 // dispatched. j keeps its cell and its permit meanwhile, and pauses at
 // most once. Otherwise Pause returns at once. It also returns when ctx
 // (the executor's context) ends, so a paused guest sees its cancellation.
+// It returns how long j was paused (zero: it was not), which is queue time
+// to the scheduler (Result.Paused) and not the guest's execution.
 //
 // Without it, a quiet tenant's request waits for the rest of the guest
 // that holds the slot, up to its whole run, however fair the queue.
-func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
+func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) time.Duration {
 	if s.deps.MaxRunning <= 0 {
-		return
+		return 0
 	}
 	s.mu.Lock()
 	if j.paused || j.state != jobRunning || s.mu.state != stateRunning || ctx.Err() != nil || s.mu.blocked[j.item.Cell] ||
 		s.activeLocked() < s.deps.MaxRunning {
 		s.mu.Unlock()
-		return
+		return 0
 	}
 	// The clock only once a pause is possible: this runs at every fuel
 	// check of every guest.
@@ -574,7 +576,7 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 	it, ok := s.mu.core.NextOvertaking(now, &j.item)
 	if !ok {
 		s.mu.Unlock()
-		return
+		return 0
 	}
 	next := it.Payload.(*Job[In, Out])
 	next.state = jobStarting
@@ -603,6 +605,7 @@ func (s *Scheduler[In, Out]) Pause(ctx context.Context, j *Job[In, Out]) {
 		s.mu.Unlock()
 	}
 	j.pausedFor = s.clock.Now().Sub(now)
+	return j.pausedFor
 }
 
 // activeLocked is the number of running slots taken: running jobs that are
