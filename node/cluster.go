@@ -257,7 +257,7 @@ func (c *clusterAPI) handleNodes(w http.ResponseWriter, r *http.Request, _ *auth
 		api.WriteProblem(w, p, 0)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	api.WriteJSON(w, http.StatusOK, struct {
 		Nodes []cluster.Member `json:"nodes"`
 	}{members})
 }
@@ -280,7 +280,7 @@ func (c *clusterAPI) handleClusterStatus(w http.ResponseWriter, _ *http.Request,
 	if st.Err != nil {
 		errText = st.Err.Error()
 	}
-	writeJSON(w, http.StatusOK, struct {
+	api.WriteJSON(w, http.StatusOK, struct {
 		NodeID        string `json:"node_id"`
 		Generation    uint64 `json:"generation"`
 		CatalogHash   string `json:"catalog_hash"`

@@ -75,7 +75,7 @@ func (d *deployments) handleArtifact(w http.ResponseWriter, r *http.Request, p *
 	err = d.cat.Artifacts().Put(r.Context(), p.Tenant, digest, body)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusCreated, map[string]string{"artifact": string(digest)})
+		api.WriteJSON(w, http.StatusCreated, map[string]string{"artifact": string(digest)})
 	case body.err != nil: // the caller's body failed, whatever the catalog made of it
 		api.WriteProblem(w, bodyProblem(body.err, refusal.DimArtifactBytes), 0)
 	case errors.Is(err, catalog.ErrDigestMismatch):
@@ -166,7 +166,7 @@ func (d *deployments) handleDeploy(w http.ResponseWriter, r *http.Request, p *au
 		d.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(dep.Release), "generation", uint64(dep.Generation))
 		d.metrics.keepRevisions(t, s, dep.Revisions)
 		d.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, dep)
+		api.WriteJSON(w, http.StatusOK, dep)
 	case errors.As(err, &ve):
 		// Module refusals are field problems too: they name the deploy limit
 		// or the import.
@@ -196,7 +196,7 @@ func (d *deployments) handleGetDeployment(w http.ResponseWriter, r *http.Request
 	case err != nil:
 		writeAnswer(w, internalAnswer(d.log, err))
 	default:
-		writeJSON(w, http.StatusOK, deploymentAnswer{Deployment: dep, Manifest: manifestWire(m)})
+		api.WriteJSON(w, http.StatusOK, deploymentAnswer{Deployment: dep, Manifest: manifestWire(m)})
 	}
 }
 
@@ -217,6 +217,18 @@ func (d *deployments) handleDelete(w http.ResponseWriter, r *http.Request, p *au
 	default:
 		d.metrics.keepRevisions(t, s, nil)
 		d.retainSnapshots(t)
-		writeJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
+		api.WriteJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
 	}
+}
+
+// retainSnapshots lets the runner drop tenant t's snapshots that no
+// snapshot revision of t deployed now uses: called after each deploy or
+// delete of one of t's services (locally or applied from the cluster). The
+// catalog counts the snapshots each tenant's services need as they come
+// and go, so this reads a counter, not the tenant's services.
+func (d *deployments) retainSnapshots(t vocab.TenantID) {
+	if d.run == nil || d.cat == nil {
+		return
+	}
+	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
 }

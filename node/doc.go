@@ -78,12 +78,13 @@
 //     group below), recovered, authed and authorize. The route groups
 //     are types that hold only what their routes need, not the Node:
 //     activations (invoke.go), deployments (control.go, list.go,
-//     writes.go), clusterAPI (cluster.go), statusViews (ui.go) and probes
-//     (health.go).
+//     writes.go), clusterAPI (cluster.go), probes (health.go), and the
+//     status views of node/status.
 //   - control.go: deployments, the deployment control API (artifact
 //     upload, deploy, get, delete), the answers to catalog errors and the
 //     hook that keeps metrics and snapshots in step with changes applied
-//     from the cluster.
+//     from the cluster, and dropping a tenant's snapshots with the last
+//     revision that uses them (retainSnapshots).
 //   - list.go: the paginated list of a tenant's deployments.
 //   - health.go: probes, /healthz (its own bound) and /readyz.
 //   - wire.go: the JSON form of catalog values in answers (the API's
@@ -97,7 +98,7 @@
 //     and deletes through etcd and serves the peer endpoints (artifacts,
 //     replicate, applied) and the cluster's admin routes.
 //   - ingress.go: the ingress governor (governed: the front's ingress
-//     pools on every API route) and the pools' use in the admission views.
+//     pools on every API route).
 //   - reload.go: Reload, prepared in full before it applies, and the
 //     handler of POST /v1/admin/reload.
 //   - pacer.go: holding a refusal as the front's refusal pacer says.
@@ -108,12 +109,6 @@
 //     answer is out writes one log line from it (rate-limited per tenant
 //     by the front's LogLimiter) and counts its refusal and duration.
 //   - metrics.go: the Prometheus metrics.
-//   - ui.go, ui.html: statusViews: the status page (GET /ui, its HTML
-//     template embedded from ui.html, and the JSON it polls) and the
-//     admission views (GET /v1/admission, GET /v1/admin/admission).
-//   - instances.go: the warm instances of snapshot and reuse revisions in
-//     the admission view, and dropping a tenant's snapshots with the last
-//     revision that uses them (retainSnapshots).
 //   - demo.go: the embedded demo guest of `serve --demo`.
 //
 // Sub-packages: node/api (headers and problem bodies), node/auth (API keys
@@ -124,7 +119,8 @@
 // browser checks, the path check, the answer writers, the access log's
 // rate limits and field sanitising), node/activation (the record of one request and
 // its activation, and the headers rendered from it), node/tracing (the
-// OpenTelemetry spans of an invocation and their export).
+// OpenTelemetry spans of an invocation and their export), node/status (the
+// status page and the admission views).
 //
 // # Usage
 //

@@ -5,7 +5,6 @@ package node
 // handler.
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -52,12 +51,12 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleGetDeployment))
 	mux.HandleFunc("GET /v1/deployments/{tenant}", tenant(ctl, none, auth.Deploy, n.ctl.handleListDeployments))
 	mux.HandleFunc("DELETE /v1/deployments/{tenant}/{service}", tenant(ctl, none, auth.Deploy, n.ctl.handleDelete))
-	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.views.handleAdmission))
-	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.views.handleAdminAdmission))
+	mux.HandleFunc("GET /v1/admission", tenant(ctl, none, 0, n.views.HandleAdmission))
+	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.views.HandleAdminAdmission))
 	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, reloadHandler(n.Reload, n.log)))
 	hosts := front.UIHosts(n.cfg)
-	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUI)))
-	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.handleUIData)))
+	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleUI)))
+	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleUIData)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerArtifact))
@@ -345,15 +344,4 @@ func writeAnswer(w http.ResponseWriter, a answer) {
 // logged, never answered.
 func internalProblem() api.Problem {
 	return api.Refusal(refusal.Internal)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		api.WriteProblem(w, internalProblem(), 0)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(data, '\n'))
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/front"
-	"github.com/latent-node/latent-node/vocab"
 )
 
 // governed serves h in pool: a slot and modeled bytes before the body is
@@ -36,10 +35,4 @@ func (n *Node) governed(pool *front.IngressPool, routeCap func() uint64, role au
 		}
 		h(w, r, p)
 	}
-}
-
-// ingressUsage returns the use of both pools, data and control: all of it
-// (node snapshot), or tenant's share only.
-func ingressUsage(data, control *front.IngressPool, tenant vocab.TenantID, all bool) map[string]front.IngressUsage {
-	return map[string]front.IngressUsage{front.PoolData: data.Usage(tenant, all), front.PoolControl: control.Usage(tenant, all)}
 }

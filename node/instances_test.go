@@ -7,6 +7,7 @@ import (
 
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/node/status"
 )
 
 // TestNode_snapshotImages: a snapshot revision's image appears in the
@@ -29,14 +30,14 @@ func TestNode_snapshotImages(t *testing.T) {
 			"routes": []any{map[string]any{"name": "run", "function": "handle",
 				"targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
 	}
-	view := func() instancesView {
+	view := func() status.Instances {
 		t.Helper()
 		resp, body := tn.do(t, "GET", "/v1/admin/admission", tn.key, nil, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("admin admission: %d %s", resp.StatusCode, body)
 		}
 		var v struct {
-			Instances instancesView `json:"instances"`
+			Instances status.Instances `json:"instances"`
 		}
 		if err := json.Unmarshal(body, &v); err != nil {
 			t.Fatal(err)
@@ -61,7 +62,7 @@ func TestNode_snapshotImages(t *testing.T) {
 	if v.SnapshotBytes != 64<<10 || v.Tenants["demo"] != 64<<10 || v.Snapshots != 1 || v.Restored+v.Recreated != 3 {
 		t.Fatalf("after deploying two snapshot services of one module and three activations: %+v", v)
 	}
-	ui := tn.n.views.uiSnapshot()
+	ui := tn.n.views.Snapshot()
 	for _, tbl := range ui.Tables {
 		if tbl.Name == "tenants" {
 			for _, row := range tbl.Rows {

@@ -70,5 +70,5 @@ func (d *deployments) handleListDeployments(w http.ResponseWriter, r *http.Reque
 	if more {
 		l.Next = page[len(page)-1].Service
 	}
-	writeJSON(w, http.StatusOK, l)
+	api.WriteJSON(w, http.StatusOK, l)
 }

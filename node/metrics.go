@@ -461,7 +461,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWarmIdle, prometheus.GaugeValue, float64(ws.Idle))
 	ch <- prometheus.MustNewConstMetric(descSnapshotBytes, prometheus.GaugeValue, float64(ws.SnapshotBytes))
 	ch <- prometheus.MustNewConstMetric(descLoadSource, prometheus.GaugeValue, 1, n.loadKind)
-	for name, u := range ingressUsage(n.dataPool, n.controlPool, "", true) {
+	for name, u := range front.PoolsUsage(n.dataPool, n.controlPool, "", true) {
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Slots), name, "slots")
 		ch <- prometheus.MustNewConstMetric(descIngress, prometheus.GaugeValue, float64(u.Bytes), name, "bytes")
 	}

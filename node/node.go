@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/status"
 	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
@@ -83,9 +84,9 @@ type Node struct {
 	// (control.go) and the cluster's routes (cluster.go).
 	ctl        *deployments
 	clusterAPI *clusterAPI
-	views      *statusViews // the status page and admission views (ui.go)
-	acts       *activations // the activation manager (invoke.go)
-	probes     *probes      // health and readiness (health.go)
+	views      *status.Views // the status page and admission views
+	acts       *activations  // the activation manager (invoke.go)
+	probes     *probes       // health and readiness (health.go)
 }
 
 // New composes a node from a validated configuration. It opens (or creates)
@@ -175,8 +176,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 	n.ctl.metrics = n.metrics
 	n.probes = &probes{slots: make(chan struct{}, 64), load: n.load, loadKind: n.loadKind, clock: n.clock, pool: n.pool,
 		classes: cfg.SortedCellClasses(), cluster: n.clusterAPI}
-	n.views = &statusViews{prov: n.prov, dataPool: n.dataPool, ctlPool: n.controlPool, run: n.run, pool: n.pool, sched: n.sched,
-		cat: n.cat, load: n.load, loadKind: n.loadKind, clock: n.clock, log: n.log, refusals: n.metrics.refusals}
+	n.views = status.New(status.Config{Admission: n.prov, Data: n.dataPool, Control: n.controlPool, Runner: n.run,
+		Cells: n.pool, Scheduler: n.sched, Catalog: n.cat, Load: n.load, LoadKind: n.loadKind, Clock: n.clock, Log: n.log,
+		Refusals: n.metrics.refusals})
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}

@@ -256,7 +256,7 @@ func reloadHandler(reload func() (ReloadResult, error), log *slog.Logger) authed
 			p.Detail = "the file is valid but could not be applied in full; see the node's log"
 			api.WriteProblem(w, p, 0)
 		default:
-			writeJSON(w, http.StatusOK, res)
+			api.WriteJSON(w, http.StatusOK, res)
 		}
 	}
 }

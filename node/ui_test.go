@@ -19,6 +19,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/status"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -93,7 +94,7 @@ func TestUI_page(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "<img") {
 		t.Fatalf("data: %d %s", resp.StatusCode, body)
 	}
-	var d uiData
+	var d status.Data
 	if err := json.Unmarshal(body, &d); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestUI_page(t *testing.T) {
 func TestUI_refusals(t *testing.T) {
 	sn := startServed(t)
 	count := func() string {
-		var d uiData
+		var d status.Data
 		if err := json.Unmarshal(sn.do(t, "GET", "/ui/data", sn.admin, nil, nil).body, &d); err != nil {
 			t.Fatal(err)
 		}
@@ -131,13 +132,13 @@ func TestUI_refusals(t *testing.T) {
 	}
 	// The table is read from the refusal counter alone: the page polls, and
 	// the whole registry grows with the catalog (a series per route).
-	fams, err := sn.n.views.refusals.Gather()
-	if err != nil || len(fams) != 1 || fams[0].GetName() != rejectionsMetric {
-		t.Fatalf("the status page gathers %d families (%v), want only %s", len(fams), err, rejectionsMetric)
+	fams, err := sn.n.metrics.refusals.Gather()
+	if err != nil || len(fams) != 1 || fams[0].GetName() != "latent_rejections_total" {
+		t.Fatalf("the status page gathers %d families (%v), want only latent_rejections_total", len(fams), err)
 	}
 }
 
-func tableRows(ts []uiTable, id string) [][]string {
+func tableRows(ts []status.Table, id string) [][]string {
 	for _, t := range ts {
 		if t.Name == id {
 			return t.Rows
@@ -235,8 +236,8 @@ func TestUI_browser(t *testing.T) {
 		}
 		return n, tables
 	}
-	admin := func() adminAdmission {
-		var a adminAdmission
+	admin := func() status.AdminAdmission {
+		var a status.AdminAdmission
 		if err := json.Unmarshal(sn.do(t, "GET", "/v1/admin/admission", sn.admin, nil, nil).body, &a); err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +287,7 @@ func TestUI_browser(t *testing.T) {
 
 // compareUI returns "" when the tables show the numbers of a, or what
 // differs.
-func compareUI(tables map[string][][]string, a adminAdmission) string {
+func compareUI(tables map[string][][]string, a status.AdminAdmission) string {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	var want [][2]string // {table/row/column, value}
 	add := func(table, row string, col int, v string) {

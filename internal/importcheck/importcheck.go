@@ -33,12 +33,15 @@ var Allowed = map[string][]string{
 // their top-level package's rule: the node's front knows nothing of the
 // rest of the node but its configuration, its wire vocabulary and the
 // activation record, tracing
-// only the results it records, and an activation's record only the
-// vocabularies.
+// only the results it records, an activation's record only the
+// vocabularies, and the status views only what they read and the front's
+// pools.
 var Narrow = map[string][]string{
 	"node/front":      {"node/config", "node/api", "node/activation", "refusal", "vocab"},
 	"node/activation": {"vocab", "refusal"},
 	"node/tracing":    {"node/config", "node/activation", "admission", "scheduler", "runner", "refusal", "vocab"},
+	"node/status": {"node/api", "node/auth", "node/front", "admission", "catalog", "cellpool", "loadsource", "runner",
+		"scheduler", "refusal", "vocab"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.

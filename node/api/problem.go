@@ -99,3 +99,16 @@ func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 	data, _ := json.Marshal(p) // a Problem always encodes
 	_, _ = w.Write(append(data, '\n'))
 }
+
+// WriteJSON writes v as indented JSON with status; a value that does not
+// encode (a bug) is answered as the node's own failure.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		WriteProblem(w, Refusal(refusal.Internal), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}

@@ -35,8 +35,8 @@
 //     ([node.tls]); Load prepares a reload, Store applies it.
 //   - ingress.go: the ingress pools (IngressPool: Reserve before the body
 //     is read, Bind once the principal is verified, Release once the
-//     answer is written), ModeledBytes, the pool names, IngressUsage (the
-//     admission views' form).
+//     answer is written), ModeledBytes, the pool names, IngressUsage and
+//     PoolsUsage (the admission views' form).
 //   - pacer.go: RefusalPacer, which holds each principal's refusals to a
 //     rate, and its defaults.
 //   - refusallog.go: RefusalLog, refusals aggregated into one log line per

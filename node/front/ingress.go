@@ -207,3 +207,9 @@ func (p *IngressPool) Usage(tenant vocab.TenantID, all bool) IngressUsage {
 	u.Slots, u.Bytes = own.slots, own.bytes
 	return u
 }
+
+// PoolsUsage returns the use of both pools, data and control, by pool
+// name: all of it (the node's view), or tenant's share only.
+func PoolsUsage(data, control *IngressPool, tenant vocab.TenantID, all bool) map[string]IngressUsage {
+	return map[string]IngressUsage{PoolData: data.Usage(tenant, all), PoolControl: control.Usage(tenant, all)}
+}

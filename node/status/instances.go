@@ -1,16 +1,13 @@
-// Warm instances in the node: dropping a tenant's snapshots with the last
-// revision that uses them, and what the admission view, the status page
-// and the metrics show of them.
+package status
 
-package node
+// The runner's warm instances as the admission view and the status page
+// show them.
 
-import (
-	"github.com/latent-node/latent-node/vocab"
-)
+import "github.com/latent-node/latent-node/runner"
 
-// instancesView is the "instances" part of GET /v1/admin/admission: the
+// Instances is the "instances" part of GET /v1/admin/admission: the
 // runner's warm instances of snapshot and reuse revisions.
-type instancesView struct {
+type Instances struct {
 	// SnapshotBytes is the bytes of the snapshot images the node holds, in
 	// all and per tenant (charged to node.max_snapshot_bytes_per_tenant).
 	SnapshotBytes uint64            `json:"snapshot_bytes"`
@@ -30,26 +27,14 @@ type instancesView struct {
 	Recycled  uint64 `json:"recycled"`
 }
 
-// instances reads the runner's warm instances.
-func (v *statusViews) instances() instancesView {
-	s, byTenant := v.run.WarmStats(), v.run.SnapshotBytesByTenant()
-	view := instancesView{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(byTenant)),
+// instances reads run's warm instances.
+func instances(run *runner.Runner) Instances {
+	s, byTenant := run.WarmStats(), run.SnapshotBytesByTenant()
+	view := Instances{SnapshotBytes: s.SnapshotBytes, Tenants: make(map[string]uint64, len(byTenant)),
 		Snapshots: s.Snapshots, Idle: s.Idle, Restored: s.Restored, Recreated: s.Recreated, Reused: s.Reused,
 		Created: s.Created, Recycled: s.Recycled}
 	for t, b := range byTenant {
 		view.Tenants[string(t)] = b
 	}
 	return view
-}
-
-// retainSnapshots lets the runner drop tenant t's snapshots that no
-// snapshot revision of t deployed now uses: called after each deploy or
-// delete of one of t's services (locally or applied from the cluster). The
-// catalog counts the snapshots each tenant's services need as they come
-// and go, so this reads a counter, not the tenant's services.
-func (d *deployments) retainSnapshots(t vocab.TenantID) {
-	if d.run == nil || d.cat == nil {
-		return
-	}
-	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
 }

@@ -1,0 +1,25 @@
+// Package status serves the node's read-only views of its own state: the
+// status page for administrators (GET /ui, an HTML page whose template is
+// embedded from page.html, and GET /ui/data, the JSON it polls) and the
+// admission views (GET /v1/admission, a tenant's; GET /v1/admin/admission,
+// the node's). Each answer reads admission, the ingress pools, the cell
+// pool, the scheduler, the catalog, the load sample, the runner's warm
+// instances and the refusal counter once; nothing here changes state.
+//
+// The node makes the Views (node.New) and routes to their handlers behind
+// authentication, the admin role where a route needs it and the ingress
+// governor. Of the module this package imports only admission, catalog,
+// cellpool, loadsource, runner, scheduler, refusal, vocab, node/api,
+// node/auth and node/front, and nothing imports it but node (the import
+// rule checks both).
+//
+// # Internal organization
+//
+//   - views.go: Config and Views, the handlers of the four routes, and
+//     Snapshot, the page's tables and the admin admission document read at
+//     one moment.
+//   - page.go, page.html: the page's template, its nonce and its
+//     Content-Security-Policy.
+//   - instances.go: Instances, the runner's warm instances as the views
+//     show them.
+package status
