@@ -376,9 +376,14 @@ type Input struct {
 // answer: Outcome.Response, or the outcome MalformedResponse.
 func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, in Input) (out Outcome) {
 	start := time.Now()
+	var a *activation // once made: its execution time leaves its pauses out
 	defer func() {
 		if p := recover(); p != nil {
-			out = Outcome{Kind: PlatformFailure, Quarantine: true, ExecutionTime: time.Since(start),
+			took := time.Since(start)
+			if a != nil {
+				took = a.executionTime(time.Now())
+			}
+			out = Outcome{Kind: PlatformFailure, Quarantine: true, ExecutionTime: took,
 				Err: errors.Newf("runner: panic: %v", p)}
 		}
 	}()
@@ -415,11 +420,10 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 		return Outcome{Kind: FuelExhausted, FuelUsed: budget.CPUFuel, ExecutionTime: time.Since(start),
 			Err: errors.Wrap(errFuelExhausted, "runner: instantiation")}
 	}
+	a = r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	if ob.Instance != vocab.InstanceFresh {
-		return r.finish(r.warm.runWarm(ctx, pm, ob, r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)), ob)
+		return r.finish(r.warm.runWarm(ctx, pm, ob, a), ob)
 	}
-
-	a := r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 

@@ -429,8 +429,9 @@ func TestRun_pauseLeftOutOfExecutionTime(t *testing.T) {
 	if out.Kind != FuelExhausted || held == 0 {
 		t.Fatalf("%s, held %v", out.Kind, held)
 	}
-	if out.ExecutionTime > wall-held {
-		t.Fatalf("execution time %v, want at most %v (the wall time %v less the %v held)", out.ExecutionTime, wall-held, wall, held)
+	if out.ExecutionTime <= 0 || out.ExecutionTime > wall-held {
+		t.Fatalf("execution time %v, want above 0 and at most %v (the wall time %v less the %v held)", out.ExecutionTime,
+			wall-held, wall, held)
 	}
 }
 

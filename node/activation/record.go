@@ -2,8 +2,9 @@ package activation
 
 // Record, the one record of a request the front serves: filled as the
 // request goes (the front, authentication, the activation manager) and read
-// once it is answered (the access log, the refusal counters, the
-// invocation's trace span), never re-read from the wire.
+// by the activation metrics once its guest ran and by the rest once it is
+// answered (the access log, the refusal counters, the invocation's trace
+// span), never re-read from the wire.
 
 import (
 	"crypto/rand"

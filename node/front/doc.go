@@ -13,8 +13,8 @@
 // The node composes them (node.New), wires them into its handler chain
 // and runs the yield among its actors. Of the module this package imports
 // only node/config, node/api (problem bodies), node/activation (the
-// request's record), refusal and vocab, and nothing imports it but node
-// and cmd (the import rule checks both).
+// request's record), refusal and vocab (the import rule checks it), and
+// only node and cmd import it.
 //
 // # Locks
 //

@@ -8,10 +8,10 @@
 //
 // The node makes the Views (node.New) and routes to their handlers behind
 // authentication, the admin role where a route needs it and the ingress
-// governor. Of the module this package imports only admission, catalog,
-// cellpool, loadsource, runner, scheduler, refusal, vocab, node/api,
-// node/auth and node/front, and nothing imports it but node (the import
-// rule checks both).
+// governor, and nothing else imports it. Of the module this package
+// imports only admission, catalog, cellpool, loadsource, runner,
+// scheduler, refusal, vocab, node/api, node/auth and node/front (the
+// import rule checks it).
 //
 // # Internal organization
 //
