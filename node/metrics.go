@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,13 @@ const DefaultMaxMetricSeriesPerTenant = config.DefaultMaxMetricSeriesPerTenant
 
 // seriesKey names a route's revision, the labels of its activation series.
 type seriesKey struct{ tenant, service, route, revision string }
+
+// owned returns k with its strings copied: the names come from the
+// request's path, and a series (its cache entry, its labels) lives on long
+// after the request, which must not keep the whole path alive with it.
+func (k seriesKey) owned() seriesKey {
+	return seriesKey{strings.Clone(k.tenant), strings.Clone(k.service), strings.Clone(k.route), strings.Clone(k.revision)}
+}
 
 // revisionSeries are the activation series of one seriesKey.
 type revisionSeries struct {
@@ -295,11 +303,12 @@ func (m *metrics) seriesLocked(t vocab.Target, rev vocab.RevisionID, kind runner
 	ts := m.tenants[k.tenant]
 	if ts == nil {
 		ts = &tenantSeries{services: map[string]map[seriesKey]*revisionSeries{}}
-		m.tenants[k.tenant] = ts
+		m.tenants[strings.Clone(k.tenant)] = ts
 	}
 	svc := ts.services[k.service]
 	rs := svc[k]
 	if rs == nil && ts.used+2 <= m.budget && (m.deployed == nil || m.deployed(t, rev)) {
+		k = k.owned()
 		if svc == nil {
 			svc = map[seriesKey]*revisionSeries{}
 			ts.services[k.service] = svc

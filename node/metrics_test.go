@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/latent-node/latent-node/node/activation"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -300,5 +302,42 @@ func TestMetrics_observedFromRecord(t *testing.T) {
 	fuel, _ := strconv.ParseFloat(rev.header.Get("Latent-Fuel-Used"), 64)
 	if have := counterValue(m.fuel.WithLabelValues(labels...)); fuel == 0 || have != 3*fuel {
 		t.Errorf("latent_fuel_consumed_total = %v, want 3 × %v", have, fuel)
+	}
+}
+
+// TestMetrics_seriesOwnTheirNames: a new series keeps copies of the
+// names, never the request's path they were cut from (a long path suffix
+// would otherwise live as long as the series, up to the tenant's budget
+// of them).
+func TestMetrics_seriesOwnTheirNames(t *testing.T) {
+	n, _ := bareNode(t)
+	m := n.metrics
+	path := "/v1/invoke/demo/svc/run/" + strings.Repeat("x", 64<<10)
+	target, _, _, ok := front.InvokePath(path)
+	if !ok {
+		t.Fatal("not an invocation path")
+	}
+	m.observe(&activation.Record{Target: target, Revision: "r1", Executed: true, Outcome: runner.Success})
+	within := func(s string) bool {
+		p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(path)))
+		return p >= start && p < start+uintptr(len(path))
+	}
+	for tenant, ts := range m.tenants {
+		if within(tenant) {
+			t.Errorf("the tenant cache's key %q shares the request's path", tenant)
+		}
+		for service, svc := range ts.services {
+			if within(service) {
+				t.Errorf("the service cache's key %q shares the request's path", service)
+			}
+			for k := range svc {
+				if within(k.tenant) || within(k.service) || within(k.route) {
+					t.Errorf("series key %+v shares the request's path", k)
+				}
+			}
+		}
+	}
+	if have := counterValue(m.activations.WithLabelValues("demo", "svc", "run", "r1", "success")); have != 1 {
+		t.Fatalf("the activation was counted %v times", have)
 	}
 }
