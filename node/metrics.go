@@ -100,8 +100,10 @@ func (k seriesKey) owned() seriesKey {
 	return seriesKey{strings.Clone(k.tenant), strings.Clone(k.service), strings.Clone(k.route), strings.Clone(k.revision)}
 }
 
-// revisionSeries are the activation series of one seriesKey.
+// revisionSeries are the activation series of one seriesKey: key, the
+// labels of each (owned: see seriesKey.owned).
 type revisionSeries struct {
+	key      seriesKey
 	fuel     prometheus.Counter
 	outcomes map[runner.Kind]prometheus.Counter
 }
@@ -109,7 +111,8 @@ type revisionSeries struct {
 // tenantSeries are one tenant's per-route series, by service, and its
 // overflow series.
 type tenantSeries struct {
-	used       int // series of services[…]: one fuel series and one per outcome each
+	name       string // the tenant (owned: the overflow series' label)
+	used       int    // series of services[…]: one fuel series and one per outcome each
 	services   map[string]map[seriesKey]*revisionSeries
 	other      *revisionSeries // created at the first overflow
 	overflowed prometheus.Counter
@@ -302,8 +305,8 @@ func (m *metrics) seriesLocked(t vocab.Target, rev vocab.RevisionID, kind runner
 	k := seriesKey{string(t.Tenant), string(t.Service), string(t.Route), string(rev)}
 	ts := m.tenants[k.tenant]
 	if ts == nil {
-		ts = &tenantSeries{services: map[string]map[seriesKey]*revisionSeries{}}
-		m.tenants[strings.Clone(k.tenant)] = ts
+		ts = &tenantSeries{name: strings.Clone(k.tenant), services: map[string]map[seriesKey]*revisionSeries{}}
+		m.tenants[ts.name] = ts
 	}
 	svc := ts.services[k.service]
 	rs := svc[k]
@@ -313,7 +316,7 @@ func (m *metrics) seriesLocked(t vocab.Target, rev vocab.RevisionID, kind runner
 			svc = map[seriesKey]*revisionSeries{}
 			ts.services[k.service] = svc
 		}
-		rs = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, k.service, k.route, k.revision),
+		rs = &revisionSeries{key: k, fuel: m.fuel.WithLabelValues(k.tenant, k.service, k.route, k.revision),
 			outcomes: map[runner.Kind]prometheus.Counter{}}
 		svc[k] = rs
 		ts.used++
@@ -323,20 +326,21 @@ func (m *metrics) seriesLocked(t vocab.Target, rev vocab.RevisionID, kind runner
 			return rs.fuel, c, nil
 		}
 		if ts.used+1 <= m.budget {
-			c := m.activations.WithLabelValues(k.tenant, k.service, k.route, k.revision, kind.String())
+			o := rs.key
+			c := m.activations.WithLabelValues(o.tenant, o.service, o.route, o.revision, kind.String())
 			rs.outcomes[kind] = c
 			ts.used++
 			return rs.fuel, c, nil
 		}
 	}
 	if ts.other == nil {
-		ts.other = &revisionSeries{fuel: m.fuel.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel),
+		ts.other = &revisionSeries{fuel: m.fuel.WithLabelValues(ts.name, otherLabel, otherLabel, otherLabel),
 			outcomes: map[runner.Kind]prometheus.Counter{}}
-		ts.overflowed = m.overflowed.WithLabelValues(k.tenant)
+		ts.overflowed = m.overflowed.WithLabelValues(ts.name)
 	}
 	c := ts.other.outcomes[kind] // bounded by the outcome kinds
 	if c == nil {
-		c = m.activations.WithLabelValues(k.tenant, otherLabel, otherLabel, otherLabel, kind.String())
+		c = m.activations.WithLabelValues(ts.name, otherLabel, otherLabel, otherLabel, kind.String())
 		ts.other.outcomes[kind] = c
 	}
 	return ts.other.fuel, c, ts.overflowed

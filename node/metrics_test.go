@@ -305,39 +305,77 @@ func TestMetrics_observedFromRecord(t *testing.T) {
 	}
 }
 
-// TestMetrics_seriesOwnTheirNames: a new series keeps copies of the
-// names, never the request's path they were cut from (a long path suffix
-// would otherwise live as long as the series, up to the tenant's budget
-// of them).
+// TestMetrics_seriesOwnTheirNames: the series keep copies of the names,
+// never the request's path they were cut from (a long path suffix would
+// otherwise live as long as the series, up to the tenant's budget of
+// them): a new series, a new outcome of a series made by an earlier
+// request, and the tenant's overflow series.
 func TestMetrics_seriesOwnTheirNames(t *testing.T) {
 	n, _ := bareNode(t)
 	m := n.metrics
-	path := "/v1/invoke/demo/svc/run/" + strings.Repeat("x", 64<<10)
-	target, _, _, ok := front.InvokePath(path)
-	if !ok {
-		t.Fatal("not an invocation path")
+	m.budget = 3 // one fuel series and two outcomes: the third route overflows
+	var paths []string
+	observe := func(route string, kind runner.Kind) {
+		t.Helper()
+		path := "/v1/invoke/demo/svc/" + route + "/" + strings.Repeat("x", 64<<10)
+		target, _, _, ok := front.InvokePath(path)
+		if !ok {
+			t.Fatal("not an invocation path")
+		}
+		paths = append(paths, path)
+		m.observe(&activation.Record{Target: target, Revision: "r1", Executed: true, Outcome: kind})
 	}
-	m.observe(&activation.Record{Target: target, Revision: "r1", Executed: true, Outcome: runner.Success})
+	observe("run", runner.Success) // a new series
+	observe("run", runner.Trap)    // a new outcome of it
+	observe("other", runner.Success)
 	within := func(s string) bool {
-		p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(path)))
-		return p >= start && p < start+uintptr(len(path))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		for _, path := range paths {
+			if start := uintptr(unsafe.Pointer(unsafe.StringData(path))); p >= start && p < start+uintptr(len(path)) {
+				return true
+			}
+		}
+		return false
 	}
 	for tenant, ts := range m.tenants {
-		if within(tenant) {
-			t.Errorf("the tenant cache's key %q shares the request's path", tenant)
+		if within(tenant) || within(ts.name) {
+			t.Errorf("the tenant cache's key %q shares a request's path", tenant)
 		}
 		for service, svc := range ts.services {
 			if within(service) {
-				t.Errorf("the service cache's key %q shares the request's path", service)
+				t.Errorf("the service cache's key %q shares a request's path", service)
 			}
 			for k := range svc {
 				if within(k.tenant) || within(k.service) || within(k.route) {
-					t.Errorf("series key %+v shares the request's path", k)
+					t.Errorf("series key %+v shares a request's path", k)
 				}
 			}
 		}
 	}
-	if have := counterValue(m.activations.WithLabelValues("demo", "svc", "run", "r1", "success")); have != 1 {
-		t.Fatalf("the activation was counted %v times", have)
+	r := prometheus.NewRegistry()
+	r.MustRegister(m.activations, m.fuel, m.overflowed)
+	fams, err := r.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := 0
+	for _, f := range fams {
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				labels++
+				if within(l.GetValue()) {
+					t.Errorf("%s{%s=%q} shares a request's path", f.GetName(), l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+	if labels == 0 {
+		t.Fatal("gathered no labels")
+	}
+	if have := counterValue(m.activations.WithLabelValues("demo", "svc", "run", "r1", "trap")); have != 1 {
+		t.Fatalf("the second outcome was counted %v times", have)
+	}
+	if have := counterValue(m.activations.WithLabelValues("demo", otherLabel, otherLabel, otherLabel, "success")); have != 1 {
+		t.Fatalf("the overflow was counted %v times", have)
 	}
 }
