@@ -193,17 +193,40 @@ type spanKey struct{}
 // tenant is the principal's; id is valid UTF-8 (ParseInvokeHeaders' or the
 // node's). The returned context carries the span for the activation
 // manager (SpanOf). Off, it returns r's context and a nil span.
+//
+// A span outlives its request (it waits for export in the batch queue), so
+// it keeps copies of what it takes from the request: the target's names,
+// cut from the request line, and the caller's trace state, whose members
+// the propagator cuts from the tracestate header (ownTraceState).
 func (t *Tracer) Start(r *http.Request, target vocab.Target, id string, arrived time.Time) (context.Context, *Span) {
 	if t == nil {
 		return r.Context(), nil
 	}
-	parent := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	parent := ownTraceState(t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
 	ctx, span := t.tracer.Start(parent, "activation",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(arrived),
-		trace.WithAttributes(attrActivationID.String(strings.ToValidUTF8(id, "\uFFFD")), attrTenant.String(string(target.Tenant)),
-			attrService.String(string(target.Service)), attrRoute.String(string(target.Route))))
+		trace.WithAttributes(attrActivationID.String(strings.ToValidUTF8(id, "\uFFFD")),
+			attrTenant.String(strings.Clone(string(target.Tenant))), attrService.String(strings.Clone(string(target.Service))),
+			attrRoute.String(strings.Clone(string(target.Route)))))
 	sp := &Span{t: t, clock: t.clock, ctx: ctx, span: span}
 	return context.WithValue(ctx, spanKey{}, sp), sp
+}
+
+// ownTraceState gives the remote span context of parent a trace state of
+// its own: the propagator's members are slices of the tracestate header,
+// and a header of up to the request's header limit with a single member
+// would otherwise stay alive with the span. Rendering the state and
+// parsing it again keeps only the members.
+func ownTraceState(parent context.Context) context.Context {
+	sc := trace.SpanContextFromContext(parent)
+	if sc.TraceState().Len() == 0 {
+		return parent
+	}
+	ts, err := trace.ParseTraceState(sc.TraceState().String())
+	if err != nil { // cannot happen: the state was parsed once
+		ts = trace.TraceState{}
+	}
+	return trace.ContextWithRemoteSpanContext(parent, sc.WithTraceState(ts))
 }
 
 // SpanOf returns the invocation's span carried by ctx; nil when tracing is
