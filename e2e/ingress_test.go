@@ -211,8 +211,9 @@ func TestIngress_tenantBytes(t *testing.T) {
 // route's cap (node.limits.max_payload_bytes, 64KiB) plus the overhead
 // before its body is read, whatever it then sends: with it held, the rest
 // of its tenant's budget is exactly what the reservation left (the
-// principal's budget is the tenant's, and the tenant's is checked first). Finishing
-// the body serves it and gives the reservation back.
+// principal's budget is the tenant's, and the tenant's is checked first),
+// for the next request's body and, once its guest ran, its answer.
+// Finishing the body serves it and gives the reservation back.
 func TestIngress_chunkedReservesTheCap(t *testing.T) {
 	const reserved, budget = 64<<10 + 4<<10, 100 << 10
 	n := startIngressNode(t, "[ingress.data]\nbytes_per_tenant = \"100KiB\"\nbytes_per_principal = \"100KiB\"\n")
@@ -225,8 +226,14 @@ func TestIngress_chunkedReservesTheCap(t *testing.T) {
 		r.problem.Dimension != "data-bytes" || r.problem.Scope != "tenant" {
 		t.Fatalf("one byte over what the chunked request left: %d %s", r.status, r.body)
 	}
-	if r := n.invoke(t, "alice", "acme/echo/run", strings.Repeat("x", fits), nil); r.status != http.StatusOK || len(r.body) != fits {
-		t.Fatalf("exactly what the chunked request left: %d %.200s", r.status, r.body)
+	// Exactly what it left admits the body, and the echo runs, but its
+	// answer of as many bytes does not fit: it is refused after the run.
+	if r := n.invoke(t, "alice", "acme/echo/run", strings.Repeat("x", fits), nil); r.status != http.StatusTooManyRequests ||
+		r.problem.Dimension != "data-bytes" || r.header.Get("Latent-Outcome") != "success" {
+		t.Fatalf("exactly what the chunked request left, for the body alone: %d %v %.200s", r.status, r.header, r.body)
+	}
+	if r := n.invoke(t, "alice", "acme/echo/run", strings.Repeat("x", fits/3), nil); r.status != http.StatusOK || len(r.body) != fits/3 {
+		t.Fatalf("a body and its answer within what the chunked request left: %d %.200s", r.status, r.body)
 	}
 
 	if r := h.finish(t, "0\r\n\r\n"); r.status != http.StatusOK || string(r.body) != "abc" {

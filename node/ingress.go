@@ -7,6 +7,7 @@ package node
 import (
 	"net/http"
 
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/front"
@@ -25,6 +26,7 @@ func (n *Node) governed(pool *front.IngressPool, routeCap func() uint64, role au
 			return
 		}
 		defer t.Release()
+		activation.Of(w).Ingress = t
 		p := n.authenticate(w, r, role)
 		if p == nil || (tenantScoped && !n.authorize(w, r, p)) {
 			return

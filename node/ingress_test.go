@@ -12,8 +12,11 @@ import (
 )
 
 // TestIngress_tenantBytes: an invocation that would take its tenant past
-// its byte budget is refused before its body is read, one that reaches it
-// exactly is served; the views show the tenant's bytes.
+// its byte budget is refused before its body is read; one that leaves room
+// for its answer is served; one that reaches the budget exactly runs, but
+// its answer, which the node holds until the caller read it, does not fit
+// and is refused (the activation headers still say what the guest did).
+// The views show the tenant's bytes, and everything is given back.
 func TestIngress_tenantBytes(t *testing.T) {
 	const budget = 64 << 10
 	tn := startNodeWith(t, func(c *config.Config) {
@@ -25,9 +28,11 @@ func TestIngress_tenantBytes(t *testing.T) {
 		name   string
 		held   uint64
 		status int
+		ran    bool // the guest ran (the answer was refused after)
 	}{
-		{"exactly the budget", budget - invoke, http.StatusOK},
-		{"one byte over", budget - invoke + 1, http.StatusTooManyRequests},
+		{"room for the answer", budget - invoke - 64, http.StatusOK, true},
+		{"exactly the budget: the answer does not fit", budget - invoke, http.StatusTooManyRequests, true},
+		{"one byte over", budget - invoke + 1, http.StatusTooManyRequests, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			held, prob := tn.n.dataPool.Reserve(tt.held)
@@ -51,6 +56,9 @@ func TestIngress_tenantBytes(t *testing.T) {
 			}
 			if tt.status != http.StatusOK && (!contains(body, `"data-bytes"`) || !contains(body, `"tenant"`) || resp.Header.Get("Retry-After") == "") {
 				t.Fatalf("refusal: %s", body)
+			}
+			if ran := resp.Header.Get("Latent-Outcome") == "success"; ran != tt.ran {
+				t.Fatalf("Latent-Outcome %q, want the guest to have run: %v", resp.Header.Get("Latent-Outcome"), tt.ran)
 			}
 		})
 	}
@@ -114,5 +122,40 @@ func TestIngress_chunkedReservesTheCap(t *testing.T) {
 	b, _ := io.ReadAll(r.Body)
 	if r.StatusCode != http.StatusTooManyRequests || !contains(b, `"data-bytes"`) {
 		t.Fatalf("chunked body: %d %s", r.StatusCode, b)
+	}
+}
+
+// TestIngress_wagiEnvironment: a WAGI revision's CGI environment, held
+// while the activation waits and runs, is charged to the request's
+// reservation before admission: a request whose headers make an
+// environment larger than its tenant's remaining budget is refused
+// without running its guest, a small one is served.
+func TestIngress_wagiEnvironment(t *testing.T) {
+	const budget = 64 << 10
+	tn := startNodeWith(t, func(c *config.Config) {
+		c.Ingress.Data.BytesPerTenant = budget
+		c.Ingress.Data.BytesPerPrincipal = budget
+	})
+	tn.deployGuest(t, "cgi", "cgienv", "wagi")
+	invoke := front.ModeledBytes(2, tn.n.cfg.Node.Limits.MaxPayloadBytes)
+	held, prob := tn.n.dataPool.Reserve(budget - invoke - 4<<10) // 4 KiB left for the environment and answer
+	if prob == nil {
+		prob = held.Bind("demo", "another-principal")
+	}
+	if prob != nil {
+		t.Fatal(prob)
+	}
+	defer held.Release()
+	resp, body := tn.do(t, "POST", "/v1/invoke/demo/cgi/run", tn.key, []byte("in"), nil)
+	if resp.StatusCode != 201 {
+		t.Fatalf("small environment: %d %s", resp.StatusCode, body)
+	}
+	resp, body = tn.do(t, "POST", "/v1/invoke/demo/cgi/run", tn.key, []byte("in"),
+		map[string]string{"X-Pad": strings.Repeat("p", 8<<10)})
+	if resp.StatusCode != http.StatusTooManyRequests || !contains(body, `"data-bytes"`) || !contains(body, `"tenant"`) {
+		t.Fatalf("large environment: %d %s", resp.StatusCode, body)
+	}
+	if o := resp.Header.Get("Latent-Outcome"); o != "" {
+		t.Fatalf("the guest ran (Latent-Outcome %q): the environment was not charged before admission", o)
 	}
 }

@@ -110,6 +110,9 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		return
 	}
 	a := m.invoke(ctx, r, rec, p, target, h, body, arrived)
+	if a.problem == nil {
+		a = holdAnswer(rec, a)
+	}
 	if a.problem != nil {
 		rec.Answer(a.problem.Refusal)
 	}
@@ -169,6 +172,13 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	input, refused := invocationInput(r, target, rec.PathRest, rev.ABI, body)
 	if refused != nil {
 		return *refused
+	}
+	// A WAGI revision's environment is held until the guest ran: its bytes
+	// count against the ingress pool like the body's.
+	if n := environBytes(input.environ); n > 0 && rec.Ingress != nil {
+		if ref, ok := rec.Ingress.Grow(n); !ok {
+			return problemAnswer(api.Refusal(ref), writeRetryAfter)
+		}
 	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
 		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
@@ -309,6 +319,33 @@ func (m *activations) drainEstimate() time.Duration {
 func internalAnswer(log *slog.Logger, err error) answer {
 	log.Error("internal error", "err", err)
 	return problemAnswer(internalProblem(), 0)
+}
+
+// holdAnswer charges the answer a's body to the request's ingress
+// reservation before it is held: it stays in memory until the caller has
+// read it, however slowly, after the guest's permit and cell were given
+// back. An answer that does not fit is refused (capacity-exhausted of the
+// pool's bytes; the activation headers still say what the guest did).
+func holdAnswer(rec *activation.Record, a answer) answer {
+	if rec.Ingress == nil || cap(a.body) == 0 {
+		return a
+	}
+	if ref, ok := rec.Ingress.Grow(uint64(cap(a.body))); !ok {
+		refused := problemAnswer(api.Refusal(ref), writeRetryAfter)
+		refused.refused = false // the guest ran: not a cheap refusal to pace
+		return refused
+	}
+	return a
+}
+
+// environBytes is what a CGI environment holds: its strings and their
+// headers.
+func environBytes(env []string) uint64 {
+	n := uint64(0)
+	for _, e := range env {
+		n += uint64(len(e)) + 16
+	}
+	return n
 }
 
 // outcomeAnswer maps an executed activation to its HTTP answer (docs/api.md, "Outcomes of executed activations").

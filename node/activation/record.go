@@ -29,6 +29,11 @@ type Record struct {
 	Tenant vocab.TenantID
 	Peer   bool
 
+	// Ingress is the request's reservation in its ingress pool (nil when it
+	// passed no governor): what the request holds beyond its body is
+	// charged to it before it is held (Reservation).
+	Ingress Reservation
+
 	// Target is an invocation's target as its path names it (the front's
 	// router parsed it, nothing validated it yet), PathRest the path's
 	// suffix after the route, unescaped ("" without one).
@@ -74,6 +79,13 @@ func (r *Record) Answer(ref refusal.Refusal) { r.Answered, r.Refusal = true, ref
 // Refused reports whether the request was refused: answered with a problem
 // before any guest ran.
 func (r *Record) Refused() bool { return r.Answered && !r.Executed }
+
+// Reservation is a request's hold on the node's memory for requests in
+// flight (the front's ingress ticket). Grow adds n bytes, or says which
+// limit they do not fit.
+type Reservation interface {
+	Grow(n uint64) (refusal.Refusal, bool)
+}
 
 // Timing is where an executed activation's time went, from the moment its
 // request's headers were read: Front (reading the body, resolving,

@@ -160,10 +160,47 @@ func (t *IngressTicket) Release() {
 	}
 }
 
-// ingressRefusal is the retryable capacity-exhausted refusal of a full pool.
+// Grow adds n bytes to the ticket, for what the request holds beyond its
+// body: an invocation's answer once its guest ran, a WAGI revision's CGI
+// environment. The pool's byte limit applies, and once the ticket is bound
+// its tenant's and principal's, as they did at Reserve and Bind; the
+// refusal says which one the bytes do not fit (ok false: nothing added).
+// Release gives the bytes back with the rest.
+func (t *IngressTicket) Grow(n uint64) (ref refusal.Refusal, ok bool) {
+	p := t.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var tu, pu ingressUse
+	if t.principal != "" {
+		tu, pu = p.tenants[t.tenant], p.principals[t.principal]
+	}
+	switch {
+	case over(p.bytes, n, p.lim.Bytes):
+		return ingressLimit(refusal.ScopeNode, p.bytesDim), false
+	case t.principal == "":
+	case over(tu.bytes, n, p.lim.BytesPerTenant):
+		return ingressLimit(refusal.ScopeTenant, p.bytesDim), false
+	case over(pu.bytes, n, p.lim.BytesPerPrincipal):
+		return ingressLimit(refusal.ScopePrincipal, p.bytesDim), false
+	default:
+		tu.bytes += n
+		pu.bytes += n
+		p.tenants[t.tenant], p.principals[t.principal] = tu, pu
+	}
+	p.bytes += n
+	t.bytes += n
+	return refusal.Refusal{}, true
+}
+
+// ingressLimit is the retryable capacity-exhausted refusal of a full pool.
+func ingressLimit(scope refusal.Scope, dimension refusal.Dimension) refusal.Refusal {
+	return refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
+		Scope: scope, Dimension: dimension, Retryable: true}
+}
+
+// ingressRefusal is ingressLimit's problem.
 func ingressRefusal(scope refusal.Scope, dimension refusal.Dimension) *api.Problem {
-	p := api.Refusal(refusal.Refusal{Code: refusal.CodeResourceExhausted, Reason: refusal.ReasonCapacityExhausted,
-		Scope: scope, Dimension: dimension, Retryable: true})
+	p := api.Refusal(ingressLimit(scope, dimension))
 	return &p
 }
 

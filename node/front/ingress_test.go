@@ -293,6 +293,25 @@ func (m *ingressModel) bind(i int, tenant, principal string) (scope, dim string)
 	return "", ""
 }
 
+// grow is the oracle of Grow(b) on ticket i: the pool's bytes, then, once
+// bound, its tenant's and principal's.
+func (m *ingressModel) grow(i int, b uint64) (scope, dim string) {
+	_, used := m.sum(func(modelTicket) bool { return true })
+	t := m.live[i]
+	_, tb := m.sum(func(o modelTicket) bool { return t.tenant != "" && o.tenant == t.tenant })
+	_, pb := m.sum(func(o modelTicket) bool { return t.tenant != "" && o.tenant == t.tenant && o.principal == t.principal })
+	switch {
+	case used+b > m.lim.Bytes:
+		return "node", "data-bytes"
+	case t.tenant == "":
+	case tb+b > m.lim.BytesPerTenant:
+		return "tenant", "data-bytes"
+	case pb+b > m.lim.BytesPerPrincipal:
+		return "principal", "data-bytes"
+	}
+	return "", ""
+}
+
 // check compares the pool's counters with the oracle's sums.
 func (m *ingressModel) check(p *IngressPool) error {
 	p.mu.Lock()
@@ -317,7 +336,7 @@ func (m *ingressModel) check(p *IngressPool) error {
 	return nil
 }
 
-// TestIngressPool_model runs random reserve, bind and release sequences
+// TestIngressPool_model runs random reserve, bind, grow and release sequences
 // against ingressModel: every answer and, after every step, every counter
 // must equal the oracle's (so none goes negative or leaks), and the pool is
 // empty once everything is released.
@@ -332,7 +351,7 @@ func TestIngressPool_model(t *testing.T) {
 			p := NewIngressPool(PoolData, lim)
 			m := &ingressModel{lim: lim}
 			for step := range steps {
-				switch op := rng.IntN(3); {
+				switch op := rng.IntN(4); {
 				case op == 0 || len(m.live) == 0:
 					b := rng.Uint64N(8)
 					scope, dim := m.reserve(b)
@@ -362,6 +381,18 @@ func TestIngressPool_model(t *testing.T) {
 						m.live = slices.Delete(m.live, i, i+1)
 					}
 					answers["bind "+cmp.Or(strings.TrimSpace(scope+" "+dim), "admitted")]++
+				case op == 2:
+					i, b := rng.IntN(len(m.live)), rng.Uint64N(6)
+					scope, dim := m.grow(i, b)
+					ref, ok := m.live[i].tk.Grow(b)
+					if ok != (dim == "") || !ok && (ref.Scope.String() != scope || ref.Dimension.String() != dim ||
+						ref.Reason != refusal.ReasonCapacityExhausted || !ref.Retryable) {
+						t.Fatalf("step %d: grow(%d): have %+v %v, want %q %q", step, b, ref, ok, scope, dim)
+					}
+					if ok {
+						m.live[i].bytes += b
+					}
+					answers["grow "+cmp.Or(strings.TrimSpace(scope+" "+dim), "admitted")]++
 				default:
 					i := rng.IntN(len(m.live))
 					m.live[i].tk.Release()
@@ -379,7 +410,8 @@ func TestIngressPool_model(t *testing.T) {
 	}
 	// The sequences reach every answer (else the test proves little).
 	for _, want := range []string{"reserve admitted", "reserve data-slots", "reserve data-bytes", "bind admitted",
-		"bind tenant data-slots", "bind principal data-slots", "bind tenant data-bytes", "bind principal data-bytes"} {
+		"bind tenant data-slots", "bind principal data-slots", "bind tenant data-bytes", "bind principal data-bytes",
+		"grow admitted", "grow node data-bytes", "grow tenant data-bytes", "grow principal data-bytes"} {
 		if answers[want] == 0 {
 			t.Errorf("no %q answer in %d steps", want, seeds*steps)
 		}
