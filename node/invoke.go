@@ -67,12 +67,15 @@ type activations struct {
 	holdRefusal func(context.Context, *auth.Principal)
 }
 
-// refuseEarly answers prob to an invocation refused while its headers or
-// body were checked, and ends its span with the refusal.
-func refuseEarly(w http.ResponseWriter, span *tracing.Span, rec *activation.Record, prob api.Problem) {
+// refuseEarly answers prob to p's invocation r refused while its headers
+// or body were checked, and ends its span with the refusal. The answer is
+// held by the refusal pacer like every refusal of p's invocations.
+func (m *activations) refuseEarly(w http.ResponseWriter, r *http.Request, p *auth.Principal, span *tracing.Span,
+	rec *activation.Record, prob api.Problem) {
 	rec.Answer(prob.Refusal)
 	span.Inject(w.Header())
 	span.End(prob.Status, rec)
+	m.holdRefusal(r.Context(), p)
 	api.WriteProblem(w, prob, 0)
 }
 
@@ -97,16 +100,16 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	}
 	if err != nil {
 		header, _ := api.InvalidHeader(err)
-		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
+		m.refuseEarly(w, r, p, span, rec, badRequest(refusal.ReasonInvalidHeader, header, err.Error()))
 		return
 	}
 	if invalid != nil {
-		refuseEarly(w, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
+		m.refuseEarly(w, r, p, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
 		return
 	}
 	body, prob := readBounded(w, r, int64(m.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
 	if prob != nil {
-		refuseEarly(w, span, rec, *prob)
+		m.refuseEarly(w, r, p, span, rec, *prob)
 		return
 	}
 	a := m.invoke(ctx, r, rec, p, target, h, body, arrived)

@@ -406,9 +406,27 @@ func TestInvoke_serverTiming(t *testing.T) {
 }
 
 // TestInvoke_refusalsPaced: a principal refused faster than the refusal
-// rate has its refusals held (counted in latent_refusals_held_total); an
-// executed activation is never held.
+// rate has its refusals held (counted in latent_refusals_held_total),
+// whether admission refused them or the checks of their headers, names
+// and body before it; an executed activation is never held.
 func TestInvoke_refusalsPaced(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		headers    map[string]string
+		status     int
+	}{
+		{"unknown route", "/v1/invoke/demo/hello/nope", nil, 404},
+		{"malformed header", "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Priority": "high"}, 400},
+		{"invalid name", "/v1/invoke/demo/hello/a%20b", nil, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testRefusalsPaced(t, tc.path, tc.headers, tc.status)
+		})
+	}
+}
+
+func testRefusalsPaced(t *testing.T, path string, headers map[string]string, status int) {
 	tn := startNode(t)
 	tn.n.pacer = front.NewRefusalPacer(2, 5) // 500ms apart after a burst of 5
 	held := func() float64 {
@@ -432,8 +450,8 @@ func TestInvoke_refusalsPaced(t *testing.T) {
 		t.Fatalf("executed activations held: %v", h)
 	}
 	for range 7 {
-		if resp, _ := tn.do(t, "POST", "/v1/invoke/demo/hello/nope", tn.key, nil, nil); resp.StatusCode != 404 {
-			t.Fatalf("unknown route: %d", resp.StatusCode)
+		if resp, body := tn.do(t, "POST", path, tn.key, nil, headers); resp.StatusCode != status {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
 		}
 	}
 	// The first five came within the burst; the sixth and seventh came
