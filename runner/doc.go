@@ -87,9 +87,10 @@
 // would, and a debt the budget cannot cover makes the outcome
 // fuel-exhausted (billed at the budget), as if a check had stopped it. A
 // warm instance's global is reset before each activation, so no debt
-// reaches the next. Host work is charged too: stdin, stdout and random_get by size
-// (one unit per 64 bytes), memory growth per page, and one unit for each
-// clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
+// reaches the next. Host work is charged too: stdin, stdout, stderr and
+// random_get by size (one unit per 64 bytes), each iovec a guest names
+// (runner/internal/wasiio, before it is looked at), memory growth per
+// page, and one unit for each clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
 // context is done. Fuel used is exact and deterministic for the same module,
 // input, grant and random bytes.
 //
@@ -194,7 +195,8 @@
 //   - host.go: the activation state, the fuel host module (tick, grow,
 //     depth_exceeded), the capped and tail writers, stdin.
 //   - wasi.go: wasi_snapshot_preview1 (wazero's, with args_* and environ_*
-//     reading the activation from the call's context), the import check,
+//     reading the activation from the call's context and the iovec
+//     functions of internal/wasiio on wasiStdio), the import check,
 //     and bindingPool: module configurations built once, lent to one
 //     activation at a time, whose stdio, sleep and random source forward
 //     to it.
@@ -212,6 +214,8 @@
 //     block (wagi.ParseResponse), which the node uses too.
 //   - internal/fuel: the module rewriter.
 //   - internal/image: linear memory over a copy-on-write snapshot image.
+//   - internal/wasiio: fd_read, fd_write, fd_pread and fd_pwrite over the
+//     guest's stdio, every iovec charged (wasi.go defines them).
 //
 // Locks: moduleTable.mu, warmPool.mu and signatureLedger.mu are never
 // held together, and none is held while waiting for a compile slot (an

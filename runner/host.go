@@ -320,9 +320,10 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 		w.n += len(p) - tailBytes
 		p = p[len(p)-tailBytes:]
 	}
-	for _, c := range p {
-		w.buf[w.n%tailBytes] = c
-		w.n++
+	for len(p) > 0 {
+		k := copy(w.buf[w.n%tailBytes:], p)
+		w.n += k
+		p = p[k:]
 	}
 	return total, nil
 }

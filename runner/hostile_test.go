@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -479,5 +481,32 @@ func TestInspect_signatureBudget(t *testing.T) {
 	}
 	if got := r.sigs.total(); got < 401 {
 		t.Fatalf("%d signatures counted, want at least 401", got)
+	}
+}
+
+// TestRun_iovecsCharged: every iovec a guest names in fd_read, fd_write,
+// fd_pread and fd_pwrite is charged before the host looks at it, including
+// the zero-length ones wazero's own loop skipped for free (one call could
+// spin for seconds past the deadline on one unit of fuel). Ten calls with
+// 4,096 iovecs each cost at least 40,960; the call that asks for more
+// iovecs than the budget has left stops the guest.
+func TestRun_iovecsCharged(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		fn string
+		fd uint32
+	}{{"fd_read", 0}, {"fd_write", 1}, {"fd_write", 2}, {"fd_pread", 0}, {"fd_pwrite", 1}} {
+		t.Run(fmt.Sprintf("%s(%d)", tc.fn, tc.fd), func(t *testing.T) {
+			name := strings.ReplaceAll(tc.fn, "_", "") + strconv.Itoa(int(tc.fd))
+			e.deploy(name, hostilewasm.IovecCalls(tc.fn, tc.fd, 4096, 10), ceiling(1_000_000, 1<<20, 10*time.Second))
+			out := e.run(name, "", admission.BudgetRequest{})
+			if out.Kind != Success || out.FuelUsed < 10*4096 {
+				t.Fatalf("%s, %d fuel for 40,960 iovecs", out.Kind, out.FuelUsed)
+			}
+			out = e.run(name, "", admission.BudgetRequest{CPUFuel: 30_000, HasCPUFuel: true})
+			if out.Kind != FuelExhausted {
+				t.Fatalf("with 30,000 fuel for 40,960 iovecs: %s", out.Kind)
+			}
+		})
 	}
 }

@@ -508,10 +508,12 @@ func TestTailWriter(t *testing.T) {
 }
 
 // TestRun_hostCallsCharged: clock reads, sleeps and yields cost the guest
-// hostCallFuel each and random_get one unit per 64 bytes, on top of the
-// instructions around the call. The baseline is the same run with those
-// charges off (hostCallsFree), so only the host's charge differs.
+// hostCallFuel each, random_get one unit per 64 bytes and an iovec of
+// fd_read or fd_write one (the guest reads its input with one), on top of
+// the instructions around the call. The baseline is the same run with
+// those charges off (hostCallsFree), so only the host's charge differs.
 func TestRun_hostCallsCharged(t *testing.T) {
+	const iovec = hostCallFuel
 	e := newEnv(t)
 	e.deploy("hostcalls", testwasm.Bytes(t, "hostcalls"), ceiling(1<<40, 1<<20, 10*time.Second))
 	t.Cleanup(func() { hostCallsFree = false })
@@ -519,13 +521,13 @@ func TestRun_hostCallsCharged(t *testing.T) {
 		input string
 		want  uint64
 	}{
-		{"ccccc", 5 * hostCallFuel},
-		{"wwwww", 5 * hostCallFuel},
-		{"sssss", 5 * hostCallFuel},
-		{"yyyyy", 5 * hostCallFuel},
-		{"rrrrr", 5 * 640 >> ioShift},
-		{"crswy", 4*hostCallFuel + 640>>ioShift},
-		{"xx", 0},
+		{"ccccc", 5*hostCallFuel + iovec},
+		{"wwwww", 5*hostCallFuel + iovec},
+		{"sssss", 5*hostCallFuel + iovec},
+		{"yyyyy", 5*hostCallFuel + iovec},
+		{"rrrrr", 5*640>>ioShift + iovec},
+		{"crswy", 4*hostCallFuel + 640>>ioShift + iovec},
+		{"xx", iovec},
 	} {
 		hostCallsFree = false
 		charged := e.run("hostcalls", tc.input, admission.BudgetRequest{})

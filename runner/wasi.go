@@ -1,5 +1,6 @@
 // wasi_snapshot_preview1 (wazero's, with args_* and environ_* reading the
-// activation from the call's context), the import check, and the binding
+// activation from the call's context and the iovec functions of wasiio
+// charging every iovec), the import check, and the binding
 // pool (bindingPool): module configurations lent to one activation at a
 // time.
 
@@ -8,6 +9,7 @@ package runner
 import (
 	"context"
 	crand "crypto/rand"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -21,6 +23,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -29,12 +32,14 @@ const errnoFault = 21
 
 // defineWASI instantiates wasi_snapshot_preview1 in rt: wazero's functions,
 // except args_get, args_sizes_get, environ_get and environ_sizes_get, which
-// read the activation from the call's context. With them the module
+// read the activation from the call's context (with them the module
 // configuration does not depend on the activation, so it is built once per
-// binding instead of once per activation (see binding).
+// binding instead of once per activation, see binding), and the iovec
+// functions, which charge every iovec a guest names (wasiio).
 func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(WASIModule)
 	wasi_snapshot_preview1.NewFunctionExporter().ExportFunctions(b)
+	wasiio.Define(b, func(ctx context.Context) wasiio.Stdio { return (*wasiStdio)(activationFrom(ctx)) })
 	i32 := api.ValueTypeI32
 	for _, l := range []struct {
 		name      string // "args" or "environ"
@@ -219,6 +224,23 @@ type (
 	bindingStderr binding
 	bindingRand   binding
 )
+
+// wasiStdio is an activation's stdio for the iovec functions (wasiio):
+// stdin and stdout charged by size as before, stderr now too.
+type wasiStdio activation
+
+func (s *wasiStdio) Charge(n uint64)            { (*activation)(s).chargeHostCall(n) }
+func (s *wasiStdio) Read(p []byte) (int, error) { return (*activation)(s).readInput(p) }
+func (s *wasiStdio) Write(fd uint32, p []byte) error {
+	a := (*activation)(s)
+	w := io.Writer(&a.stdout)
+	if fd == 2 {
+		a.charge(a.ctx, uint64(len(p))>>ioShift)
+		w = &a.stderr
+	}
+	_, err := w.Write(p)
+	return err
+}
 
 func (b *bindingStdin) Read(p []byte) (int, error)   { return b.a.readInput(p) }
 func (b *bindingStdout) Write(p []byte) (int, error) { return b.a.stdout.Write(p) }

@@ -15,7 +15,10 @@ const (
 	opUnreachable = 0x00
 	opNop         = 0x01
 	opBlock       = 0x02
+	opLoop        = 0x03
 	opIf          = 0x04
+	opBr          = 0x0c
+	opBrIf        = 0x0d
 	opReturn      = 0x0f
 	opCall        = 0x10
 	opDrop        = 0x1a
@@ -274,5 +277,41 @@ func ManySignatures(n int, salt uint64) []byte {
 		types = append(types, FuncType{Params: params})
 	}
 	m := command(Module{Types: types, Funcs: []Func{{Type: 0}}}, 0)
+	return m.Encode()
+}
+
+// IovecCalls is a WASI command whose _start calls fn (fd_read, fd_write,
+// fd_pread or fd_pwrite) calls times on fd with n iovecs from address 0,
+// all zero-length (the memory is zero), and drops what it returns: the
+// per-iovec work a guest asks of the host in one call.
+func IovecCalls(fn string, fd, n, calls uint32) []byte {
+	params := []ValType{I32, I32, I32, I32}
+	positioned := fn == "fd_pread" || fn == "fd_pwrite"
+	if positioned {
+		params = []ValType{I32, I32, I32, I64, I32}
+	}
+	call := []byte{opI32Const}
+	call = AppendI32(call, int32(fd))
+	call = append(call, opI32Const, 0, opI32Const)
+	call = AppendI32(call, int32(n))
+	if positioned {
+		call = append(call, opI64Const, 0)
+	}
+	call = append(call, opI32Const)
+	call = AppendI32(call, int32(8*n)) // the result, after the iovecs
+	call = append(call, opCall, 0, opDrop)
+	body := []byte{opI32Const}
+	body = AppendI32(body, int32(calls))
+	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
+		opLocalGet, 0, opI32Eqz, opBrIf, 1)
+	body = append(body, call...)
+	body = append(body, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	pages := (8*n + 4 + PageSize - 1) / PageSize
+	m := command(Module{
+		Types:    []FuncType{voidType, {Params: params, Results: []ValType{I32}}},
+		Imports:  []Import{{Module: WASIModule, Name: fn, Type: 1}},
+		Funcs:    []Func{{Type: 0, Locals: []Local{{Count: 1, Type: I32}}, Body: body}},
+		Memories: []Limits{{Min: pages}},
+	}, 1)
 	return m.Encode()
 }

@@ -71,6 +71,8 @@ func TestGenerators_validate(t *testing.T) {
 		{"many signatures", ManySignatures(500, 7), 500 * 40},
 		{"table grow", TableGrow(0x7fffffff), 0},
 		{"memory fill", MemoryFill(0xffffffff), 0},
+		{"iovec calls", IovecCalls("fd_read", 0, 4096, 3), 0},
+		{"positioned iovec calls", IovecCalls("fd_pwrite", 1, 4096, 3), 0},
 		{"salted", Salted(Trivial(), 42), 0},
 	}
 	r := newRuntime(t)

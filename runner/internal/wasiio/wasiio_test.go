@@ -1,0 +1,132 @@
+package wasiio
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"testing"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/internal/hostilewasm"
+)
+
+// fakeStdio records what transfer asks of the runner.
+type fakeStdio struct {
+	charged  uint64
+	input    []byte
+	out, err []byte
+	writes   int
+	failing  bool // Write fails
+}
+
+func (f *fakeStdio) Charge(n uint64) { f.charged += n }
+
+func (f *fakeStdio) Read(p []byte) (int, error) {
+	if len(f.input) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, f.input)
+	f.input = f.input[n:]
+	return n, nil
+}
+
+func (f *fakeStdio) Write(fd uint32, p []byte) error {
+	f.writes++
+	if f.failing {
+		return errors.New("full")
+	}
+	if fd == 1 {
+		f.out = append(f.out, p...)
+	} else {
+		f.err = append(f.err, p...)
+	}
+	return nil
+}
+
+// memory returns one page of a module's memory.
+func memory(t *testing.T) api.Memory {
+	t.Helper()
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	t.Cleanup(func() { _ = rt.Close(ctx) })
+	mod, err := rt.InstantiateWithConfig(ctx, hostilewasm.Trivial(), wazero.NewModuleConfig().WithStartFunctions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mod.Memory()
+}
+
+// TestTransfer: each function's answer, bytes moved and charge, as
+// wazero's own functions answer the same calls, with every iovec charged
+// first.
+func TestTransfer(t *testing.T) {
+	const resultAt = 60000
+	type vec struct{ offset, n uint32 }
+	tests := []struct {
+		name              string
+		fd                uint32
+		write, positioned bool
+		vecs              []vec
+		count             uint32 // 0: len(vecs)
+		input, data       string // stdin; the bytes at 100 and on
+		failing           bool
+		errno, moved      uint32
+		out, err          string
+		writes            int
+		charged           uint64 // the iovec count, when charged
+	}{
+		{name: "stdin over iovecs, a zero one skipped, stops short", fd: 0, vecs: []vec{{100, 5}, {200, 0}, {300, 10}},
+			input: "hello world", moved: 11, charged: 3},
+		{name: "stdin at its end", fd: 0, vecs: []vec{{100, 5}}, moved: 0, charged: 1},
+		{name: "stdout takes every iovec, zero ones too", fd: 1, write: true, vecs: []vec{{100, 3}, {104, 0}, {108, 2}},
+			data: "abcdefghij", moved: 5, out: "abcij", writes: 3, charged: 3},
+		{name: "stderr", fd: 2, write: true, vecs: []vec{{100, 4}}, data: "oops", moved: 4, err: "oops", writes: 1, charged: 1},
+		{name: "a failing write is EIO", fd: 1, write: true, vecs: []vec{{100, 4}}, failing: true, errno: errnoIO, writes: 1,
+			charged: 1},
+		{name: "stdin is not written", fd: 0, write: true, vecs: []vec{{100, 0}}, errno: errnoBadf, charged: 1},
+		{name: "stdout is not read", fd: 1, vecs: []vec{{100, 1}}, errno: errnoBadf, charged: 1},
+		{name: "reading stdout into nothing", fd: 1, vecs: []vec{{100, 0}}, moved: 0, charged: 1},
+		{name: "positioned write of a stream", fd: 1, write: true, positioned: true, vecs: []vec{{100, 0}, {100, 1}},
+			errno: errnoBadf, charged: 2},
+		{name: "positioned, zero-length only", fd: 0, positioned: true, vecs: []vec{{100, 0}, {100, 0}}, charged: 2},
+		{name: "another descriptor, not charged", fd: 3, vecs: []vec{{100, 1}}, errno: errnoBadf},
+		{name: "an iovec out of memory", fd: 1, write: true, vecs: []vec{{65530, 10}}, errno: errnoFault, charged: 1},
+		{name: "more iovecs than memory holds, charged first", fd: 1, write: true, count: 1 << 20, errno: errnoFault,
+			charged: 1 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memory(t)
+			mem.Write(100, []byte(tc.data))
+			var iovs []byte
+			for _, v := range tc.vecs {
+				iovs = binary.LittleEndian.AppendUint32(iovs, v.offset)
+				iovs = binary.LittleEndian.AppendUint32(iovs, v.n)
+			}
+			mem.Write(1000, iovs)
+			mem.WriteUint32Le(resultAt, 0xdead)
+			count := tc.count
+			if count == 0 {
+				count = uint32(len(tc.vecs))
+			}
+			s := &fakeStdio{input: []byte(tc.input), failing: tc.failing}
+			errno := transfer(s, mem, tc.fd, 1000, count, resultAt, tc.write, tc.positioned)
+			moved, _ := mem.ReadUint32Le(resultAt)
+			if errno != tc.errno || errno == 0 && moved != tc.moved || errno != 0 && moved != 0xdead {
+				t.Errorf("errno %d, moved %d; want %d, %d", errno, moved, tc.errno, tc.moved)
+			}
+			if string(s.out) != tc.out || string(s.err) != tc.err || s.writes != tc.writes || s.charged != tc.charged {
+				t.Errorf("stdout %q, stderr %q, %d writes, %d charged; want %q, %q, %d, %d", s.out, s.err, s.writes,
+					s.charged, tc.out, tc.err, tc.writes, tc.charged)
+			}
+			if !tc.write && tc.input != "" {
+				if got, _ := mem.Read(100, 5); string(got) != tc.input[:5] {
+					t.Errorf("read %q into the first iovec", got)
+				}
+			}
+		})
+	}
+}
