@@ -193,7 +193,7 @@
 //     instrumented bytes, the naming learned once from a probe compile);
 //     prio_*.go: the worker thread's priority.
 //   - host.go: the activation state, the fuel host module (tick, grow,
-//     depth_exceeded), the capped and tail writers, stdin.
+//     depth_exceeded), stdin.
 //   - wasi.go: wasi_snapshot_preview1 (wazero's, with args_* and environ_*
 //     reading the activation from the call's context and the iovec
 //     functions of internal/wasiio on wasiStdio), the import check,
@@ -215,7 +215,8 @@
 //   - internal/fuel: the module rewriter.
 //   - internal/image: linear memory over a copy-on-write snapshot image.
 //   - internal/wasiio: fd_read, fd_write, fd_pread and fd_pwrite over the
-//     guest's stdio, every iovec charged (wasi.go defines them).
+//     guest's stdio, every iovec charged (wasi.go defines them), and the
+//     capped stdout and the stderr tail.
 //
 // Locks: moduleTable.mu, warmPool.mu and signatureLedger.mu are never
 // held together, and none is held while waiting for a compile slot (an

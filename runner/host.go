@@ -1,5 +1,5 @@
 // The activation's host-side state and the fuel host module (tick, grow,
-// depth_exceeded); the capped stdout, the stderr tail and stdin.
+// depth_exceeded); stdin.
 
 package runner
 
@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -47,8 +48,8 @@ type activation struct {
 
 	input   []byte // stdin; the guest has read input[:inputAt]
 	inputAt int
-	stdout  cappedWriter
-	stderr  tailWriter
+	stdout  wasiio.Stdout
+	stderr  wasiio.StderrTail
 	args    wasiList
 	environ wasiList
 
@@ -279,62 +280,6 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(depthExceeded), nil, nil).Export(fuel.DepthName).
 		Instantiate(ctx)
 	return errors.Wrap(err, "runner: define the fuel host module")
-}
-
-// cappedWriter keeps stdout up to its cap; a write past the cap fails (the
-// guest sees an I/O error) and marks the overflow.
-type cappedWriter struct {
-	a        *activation
-	buf      []byte
-	cap      int
-	overflow bool
-}
-
-func (w *cappedWriter) Write(p []byte) (int, error) {
-	w.a.charge(w.a.ctx, uint64(len(p))>>ioShift)
-	if len(w.buf)+len(p) > w.cap {
-		w.overflow = true
-		n := w.cap - len(w.buf)
-		w.buf = append(w.buf, p[:n]...)
-		return n, errors.New("runner: output limit exceeded")
-	}
-	w.buf = append(w.buf, p...)
-	return len(p), nil
-}
-
-// tailWriter keeps the last tailBytes bytes written. Its buffer is
-// allocated on the first write: most guests write nothing to stderr.
-type tailWriter struct {
-	buf []byte // nil until the first write; then tailBytes long
-	n   int    // bytes written in total
-}
-
-const tailBytes = 4096
-
-func (w *tailWriter) Write(p []byte) (int, error) {
-	total := len(p)
-	if w.buf == nil {
-		w.buf = make([]byte, tailBytes)
-	}
-	if len(p) > tailBytes {
-		w.n += len(p) - tailBytes
-		p = p[len(p)-tailBytes:]
-	}
-	for len(p) > 0 {
-		k := copy(w.buf[w.n%tailBytes:], p)
-		w.n += k
-		p = p[k:]
-	}
-	return total, nil
-}
-
-// Bytes returns the retained tail in order.
-func (w *tailWriter) Bytes() []byte {
-	if w.n <= tailBytes {
-		return append([]byte(nil), w.buf[:w.n]...)
-	}
-	start := w.n % tailBytes
-	return append(append([]byte(nil), w.buf[start:]...), w.buf[:start]...)
 }
 
 // readInput is the guest's stdin: the input, charged as it is read.

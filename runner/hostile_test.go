@@ -510,3 +510,25 @@ func TestRun_iovecsCharged(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_environSizesCharged: environ_sizes_get sums a WAGI revision's
+// CGI environment on every call, so each call is charged one unit per
+// entry: ten calls over a 1,000-entry environment cost 10,000 more than
+// over none.
+func TestRun_environSizesCharged(t *testing.T) {
+	e := newEnv(t)
+	e.deployRevision("sizes", hostilewasm.SizesCalls("environ_sizes_get", 10),
+		vocab.ManifestRevision{ABI: "wagi", Ceiling: &vocab.ManifestCeiling{CPUFuel: 1_000_000, MemoryBytes: 1 << 20,
+			WallTime: vocab.Duration(10 * time.Second)}})
+	env := make([]string, 1000)
+	for i := range env {
+		env[i] = "HTTP_X_" + strconv.Itoa(i) + "=v"
+	}
+	with, without := e.runWith("sizes", Input{Environ: env}), e.runWith("sizes", Input{})
+	// The guest writes no CGI answer: both are malformed responses, after
+	// the calls.
+	if with.Kind != MalformedResponse || without.Kind != MalformedResponse || with.FuelUsed-without.FuelUsed != 10*1000 {
+		t.Fatalf("%s %d fuel with 1,000 entries, %s %d without: want 10,000 more", with.Kind, with.FuelUsed, without.Kind,
+			without.FuelUsed)
+	}
+}

@@ -124,7 +124,7 @@ func classify(a *activation, err error, stopped time.Time, instantiating bool) (
 		return Cancelled, 0, ""
 	case errors.Is(err, errFuelExhausted):
 		return FuelExhausted, 0, ""
-	case a.stdout.overflow:
+	case a.stdout.Overflow:
 		return OutputExceeded, 0, ""
 	case a.memRefused:
 		return MemoryExhausted, 0, ""

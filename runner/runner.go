@@ -16,6 +16,7 @@ import (
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -442,7 +443,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, !instantiated)
 	out = Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: a.executionTime(stopped),
-		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
+		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.Buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if mod != nil {
 		if cerr := mod.Close(callCtx); cerr != nil {
 			out.Quarantine = true
@@ -471,7 +472,7 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 	if ob.ABI == vocab.ABIWAGI {
 		a.environ.extra = in.Environ
 	}
-	a.stdout = cappedWriter{a: a, cap: r.cfg.MaxOutputBytes}
+	a.stdout = wasiio.Stdout{Cap: r.cfg.MaxOutputBytes}
 	a.ctx = context.WithValue(ctx, activationKey{}, a)
 	return a
 }

@@ -484,29 +484,6 @@ func TestRun_platformFailure(t *testing.T) {
 	}
 }
 
-func TestTailWriter(t *testing.T) {
-	var w tailWriter
-	if len(w.Bytes()) != 0 {
-		t.Fatal("empty tail not empty")
-	}
-	_, _ = w.Write([]byte("hello "))
-	_, _ = w.Write([]byte("world"))
-	if string(w.Bytes()) != "hello world" {
-		t.Fatalf("%q", w.Bytes())
-	}
-	big := make([]byte, 3*tailBytes+7)
-	for i := range big {
-		big[i] = byte('a' + i%26)
-	}
-	_, _ = w.Write(big)
-	_, _ = w.Write([]byte("END"))
-	want := append(append([]byte(nil), big...), "END"...)
-	want = want[len(want)-tailBytes:]
-	if string(w.Bytes()) != string(want) {
-		t.Fatal("tail is not the last 4 KiB")
-	}
-}
-
 // TestRun_hostCallsCharged: clock reads, sleeps and yields cost the guest
 // hostCallFuel each, random_get one unit per 64 bytes and an iovec of
 // fd_read or fd_write one (the guest reads its input with one), on top of

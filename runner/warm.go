@@ -45,6 +45,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/internal/image"
+	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -582,7 +583,7 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 		deadline: start.Add(p.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
 		args:   wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
 		random: ob.Random, revision: vocab.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
-	a.stdout = cappedWriter{a: a, cap: p.cfg.MaxOutputBytes}
+	a.stdout = wasiio.Stdout{Cap: p.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
 	b := p.bindings.bind(a)
@@ -615,7 +616,7 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 		fail(err)
 		return
 	}
-	if a.memRefused || a.stdout.overflow {
+	if a.memRefused || a.stdout.Overflow {
 		fail(nil)
 		return
 	}
@@ -793,7 +794,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, false)
 	out := Outcome{Kind: kind, ExitCode: code, TrapKind: trap, FuelUsed: a.used(), ExecutionTime: a.executionTime(stopped),
-		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.buf, StderrTail: a.stderr.Bytes(), Err: err}
+		MemoryPeakBytes: a.memoryPeak(), Stdout: a.stdout.Buf, StderrTail: a.stderr.Bytes(), Err: err}
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}

@@ -64,7 +64,10 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 			stack[0] = uint64(list.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
 		}
 		sizes := func(ctx context.Context, mod api.Module, stack []uint64) {
-			stack[0] = uint64(l.of(activationFrom(ctx)).writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+			a := activationFrom(ctx)
+			list := l.of(a)
+			a.chargeHostCall(uint64(len(list.extra))) // the size sums a CGI environment's entries on every call
+			stack[0] = uint64(list.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
 		}
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(get), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 			WithParameterNames(l.getParams...).WithResultNames("errno").Export(l.name + "_get")
@@ -226,16 +229,16 @@ type (
 )
 
 // wasiStdio is an activation's stdio for the iovec functions (wasiio):
-// stdin and stdout charged by size as before, stderr now too.
+// stdin, stdout and stderr charged by size.
 type wasiStdio activation
 
 func (s *wasiStdio) Charge(n uint64)            { (*activation)(s).chargeHostCall(n) }
 func (s *wasiStdio) Read(p []byte) (int, error) { return (*activation)(s).readInput(p) }
 func (s *wasiStdio) Write(fd uint32, p []byte) error {
 	a := (*activation)(s)
+	a.charge(a.ctx, uint64(len(p))>>ioShift)
 	w := io.Writer(&a.stdout)
 	if fd == 2 {
-		a.charge(a.ctx, uint64(len(p))>>ioShift)
 		w = &a.stderr
 	}
 	_, err := w.Write(p)

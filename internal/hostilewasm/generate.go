@@ -315,3 +315,20 @@ func IovecCalls(fn string, fd, n, calls uint32) []byte {
 	}, 1)
 	return m.Encode()
 }
+
+// SizesCalls is a WASI command whose _start calls fn (args_sizes_get or
+// environ_sizes_get) calls times, its results at addresses 0 and 4.
+func SizesCalls(fn string, calls uint32) []byte {
+	body := []byte{opI32Const}
+	body = AppendI32(body, int32(calls))
+	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
+		opLocalGet, 0, opI32Eqz, opBrIf, 1,
+		opI32Const, 0, opI32Const, 4, opCall, 0, opDrop,
+		opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	m := command(Module{
+		Types:   []FuncType{voidType, {Params: []ValType{I32, I32}, Results: []ValType{I32}}},
+		Imports: []Import{{Module: WASIModule, Name: fn, Type: 1}},
+		Funcs:   []Func{{Type: 0, Locals: []Local{{Count: 1, Type: I32}}, Body: body}},
+	}, 1)
+	return m.Encode()
+}

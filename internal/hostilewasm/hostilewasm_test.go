@@ -73,6 +73,7 @@ func TestGenerators_validate(t *testing.T) {
 		{"memory fill", MemoryFill(0xffffffff), 0},
 		{"iovec calls", IovecCalls("fd_read", 0, 4096, 3), 0},
 		{"positioned iovec calls", IovecCalls("fd_pwrite", 1, 4096, 3), 0},
+		{"sizes calls", SizesCalls("environ_sizes_get", 3), 0},
 		{"salted", Salted(Trivial(), 42), 0},
 	}
 	r := newRuntime(t)

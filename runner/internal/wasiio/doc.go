@@ -17,4 +17,6 @@
 //
 //   - wasiio.go: Stdio (what the runner provides), Define (the four
 //     functions on a host module builder) and transfer, their one loop.
+//   - writers.go: Stdout (kept up to its cap) and StderrTail (the last
+//     4 KiB), the writers of the runner's activations.
 package wasiio

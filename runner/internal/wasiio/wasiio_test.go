@@ -130,3 +130,28 @@ func TestTransfer(t *testing.T) {
 		})
 	}
 }
+
+// TestStderrTail: the tail keeps what was written while it fits, then
+// the last TailBytes bytes in order.
+func TestStderrTail(t *testing.T) {
+	var w StderrTail
+	if len(w.Bytes()) != 0 {
+		t.Fatal("empty tail not empty")
+	}
+	_, _ = w.Write([]byte("hello "))
+	_, _ = w.Write([]byte("world"))
+	if string(w.Bytes()) != "hello world" {
+		t.Fatalf("%q", w.Bytes())
+	}
+	big := make([]byte, 3*TailBytes+7)
+	for i := range big {
+		big[i] = byte('a' + i%26)
+	}
+	_, _ = w.Write(big)
+	_, _ = w.Write([]byte("END"))
+	want := append(append([]byte(nil), big...), "END"...)
+	want = want[len(want)-TailBytes:]
+	if string(w.Bytes()) != string(want) {
+		t.Fatal("tail is not the last 4 KiB")
+	}
+}
