@@ -490,8 +490,15 @@ func (a *Artifacts) Open(d vocab.Digest) (*os.File, error) {
 	return f, nil
 }
 
-// sizeLocked is the size of the artifact d as the tenant owns it (0 when
-// it does not).
+// Size is the size of the artifact d as tenant owns it (0 when it does
+// not).
+func (a *Artifacts) Size(tenant vocab.TenantID, d vocab.Digest) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sizeLocked(tenant, d)
+}
+
+// sizeLocked is Size.
 //
 // REQUIRES: *a.mu held.
 func (a *Artifacts) sizeLocked(tenant vocab.TenantID, d vocab.Digest) uint64 {

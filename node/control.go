@@ -14,6 +14,7 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/refusal"
@@ -156,6 +157,9 @@ func (d *deployments) handleDeploy(w http.ResponseWriter, r *http.Request, p *au
 	if err == nil {
 		err = d.checkRelease(m) // before any module is inspected
 	}
+	if err == nil && !d.holdModules(w, m) {
+		return
+	}
 	var dep vocab.Deployment
 	if err == nil {
 		dep, err = d.cluster.deploy(r.Context(), w, m)
@@ -231,4 +235,28 @@ func (d *deployments) retainSnapshots(t vocab.TenantID) {
 		return
 	}
 	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
+}
+
+// holdModules charges the bytes of the modules m names (those its tenant
+// owns: a deploy reads each into memory to inspect it, and may wait for a
+// compile slot holding it) to the request's ingress reservation; when they
+// do not fit, it answers the refusal and returns false.
+func (d *deployments) holdModules(w http.ResponseWriter, m vocab.Manifest) bool {
+	res := activation.Of(w).Ingress
+	if res == nil {
+		return true
+	}
+	var n uint64
+	seen := map[vocab.Digest]bool{}
+	for _, r := range m.Revisions {
+		if !seen[r.Artifact] {
+			seen[r.Artifact] = true
+			n += d.cat.Artifacts().Size(m.Tenant, r.Artifact)
+		}
+	}
+	if ref, ok := res.Grow(n); !ok {
+		api.WriteProblem(w, api.Refusal(ref), writeRetryAfter)
+		return false
+	}
+	return true
 }

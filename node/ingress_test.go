@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -157,5 +158,91 @@ func TestIngress_wagiEnvironment(t *testing.T) {
 	}
 	if o := resp.Header.Get("Latent-Outcome"); o != "" {
 		t.Fatalf("the guest ran (Latent-Outcome %q): the environment was not charged before admission", o)
+	}
+}
+
+// TestIngress_jsonAnswerCharged: a JSON answer of the control API is held
+// until its caller has read it, so it is charged to the request's
+// reservation like an invocation's answer: with the tenant's control
+// budget all but spent, the admission view is refused (control-bytes),
+// with room for it, served.
+func TestIngress_jsonAnswerCharged(t *testing.T) {
+	tn := startNodeWith(t, func(c *config.Config) { c.Ingress.Control.BytesPerPrincipal = c.Ingress.Control.BytesPerTenant })
+	budget := tn.n.cfg.Ingress.Control.BytesPerTenant
+	get := front.ModeledBytes(0, 0) // a GET without a body
+	for _, tt := range []struct {
+		name   string
+		room   uint64 // left for the answer
+		status int
+	}{
+		{"room for the answer", 64 << 10, http.StatusOK},
+		{"no room for the answer", 16, http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			held, prob := tn.n.controlPool.Reserve(budget - get - tt.room)
+			if prob != nil {
+				t.Fatal(prob)
+			}
+			defer held.Release()
+			if prob := held.Bind("demo", "another-principal"); prob != nil {
+				t.Fatal(prob)
+			}
+			resp, body := tn.do(t, "GET", "/v1/admission", tn.key, nil, nil)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("have %d %s", resp.StatusCode, body)
+			}
+			if tt.status != http.StatusOK && (!contains(body, `"control-bytes"`) || !contains(body, `"tenant"`)) {
+				t.Fatalf("refusal: %s", body)
+			}
+		})
+	}
+	if u := tn.n.controlPool.Usage("", true); u.Slots != 0 || u.Bytes != 0 {
+		t.Fatalf("after release: %+v", u)
+	}
+}
+
+// TestIngress_deployHoldsItsModules: a deploy reads the modules it names
+// into memory to inspect them, so their bytes are charged to its
+// reservation: with the tenant's control budget short of the module, the
+// deploy is refused (control-bytes) before anything is inspected; with
+// room for it, the deploy is served.
+func TestIngress_deployHoldsItsModules(t *testing.T) {
+	tn := startNodeWith(t, func(c *config.Config) { c.Ingress.Control.BytesPerPrincipal = c.Ingress.Control.BytesPerTenant })
+	digest, err := tn.c.UploadArtifact(context.Background(), DemoHello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, _ := json.Marshal(map[string]any{"tenant": "demo", "service": "held",
+		"revisions": []any{map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted",
+			"ceiling": map[string]any{"cpu_fuel": 1_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}},
+		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}})
+	budget := tn.n.cfg.Ingress.Control.BytesPerTenant
+	deploy := front.ModeledBytes(int64(len(manifest)), budget) // the request's own reservation
+	module := uint64(len(DemoHello))
+	for _, tt := range []struct {
+		name   string
+		room   uint64 // left beyond the request's reservation
+		status int
+	}{
+		{"short of the module", module - 1, http.StatusTooManyRequests},
+		{"room for the module and the answer", module + 64<<10, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			held, prob := tn.n.controlPool.Reserve(budget - deploy - tt.room)
+			if prob != nil {
+				t.Fatal(prob)
+			}
+			defer held.Release()
+			if prob := held.Bind("demo", "another-principal"); prob != nil {
+				t.Fatal(prob)
+			}
+			resp, body := tn.do(t, "PUT", "/v1/deployments/demo/held", tn.key, manifest, nil)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("have %d %s", resp.StatusCode, body)
+			}
+			if tt.status != http.StatusOK && (!contains(body, `"control-bytes"`) || !contains(body, `"tenant"`)) {
+				t.Fatalf("refusal: %s", body)
+			}
+		})
 	}
 }

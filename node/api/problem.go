@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/refusal"
 )
 
@@ -101,12 +102,21 @@ func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
 }
 
 // WriteJSON writes v as indented JSON with status; a value that does not
-// encode (a bug) is answered as the node's own failure.
+// encode (a bug) is answered as the node's own failure. The answer is held
+// until the caller has read it, so its bytes are charged to the request's
+// ingress reservation first (activation.Record.Ingress); one that does not
+// fit is refused like a full pool.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		WriteProblem(w, Refusal(refusal.Internal), 0)
 		return
+	}
+	if res := activation.Of(w).Ingress; res != nil {
+		if ref, ok := res.Grow(uint64(len(data))); !ok {
+			WriteProblem(w, Refusal(ref), time.Second)
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
