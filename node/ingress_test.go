@@ -10,6 +10,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // TestIngress_tenantBytes: an invocation that would take its tenant past
@@ -139,14 +140,7 @@ func TestIngress_wagiEnvironment(t *testing.T) {
 	})
 	tn.deployGuest(t, "cgi", "cgienv", "wagi")
 	invoke := front.ModeledBytes(2, tn.n.cfg.Node.Limits.MaxPayloadBytes)
-	held, prob := tn.n.dataPool.Reserve(budget - invoke - 4<<10) // 4 KiB left for the environment and answer
-	if prob == nil {
-		prob = held.Bind("demo", "another-principal")
-	}
-	if prob != nil {
-		t.Fatal(prob)
-	}
-	defer held.Release()
+	defer holdFor(t, tn.n.dataPool, "demo", budget-invoke-4<<10).Release() // 4 KiB left for the environment and answer
 	resp, body := tn.do(t, "POST", "/v1/invoke/demo/cgi/run", tn.key, []byte("in"), nil)
 	if resp.StatusCode != 201 {
 		t.Fatalf("small environment: %d %s", resp.StatusCode, body)
@@ -179,21 +173,9 @@ func TestIngress_jsonAnswerCharged(t *testing.T) {
 		{"no room for the answer", 16, http.StatusTooManyRequests},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			held, prob := tn.n.controlPool.Reserve(budget - get - tt.room)
-			if prob != nil {
-				t.Fatal(prob)
-			}
-			defer held.Release()
-			if prob := held.Bind("demo", "another-principal"); prob != nil {
-				t.Fatal(prob)
-			}
+			defer holdFor(t, tn.n.controlPool, "demo", budget-get-tt.room).Release()
 			resp, body := tn.do(t, "GET", "/v1/admission", tn.key, nil, nil)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("have %d %s", resp.StatusCode, body)
-			}
-			if tt.status != http.StatusOK && (!contains(body, `"control-bytes"`) || !contains(body, `"tenant"`)) {
-				t.Fatalf("refusal: %s", body)
-			}
+			wantControlBytes(t, resp, body, tt.status)
 		})
 	}
 	if u := tn.n.controlPool.Usage("", true); u.Slots != 0 || u.Bytes != 0 {
@@ -228,21 +210,36 @@ func TestIngress_deployHoldsItsModules(t *testing.T) {
 		{"room for the module and the answer", module + 64<<10, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			held, prob := tn.n.controlPool.Reserve(budget - deploy - tt.room)
-			if prob != nil {
-				t.Fatal(prob)
-			}
-			defer held.Release()
-			if prob := held.Bind("demo", "another-principal"); prob != nil {
-				t.Fatal(prob)
-			}
+			defer holdFor(t, tn.n.controlPool, "demo", budget-deploy-tt.room).Release()
 			resp, body := tn.do(t, "PUT", "/v1/deployments/demo/held", tn.key, manifest, nil)
-			if resp.StatusCode != tt.status {
-				t.Fatalf("have %d %s", resp.StatusCode, body)
-			}
-			if tt.status != http.StatusOK && (!contains(body, `"control-bytes"`) || !contains(body, `"tenant"`)) {
-				t.Fatalf("refusal: %s", body)
-			}
+			wantControlBytes(t, resp, body, tt.status)
 		})
+	}
+}
+
+// holdFor holds bytes of pool for another principal of tenant, as a
+// request in flight would; the caller releases it.
+func holdFor(t *testing.T, pool *front.IngressPool, tenant vocab.TenantID, bytes uint64) *front.IngressTicket {
+	t.Helper()
+	held, prob := pool.Reserve(bytes)
+	if prob != nil {
+		t.Fatal(prob)
+	}
+	if prob := held.Bind(tenant, "another-principal"); prob != nil {
+		held.Release()
+		t.Fatal(prob)
+	}
+	return held
+}
+
+// wantControlBytes fails unless the answer has status, and is the
+// tenant's control-bytes refusal when it is not 200.
+func wantControlBytes(t *testing.T, resp *http.Response, body []byte, status int) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("have %d %s", resp.StatusCode, body)
+	}
+	if status != http.StatusOK && (!contains(body, `"control-bytes"`) || !contains(body, `"tenant"`)) {
+		t.Fatalf("refusal: %s", body)
 	}
 }
