@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -273,28 +272,6 @@ func TestInspect_refusesForeignImports(t *testing.T) {
 	}
 	if _, err := r.Inspect(context.Background(), "sha256:00", []byte("not wasm")); err == nil {
 		t.Fatal("garbage inspected")
-	}
-}
-
-func TestRun_goGuest(t *testing.T) {
-	e := newEnv(t)
-	e.deploy("go", testwasm.BuildGoGuest(t), ceiling(1<<40, 256<<20, 30*time.Second))
-	x := e.permit("go", admission.BudgetRequest{})
-	out := e.r.Run(context.Background(), x, plainCell{}, []byte(`{"words":["b","a","b"]}`))
-	_ = x.Release()
-	if out.Kind != Success || !strings.Contains(string(out.Stdout), `"sorted"`) {
-		t.Fatalf("go guest: %s %q %v stderr %q", out.Kind, out.Stdout, out.Err, out.StderrTail)
-	}
-	// The guest sees its entrypoint as its only argument and exactly the
-	// two documented variables (the Go runtime reads both lists at start).
-	want := fmt.Sprintf(`goguest: {"args":["_start"],"env":["LATENT_ACTIVATION_ID=%s","LATENT_REVISION=%s"]}`,
-		x.ID(), x.Obligations().Revision)
-	if first, _, _ := strings.Cut(string(out.StderrTail), "\n"); first != want {
-		t.Fatalf("go guest args and environment:\nhave %s\nwant %s", first, want)
-	}
-	out = e.run("go", `not json`, admission.BudgetRequest{})
-	if out.Kind != DeclaredError || out.ExitCode != 3 || len(out.StderrTail) == 0 {
-		t.Fatalf("go guest bad input: %s %d %q", out.Kind, out.ExitCode, out.StderrTail)
 	}
 }
 
