@@ -88,8 +88,9 @@
 // fuel-exhausted (billed at the budget), as if a check had stopped it. A
 // warm instance's global is reset before each activation, so no debt
 // reaches the next. Host work is charged too: stdin, stdout, stderr and
-// random_get by size (one unit per 64 bytes), each iovec a guest names
-// (runner/internal/wasiio, before it is looked at), memory growth per
+// random_get by size (one unit per 64 bytes), each iovec and poll
+// subscription a guest names (runner/internal/wasiio, before it is looked
+// at), memory growth per
 // page, and one unit for each clock read, sleep and yield; sleeps (poll_oneoff) wake when the run
 // context is done. Fuel used is exact and deterministic for the same module,
 // input, grant and random bytes.
@@ -214,9 +215,10 @@
 //     block (wagi.ParseResponse), which the node uses too.
 //   - internal/fuel: the module rewriter.
 //   - internal/image: linear memory over a copy-on-write snapshot image.
-//   - internal/wasiio: fd_read, fd_write, fd_pread and fd_pwrite over the
-//     guest's stdio, every iovec charged (wasi.go defines them), and the
-//     capped stdout and the stderr tail.
+//   - internal/wasiio: fd_read, fd_write, fd_pread, fd_pwrite and
+//     poll_oneoff over the guest's stdio, every iovec and subscription
+//     charged (wasi.go defines them), and the capped stdout and the
+//     stderr tail.
 //
 // Locks: moduleTable.mu, warmPool.mu and signatureLedger.mu are never
 // held together, and none is held while waiting for a compile slot (an

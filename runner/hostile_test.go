@@ -532,3 +532,18 @@ func TestRun_environSizesCharged(t *testing.T) {
 			without.FuelUsed)
 	}
 }
+
+// TestRun_pollSubscriptionsCharged: each poll_oneoff subscription is
+// charged before it is read (wazero's charged one unit per call and made a
+// heap object of each): ten calls of 4,096 subscriptions cost at least
+// 40,960, and 30,000 stops the guest.
+func TestRun_pollSubscriptionsCharged(t *testing.T) {
+	e := newEnv(t)
+	e.deploy("poll", hostilewasm.PollCalls(4096, 10), ceiling(1_000_000, 1<<20, 10*time.Second))
+	if out := e.run("poll", "", admission.BudgetRequest{}); out.Kind != Success || out.FuelUsed < 10*4096 {
+		t.Fatalf("%s, %d fuel for 40,960 subscriptions", out.Kind, out.FuelUsed)
+	}
+	if out := e.run("poll", "", admission.BudgetRequest{CPUFuel: 30_000, HasCPUFuel: true}); out.Kind != FuelExhausted {
+		t.Fatalf("with 30,000 fuel for 40,960 subscriptions: %s", out.Kind)
+	}
+}

@@ -462,12 +462,13 @@ func TestRun_platformFailure(t *testing.T) {
 }
 
 // TestRun_hostCallsCharged: clock reads, sleeps and yields cost the guest
-// hostCallFuel each, random_get one unit per 64 bytes and an iovec of
-// fd_read or fd_write one (the guest reads its input with one), on top of
-// the instructions around the call. The baseline is the same run with
-// those charges off (hostCallsFree), so only the host's charge differs.
+// hostCallFuel each, random_get one unit per 64 bytes, an iovec of
+// fd_read or fd_write one (the guest reads its input with one) and a
+// subscription of poll_oneoff one (each sleep has one), on top of the
+// instructions around the call. The baseline is the same run with those
+// charges off (hostCallsFree), so only the host's charge differs.
 func TestRun_hostCallsCharged(t *testing.T) {
-	const iovec = hostCallFuel
+	const iovec, subscription = hostCallFuel, hostCallFuel
 	e := newEnv(t)
 	e.deploy("hostcalls", testwasm.Bytes(t, "hostcalls"), ceiling(1<<40, 1<<20, 10*time.Second))
 	t.Cleanup(func() { hostCallsFree = false })
@@ -477,10 +478,10 @@ func TestRun_hostCallsCharged(t *testing.T) {
 	}{
 		{"ccccc", 5*hostCallFuel + iovec},
 		{"wwwww", 5*hostCallFuel + iovec},
-		{"sssss", 5*hostCallFuel + iovec},
+		{"sssss", 5*(hostCallFuel+subscription) + iovec},
 		{"yyyyy", 5*hostCallFuel + iovec},
 		{"rrrrr", 5*640>>ioShift + iovec},
-		{"crswy", 4*hostCallFuel + 640>>ioShift + iovec},
+		{"crswy", 4*hostCallFuel + subscription + 640>>ioShift + iovec},
 		{"xx", iovec},
 	} {
 		hostCallsFree = false

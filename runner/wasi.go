@@ -234,6 +234,10 @@ type wasiStdio activation
 
 func (s *wasiStdio) Charge(n uint64)            { (*activation)(s).chargeHostCall(n) }
 func (s *wasiStdio) Read(p []byte) (int, error) { return (*activation)(s).readInput(p) }
+func (s *wasiStdio) Sleep(d time.Duration) {
+	(*activation)(s).chargeHostCall(hostCallFuel)
+	(*activation)(s).nanosleep(int64(d))
+}
 func (s *wasiStdio) Write(fd uint32, p []byte) error {
 	a := (*activation)(s)
 	a.charge(a.ctx, uint64(len(p))>>ioShift)

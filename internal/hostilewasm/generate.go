@@ -332,3 +332,29 @@ func SizesCalls(fn string, calls uint32) []byte {
 	}, 1)
 	return m.Encode()
 }
+
+// PollCalls is a WASI command whose _start calls poll_oneoff calls times
+// with n subscriptions from address 0, all zero (relative clocks of no
+// time), its events and count after them.
+func PollCalls(n, calls uint32) []byte {
+	call := []byte{opI32Const, 0, opI32Const}
+	call = AppendI32(call, int32(48*n))
+	call = append(call, opI32Const)
+	call = AppendI32(call, int32(n))
+	call = append(call, opI32Const)
+	call = AppendI32(call, int32(80*n))
+	call = append(call, opCall, 0, opDrop)
+	body := []byte{opI32Const}
+	body = AppendI32(body, int32(calls))
+	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
+		opLocalGet, 0, opI32Eqz, opBrIf, 1)
+	body = append(body, call...)
+	body = append(body, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	m := command(Module{
+		Types:    []FuncType{voidType, {Params: []ValType{I32, I32, I32, I32}, Results: []ValType{I32}}},
+		Imports:  []Import{{Module: WASIModule, Name: "poll_oneoff", Type: 1}},
+		Funcs:    []Func{{Type: 0, Locals: []Local{{Count: 1, Type: I32}}, Body: body}},
+		Memories: []Limits{{Min: (80*n + 4 + PageSize - 1) / PageSize}},
+	}, 1)
+	return m.Encode()
+}

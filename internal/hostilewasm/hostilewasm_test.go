@@ -74,6 +74,7 @@ func TestGenerators_validate(t *testing.T) {
 		{"iovec calls", IovecCalls("fd_read", 0, 4096, 3), 0},
 		{"positioned iovec calls", IovecCalls("fd_pwrite", 1, 4096, 3), 0},
 		{"sizes calls", SizesCalls("environ_sizes_get", 3), 0},
+		{"poll calls", PollCalls(512, 3), 0},
 		{"salted", Salted(Trivial(), 42), 0},
 	}
 	r := newRuntime(t)

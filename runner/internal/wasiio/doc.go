@@ -1,6 +1,7 @@
 // Package wasiio implements the WASI preview 1 functions that move bytes
 // through iovecs (fd_read, fd_write, fd_pread, fd_pwrite) over a guest's
-// stdio, charging the guest for every iovec before it is looked at.
+// stdio, charging the guest for every iovec before it is looked at, and
+// poll_oneoff, charging every subscription the same way.
 //
 // wazero's own versions loop over the iovecs a guest names, as many as its
 // memory holds, and skip a zero-length one without calling the runner: one
@@ -15,8 +16,9 @@
 //
 // # Internal organization
 //
-//   - wasiio.go: Stdio (what the runner provides), Define (the four
-//     functions on a host module builder) and transfer, their one loop.
+//   - wasiio.go: Stdio (what the runner provides), Define (the five
+//     functions on a host module builder), transfer, the iovec
+//     functions' one loop, and pollOneoff.
 //   - writers.go: Stdout (kept up to its cap) and StderrTail (the last
 //     4 KiB), the writers of the runner's activations.
 package wasiio

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
@@ -20,7 +22,10 @@ type fakeStdio struct {
 	out, err []byte
 	writes   int
 	failing  bool // Write fails
+	slept    []time.Duration
 }
+
+func (f *fakeStdio) Sleep(d time.Duration) { f.slept = append(f.slept, d) }
 
 func (f *fakeStdio) Charge(n uint64) { f.charged += n }
 
@@ -153,5 +158,87 @@ func TestStderrTail(t *testing.T) {
 	want = want[len(want)-TailBytes:]
 	if string(w.Bytes()) != string(want) {
 		t.Fatal("tail is not the last 4 KiB")
+	}
+}
+
+// TestPollOneoff: poll_oneoff's events and errors, as wazero's answers
+// them, every subscription charged first: the shortest relative clock is
+// slept unless a read is ready (stdio always is), writes are ENOTSUP on a
+// stream, other descriptors EBADF.
+func TestPollOneoff(t *testing.T) {
+	type sub struct {
+		tag   byte // 0 clock, 1 fd_read, 2 fd_write
+		fd    int32
+		ns    uint64
+		flags uint16
+	}
+	clock := func(ns uint64) sub { return sub{tag: 0, ns: ns} }
+	tests := []struct {
+		name   string
+		subs   []sub
+		n      uint32 // 0: len(subs)
+		errno  uint32
+		events []uint16 // each event's errno, in order
+		slept  []time.Duration
+	}{
+		{name: "the shortest clock is slept", subs: []sub{clock(5e6), clock(2e6)}, events: []uint16{0, 0},
+			slept: []time.Duration{2e6}},
+		{name: "a ready read: no sleep", subs: []sub{clock(5e6), {tag: 1, fd: 0}}, events: []uint16{0, 0}},
+		{name: "writes are not supported on streams", subs: []sub{{tag: 2, fd: 1}, {tag: 2, fd: 7}, {tag: 1, fd: 9}},
+			events: []uint16{errnoNotsup, errnoBadf, errnoBadf}},
+		{name: "a zero clock does not sleep", subs: []sub{clock(0)}, events: []uint16{0}},
+		{name: "absolute clocks are not supported", subs: []sub{{tag: 0, ns: 1, flags: 1}}, errno: errnoNotsup},
+		{name: "unknown flags", subs: []sub{{tag: 0, ns: 1, flags: 2}}, errno: errnoInval},
+		{name: "unknown tag", subs: []sub{{tag: 3}}, errno: errnoInval},
+		{name: "a negative descriptor", subs: []sub{{tag: 1, fd: -1}}, errno: errnoBadf},
+		{name: "no subscription", errno: errnoInval},
+		{name: "more subscriptions than memory holds, charged first", n: 1 << 20, errno: errnoFault},
+	}
+	const in, out, resultAt = 0, 30000, 60000
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memory(t)
+			var b []byte
+			for i, s := range tc.subs {
+				rec := make([]byte, subscriptionBytes)
+				binary.LittleEndian.PutUint64(rec, uint64(100+i)) // userdata
+				rec[8] = s.tag
+				if s.tag == 0 {
+					binary.LittleEndian.PutUint64(rec[24:], s.ns)
+					binary.LittleEndian.PutUint16(rec[40:], s.flags)
+				} else {
+					binary.LittleEndian.PutUint32(rec[16:], uint32(s.fd))
+				}
+				b = append(b, rec...)
+			}
+			mem.Write(in, b)
+			n := tc.n
+			if n == 0 {
+				n = uint32(len(tc.subs))
+			}
+			f := &fakeStdio{}
+			if errno := pollOneoff(f, mem, in, out, n, resultAt); errno != tc.errno {
+				t.Fatalf("errno %d, want %d", errno, tc.errno)
+			}
+			if n > 0 && f.charged != uint64(n) {
+				t.Errorf("charged %d for %d subscriptions", f.charged, n)
+			}
+			if !slices.Equal(f.slept, tc.slept) {
+				t.Errorf("slept %v, want %v", f.slept, tc.slept)
+			}
+			if tc.errno != 0 {
+				return
+			}
+			if nevents, _ := mem.ReadUint32Le(resultAt); nevents != n {
+				t.Errorf("%d events, want %d", nevents, n)
+			}
+			for i, want := range tc.events {
+				ev, _ := mem.Read(out+uint32(i)*eventBytes, eventBytes)
+				if binary.LittleEndian.Uint64(ev) != uint64(100+i) || uint16(ev[8]) != want || ev[10] != tc.subs[i].tag {
+					t.Errorf("event %d: userdata %d, errno %d, type %d; want %d, %d, %d", i, binary.LittleEndian.Uint64(ev),
+						ev[8], ev[10], 100+i, want, tc.subs[i].tag)
+				}
+			}
+		})
 	}
 }
