@@ -300,12 +300,7 @@ func IovecCalls(fn string, fd, n, calls uint32) []byte {
 	call = append(call, opI32Const)
 	call = AppendI32(call, int32(8*n)) // the result, after the iovecs
 	call = append(call, opCall, 0, opDrop)
-	body := []byte{opI32Const}
-	body = AppendI32(body, int32(calls))
-	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
-		opLocalGet, 0, opI32Eqz, opBrIf, 1)
-	body = append(body, call...)
-	body = append(body, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	body := repeat(call, calls)
 	pages := (8*n + 4 + PageSize - 1) / PageSize
 	m := command(Module{
 		Types:    []FuncType{voidType, {Params: params, Results: []ValType{I32}}},
@@ -319,12 +314,7 @@ func IovecCalls(fn string, fd, n, calls uint32) []byte {
 // SizesCalls is a WASI command whose _start calls fn (args_sizes_get or
 // environ_sizes_get) calls times, its results at addresses 0 and 4.
 func SizesCalls(fn string, calls uint32) []byte {
-	body := []byte{opI32Const}
-	body = AppendI32(body, int32(calls))
-	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
-		opLocalGet, 0, opI32Eqz, opBrIf, 1,
-		opI32Const, 0, opI32Const, 4, opCall, 0, opDrop,
-		opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	body := repeat([]byte{opI32Const, 0, opI32Const, 4, opCall, 0, opDrop}, calls)
 	m := command(Module{
 		Types:   []FuncType{voidType, {Params: []ValType{I32, I32}, Results: []ValType{I32}}},
 		Imports: []Import{{Module: WASIModule, Name: fn, Type: 1}},
@@ -344,12 +334,7 @@ func PollCalls(n, calls uint32) []byte {
 	call = append(call, opI32Const)
 	call = AppendI32(call, int32(80*n))
 	call = append(call, opCall, 0, opDrop)
-	body := []byte{opI32Const}
-	body = AppendI32(body, int32(calls))
-	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty,
-		opLocalGet, 0, opI32Eqz, opBrIf, 1)
-	body = append(body, call...)
-	body = append(body, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
+	body := repeat(call, calls)
 	m := command(Module{
 		Types:    []FuncType{voidType, {Params: []ValType{I32, I32, I32, I32}, Results: []ValType{I32}}},
 		Imports:  []Import{{Module: WASIModule, Name: "poll_oneoff", Type: 1}},
@@ -357,4 +342,13 @@ func PollCalls(n, calls uint32) []byte {
 		Memories: []Limits{{Min: (80*n + 4 + PageSize - 1) / PageSize}},
 	}, 1)
 	return m.Encode()
+}
+
+// repeat is a body that runs call calls times, counting down in local 0.
+func repeat(call []byte, calls uint32) []byte {
+	body := []byte{opI32Const}
+	body = AppendI32(body, int32(calls))
+	body = append(body, opLocalSet, 0, opBlock, blockEmpty, opLoop, blockEmpty, opLocalGet, 0, opI32Eqz, opBrIf, 1)
+	body = append(body, call...)
+	return append(body, opLocalGet, 0, opI32Const, 1, opI32Sub, opLocalSet, 0, opBr, 0, opEnd, opEnd)
 }
