@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,7 @@ func TestMain(m *testing.M) {
 func binary(t *testing.T) string {
 	t.Helper()
 	building.Do(func() {
+		consultSources("..")
 		buildDir, buildErr = os.MkdirTemp("", "latent-node-e2e-")
 		if buildErr != nil {
 			return
@@ -65,6 +67,25 @@ func binary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// consultSources looks at every file of the module (but .git's) so that
+// go test's cache, which keys a package's result on the files its tests
+// consulted, runs these tests again when a source of the binary changed:
+// the binary comes from a go build the cache does not see, and a cached
+// pass would otherwise stand for code it never ran.
+func consultSources(root string) {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && d.Name() == ".git":
+			return filepath.SkipDir
+		case !d.IsDir():
+			_, _ = os.Stat(path)
+		}
+		return nil
+	})
 }
 
 // lines collects a stream's lines and lets a test wait for one.
