@@ -59,10 +59,6 @@ func binary(t *testing.T) string {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", binPath, "./cmd/latent-node")
 		cmd.Dir = ".." // the module root, relative to this package
-		// Without cgo, as the release binaries are built (make dist); it
-		// also spares this build, on make test's critical path, the C
-		// compiles of cgo's packages (about 6 s of 76 cold).
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = errors.Wrapf(err, "go build: %s", out)
 		}
