@@ -14,7 +14,6 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
-	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/refusal"
@@ -242,10 +241,6 @@ func (d *deployments) retainSnapshots(t vocab.TenantID) {
 // compile slot holding it) to the request's ingress reservation; when they
 // do not fit, it answers the refusal and returns false.
 func (d *deployments) holdModules(w http.ResponseWriter, m vocab.Manifest) bool {
-	res := activation.Of(w).Ingress
-	if res == nil {
-		return true
-	}
 	var n uint64
 	seen := map[vocab.Digest]bool{}
 	for _, r := range m.Revisions {
@@ -254,9 +249,5 @@ func (d *deployments) holdModules(w http.ResponseWriter, m vocab.Manifest) bool 
 			n += d.cat.Artifacts().Size(m.Tenant, r.Artifact)
 		}
 	}
-	if ref, ok := res.Grow(n); !ok {
-		api.WriteProblem(w, api.Refusal(ref), writeRetryAfter)
-		return false
-	}
-	return true
+	return api.Hold(w, n)
 }

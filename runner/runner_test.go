@@ -355,16 +355,23 @@ func TestRun_runawayGuestDoesNotStallGC(t *testing.T) {
 	}
 }
 
-// TestRun_slowPathEverySlice: the guest reaches the slow path (a Go safe
-// point and a context check) once per fuel slice, exactly.
-func TestRun_slowPathEverySlice(t *testing.T) {
+// infiniteEnv is an env on a runner of its own whose fuel slice is 10,000,
+// with the infinite guest deployed as "infinite" (a budget of 1,000,000).
+func infiniteEnv(t *testing.T) *env {
 	r, err := New(context.Background(), Config{FuelSlice: 10_000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = r.Close(context.Background()) }()
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	e := newEnvWith(t, r)
 	e.deploy("infinite", testwasm.Bytes(t, "infinite"), ceiling(1_000_000, 1<<20, 10*time.Second))
+	return e
+}
+
+// TestRun_slowPathEverySlice: the guest reaches the slow path (a Go safe
+// point and a context check) once per fuel slice, exactly.
+func TestRun_slowPathEverySlice(t *testing.T) {
+	e := infiniteEnv(t)
 	var ticks int
 	tickHook = func() { ticks++ }
 	defer func() { tickHook = nil }()
@@ -382,13 +389,7 @@ func TestRun_slowPathEverySlice(t *testing.T) {
 // time. The first slice check holds the guest for 20 ms; the outcome's
 // execution time is at most the run's wall time less that.
 func TestRun_pauseLeftOutOfExecutionTime(t *testing.T) {
-	r, err := New(context.Background(), Config{FuelSlice: 10_000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = r.Close(context.Background()) }()
-	e := newEnvWith(t, r)
-	e.deploy("infinite", testwasm.Bytes(t, "infinite"), ceiling(1_000_000, 1<<20, 10*time.Second))
+	e := infiniteEnv(t)
 	var held time.Duration
 	hold := func() time.Duration {
 		if held > 0 {

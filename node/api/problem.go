@@ -112,13 +112,26 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		WriteProblem(w, Refusal(refusal.Internal), 0)
 		return
 	}
-	if res := activation.Of(w).Ingress; res != nil {
-		if ref, ok := res.Grow(uint64(len(data))); !ok {
-			WriteProblem(w, Refusal(ref), time.Second)
-			return
-		}
+	if !Hold(w, uint64(len(data))) {
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))
+}
+
+// Hold charges n bytes the answer to w's request will hold to that
+// request's ingress reservation (activation.Record.Ingress; nothing
+// without one). When they do not fit it writes the pool's refusal and
+// returns false.
+func Hold(w http.ResponseWriter, n uint64) bool {
+	res := activation.Of(w).Ingress
+	if res == nil {
+		return true
+	}
+	ref, ok := res.Grow(n)
+	if !ok {
+		WriteProblem(w, Refusal(ref), time.Second)
+	}
+	return ok
 }
