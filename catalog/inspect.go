@@ -107,6 +107,10 @@ type ModuleInfo struct {
 	Threading vocab.Threading `json:"threading"`
 	// Exports are the names of the exported functions, sorted.
 	Exports []vocab.FunctionName `json:"exports"`
+	// Component is set when the artifact is a WebAssembly component (the
+	// wasi-http ABI) rather than a core module; its Exports are empty: the
+	// node calls the component's wasi:http/incoming-handler.
+	Component bool `json:"component,omitempty"`
 }
 
 // ErrModuleRejected marks an inspector's refusal of a module.
@@ -135,7 +139,8 @@ func (m ModuleInfo) exports(f vocab.FunctionName) bool {
 
 func (m ModuleInfo) equal(o ModuleInfo) bool {
 	return m.MinMemoryBytes == o.MinMemoryBytes && m.MaxMemoryBytes == o.MaxMemoryBytes &&
-		m.Features == o.Features && m.Threading == o.Threading && slices.Equal(m.Exports, o.Exports)
+		m.Features == o.Features && m.Threading == o.Threading && slices.Equal(m.Exports, o.Exports) &&
+		m.Component == o.Component
 }
 
 type deployingKey struct{}
@@ -274,7 +279,7 @@ func (m *modules) prepareSnapshots(ctx context.Context, s vocab.Spec, modules []
 	}
 	var p vocab.Problems
 	for i, r := range s.Revisions {
-		if r.Instance != vocab.InstanceSnapshot || (r.Init != "" && !modules[i].exports(r.Init)) {
+		if r.Instance != vocab.InstanceSnapshot || modules[i].Component || (r.Init != "" && !modules[i].exports(r.Init)) {
 			continue
 		}
 		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.Tenant, Artifact: r.Artifact, Init: r.Init,

@@ -111,6 +111,7 @@ func buildService(s vocab.Spec, modules []ModuleInfo, gen vocab.Generation) (*se
 		case r.Ceiling.MemoryBytes < floor:
 			p.Add(f+".ceiling.memory_bytes", "is smaller than the module's initial memory and tables, %d bytes", floor)
 		}
+		checkComponent(&p, f, r, mod)
 		if mod.Threading == vocab.ThreadingShared && r.Threading != vocab.ThreadingShared {
 			p.Add(f+".threading", `the module uses shared memory; declare threading = "shared"`)
 		}
@@ -137,7 +138,11 @@ func buildService(s vocab.Spec, modules []ModuleInfo, gen vocab.Generation) (*se
 		rt := route{name: intern(r.Name), function: intern(r.Function), targets: make([]routeTarget, len(r.Targets))}
 		var sum uint32
 		for j, t := range r.Targets {
-			if !modules[t.Revision].exports(r.Function) {
+			if modules[t.Revision].Component {
+				if r.Function != vocab.DefaultFunction {
+					p.Add("routes["+strconv.Itoa(i)+"].function", "revision %q is a wasi-http component, which the node calls through its wasi:http/incoming-handler: leave function unset", s.Revisions[t.Revision].Name)
+				}
+			} else if !modules[t.Revision].exports(r.Function) {
 				p.Add("routes["+strconv.Itoa(i)+"].function", "revision %q does not export this function", s.Revisions[t.Revision].Name)
 			}
 			sum += t.Weight
@@ -150,4 +155,21 @@ func buildService(s vocab.Spec, modules []ModuleInfo, gen vocab.Generation) (*se
 		return nil, err
 	}
 	return svc, nil
+}
+
+// checkComponent reports, under field f, a revision whose guest ABI does not
+// fit its artifact: a component needs abi = "wasi-http" (and runs fresh: the
+// warm instance modes and init are for core modules), and abi =
+// "wasi-http" needs a component.
+func checkComponent(p *vocab.Problems, f string, r vocab.RevisionSpec, mod ModuleInfo) {
+	switch {
+	case mod.Component && r.ABI != vocab.ABIWASIHTTP:
+		p.Add(f+".abi", `the artifact is a WebAssembly component; declare abi = "wasi-http"`)
+	case !mod.Component && r.ABI == vocab.ABIWASIHTTP:
+		p.Add(f+".abi", `abi = "wasi-http" needs a WASI 0.2 component (of the wasi:http proxy world); the artifact is a core module`)
+	case mod.Component && r.Instance != vocab.InstanceFresh:
+		p.Add(f+".instance", `a wasi-http component runs in instance mode "fresh" only`)
+	case mod.Component && r.Init != "":
+		p.Add(f+".init", "a wasi-http component has no init function")
+	}
 }

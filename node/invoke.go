@@ -22,6 +22,7 @@ import (
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/runner/wagi"
+	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/scheduler"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -29,7 +30,22 @@ import (
 // invocation is the input a queued job carries to the executor.
 type invocation struct {
 	body    []byte
-	environ []string // a WAGI revision's CGI environment
+	environ []string          // a WAGI revision's CGI environment
+	http    *wasihttp.Request // a wasi-http revision's request
+}
+
+// heldBytes is what the invocation holds besides its body until the guest
+// ran: a WAGI revision's CGI environment, a wasi-http revision's request
+// line and headers.
+func (in *invocation) heldBytes() uint64 {
+	n := environBytes(in.environ)
+	if in.http != nil {
+		n += uint64(len(in.http.Method)+len(in.http.PathWithQuery)+len(in.http.Scheme)+len(in.http.Authority)) + 64
+		for _, kv := range in.http.Header {
+			n += uint64(len(kv[0])+len(kv[1])) + 32
+		}
+	}
+	return n
 }
 
 // answer is what the activation manager tells the HTTP layer.
@@ -176,9 +192,10 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	if refused != nil {
 		return *refused
 	}
-	// A WAGI revision's environment is held until the guest ran: its bytes
-	// count against the ingress pool like the body's.
-	if n := environBytes(input.environ); n > 0 && rec.Ingress != nil {
+	// A WAGI revision's environment, a wasi-http revision's request, is held
+	// until the guest ran: its bytes count against the ingress pool like the
+	// body's.
+	if n := input.heldBytes(); n > 0 && rec.Ingress != nil {
 		if ref, ok := rec.Ingress.Grow(n); !ok {
 			return problemAnswer(api.Refusal(ref), writeRetryAfter)
 		}

@@ -347,7 +347,7 @@ func (e executor) Execute(ctx context.Context, job *scheduler.Job[*invocation, r
 	// its running slot to a newcomer the fair queue puts first, if one
 	// waits (scheduler Pause), and goes on after it.
 	pause := func() time.Duration { return e.n.sched.Pause(ctx, job) }
-	out := e.n.run.RunWith(ctx, exec, lease, runner.Input{Body: job.Input().body, Environ: job.Input().environ, OnSlice: pause})
+	out := e.n.run.RunWith(ctx, exec, lease, runner.Input{Body: job.Input().body, Environ: job.Input().environ, HTTP: job.Input().http, OnSlice: pause})
 	// Before the scheduler picks the next job, the front reads what
 	// arrived meanwhile, so the choice is between every queued tenant.
 	e.n.yield.Maybe()

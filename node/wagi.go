@@ -6,6 +6,7 @@ package node
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner/wagi"
+	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -47,6 +49,9 @@ func invocationInput(r *http.Request, target vocab.Target, rest string, abi voca
 	if r == nil { // not over HTTP: a plain POST
 		r = &http.Request{Method: http.MethodPost, URL: &url.URL{}, Header: http.Header{}}
 	}
+	if abi == vocab.ABIWASIHTTP {
+		return &invocation{body: body, http: componentRequest(r, rest, body)}, nil
+	}
 	if abi != vocab.ABIWAGI {
 		switch {
 		case hasSuffix(r):
@@ -72,10 +77,57 @@ func invocationInput(r *http.Request, target vocab.Target, rest string, abi voca
 	return &invocation{body: body, environ: env}, nil
 }
 
-// writeCGIAnswer writes a WAGI guest's answer: its status, Content-Type,
-// Location and allowed headers, and its body.
+// componentRequest is the wasi-http request of r, an invoke request with
+// the path suffix rest (unescaped): the method, the suffix (re-escaped,
+// "/" when there is none) and query as path-with-query, the scheme, the
+// Host as authority, and every header but the caller's credentials and the
+// connection's own, names in lower case and sorted.
+func componentRequest(r *http.Request, rest string, body []byte) *wasihttp.Request {
+	req := &wasihttp.Request{Method: r.Method, PathWithQuery: (&url.URL{Path: "/" + rest}).EscapedPath(),
+		Scheme: "http", Authority: r.Host, Body: body}
+	if !hasSuffix(r) {
+		req.PathWithQuery = "/"
+	}
+	if r.URL.RawQuery != "" || r.URL.ForceQuery {
+		req.PathWithQuery += "?" + r.URL.RawQuery
+	}
+	if r.TLS != nil {
+		req.Scheme = "https"
+	}
+	names := make([]string, 0, len(r.Header))
+	for name := range r.Header {
+		if !componentSkippedHeaders[http.CanonicalHeaderKey(name)] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		lower := strings.ToLower(name)
+		for _, v := range r.Header[name] {
+			req.Header = append(req.Header, [2]string{lower, v})
+		}
+	}
+	return req
+}
+
+// componentSkippedHeaders are the request headers a wasi-http guest never
+// sees: the caller's credentials, and the headers of the connection to the
+// node rather than of the request.
+var componentSkippedHeaders = map[string]bool{
+	"Authorization": true, "Cookie": true, "Proxy-Authorization": true,
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Http2-Settings": true,
+}
+
+// writeCGIAnswer writes an HTTP guest's answer: its status, Content-Type,
+// Location and allowed headers, and its body. A wasi-http guest's headers
+// are the answer's as they are: when it set no Content-Type, none is
+// sniffed.
 func writeCGIAnswer(w http.ResponseWriter, a answer) {
 	h := w.Header()
+	if a.cgi.Raw {
+		h["Content-Type"] = nil
+	}
 	if a.cgi.ContentType != "" {
 		h.Set("Content-Type", a.cgi.ContentType)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/latent-node/latent-node/runner/internal/canon"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/vocab"
@@ -175,7 +176,7 @@ func (a *activation) settle(err error) error {
 func guestStop(err error) bool {
 	var exit *sys.ExitError
 	switch {
-	case err == nil, errors.As(err, &exit):
+	case err == nil, errors.As(err, &exit), errors.Is(err, canon.ErrTrap):
 		return true
 	case errors.Is(err, errFuelExhausted), errors.Is(err, errDeadline), errors.Is(err, errCancelled), errors.Is(err, errCallDepth):
 		return false

@@ -11,7 +11,9 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/latent-node/latent-node/refusal"
-	"github.com/latent-node/latent-node/runner/wagi"
+	"github.com/latent-node/latent-node/runner/httpabi"
+	"github.com/latent-node/latent-node/runner/internal/canon"
+	"github.com/latent-node/latent-node/runner/wasihttp"
 )
 
 // Kind is the outcome of one activation; its String is the
@@ -28,8 +30,10 @@ const (
 	OutputExceeded   = refusal.OutcomeOutputExceeded
 	DeadlineExceeded = refusal.OutcomeDeadlineExceeded
 	Cancelled        = refusal.OutcomeCancelled
-	// MalformedResponse: a WAGI guest stopped normally but its stdout does
-	// not start with a valid CGI header block (Outcome.Malformed says why).
+	// MalformedResponse: an HTTP guest stopped normally without a valid
+	// answer: a WAGI guest's stdout does not start with a valid CGI header
+	// block, a wasi-http guest set no response or an error-code
+	// (Outcome.Malformed says why).
 	MalformedResponse = refusal.OutcomeMalformedResponse
 	PlatformFailure   = refusal.OutcomePlatformFailure
 )
@@ -46,7 +50,12 @@ const (
 	TrapStackOverflow      = "stack-overflow"
 	TrapCallDepth          = "call-depth-exceeded"
 	TrapInstantiation      = "instantiation"
-	TrapOther              = "other"
+	// TrapCanonicalABI: a component passed the host a value the canonical
+	// ABI does not allow (a pointer or length out of bounds, invalid UTF-8,
+	// a bad discriminant, a dangling or wrong-type handle, a full handle
+	// table) or used a resource against its rules.
+	TrapCanonicalABI = "canonical-abi"
+	TrapOther        = "other"
 )
 
 // Outcome is what one activation did.
@@ -65,9 +74,10 @@ type Outcome struct {
 	ExecutionTime time.Duration
 	Stdout        []byte
 	StderrTail    []byte
-	// Response is the parsed CGI answer of a WAGI revision's successful
-	// activation (nil otherwise); its Body is a slice of Stdout.
-	Response *wagi.Response
+	// Response is the answer of an HTTP revision's successful activation
+	// (WAGI: its CGI answer, whose Body is a slice of Stdout; wasi-http:
+	// the response its handler set), nil otherwise.
+	Response *httpabi.Response
 	// Malformed says what is wrong with a MalformedResponse's output, in
 	// words that may be shown to the caller.
 	Malformed string
@@ -124,12 +134,14 @@ func classify(a *activation, err error, stopped time.Time, instantiating bool) (
 		return Cancelled, 0, ""
 	case errors.Is(err, errFuelExhausted):
 		return FuelExhausted, 0, ""
-	case a.stdout.Overflow:
+	case a.stdout.Overflow, errors.Is(err, wasihttp.ErrOutputExceeded):
 		return OutputExceeded, 0, ""
 	case a.memRefused:
 		return MemoryExhausted, 0, ""
 	case errors.Is(err, errCallDepth):
 		return Trap, 0, TrapCallDepth
+	case errors.Is(err, canon.ErrTrap):
+		return Trap, 0, TrapCanonicalABI
 	}
 	if err == nil {
 		return Success, 0, ""

@@ -15,9 +15,10 @@ import (
 
 	"github.com/latent-node/latent-node/admission"
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/runner/internal/component"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/internal/wasiio"
-	"github.com/latent-node/latent-node/runner/wagi"
+	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -155,8 +156,10 @@ type Runner struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 	// wasi is the type of every function the WASI host module exports, read
-	// from the runtime: imports are checked against it.
+	// from the runtime: imports are checked against it; http is the same
+	// for the wasi-http host modules, by module name (component.go).
 	wasi map[string]api.FunctionDefinition
+	http map[string]map[string]api.FunctionDefinition
 
 	bindings *bindingPool // module configurations lent to activations (wasi.go)
 
@@ -227,7 +230,12 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(),
+	httpDefs, err := defineHTTP(ctx, rt)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(), http: httpDefs,
 		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
 		sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant)}
 	r.warm = newWarmPool(rt, r.bindings, r.compiler, cfg)
@@ -275,11 +283,24 @@ func (r *Runner) Inspect(ctx context.Context, digest vocab.Digest, module []byte
 //
 // REQUIRES: the caller runs on a worker (onWorker).
 func (r *Runner) inspect(ctx context.Context, digest vocab.Digest, module []byte) (catalog.ModuleInfo, error) {
+	isComponent := component.IsComponent(module)
+	if isComponent {
+		merged, err := mergeComponent(module)
+		if err != nil {
+			return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
+		}
+		module = merged
+	}
 	res, err := fuel.Instrument(module, fuel.Config{Limits: r.cfg.Limits})
 	if err != nil {
 		return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
 	}
-	info, err := r.moduleInfo(res.Info)
+	var info catalog.ModuleInfo
+	if isComponent {
+		info, err = r.componentInfo(res.Info)
+	} else {
+		info, err = r.moduleInfo(res.Info)
+	}
 	if err != nil {
 		return catalog.ModuleInfo{}, err
 	}
@@ -364,6 +385,9 @@ type Input struct {
 	// after LATENT_ACTIVATION_ID and LATENT_REVISION; a stdio revision
 	// never sees it.
 	Environ []string
+	// HTTP is a wasi-http revision's request (its Body is the request's
+	// body; Body above is then unused). Nil: a POST of Body to "/".
+	HTTP *wasihttp.Request
 	// OnSlice, if set, is called on the guest's goroutine at every
 	// slow-path check, after Config.OnSlice: the node may pause the
 	// activation there for a fairer one (it must not stop the guest). It
@@ -372,9 +396,9 @@ type Input struct {
 	OnSlice func() time.Duration
 }
 
-// RunWith is Run with the whole input. For a WAGI revision
-// (vocab.ABIWAGI) a successful activation's stdout is parsed as a CGI
-// answer: Outcome.Response, or the outcome MalformedResponse.
+// RunWith is Run with the whole input. For an HTTP revision (WAGI,
+// wasi-http) a successful activation's answer is read by its ABI
+// (httpGuest): Outcome.Response, or the outcome MalformedResponse.
 func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, cell Cell, in Input) (out Outcome) {
 	start := time.Now()
 	var a *activation // once made: its execution time leaves its pauses out
@@ -423,22 +447,28 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	}
 	a = r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	if ob.Instance != vocab.InstanceFresh {
-		return r.finish(r.warm.runWarm(ctx, pm, ob, a), ob)
+		return finish(r.warm.runWarm(ctx, pm, ob, a), r.httpGuestFor(ob, in, nil))
 	}
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
 	b := r.bindings.bind(a)
+	guest := r.httpGuestFor(ob, in, b)
 	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, b.cfg)
 	instantiated := err == nil
 	if err != nil {
 		cell.AbandonMemory() // wazero dropped the instance without freeing its memory
 	} else {
-		init := ""
+		init, entry := "", string(ob.Function)
 		if ob.Function != vocab.DefaultFunction {
 			init = string(initExport(pm, ob)) // a reactor: initialised before its function
 		}
-		err = a.settle(a.start(callCtx, mod, pm.hasStart, init, string(ob.Function)))
+		if guest != nil {
+			err = guest.enter(callCtx, a, mod, pm.hasStart, init, entry)
+		} else {
+			err = a.start(callCtx, mod, pm.hasStart, init, entry)
+		}
+		err = a.settle(err)
 	}
 	stopped := time.Now()
 	kind, code, trap := classify(a, err, stopped, !instantiated)
@@ -450,11 +480,12 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 			out.Err = errors.CombineErrors(out.Err, cerr)
 		}
 	}
+	out = finish(out, guest)
 	r.bindings.release(b)
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}
-	return r.finish(out, ob)
+	return out
 }
 
 // newActivation is the host-side state of exec's activation with fuel of
@@ -477,17 +508,16 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 	return a
 }
 
-// finish parses a WAGI revision's successful output as its CGI answer.
-func (r *Runner) finish(out Outcome, ob admission.Obligations) Outcome {
-	if out.Kind == Success && ob.ABI == vocab.ABIWAGI {
-		resp, err := wagi.ParseResponse(out.Stdout)
-		if err != nil {
-			out.Kind, out.Err = MalformedResponse, err
-			out.Malformed = wagi.MalformedDetail(err)
-		} else {
-			out.Response = &resp
-		}
+// finish reads an HTTP revision's successful answer (guest nil: a stdio
+// revision, whose output is the answer) and releases the guest's state.
+func finish(out Outcome, guest httpGuest) Outcome {
+	if guest == nil {
+		return out
 	}
+	if out.Kind == Success {
+		guest.answer(&out)
+	}
+	guest.release()
 	return out
 }
 

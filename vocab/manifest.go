@@ -55,7 +55,7 @@ type ManifestRevision struct {
 	TrustClass TrustClass         `json:"trust_class"`
 	Threading  string             `json:"threading,omitempty"` // "single" (default) or "shared"
 	Random     string             `json:"random,omitempty"`    // random_get: "secure" (default) or "deterministic" (replayable)
-	ABI        string             `json:"abi,omitempty"`       // guest ABI: "stdio" (default) or "wagi" (CGI over HTTP)
+	ABI        string             `json:"abi,omitempty"`       // guest ABI: "stdio" (default), "wagi" (CGI over HTTP) or "wasi-http" (a WASI 0.2 component)
 	Instance   string             `json:"instance,omitempty"`  // "fresh" (default), "snapshot" or "reuse"
 	Init       FunctionName       `json:"init,omitempty"`      // initialisation export of a snapshot or reuse instance
 	Features   []string           `json:"features,omitempty"`  // required features

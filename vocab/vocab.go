@@ -181,7 +181,16 @@ const (
 	// the guest, the request is described in the environment, and stdout
 	// begins with a CGI header block that sets the HTTP status and headers.
 	ABIWAGI
+	// ABIWASIHTTP: a WASI 0.2 component of the wasi:http proxy world. Any
+	// method and a path suffix reach the guest's
+	// wasi:http/incoming-handler as an incoming-request; the response it
+	// sets is the answer.
+	ABIWASIHTTP
 )
+
+// HTTP reports whether the ABI's guests answer HTTP themselves (WAGI and
+// wasi-http): they take any method and a path below their route.
+func (a ABI) HTTP() bool { return a == ABIWAGI || a == ABIWASIHTTP }
 
 // String returns the manifest name.
 func (a ABI) String() string {
@@ -190,6 +199,8 @@ func (a ABI) String() string {
 		return "stdio"
 	case ABIWAGI:
 		return "wagi"
+	case ABIWASIHTTP:
+		return "wasi-http"
 	}
 	return "abi(" + strconv.Itoa(int(a)) + ")"
 }
@@ -201,8 +212,10 @@ func ParseABI(s string) (ABI, error) {
 		return ABIStdio, nil
 	case "wagi":
 		return ABIWAGI, nil
+	case "wasi-http":
+		return ABIWASIHTTP, nil
 	}
-	return 0, errors.New(`unknown guest ABI (want "stdio" or "wagi")`)
+	return 0, errors.New(`unknown guest ABI (want "stdio", "wagi" or "wasi-http")`)
 }
 
 // Feature is one WebAssembly feature beyond the MVP.

@@ -5,7 +5,8 @@
 // (ParseResponse), with the bounds of both. The runner parses a WAGI
 // revision's output with it; the node builds the request from the HTTP
 // request and writes the answer. docs/guest-abi.md, "WAGI ABI", is the
-// guest's side of the contract. It imports nothing of the module.
+// guest's side of the contract. Of the module it imports runner/httpabi
+// only, whose Response is the parsed answer.
 //
 // # Internal organization
 //

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/runner/httpabi"
 )
 
 // The WAGI ABI (vocab.ABIWAGI): the request reaches the guest as a CGI
@@ -164,19 +166,8 @@ func (c Request) Environ() ([]string, error) {
 	return env, nil
 }
 
-// Response is the HTTP answer a WAGI guest wrote.
-type Response struct {
-	Status int
-	// ContentType and Location are empty when the guest did not set them.
-	ContentType string
-	Location    string
-	// Header are the other headers the guest set and the allow-list
-	// (cgiAllowedHeader) lets through, canonical names, in the guest's
-	// order; a name may repeat.
-	Header [][2]string
-	// Body is what follows the header block (a slice of the output).
-	Body []byte
-}
+// Response is a WAGI guest's parsed answer.
+type Response = httpabi.Response
 
 // cgiAllowedHeader says whether a guest may set the response header name
 // (canonical form). Everything else is dropped: the node owns framing

@@ -1,0 +1,168 @@
+// The seam of the HTTP guest ABIs: how WAGI and wasi-http enter a guest and
+// read its answer, behind one interface; wasi-http's host environment.
+
+package runner
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/runner/httpabi"
+	"github.com/latent-node/latent-node/runner/wagi"
+	"github.com/latent-node/latent-node/runner/wasihttp"
+	"github.com/latent-node/latent-node/vocab"
+)
+
+// httpGuest is an HTTP guest ABI's share of one activation: how the guest
+// is entered once its module is instantiated, and how its answer is read
+// once it stopped. A stdio revision has none.
+type httpGuest interface {
+	// enter runs the guest on mod: the module's start function when first,
+	// then the ABI's entry (for WAGI the route's function, after init).
+	enter(ctx context.Context, a *activation, mod api.Module, first bool, init, entry string) error
+	// answer reads a successful activation's answer into out.Response, or
+	// makes out a MalformedResponse saying why there is none.
+	answer(out *Outcome)
+	// release drops what the ABI held for the activation; idempotent.
+	release()
+}
+
+// httpGuestFor is the HTTP guest of an activation with obligations ob and
+// input in, bound to b (nil for a stdio revision).
+func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding) httpGuest {
+	switch ob.ABI {
+	case vocab.ABIWAGI:
+		return wagiGuest{}
+	case vocab.ABIWASIHTTP:
+		req := in.HTTP
+		if req == nil {
+			req = &wasihttp.Request{Method: "POST", PathWithQuery: "/", Scheme: "http", Authority: "localhost", Body: in.Body}
+		}
+		lim := wasihttp.Limits{MaxBodyBytes: r.cfg.MaxOutputBytes}
+		return &wasiHTTPGuest{st: wasihttp.NewActivation(*req, (*httpEnv)(b), lim)}
+	}
+	return nil
+}
+
+// wagiGuest is the WAGI ABI: the request is in the CGI environment (set
+// when the activation is made), the entry is the route's function, and the
+// answer a CGI header block at the start of stdout.
+type wagiGuest struct{}
+
+func (wagiGuest) enter(ctx context.Context, a *activation, mod api.Module, first bool, init, entry string) error {
+	return a.start(ctx, mod, first, init, entry)
+}
+
+func (wagiGuest) answer(out *Outcome) {
+	resp, err := wagi.ParseResponse(out.Stdout)
+	if err != nil {
+		out.Kind, out.Err = MalformedResponse, err
+		out.Malformed = wagi.MalformedDetail(err)
+		return
+	}
+	out.Response = &resp
+}
+
+func (wagiGuest) release() {}
+
+// ComponentHandlerExport is the merged module's export of a component's
+// wasi:http/incoming-handler handle function, core type (i32 i32) -> ().
+const ComponentHandlerExport = "latent:export/wasi:http/incoming-handler@0.2#handle"
+
+// wasiHTTPGuest is the wasi-http ABI: the request is an incoming-request
+// resource the guest's incoming-handler receives with a response-outparam;
+// the answer is the response it sets.
+type wasiHTTPGuest struct {
+	st *wasihttp.Activation
+}
+
+func (g *wasiHTTPGuest) enter(ctx context.Context, a *activation, mod api.Module, first bool, _, _ string) error {
+	ctx = wasihttp.WithActivation(ctx, g.st)
+	if err := a.start(ctx, mod, first, "", ""); err != nil {
+		return err
+	}
+	fn := mod.ExportedFunction(ComponentHandlerExport)
+	if fn == nil {
+		return errors.AssertionFailedf("runner: %s not exported", ComponentHandlerExport)
+	}
+	return g.st.Handle(ctx, mod, fn)
+}
+
+func (g *wasiHTTPGuest) answer(out *Outcome) {
+	resp, err := g.st.Response()
+	switch {
+	case errors.Is(err, wasihttp.ErrNoResponse):
+		out.Kind, out.Err = MalformedResponse, err
+		out.Malformed = "the handler returned without setting a response"
+		return
+	case errors.Is(err, wasihttp.ErrGuestError):
+		out.Kind, out.Err = MalformedResponse, err
+		out.Malformed = "the handler answered with an error: " + err.Error()
+		return
+	case err != nil:
+		out.Kind, out.Err = MalformedResponse, err
+		out.Malformed = "the handler's response is incomplete"
+		return
+	case resp.Status < 200 || resp.Status > 599:
+		out.Kind = MalformedResponse
+		out.Err = errors.Newf("runner: wasi-http status %d", resp.Status)
+		out.Malformed = "the status " + strconv.Itoa(resp.Status) + " is not a final status from 200 to 599"
+		return
+	}
+	ans := &httpabi.Response{Status: resp.Status, Body: resp.Body, Raw: true}
+	for _, kv := range resp.Header {
+		if httpabi.GuestHeaderAllowed(kv[0]) && httpabi.GuestHeaderValueValid(kv[1]) {
+			ans.Header = append(ans.Header, kv)
+		}
+	}
+	out.Response = ans
+}
+
+func (g *wasiHTTPGuest) release() { g.st.Close() }
+
+// httpEnv is a wasi-http activation's host environment (wasihttp.Env): the
+// bound activation's fuel, stderr tail, random stream and clocks.
+type httpEnv binding
+
+var _ wasihttp.Env = (*httpEnv)(nil)
+
+func (e *httpEnv) Charge(n uint64) { e.a.chargeHostCall(n) }
+
+// Log is a component's stdout and stderr: both go to the stderr tail.
+func (e *httpEnv) Log(p []byte) { _, _ = e.a.stderr.Write(p) }
+
+func (e *httpEnv) Random(p []byte) { _, _ = (*bindingRand)(e).Read(p) }
+
+func (e *httpEnv) Monotonic() uint64 { return uint64((*binding)(e).nanotime()) }
+
+func (e *httpEnv) Wall() time.Time {
+	e.a.chargeHostCall(hostCallFuel)
+	return time.Now()
+}
+
+// SleepUntil sleeps until the monotonic clock reads ns, the deadline, or
+// the caller's cancellation, whichever comes first; a stop panics with its
+// typed error, as the fuel slow path does.
+func (e *httpEnv) SleepUntil(ns uint64) {
+	if now := e.Monotonic(); ns > now {
+		e.a.nanosleep(int64(min(ns-now, 1<<62)))
+	}
+	if err := e.a.stopAt(time.Now()); err != nil {
+		panic(err)
+	}
+}
+
+// Environ is the two LATENT_ variables every guest gets.
+func (e *httpEnv) Environ() [][2]string {
+	l := &e.a.environ
+	out := make([][2]string, 0, l.n)
+	for _, p := range l.parts[:l.n] {
+		out = append(out, [2]string{p[0][:len(p[0])-1], p[1]})
+	}
+	return out
+}

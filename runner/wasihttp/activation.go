@@ -1,0 +1,237 @@
+package wasihttp
+
+// One activation's state: its request, handle table and response; Env,
+// the runner's side of it.
+
+import (
+	"context"
+	"time"
+
+	"github.com/cockroachdb/errors"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/latent-node/latent-node/runner/internal/canon"
+	"github.com/latent-node/latent-node/runner/internal/component"
+)
+
+// Env is what the host needs from the runner's activation.
+type Env interface {
+	// Charge takes n units of fuel for host work; it may panic with the
+	// runner's typed stop, which must not be recovered.
+	Charge(n uint64)
+	// Log takes the guest's wasi:cli stdout and stderr output.
+	Log(p []byte)
+	// Random fills p from the activation's random stream.
+	Random(p []byte)
+	// Monotonic is the activation's monotonic clock in nanoseconds.
+	Monotonic() uint64
+	// Wall is the wall clock.
+	Wall() time.Time
+	// SleepUntil blocks until Monotonic() reaches ns, or the activation
+	// must stop (it panics with the runner's stop then).
+	SleepUntil(ns uint64)
+	// Environ is wasi:cli/environment's get-environment.
+	Environ() [][2]string
+}
+
+// Request is the HTTP request a guest's incoming-handler receives.
+type Request struct {
+	Method        string // as sent; an unknown token is method.other
+	PathWithQuery string // "/below/the/route?q=1"
+	Scheme        string // "http" or "https"
+	Authority     string // the Host
+	Header        [][2]string
+	Body          []byte
+}
+
+// Response is the response a guest set.
+type Response struct {
+	Status int
+	Header [][2]string
+	Body   []byte
+}
+
+// Limits bound one activation's host state.
+type Limits struct {
+	MaxHandles     int   // live handles (default 4096)
+	MaxFieldsBytes int   // names and values of one fields resource (default 64 KiB, and at most 1024 entries)
+	MaxBodyBytes   int   // the response body (required)
+	MaxHostBytes   int64 // what lifting the guest's values may allocate in all (default 16 MiB)
+}
+
+// Defaults of Limits.
+const (
+	DefaultMaxHandles     = 4096
+	DefaultMaxFieldsBytes = 64 << 10
+	DefaultMaxHostBytes   = 16 << 20
+	maxFieldsEntries      = 1024
+)
+
+// Sentinels of an activation's end.
+var (
+	// ErrNoResponse: the handler returned without response-outparam.set.
+	ErrNoResponse = errors.New("wasihttp: the handler set no response")
+	// ErrGuestError: the handler set an error-code as its response.
+	ErrGuestError = errors.New("wasihttp: the handler answered with an error")
+	// ErrOutputExceeded: the guest wrote more response body than allowed
+	// (a host function panics with it).
+	ErrOutputExceeded = errors.New("wasihttp: response body over the output limit")
+)
+
+// Activation is one activation's host state: the request, the handle
+// table and the response.
+type Activation struct {
+	env    Env
+	lim    Limits
+	req    Request
+	table  *canon.Table
+	budget int64
+
+	ctx      context.Context
+	mod      api.Module
+	reallocs [component.MaxReallocs]api.Function
+
+	set      bool
+	setErr   error
+	response *outResponse
+	closed   bool
+}
+
+// NewActivation is the state of an activation serving req.
+func NewActivation(req Request, env Env, lim Limits) *Activation {
+	if lim.MaxHandles <= 0 {
+		lim.MaxHandles = DefaultMaxHandles
+	}
+	if lim.MaxFieldsBytes <= 0 {
+		lim.MaxFieldsBytes = DefaultMaxFieldsBytes
+	}
+	if lim.MaxHostBytes <= 0 {
+		lim.MaxHostBytes = DefaultMaxHostBytes
+	}
+	return &Activation{env: env, lim: lim, req: req, table: canon.NewTable(lim.MaxHandles), budget: lim.MaxHostBytes}
+}
+
+type activationKey struct{}
+
+// WithActivation is ctx carrying a, for the host functions.
+func WithActivation(ctx context.Context, a *Activation) context.Context {
+	return context.WithValue(ctx, activationKey{}, a)
+}
+
+// From is the activation ctx carries.
+func From(ctx context.Context) *Activation {
+	a, _ := ctx.Value(activationKey{}).(*Activation)
+	if a == nil {
+		panic(errors.AssertionFailedf("wasihttp: host function called outside an activation"))
+	}
+	return a
+}
+
+// Handle calls the guest's lifted handle export fn, core type
+// (i32 i32) -> (), with a new own<incoming-request> and
+// own<response-outparam>, and returns fn's error as is.
+func (a *Activation) Handle(ctx context.Context, mod api.Module, fn api.Function) error {
+	a.ctx, a.mod = ctx, mod
+	req, err := a.table.Add(resIncomingRequest, &incomingRequest{headers: a.requestFields()})
+	if err != nil {
+		return err
+	}
+	out, err := a.table.Add(resResponseOutparam, &outparam{})
+	if err != nil {
+		return err
+	}
+	_, err = fn.Call(ctx, uint64(req), uint64(out))
+	return err
+}
+
+func (a *Activation) requestFields() *fields {
+	f := &fields{immutable: true}
+	for _, kv := range a.req.Header {
+		f.entries = append(f.entries, field{name: kv[0], value: []byte(kv[1])})
+	}
+	return f
+}
+
+// Response returns the response the guest set (see the sentinels).
+func (a *Activation) Response() (*Response, error) {
+	switch {
+	case !a.set:
+		return nil, ErrNoResponse
+	case a.setErr != nil:
+		return nil, a.setErr
+	}
+	r := a.response
+	resp := &Response{Status: r.status, Body: r.body}
+	for _, f := range r.headers.entries {
+		resp.Header = append(resp.Header, [2]string{f.name, string(f.value)})
+	}
+	return resp, nil
+}
+
+// Close drops every handle; it is idempotent.
+func (a *Activation) Close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	a.table = canon.NewTable(0)
+	a.mod, a.ctx = nil, nil
+}
+
+// options are the canonical options of a host call: the caller's memory,
+// its realloc k (-1: none) and the string encoding.
+func (a *Activation) options(ctx context.Context, mod api.Module, k int, enc canon.Encoding) *canon.Options {
+	o := &canon.Options{Memory: mod.Memory(), Encoding: enc, Budget: &a.budget}
+	if k >= 0 {
+		o.Realloc = func(oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+			fn := a.reallocs[k]
+			if fn == nil || a.mod != mod {
+				a.mod = mod
+				fn = mod.ExportedFunction(component.ReallocExport(k))
+				if fn == nil {
+					return 0, errors.AssertionFailedf("wasihttp: %s not exported", component.ReallocExport(k))
+				}
+				a.reallocs[k] = fn
+			}
+			res, err := fn.Call(ctx, uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize))
+			if err != nil {
+				return 0, err
+			}
+			return uint32(res[0]), nil
+		}
+	}
+	return o
+}
+
+// trap panics with a canonical ABI trap: the guest broke a rule.
+func trap(format string, args ...any) {
+	panic(errors.Wrapf(canon.ErrTrap, "wasihttp: "+format, args...))
+}
+
+// check panics with err, a trap from the handle table or lifting.
+func check(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// get is handle h's rep, which must be a live resource of type res.
+func get[T any](a *Activation, h any, res uint32) T {
+	rep, err := a.table.Get(h.(uint32), res)
+	check(err)
+	return rep.(T)
+}
+
+// take removes own handle h of type res and returns its rep.
+func take[T any](a *Activation, h any, res uint32) T {
+	rep, err := a.table.Remove(h.(uint32), res)
+	check(err)
+	return rep.(T)
+}
+
+// add makes a handle of rep.
+func (a *Activation) add(res uint32, rep any) uint32 {
+	h, err := a.table.Add(res, rep)
+	check(err)
+	return h
+}
