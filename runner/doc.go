@@ -210,6 +210,11 @@
 //     cost the same however many instances are idle (the pool keeps its
 //     snapshots by module as well).
 //   - outcome.go: Outcome, Kind, trap kinds, classification.
+//   - component.go: the deploy path of a WebAssembly component (the
+//     wasi-http ABI): planned, merged into one core module, its imports
+//     checked against the wasi-http host; httpguest.go: the seam of the
+//     HTTP ABIs (httpGuest: WAGI and wasi-http enter a guest and read its
+//     answer) and wasi-http's host environment.
 //   - wagi (a package of its own): the WAGI ABI: the CGI environment of a
 //     request (wagi.Request.Environ) and the parser of a guest's header
 //     block (wagi.ParseResponse), which the node uses too.

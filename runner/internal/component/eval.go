@@ -118,7 +118,7 @@ type decoder struct {
 	lim Limits
 	res Result
 
-	typeNodes, types, coreModules, nInstances, imports, exports, aliases, canons int
+	typeNodes, nTypes, coreModules, nInstances, imports, exports, aliases, canons int
 
 	lowers   map[string]bool
 	reallocs map[coreItem]int
@@ -145,7 +145,7 @@ func (d *decoder) eval(body []byte, s *scope, depth int) error {
 	defer func() { d.r = saved }()
 	top := &reader{b: body}
 	d.r = top
-	if !d.enter(depth) {
+	if !d.types().enter(depth) {
 		return top.err
 	}
 	for !top.done() {
@@ -181,9 +181,9 @@ func (d *decoder) section(id byte, s *scope, depth int) {
 		d.coreInstances(s)
 	case 3:
 		n := d.r.count()
-		if d.bump(&d.types, n, d.lim.MaxTypes, "max_types", "type definitions") {
+		if d.bump(&d.nTypes, n, d.lim.MaxTypes, "max_types", "type definitions") {
 			for ; n > 0 && d.r.err == nil; n-- {
-				d.coreType(depth + 1)
+				d.types().coreType(depth + 1)
 				s.coreTypes++
 			}
 		}
@@ -205,9 +205,9 @@ func (d *decoder) section(id byte, s *scope, depth int) {
 		}
 	case 7:
 		n := d.r.count()
-		if d.bump(&d.types, n, d.lim.MaxTypes, "max_types", "type definitions") {
+		if d.bump(&d.nTypes, n, d.lim.MaxTypes, "max_types", "type definitions") {
 			for ; n > 0 && d.r.err == nil; n-- {
-				s.types = append(s.types, typeVal{guest: d.defType(depth + 1)})
+				s.types = append(s.types, typeVal{guest: d.types().defType(depth + 1)})
 			}
 		}
 	case 8:

@@ -124,7 +124,7 @@ func (d *decoder) instances(s *scope, depth int) {
 
 // sortIdx reads a sortidx and returns the item it names in s.
 func (d *decoder) sortIdx(s *scope) value {
-	st := d.sort()
+	st := d.types().sort()
 	i := d.r.u32()
 	return d.item(s, st, i)
 }
@@ -216,8 +216,8 @@ func (d *decoder) add(s *scope, v value) {
 }
 
 func (d *decoder) alias(s *scope) {
-	st := d.sort()
-	kind, idx, name, outerIdx := d.aliasTarget()
+	st := d.types().sort()
+	kind, idx, name, outerIdx := d.types().aliasTarget()
 	if d.r.err != nil {
 		return
 	}
@@ -417,7 +417,7 @@ func (d *decoder) realloc(it coreItem) int {
 
 func (d *decoder) importDef(s *scope) {
 	name := d.r.externName()
-	st := d.externDesc()
+	st := d.types().externDesc()
 	if d.r.err != nil {
 		return
 	}
@@ -448,7 +448,7 @@ func (d *decoder) exportDef(s *scope) {
 	switch d.r.byte() {
 	case 0x00:
 	case 0x01:
-		d.externDesc()
+		d.types().externDesc()
 	default:
 		d.r.malformed("export type ascription")
 	}
@@ -528,7 +528,7 @@ func coreImports(b []byte) ([]coreImport, error) {
 		var out []coreImport
 		for n := sec.count(); n > 0 && sec.err == nil; n-- {
 			imp := coreImport{module: sec.name(), name: sec.name()}
-			d.coreImportDesc()
+			d.types().coreImportDesc()
 			out = append(out, imp)
 		}
 		if sec.err != nil {

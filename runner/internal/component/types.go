@@ -28,7 +28,7 @@ const (
 // sort.
 type sort struct{ s, core byte }
 
-func (d *decoder) sort() sort {
+func (d *typeDecoder) sort() sort {
 	s := sort{s: d.r.byte()}
 	if s.s == sortCore {
 		s.core = d.r.byte()
@@ -46,14 +46,14 @@ func (d *decoder) sort() sort {
 }
 
 // node counts one node of a type definition against MaxTypeNodes.
-func (d *decoder) node() {
+func (d *typeDecoder) node() {
 	d.typeNodes++
 	if d.typeNodes > d.lim.MaxTypeNodes {
 		d.r.fail(ReasonLimit, "max_type_nodes", "the component's type definitions have more than %d nodes", d.lim.MaxTypeNodes)
 	}
 }
 
-func (d *decoder) enter(depth int) bool {
+func (d *typeDecoder) enter(depth int) bool {
 	if depth > d.lim.MaxDepth {
 		d.r.fail(ReasonLimit, "max_depth", "the component nests deeper than %d levels", d.lim.MaxDepth)
 		return false
@@ -63,7 +63,7 @@ func (d *decoder) enter(depth int) bool {
 
 // valType reads a valtype: a primitive (one byte, 0x64 to 0x7f) or a type
 // index.
-func (d *decoder) valType() {
+func (d *typeDecoder) valType() {
 	d.node()
 	if c := d.r.peek(); c >= 0x40 && c < 0x80 {
 		if c < 0x64 {
@@ -75,7 +75,7 @@ func (d *decoder) valType() {
 	d.r.u32()
 }
 
-func (d *decoder) optValType() {
+func (d *typeDecoder) optValType() {
 	switch d.r.byte() {
 	case 0x00:
 	case 0x01:
@@ -86,7 +86,7 @@ func (d *decoder) optValType() {
 }
 
 // defType reads a deftype and reports whether it is a resource type.
-func (d *decoder) defType(depth int) (resource bool) {
+func (d *typeDecoder) defType(depth int) (resource bool) {
 	if !d.enter(depth) {
 		return false
 	}
@@ -127,7 +127,7 @@ func (d *decoder) defType(depth int) (resource bool) {
 	return false
 }
 
-func (d *decoder) funcType() {
+func (d *typeDecoder) funcType() {
 	for n := d.r.count(); n > 0 && d.r.err == nil; n-- {
 		d.r.name()
 		d.valType()
@@ -144,7 +144,7 @@ func (d *decoder) funcType() {
 	}
 }
 
-func (d *decoder) defValType(depth int) {
+func (d *typeDecoder) defValType(depth int) {
 	c := d.r.byte()
 	switch {
 	case c >= 0x73 && c <= 0x7f, c == 0x64: // primitives, error-context
@@ -187,7 +187,7 @@ func (d *decoder) defValType(depth int) {
 	}
 }
 
-func (d *decoder) instanceDecl(depth int) {
+func (d *typeDecoder) instanceDecl(depth int) {
 	if !d.enter(depth) {
 		return
 	}
@@ -211,7 +211,7 @@ func (d *decoder) instanceDecl(depth int) {
 // aliasTarget reads an alias target: an instance (kind 0x00) or core
 // instance (0x01) idx and its export name, or an outer alias (0x02) of
 // index outer in the scope idx levels up.
-func (d *decoder) aliasTarget() (kind byte, idx uint32, name string, outer uint32) {
+func (d *typeDecoder) aliasTarget() (kind byte, idx uint32, name string, outer uint32) {
 	kind = d.r.byte()
 	switch kind {
 	case 0x00, 0x01:
@@ -228,7 +228,7 @@ func (d *decoder) aliasTarget() (kind byte, idx uint32, name string, outer uint3
 
 // externDesc reads an externdesc and returns its sort (sortCore for a
 // core module).
-func (d *decoder) externDesc() byte {
+func (d *typeDecoder) externDesc() byte {
 	d.node()
 	switch c := d.r.byte(); c {
 	case 0x00:
@@ -266,7 +266,7 @@ func (d *decoder) externDesc() byte {
 }
 
 // coreType reads a core:type: a function type or a module type.
-func (d *decoder) coreType(depth int) {
+func (d *typeDecoder) coreType(depth int) {
 	if !d.enter(depth) {
 		return
 	}
@@ -307,7 +307,7 @@ func (d *decoder) coreType(depth int) {
 	}
 }
 
-func (d *decoder) coreValType() {
+func (d *typeDecoder) coreValType() {
 	switch c := d.r.byte(); c {
 	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
 	default:
@@ -315,7 +315,7 @@ func (d *decoder) coreValType() {
 	}
 }
 
-func (d *decoder) coreImportDesc() {
+func (d *typeDecoder) coreImportDesc() {
 	switch c := d.r.byte(); c {
 	case 0x00:
 		d.r.u32()
@@ -332,7 +332,7 @@ func (d *decoder) coreImportDesc() {
 	}
 }
 
-func (d *decoder) limits() {
+func (d *typeDecoder) limits() {
 	switch f := d.r.byte(); f {
 	case 0x00:
 		d.r.u32()
@@ -343,3 +343,9 @@ func (d *decoder) limits() {
 		d.r.fail(ReasonUnsupported, "", "limits form %#x (shared or 64-bit)", f)
 	}
 }
+
+// typeDecoder is the decoder reading types and the other forms of the
+// binary it does not interpret.
+type typeDecoder decoder
+
+func (d *decoder) types() *typeDecoder { return (*typeDecoder)(d) }
