@@ -37,7 +37,7 @@ var hopByHop = map[string]bool{
 // Set-Cookie (a guest sets no cookies on the node's origin, which serves
 // the operator's page too), and a valid token.
 func GuestHeaderAllowed(name string) bool {
-	if !validToken(name) {
+	if !ValidToken(name) {
 		return false
 	}
 	c := http.CanonicalHeaderKey(name)
@@ -56,8 +56,9 @@ func GuestHeaderValueValid(v string) bool {
 	return strings.TrimSpace(v) == v
 }
 
-// validToken reports whether s is an HTTP token (RFC 9110, 5.6.2).
-func validToken(s string) bool {
+// ValidToken reports whether s is an HTTP token (RFC 9110, 5.6.2): a
+// valid header field name.
+func ValidToken(s string) bool {
 	if s == "" {
 		return false
 	}

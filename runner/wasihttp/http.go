@@ -5,6 +5,7 @@ package wasihttp
 import (
 	"strings"
 
+	"github.com/latent-node/latent-node/runner/httpabi"
 	"github.com/latent-node/latent-node/runner/internal/canon"
 )
 
@@ -57,22 +58,6 @@ type outgoingBody struct {
 var forbidden = map[string]bool{"connection": true, "keep-alive": true, "proxy-connection": true,
 	"transfer-encoding": true, "upgrade": true, "host": true, "http2-settings": true}
 
-func validName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func validValue(v []byte) bool {
 	for _, c := range v {
 		if c < 0x20 && c != '\t' || c == 0x7f {
@@ -87,7 +72,7 @@ func (f *fields) checkField(a *Activation, name string, value []byte, extra int)
 	switch {
 	case f.immutable:
 		return &headerImmutable
-	case !validName(name) || !validValue(value):
+	case !httpabi.ValidToken(name) || !validValue(value):
 		return &headerInvalid
 	case forbidden[strings.ToLower(name)]:
 		return &headerForbidden
@@ -111,13 +96,6 @@ func (f *fields) remove(name string) {
 
 func (f *fields) clone() *fields {
 	return &fields{entries: append([]field(nil), f.entries...), bytes: f.bytes}
-}
-
-func result(err *canon.Case) canon.Case {
-	if err != nil {
-		return fail(*err)
-	}
-	return ok(nil)
 }
 
 func defineFields() {
@@ -188,7 +166,7 @@ func defineFields() {
 		switch {
 		case f.immutable:
 			return one(fail(headerImmutable))
-		case !validName(name):
+		case !httpabi.ValidToken(name):
 			return one(fail(headerInvalid))
 		case forbidden[strings.ToLower(name)]:
 			return one(fail(headerForbidden))
