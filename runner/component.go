@@ -19,7 +19,6 @@ import (
 	"github.com/latent-node/latent-node/runner/internal/coremerge"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/wasihttp"
-	"github.com/latent-node/latent-node/vocab"
 )
 
 // ComponentLimits are the deploy limits of a component's own structure
@@ -88,24 +87,9 @@ func (r *Runner) componentInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	if !hasMemory || !hasHandler {
 		return catalog.ModuleInfo{}, errors.New("runner: component: it has no memory or no wasi:http/incoming-handler handle function")
 	}
-	info := catalog.ModuleInfo{
-		MinMemoryBytes:   uint64(in.MemoryMinPages) * vocab.WasmPageBytes,
-		MaxMemoryBytes:   vocab.MaxWasm32MemoryBytes,
-		FixedMemoryBytes: in.TableBytes,
-		Threading:        vocab.ThreadingSingle,
-		Component:        true,
-	}
-	if in.HasMemoryMax {
-		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * vocab.WasmPageBytes
-	}
-	for _, name := range in.Features.Names() {
-		f, err := vocab.ParseFeature(name)
-		if err != nil {
-			return catalog.ModuleInfo{}, errors.AssertionFailedf("runner: unknown feature %q", name)
-		}
-		info.Features |= vocab.FeatureSetOf(f)
-	}
-	return info, nil
+	info, err := baseInfo(in)
+	info.Component = true
+	return info, err
 }
 
 // checkHTTPImport accepts imp of a merged component only if it is a

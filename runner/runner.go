@@ -334,13 +334,20 @@ func (r *Runner) moduleInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 		return catalog.ModuleInfo{}, errors.New(`runner: a guest exports "memory" and its functions ("_start" for a command, the route's function for a reactor)`)
 	}
 	slices.Sort(exports)
+	info, err := baseInfo(in)
+	info.Exports = slices.Compact(exports)
+	return info, err
+}
+
+// baseInfo is what every instrumented module's info holds: its memory
+// bounds, fixed bytes and features.
+func baseInfo(in fuel.Info) (catalog.ModuleInfo, error) {
 	info := catalog.ModuleInfo{
 		MinMemoryBytes: uint64(in.MemoryMinPages) * vocab.WasmPageBytes,
 		MaxMemoryBytes: vocab.MaxWasm32MemoryBytes,
 		// Tables live on the Go heap, charged to the grant (see Run).
 		FixedMemoryBytes: in.TableBytes,
 		Threading:        vocab.ThreadingSingle,
-		Exports:          slices.Compact(exports),
 	}
 	if in.HasMemoryMax {
 		info.MaxMemoryBytes = uint64(in.MemoryMaxPages) * vocab.WasmPageBytes

@@ -176,6 +176,7 @@ func (a *Activation) Close() {
 	a.closed = true
 	a.table = canon.NewTable(0)
 	a.mod, a.ctx = nil, nil
+	a.reallocs = [component.MaxReallocs]api.Function{}
 }
 
 // options are the canonical options of a host call: the caller's memory,
@@ -184,9 +185,10 @@ func (a *Activation) options(ctx context.Context, mod api.Module, k int, enc can
 	o := &canon.Options{Memory: mod.Memory(), Encoding: enc, Budget: &a.budget}
 	if k >= 0 {
 		o.Realloc = func(oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+			// One activation calls into one (merged) module: the export
+			// found first stays valid until Close.
 			fn := a.reallocs[k]
-			if fn == nil || a.mod != mod {
-				a.mod = mod
+			if fn == nil {
 				fn = mod.ExportedFunction(component.ReallocExport(k))
 				if fn == nil {
 					return 0, errors.AssertionFailedf("wasihttp: %s not exported", component.ReallocExport(k))

@@ -136,52 +136,41 @@ func (d *decoder) item(s *scope, st sort, i uint32) value {
 	case sortCore:
 		switch st.core {
 		case coreSortFunc:
-			if d.index(i, len(s.coreFuncs), "core function") {
-				v.citem = s.coreFuncs[i]
-			}
+			v.citem = pick(d, s.coreFuncs, i, "core function")
 		case coreSortTable:
-			if d.index(i, len(s.coreTables), "core table") {
-				v.citem = s.coreTables[i]
-			}
+			v.citem = pick(d, s.coreTables, i, "core table")
 		case coreSortMemory:
-			if d.index(i, len(s.coreMems), "core memory") {
-				v.citem = s.coreMems[i]
-			}
+			v.citem = pick(d, s.coreMems, i, "core memory")
 		case coreSortGlobal:
-			if d.index(i, len(s.coreGlobals), "core global") {
-				v.citem = s.coreGlobals[i]
-			}
+			v.citem = pick(d, s.coreGlobals, i, "core global")
 		case coreSortModule:
-			if d.index(i, len(s.coreModules), "core module") {
-				v.cmod = s.coreModules[i]
-			}
+			v.cmod = pick(d, s.coreModules, i, "core module")
 		case coreSortInstance:
-			if d.index(i, len(s.coreInsts), "core instance") {
-				v.cinst = s.coreInsts[i]
-			}
+			v.cinst = pick(d, s.coreInsts, i, "core instance")
 		case coreSortType:
 			d.index(i, s.coreTypes, "core type")
 		}
 	case sortFunc:
-		if d.index(i, len(s.funcs), "function") {
-			v.fn = s.funcs[i]
-		}
+		v.fn = pick(d, s.funcs, i, "function")
 	case sortType:
-		if d.index(i, len(s.types), "type") {
-			v.typ = s.types[i]
-		}
+		v.typ = pick(d, s.types, i, "type")
 	case sortInstance:
-		if d.index(i, len(s.insts), "instance") {
-			v.inst = s.insts[i]
-		}
+		v.inst = pick(d, s.insts, i, "instance")
 	case sortComponent:
-		if d.index(i, len(s.comps), "component") {
-			v.comp = s.comps[i]
-		}
+		v.comp = pick(d, s.comps, i, "component")
 	case sortValue:
 		d.r.fail(ReasonUnsupported, "", "component values are not supported")
 	}
 	return v
+}
+
+// pick is list[i], or the zero value with d failed when i is out of range.
+func pick[T any](d *decoder, list []T, i uint32, what string) T {
+	var zero T
+	if !d.index(i, len(list), what) {
+		return zero
+	}
+	return list[i]
 }
 
 // add appends v to the index space of its sort in s.

@@ -348,32 +348,41 @@ func readLimits(r *reader) {
 func skipConstExpr(r *reader) []byte {
 	start := r.pos
 	for r.err == nil {
-		switch op := r.byte(); op {
-		case 0x0b:
+		op := r.byte()
+		if op == 0x0b {
 			return r.b[start:r.pos]
-		case 0x41:
-			r.sleb(32)
-		case 0x42:
-			r.sleb(64)
-		case 0x43:
-			r.bytes(4)
-		case 0x44:
-			r.bytes(8)
-		case 0x23, 0xd2:
-			r.u32()
-		case 0xd0:
-			r.byte()
-		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constant arithmetic
-		case 0xfd:
-			if r.u32() != 12 {
-				r.fail(errors.Wrap(ErrUnsupported, "a SIMD operator in a constant expression"))
-			}
-			r.bytes(16)
-		default:
-			r.fail(errors.Wrapf(ErrUnsupported, "operator %#x in a constant expression", op))
 		}
+		skipConstOperands(r, op)
 	}
 	return nil
+}
+
+// skipConstOperands reads the operands of the constant instruction op
+// (already read); end (0x0b) has none.
+func skipConstOperands(r *reader, op byte) {
+	switch op {
+	case 0x0b:
+	case 0x41:
+		r.sleb(32)
+	case 0x42:
+		r.sleb(64)
+	case 0x43:
+		r.bytes(4)
+	case 0x44:
+		r.bytes(8)
+	case 0x23, 0xd2:
+		r.u32()
+	case 0xd0:
+		r.byte()
+	case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constant arithmetic
+	case 0xfd:
+		if r.u32() != 12 {
+			r.fail(errors.Wrap(ErrUnsupported, "a SIMD operator in a constant expression"))
+		}
+		r.bytes(16)
+	default:
+		r.fail(errors.Wrapf(ErrUnsupported, "operator %#x in a constant expression", op))
+	}
 }
 
 func skipElem(r *reader) {

@@ -21,10 +21,7 @@ func (g *merger) encode() ([]byte, error) {
 
 	// Types, with () -> () for the synthesized start function.
 	w := &writer{}
-	total := 0
-	for _, m := range g.mods {
-		total += len(m.types)
-	}
+	total := g.count(func(m *module) int { return len(m.types) })
 	startType := uint32(total)
 	if len(starts) > 0 {
 		total++
@@ -59,10 +56,7 @@ func (g *merger) encode() ([]byte, error) {
 
 	// Functions.
 	w = &writer{}
-	nfuncs := 0
-	for _, m := range g.mods {
-		nfuncs += len(m.funcs)
-	}
+	nfuncs := g.count(func(m *module) int { return len(m.funcs) })
 	startFunc := uint32(len(g.hosts) + nfuncs)
 	if len(starts) > 0 {
 		nfuncs++
@@ -80,11 +74,7 @@ func (g *merger) encode() ([]byte, error) {
 
 	// Tables, memory, globals.
 	w = &writer{}
-	n := 0
-	for _, m := range g.mods {
-		n += len(m.tables)
-	}
-	w.u32(uint32(n))
+	w.u32(uint32(g.count(func(m *module) int { return len(m.tables) })))
 	for _, m := range g.mods {
 		for _, t := range m.tables {
 			w.raw(t)
@@ -98,11 +88,7 @@ func (g *merger) encode() ([]byte, error) {
 		out.section(5, w.b)
 	}
 	w = &writer{}
-	n = 0
-	for _, m := range g.mods {
-		n += len(m.globals)
-	}
-	w.u32(uint32(n))
+	w.u32(uint32(g.count(func(m *module) int { return len(m.globals) })))
 	for i, m := range g.mods {
 		for _, gl := range m.globals {
 			w.raw(gl.desc)
@@ -146,11 +132,7 @@ func (g *merger) encode() ([]byte, error) {
 
 	// Element segments.
 	w = &writer{}
-	n = 0
-	for _, m := range g.mods {
-		n += len(m.elems)
-	}
-	w.u32(uint32(n))
+	w.u32(uint32(g.count(func(m *module) int { return len(m.elems) })))
 	for i, m := range g.mods {
 		for _, e := range m.elems {
 			if err := g.elem(i, e, w); err != nil {
@@ -160,10 +142,7 @@ func (g *merger) encode() ([]byte, error) {
 	}
 	out.section(9, w.b)
 
-	ndata := 0
-	for _, m := range g.mods {
-		ndata += len(m.data)
-	}
+	ndata := g.count(func(m *module) int { return len(m.data) })
 	if ndata > 0 {
 		w = &writer{}
 		w.u32(uint32(ndata))
@@ -209,6 +188,15 @@ func (g *merger) encode() ([]byte, error) {
 		out.section(11, w.b)
 	}
 	return out.b, nil
+}
+
+// count sums n over the merged modules.
+func (g *merger) count(n func(*module) int) int {
+	total := 0
+	for _, m := range g.mods {
+		total += n(m)
+	}
+	return total
 }
 
 // mapIndex is the merged index of item idx of kind in module m's space.
@@ -272,7 +260,7 @@ func (g *merger) constExpr(m int, e []byte, w *writer) error {
 			start := r.pos - 1
 			r.pos = start
 			one := &reader{b: r.b[start:]}
-			skipOneConst(one)
+			skipConstOperands(one, one.byte())
 			if one.err != nil {
 				return one.err
 			}
@@ -283,34 +271,13 @@ func (g *merger) constExpr(m int, e []byte, w *writer) error {
 	return r.err
 }
 
-func skipOneConst(r *reader) {
-	switch op := r.byte(); op {
-	case 0x41:
-		r.sleb(32)
-	case 0x42:
-		r.sleb(64)
-	case 0x43:
-		r.bytes(4)
-	case 0x44:
-		r.bytes(8)
-	case 0xd0:
-		r.byte()
-	case 0x0b, 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e:
-	case 0xfd:
-		r.u32()
-		r.bytes(16)
-	default:
-		r.fail(errors.Wrapf(ErrUnsupported, "operator %#x in a constant expression", op))
-	}
-}
-
 func containsGlobalGet(e []byte) bool {
 	r := &reader{b: e}
 	for !r.done() {
 		if r.b[r.pos] == 0x23 {
 			return true
 		}
-		skipOneConst(r)
+		skipConstOperands(r, r.byte())
 	}
 	return false
 }
