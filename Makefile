@@ -56,6 +56,9 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzHandlers$$' -fuzztime=$(FUZZTIME) ./node/
 	$(GO) test -run='^$$' -fuzz='^FuzzReadBody$$' -fuzztime=$(FUZZTIME) ./node/
 	$(GO) test -run='^$$' -fuzz='^FuzzCGIEnviron$$' -fuzztime=$(FUZZTIME) ./runner/wagi/
+	$(GO) test -run='^$$' -fuzz='^FuzzPlan$$' -fuzztime=$(FUZZTIME) ./runner/internal/component/
+	$(GO) test -run='^$$' -fuzz='^FuzzMerge$$' -fuzztime=$(FUZZTIME) ./runner/internal/coremerge/
+	$(GO) test -run='^$$' -fuzz='^FuzzLift$$' -fuzztime=$(FUZZTIME) ./runner/internal/canon/
 
 stress:
 	$(GO) test -race -tags stress -timeout 60m ./stress/... ./e2e/...

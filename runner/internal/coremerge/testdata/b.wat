@@ -1,0 +1,41 @@
+;; Module b of the merge tests: it imports all of a's exports and a host
+;; function, has its own data, global, table entries and start function,
+;; and exports run.
+(module
+  (type $bin (func (param i32 i32) (result i32)))
+  (import "env" "log" (func $log (param i32)))
+  (import "a" "add" (func $add (type $bin)))
+  (import "a" "memory" (memory 1))
+  (import "a" "g" (global $g (mut i32)))
+  (import "a" "table" (table 4 funcref))
+  (import "a" "base" (global $base i32))
+  (global $copy (mut i32) (global.get $base))
+  (elem (i32.const 3) $triple)
+  (data (i32.const 16) "\05\00\00\00")
+  (func $triple (param i32 i32) (result i32)
+    (i32.mul (local.get 0) (i32.const 3)))
+  (func $start
+    (global.set $g (i32.add (global.get $g) (i32.const 1)))
+    (call $log (global.get $g)))
+  (start $start)
+  (func (export "run") (result i32)
+    (local $acc i32)
+    ;; add(2, 3) through the import
+    (local.set $acc (call $add (i32.const 2) (i32.const 3)))
+    ;; + a's data byte 'h' (104) + b's data word (5)
+    (local.set $acc (i32.add (local.get $acc) (i32.load8_u (i32.const 0))))
+    (local.set $acc (i32.add (local.get $acc) (i32.load (i32.const 16))))
+    ;; + the global both start functions wrote (43)
+    (local.set $acc (i32.add (local.get $acc) (global.get $g)))
+    ;; + double(7) via a's element, + triple(7) via b's, + add(7, 7)
+    (local.set $acc (i32.add (local.get $acc)
+      (call_indirect (type $bin) (i32.const 7) (i32.const 0) (i32.const 1))))
+    (local.set $acc (i32.add (local.get $acc)
+      (call_indirect (type $bin) (i32.const 7) (i32.const 0) (i32.const 3))))
+    (local.set $acc (i32.add (local.get $acc)
+      (call_indirect (type $bin) (i32.const 7) (i32.const 7) (i32.const 2))))
+    ;; + b's own globals
+    (local.set $acc (i32.add (local.get $acc) (global.get $copy)))
+    (i32.store (i32.const 32) (local.get $acc))
+    (call $log (local.get $acc))
+    (local.get $acc)))
