@@ -1,12 +1,13 @@
 package component
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/runner/internal/coremerge"
 )
