@@ -29,7 +29,8 @@ func fixtures(t testing.TB) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, p := range paths {
-		out[strings.TrimSuffix(filepath.Base(p), ".wasm")] = fixture(t, strings.TrimSuffix(filepath.Base(p), ".wasm"))
+		name := strings.TrimSuffix(filepath.Base(p), ".wasm")
+		out[name] = fixture(t, name)
 	}
 	return out
 }
