@@ -28,6 +28,7 @@ func TestInvoke_wasiHTTP(t *testing.T) {
 		{"badhandle", "trap", 0},
 		{"wronghandle", "trap", 0},
 		{"handleflood", "trap", 0},
+		{"outbound", "success", 403}, // its outbound request is denied
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join("..", "testdata", "components", tc.fixture+".wasm"))
