@@ -88,10 +88,11 @@ clean:
 # its own toolchain, as a command (<name>.wasm) and as a reactor
 # (<name>-reactor.wasm); an example whose toolchain is missing is skipped with
 # what to install (Debian: rustc libstd-rust-dev-wasm32 for Rust; clang-14
-# lld-14 wasi-libc libclang-rt-14-dev-wasm32 for C).
+# lld-14 wasi-libc libclang-rt-14-dev-wasm32 for C; Node.js and npm for the
+# JavaScript wasi:http component, whose build installs componentize-js).
 .PHONY: examples
 examples:
-	@for lang in go rust c; do \
+	@for lang in go rust c js; do \
 		sh examples/build.sh $$lang examples/$$lang; rc=$$?; \
 		if [ $$rc -ne 0 ] && [ $$rc -ne 3 ]; then exit $$rc; fi; \
 	done

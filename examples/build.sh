@@ -3,14 +3,17 @@
 # function and a WAGI handler, into OUTDIR/<name>.wasm with the toolchain
 # found on this machine, and each again as a reactor (a module exporting
 # _initialize and an entry function instead of _start, for the instance
-# modes snapshot and reuse) into OUTDIR/<name>-reactor.wasm.
+# modes snapshot and reuse) into OUTDIR/<name>-reactor.wasm. LANG js builds
+# the wasi:http handler examples/js/app.js into OUTDIR/app.wasm, a WASI 0.2
+# component, with componentize-js, which it installs from npm into $JCO_DIR
+# (default: $XDG_CACHE_HOME/latent-node/jco) the first time.
 # Exit status: 0 built; 3 the toolchain is missing (the message on stdout
 # says what to install); anything else a failed build.
-# Overrides: GO, RUSTC, WASI_CC, WASI_SYSROOT.
+# Overrides: GO, RUSTC, WASI_CC, WASI_SYSROOT, JCO_DIR.
 set -eu
 
-lang=${1:?usage: build.sh go|rust|c OUTDIR}
-out=${2:?usage: build.sh go|rust|c OUTDIR}
+lang=${1:?usage: build.sh go|rust|c|js OUTDIR}
+out=${2:?usage: build.sh go|rust|c|js OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -108,8 +111,25 @@ c)
 	cc_wasi "$found" -O2 -Wall -Werror -DREACTOR -mexec-model=reactor -o "$out/case-reactor.wasm" "$here/c/case.c"
 	echo "examples/c: built $out/upper.wasm, $out/case.wasm and their -reactor.wasm ($found)"
 	;;
+js)
+	# Node.js 18 or later with npm; componentize-js and jco (wasm-tools)
+	# come from npm's registry, about 400 MB once, into $JCO_DIR.
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+		missing "no Node.js with npm; install them: apt-get install nodejs npm (Debian) or https://nodejs.org"
+	jco=${JCO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/latent-node/jco}
+	if [ ! -d "$jco/node_modules/@bytecodealliance/componentize-js" ]; then
+		mkdir -p "$jco"
+		(cd "$jco" && npm init -y >/dev/null &&
+			npm install --no-audit --no-fund @bytecodealliance/componentize-js@0.23.0 @bytecodealliance/jco@1.35.0 >/dev/null) ||
+			missing "npm could not install @bytecodealliance/componentize-js@0.23.0 into $jco (is npm's registry reachable?)"
+	fi
+	cp "$here/js/componentize.mjs" "$jco/componentize.mjs"
+	# The world: wasi:http/proxy@0.2.10, the WIT of the component fixtures.
+	(cd "$jco" && node componentize.mjs "$here/js/app.js" "$here/../testdata/components/wit" app "$out/app.wasm")
+	echo "examples/js: built $out/app.wasm (componentize-js 0.23.0)"
+	;;
 *)
-	echo "build.sh: unknown example language $lang (want go, rust or c)" >&2
+	echo "build.sh: unknown example language $lang (want go, rust, c or js)" >&2
 	exit 2
 	;;
 esac
