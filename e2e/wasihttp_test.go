@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/refusal"
 )
 
 // component reads a fixture of testdata/components (built by its build.sh).
