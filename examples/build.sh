@@ -49,6 +49,27 @@ probe_c() {
 	cc_wasi "$1" -o "$tmp/probe.wasm" "$tmp/probe.c" >/dev/null 2>&1
 }
 
+# jco_dir prints the directory holding componentize-js and jco (wasm-tools),
+# installing them from npm the first time (about 400 MB); when it cannot,
+# it prints what to install and fails. Node.js 18 or later with npm.
+jco_dir() {
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+		echo "no Node.js with npm; install them: apt-get install nodejs npm (Debian) or https://nodejs.org"
+		return 1
+	fi
+	d=${JCO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/latent-node/jco}
+	if [ ! -d "$d/node_modules/@bytecodealliance/componentize-js" ] || [ ! -d "$d/node_modules/@bytecodealliance/jco" ]; then
+		mkdir -p "$d"
+		if ! (cd "$d" && npm init -y >/dev/null &&
+			npm install --no-audit --no-fund @bytecodealliance/componentize-js@0.23.0 @bytecodealliance/jco@1.35.0 >/dev/null); then
+			echo "npm could not install @bytecodealliance/componentize-js@0.23.0 and @bytecodealliance/jco@1.35.0 into $d (is npm's registry reachable?)"
+			return 1
+		fi
+	fi
+	echo "$d"
+}
+wit=$here/../testdata/components/wit
+
 case $lang in
 go)
 	go=${GO:-go}
@@ -84,6 +105,19 @@ rust)
 	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/wordfreq-reactor.wasm" "$here/rust/wordfreq.rs"
 	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/count-reactor.wasm" "$here/rust/count.rs"
 	echo "examples/rust: built $out/wordfreq.wasm, $out/count.wasm and their -reactor.wasm ($1 --target $2)"
+	# The wasi:http component http.wasm: http.rs for wasm32-unknown-unknown
+	# (no WASI preview 1 imports to adapt), made a component of the
+	# wasi:http proxy world by wasm-tools (jco). Without either it is skipped
+	# and the rest stands.
+	if ! "$1" --target wasm32-unknown-unknown --crate-type cdylib -o "$tmp/probe.wasm" "$tmp/probe.rs" >/dev/null 2>&1; then
+		echo "examples/rust: http.wasm skipped, $1 lacks the wasm32-unknown-unknown standard library; install it: apt-get install libstd-rust-dev-wasm32 (Debian) or rustup target add wasm32-unknown-unknown"
+	elif ! jco=$(jco_dir); then
+		echo "examples/rust: http.wasm skipped, $jco"
+	else
+		"$1" --edition 2021 -O -C strip=debuginfo --target wasm32-unknown-unknown --crate-type cdylib -o "$tmp/http.core.wasm" "$here/rust/http.rs"
+		JCO_DIR=$jco node "$here/../testdata/components/embed.mjs" "$tmp/http.core.wasm" "$wit" app "$out/http.wasm"
+		echo "examples/rust: built $out/http.wasm, a wasi:http component"
+	fi
 	;;
 c)
 	# clang with the wasm32 back end, wasm-ld, compiler-rt's wasm32 builtins
@@ -112,20 +146,10 @@ c)
 	echo "examples/c: built $out/upper.wasm, $out/case.wasm and their -reactor.wasm ($found)"
 	;;
 js)
-	# Node.js 18 or later with npm; componentize-js and jco (wasm-tools)
-	# come from npm's registry, about 400 MB once, into $JCO_DIR.
-	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
-		missing "no Node.js with npm; install them: apt-get install nodejs npm (Debian) or https://nodejs.org"
-	jco=${JCO_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/latent-node/jco}
-	if [ ! -d "$jco/node_modules/@bytecodealliance/componentize-js" ]; then
-		mkdir -p "$jco"
-		(cd "$jco" && npm init -y >/dev/null &&
-			npm install --no-audit --no-fund @bytecodealliance/componentize-js@0.23.0 @bytecodealliance/jco@1.35.0 >/dev/null) ||
-			missing "npm could not install @bytecodealliance/componentize-js@0.23.0 into $jco (is npm's registry reachable?)"
-	fi
+	jco=$(jco_dir) || missing "$jco"
 	cp "$here/js/componentize.mjs" "$jco/componentize.mjs"
 	# The world: wasi:http/proxy@0.2.10, the WIT of the component fixtures.
-	(cd "$jco" && node componentize.mjs "$here/js/app.js" "$here/../testdata/components/wit" app "$out/app.wasm")
+	(cd "$jco" && node componentize.mjs "$here/js/app.js" "$wit" app "$out/app.wasm")
 	echo "examples/js: built $out/app.wasm (componentize-js 0.23.0)"
 	;;
 *)

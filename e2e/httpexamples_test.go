@@ -17,7 +17,9 @@ import (
 	"time"
 )
 
-// jsCase is one request to the JavaScript example (examples/js/app.js).
+// jsCase is one request to a wasi:http example: the JavaScript handler
+// (examples/js/app.js) and the Rust one (examples/rust/http.rs) answer
+// alike.
 type jsCase struct {
 	name, method, path string // path below the route
 	body               []byte
@@ -31,14 +33,18 @@ type jsCase struct {
 // headers and the body.
 type jsAnswer struct {
 	status int
-	header map[string]string // guestHeaders, lower case
-	body   []byte
+	// fuel and timing are the node's Latent-Fuel-Used and
+	// Server-Timing, for the log.
+	fuel, timing string
+	header       map[string]string // guestHeaders, lower case
+	body         []byte
 }
 
 // guestHeaders are the headers app.js sets, compared between the hosts.
 var guestHeaders = []string{"content-type", "x-example", "x-method", "x-query", "x-body-bytes", "x-echo"}
 
-func jsCases() []jsCase {
+// jsCases are the requests; example is the x-example header of the handler.
+func jsCases(example string) []jsCase {
 	mib := make([]byte, 1<<20)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range mib {
@@ -56,22 +62,35 @@ func jsCases() []jsCase {
 		{name: "4 MiB answer", method: "GET", path: "/big?mib=4"},
 		{name: "201", method: "PUT", path: "/status/201"},
 		{name: "204", method: "GET", path: "/status/204",
-			want: &jsAnswer{status: 204, header: map[string]string{"x-example": "js"}}},
+			want: &jsAnswer{status: 204, header: map[string]string{"x-example": example}}},
 		{name: "418", method: "GET", path: "/status/418"},
 		{name: "503", method: "GET", path: "/status/503"},
 		{name: "not found", method: "GET", path: "/nowhere"},
 	}
 }
 
-// TestExampleJS_matchesReference builds examples/js (componentize-js),
-// deploys it with the CLI into the real binary's demo configuration and
-// sends each jsCase to it and to the reference host, jco serve (every
-// request in its own worker: sharing one instance, jco serve 1.35 answers
-// once and then fails "respondWith can't be called twice"). Status, the
-// guest's headers and the body must match; the node must also keep the
-// credentials from the guest. It needs Node.js and npm (build.sh installs
-// componentize-js and jco) and takes about a minute: not in -short.
-func TestExampleJS_matchesReference(t *testing.T) {
+// httpExample is a wasi:http example: where build.sh writes it and the
+// manifest that deploys it.
+type httpExample struct {
+	lang, module, manifest, service, example string
+}
+
+var httpExamples = []httpExample{
+	{lang: "js", module: "app.wasm", manifest: "manifest.toml", service: "app-js", example: "js"},
+	{lang: "rust", module: "http.wasm", manifest: "http.toml", service: "http-rust", example: "rust"},
+}
+
+// TestExampleHTTP_matchesReference builds the wasi:http examples (the
+// JavaScript one with componentize-js, the Rust one with rustc and
+// wasm-tools), deploys each with the CLI into the real binary's demo
+// configuration and sends each jsCase to it and to the reference host, jco
+// serve (every request in its own worker: sharing one instance, jco serve
+// 1.35 answers the JavaScript component once and then fails "respondWith
+// can't be called twice"). Status, the guest's headers and the body must
+// match; the node must also keep the credentials from the guest. It needs
+// Node.js and npm (build.sh installs componentize-js and jco) and takes
+// about a minute: not in -short.
+func TestExampleHTTP_matchesReference(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and compiles a 13 MB component (about a minute): run without -short")
 	}
@@ -79,52 +98,58 @@ func TestExampleJS_matchesReference(t *testing.T) {
 	if err != nil {
 		t.Skipf("no sh to run examples/build.sh: %v", err)
 	}
-	dir := t.TempDir()
-	if err := buildExample(sh, "js", dir); err != nil {
-		if skip, ok := err.(skipError); ok {
-			t.Skip(string(skip))
-		}
-		t.Fatal(err)
-	}
-	ref := startJcoServe(t, filepath.Join(dir, "app.wasm"))
-
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	p := startFor(t, 5*time.Minute, calm, "serve", "--demo", "--listen", addr)
 	key := strings.TrimPrefix(p.stdout.wait(t, 30*time.Second, func(s string) bool { return strings.HasPrefix(s, "demo api key: ") }), "demo api key: ")
 	p.url = "http://" + addr
 	waitReady(t, p.url)
-	manifest, err := os.ReadFile(filepath.Join("..", "examples", "js", "manifest.toml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := filepath.Join(dir, "manifest.toml")
-	if err := os.WriteFile(release, manifest, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	if out, err := exec.Command(binary(t), "deploy", "--node", p.url, "--key", key, release).CombinedOutput(); err != nil {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
-	t.Logf("deployed in %v", time.Since(began).Round(time.Millisecond))
-
-	for _, c := range jsCases() {
-		t.Run(c.name, func(t *testing.T) {
-			want := c.want
-			if want == nil {
-				want = jsAsk(t, c, ref+c.path, "")
-			}
-			have := jsAsk(t, c, p.url+"/v1/invoke/demo/app-js/web"+c.path, key)
-			if have.status != want.status || !bytes.Equal(have.body, want.body) {
-				t.Fatalf("node %d %d bytes (sha256 %x), reference %d %d bytes (sha256 %x)\nnode: %.300q\nreference: %.300q",
-					have.status, len(have.body), sha256.Sum256(have.body), want.status, len(want.body), sha256.Sum256(want.body), have.body, want.body)
-			}
-			for _, h := range guestHeaders {
-				if have.header[h] != want.header[h] {
-					t.Errorf("header %s: node %q, reference %q", h, have.header[h], want.header[h])
+	for _, ex := range httpExamples {
+		t.Run(ex.lang, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := buildExample(sh, ex.lang, dir); err != nil {
+				if skip, ok := err.(skipError); ok {
+					t.Skip(string(skip))
 				}
+				t.Fatal(err)
 			}
-			if c.body != nil && c.path == "/echo" && !bytes.Equal(have.body, c.body) {
-				t.Fatal("the echo is not the body sent")
+			if _, err := os.Stat(filepath.Join(dir, ex.module)); err != nil {
+				t.Skipf("build.sh %s did not build %s (its output says why): %v", ex.lang, ex.module, err)
+			}
+			ref := startJcoServe(t, filepath.Join(dir, ex.module))
+			manifest, err := os.ReadFile(filepath.Join("..", "examples", ex.lang, ex.manifest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := filepath.Join(dir, ex.manifest)
+			if err := os.WriteFile(release, manifest, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			if out, err := exec.Command(binary(t), "deploy", "--node", p.url, "--key", key, release).CombinedOutput(); err != nil {
+				t.Fatalf("deploy: %v\n%s", err, out)
+			}
+			t.Logf("deployed in %v", time.Since(began).Round(time.Millisecond))
+			for _, c := range jsCases(ex.example) {
+				t.Run(c.name, func(t *testing.T) {
+					want := c.want
+					if want == nil {
+						want = jsAsk(t, c, ref+c.path, "")
+					}
+					have := jsAsk(t, c, p.url+"/v1/invoke/demo/"+ex.service+"/web"+c.path, key)
+					if have.status != want.status || !bytes.Equal(have.body, want.body) {
+						t.Fatalf("node %d %d bytes (sha256 %x), reference %d %d bytes (sha256 %x)\nnode: %.300q\nreference: %.300q",
+							have.status, len(have.body), sha256.Sum256(have.body), want.status, len(want.body), sha256.Sum256(want.body), have.body, want.body)
+					}
+					for _, h := range guestHeaders {
+						if have.header[h] != want.header[h] {
+							t.Errorf("header %s: node %q, reference %q", h, have.header[h], want.header[h])
+						}
+					}
+					if c.body != nil && c.path == "/echo" && !bytes.Equal(have.body, c.body) {
+						t.Fatal("the echo is not the body sent")
+					}
+					t.Logf("fuel %s, %s", have.fuel, have.timing)
+				})
 			}
 		})
 	}
@@ -157,7 +182,8 @@ func jsAsk(t *testing.T, c jsCase, url, key string) *jsAnswer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &jsAnswer{status: resp.StatusCode, header: map[string]string{}, body: body}
+	a := &jsAnswer{status: resp.StatusCode, header: map[string]string{}, body: body,
+		fuel: resp.Header.Get("Latent-Fuel-Used"), timing: resp.Header.Get("Server-Timing")}
 	for _, h := range guestHeaders {
 		if v := resp.Header.Get(h); v != "" {
 			a.header[h] = v
