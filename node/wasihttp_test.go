@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/latent-node/latent-node/internal/hostilewasm"
 )
 
 // TestInvoke_wasiHTTP: wasi-http components of testdata/components answer
@@ -71,5 +74,70 @@ func TestInvoke_wasiHTTP(t *testing.T) {
 		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
 	if _, err := tn.c.Deploy(ctx, "demo", "sockets", manifest); err == nil || !strings.Contains(err.Error(), "wasi:sockets/tcp") {
 		t.Fatalf("sockets deploy: %v", err)
+	}
+}
+
+// deployComponent deploys artifact as demo/service, abi wasi-http, route run.
+func (tn *testNode) deployComponent(t *testing.T, service string, artifact []byte) {
+	t.Helper()
+	ctx := context.Background()
+	digest, err := tn.c.UploadArtifact(ctx, artifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http",
+		"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}
+	manifest := map[string]any{"tenant": "demo", "service": service, "revisions": []any{rev},
+		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
+	if _, err := tn.c.Deploy(ctx, "demo", service, manifest); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInvoke_wasiHTTPLies: components whose handler lies to the canonical
+// ABI (hostilewasm.LyingComponent: hello.wasm with its core module
+// replaced) each end their own activation, a trap, or output-exceeded for
+// the stream flood; the truthful one answers, and after every lie the
+// node answers the next request.
+func TestInvoke_wasiHTTPLies(t *testing.T) {
+	tn := startNode(t)
+	template, err := os.ReadFile(filepath.Join("..", "testdata", "components", "hello.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth, err := hostilewasm.LyingComponent(template, hostilewasm.LieNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.deployComponent(t, "truth", truth)
+	answers := func(t *testing.T) {
+		t.Helper()
+		resp, body := tn.do(t, "GET", "/v1/invoke/demo/truth/run/", tn.key, nil, nil)
+		if resp.StatusCode != 200 || string(body) != "hello" {
+			t.Fatalf("the truthful component: %d %s", resp.StatusCode, body)
+		}
+	}
+	answers(t)
+	for i, lie := range hostilewasm.Lies {
+		t.Run(lie.String(), func(t *testing.T) {
+			c, err := hostilewasm.LyingComponent(template, lie)
+			if err != nil {
+				t.Fatal(err)
+			}
+			service := fmt.Sprintf("lie%d", i)
+			tn.deployComponent(t, service, c)
+			want := "trap"
+			if lie == hostilewasm.LieStreamFlood {
+				want = "output-exceeded"
+			}
+			resp, body := tn.do(t, "GET", "/v1/invoke/demo/"+service+"/run/x", tn.key, nil, nil)
+			if got := resp.Header.Get("Latent-Outcome"); got != want || resp.StatusCode != 502 {
+				t.Fatalf("want 502 %s, have %d %s: %s", want, resp.StatusCode, got, body)
+			}
+			if want == "trap" && !strings.Contains(string(body), `"trap_kind":"canonical-abi"`) {
+				t.Fatalf("a trap of another kind: %s", body)
+			}
+			answers(t)
+		})
 	}
 }
