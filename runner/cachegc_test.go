@@ -8,6 +8,7 @@ import (
 
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wazcache"
 )
 
 // cacheEntrySet lists the entry names of every wazero subdirectory of dir.
@@ -29,7 +30,7 @@ func cacheEntrySet(t *testing.T, dir string) map[string]bool {
 
 func TestRunner_CollectCompileCache(t *testing.T) {
 	ctx := context.Background()
-	subdir, cpu, err := cacheLayout(ctx, t.TempDir())
+	subdir, cpu, err := wazcache.Layout(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestRunner_CollectCompileCache(t *testing.T) {
 				if err := os.MkdirAll(old, 0o750); err != nil {
 					t.Fatal(err)
 				}
-				name := filepath.Join(old, cacheEntryName(moduleCacheID(fib), cpu))
+				name := filepath.Join(old, wazcache.EntryName(wazcache.ModuleID(fib), cpu))
 				if err := os.WriteFile(name, []byte("old"), 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +101,7 @@ func TestRunner_CollectCompileCache(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				name := subdir + "/" + cacheEntryName(moduleCacheID(res.Module), cpu)
+				name := subdir + "/" + wazcache.EntryName(wazcache.ModuleID(res.Module), cpu)
 				if !before[name] {
 					t.Fatalf("module %s compiled to an entry not named %s: %v", n, name, before)
 				}

@@ -184,14 +184,16 @@
 //     references (Acquire, ReleaseModule, Prepared), the compiled-bytes
 //     bound; acquire.go: AcquireModule, another reference for the catalog
 //     without the bytes.
-//   - signatures.go: signatureLedger, the function signatures the runtime
-//     holds, charged per tenant against MaxSignaturesPerTenant.
+//   - signatures.go: the default of MaxSignaturesPerTenant; the ledger
+//     of the function signatures the runtime holds, charged per tenant,
+//     is runner/internal/sigledger.
 //   - compile.go: compiler, the bounded compile worker, and compile
 //     failures (disk cache entries are checked, and corrupt ones
 //     discarded, by runner/internal/wazcache);
 //     cachegc.go: CollectCompileCache, removing the disk cache entries of
-//     modules no longer held (their names derived from each module's
-//     instrumented bytes, the naming learned once from a probe compile);
+//     modules no longer held (runner/internal/wazcache.Collect: their
+//     names derived from each module's instrumented bytes, the naming
+//     learned once from a probe compile);
 //     prio_*.go: the worker thread's priority.
 //   - host.go: the activation state, the fuel host module (tick, grow,
 //     depth_exceeded), stdin.
@@ -225,7 +227,7 @@
 //     charged (wasi.go defines them), and the capped stdout and the
 //     stderr tail.
 //
-// Locks: moduleTable.mu, warmPool.mu and signatureLedger.mu are never
+// Locks: moduleTable.mu, warmPool.mu and sigledger.Ledger's mutex are never
 // held together, and none is held while waiting for a compile slot (an
 // Inspect holds its slot while it takes the ledger's lock and then the
 // table's). The module table closes a module's warm instances, when its

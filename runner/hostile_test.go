@@ -460,12 +460,12 @@ func TestInspect_signatureBudget(t *testing.T) {
 	if err := deploy("acme", two); err != nil {
 		t.Fatal(err)
 	}
-	before := r.sigs.total()
+	before := r.sigs.Total()
 	err = deploy("acme", three) // 200 (and the void type) + 100 > 250
 	if err == nil || !strings.Contains(err.Error(), "function signatures") {
 		t.Fatalf("acme's third module: %v, want the signature budget", err)
 	}
-	if r.Prepared(digestOf(three)) || r.sigs.total() != before {
+	if r.Prepared(digestOf(three)) || r.sigs.Total() != before {
 		t.Fatal("a refused module was compiled or counted")
 	}
 	if err := deploy("beta", three); err != nil { // beta's own budget
@@ -479,7 +479,7 @@ func TestInspect_signatureBudget(t *testing.T) {
 	if _, err := r.Inspect(ctx, digestOf(four), four); err != nil { // not a deploy
 		t.Fatalf("inspection outside a deploy: %v", err)
 	}
-	if got := r.sigs.total(); got < 401 {
+	if got := r.sigs.Total(); got < 401 {
 		t.Fatalf("%d signatures counted, want at least 401", got)
 	}
 }

@@ -5,14 +5,12 @@ package runner
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/latent-node/latent-node/admission"
-	"github.com/latent-node/latent-node/runner/httpabi"
 	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
@@ -70,10 +68,6 @@ func (wagiGuest) answer(out *Outcome) {
 
 func (wagiGuest) release() {}
 
-// ComponentHandlerExport is the merged module's export of a component's
-// wasi:http/incoming-handler handle function, core type (i32 i32) -> ().
-const ComponentHandlerExport = "latent:export/wasi:http/incoming-handler@0.2#handle"
-
 // wasiHTTPGuest is the wasi-http ABI: the request is an incoming-request
 // resource the guest's incoming-handler receives with a response-outparam;
 // the answer is the response it sets.
@@ -86,41 +80,20 @@ func (g *wasiHTTPGuest) enter(ctx context.Context, a *activation, mod api.Module
 	if err := a.start(ctx, mod, first, "", ""); err != nil {
 		return err
 	}
-	fn := mod.ExportedFunction(ComponentHandlerExport)
+	fn := mod.ExportedFunction(wasihttp.HandlerExport)
 	if fn == nil {
-		return errors.AssertionFailedf("runner: %s not exported", ComponentHandlerExport)
+		return errors.AssertionFailedf("runner: %s not exported", wasihttp.HandlerExport)
 	}
 	return g.st.Handle(ctx, mod, fn)
 }
 
 func (g *wasiHTTPGuest) answer(out *Outcome) {
-	resp, err := g.st.Response()
-	switch {
-	case errors.Is(err, wasihttp.ErrNoResponse):
-		out.Kind, out.Err = MalformedResponse, err
-		out.Malformed = "the handler returned without setting a response"
-		return
-	case errors.Is(err, wasihttp.ErrGuestError):
-		out.Kind, out.Err = MalformedResponse, err
-		out.Malformed = "the handler answered with an error: " + err.Error()
-		return
-	case err != nil:
-		out.Kind, out.Err = MalformedResponse, err
-		out.Malformed = "the handler's response is incomplete"
-		return
-	case resp.Status < 200 || resp.Status > 599:
-		out.Kind = MalformedResponse
-		out.Err = errors.Newf("runner: wasi-http status %d", resp.Status)
-		out.Malformed = "the status " + strconv.Itoa(resp.Status) + " is not a final status from 200 to 599"
+	resp, malformed, err := g.st.Answer()
+	if err != nil {
+		out.Kind, out.Err, out.Malformed = MalformedResponse, err, malformed
 		return
 	}
-	ans := &httpabi.Response{Status: resp.Status, Body: resp.Body, Raw: true}
-	for _, kv := range resp.Header {
-		if httpabi.GuestHeaderAllowed(kv[0]) && httpabi.GuestHeaderValueValid(kv[1]) {
-			ans.Header = append(ans.Header, kv)
-		}
-	}
-	out.Response = ans
+	out.Response = resp
 }
 
 func (g *wasiHTTPGuest) release() { g.st.Close() }

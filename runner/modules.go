@@ -15,6 +15,7 @@ import (
 
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/wazcache"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -56,7 +57,7 @@ type module struct {
 	minMemoryBytes    uint64
 	tableBytes        uint64 // fuel.Info.TableBytes: the tables' Go heap, charged to the grant
 	instantiationFuel uint64
-	cacheID           [32]byte // wazero's module id of the instrumented module (see cachegc.go)
+	cacheID           [32]byte // wazero's module id of the instrumented module (wazcache.ModuleID)
 	// globals are the exports of the module's mutable globals
 	// (fuel.GlobalExport), which a snapshot keeps; mutatesTables is set when
 	// its code can change a table or drop a segment, which a snapshot
@@ -255,7 +256,7 @@ func (t *moduleTable) prepare(ctx context.Context, digest vocab.Digest, res *fue
 				est>>20, used>>20, t.maxBytes>>20), ErrCompiledCacheFull), catalog.ErrHostFault)
 		}
 		m := &module{digest: digest, bytes: est, ready: make(chan struct{}), info: info,
-			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info), cacheID: moduleCacheID(res.Module)}
+			minMemoryBytes: info.MinMemoryBytes, tableBytes: res.Info.TableBytes, instantiationFuel: instantiationFuel(res.Info), cacheID: wazcache.ModuleID(res.Module)}
 		m.info.Exports = slices.Clone(info.Exports) // the caller may keep and change its own
 		for _, g := range res.Info.MutableGlobals {
 			m.globals = append(m.globals, fuel.GlobalExport(g))

@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/component"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/sigledger"
 	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
@@ -159,13 +160,13 @@ type Runner struct {
 	// from the runtime: imports are checked against it; http is the same
 	// for the wasi-http host modules, by module name (component.go).
 	wasi map[string]api.FunctionDefinition
-	http map[string]map[string]api.FunctionDefinition
+	http wasihttp.Host
 
 	bindings *bindingPool // module configurations lent to activations (wasi.go)
 
 	compiler *compiler // the bounded compile worker (compile.go)
 
-	sigs *signatureLedger // the function signatures the runtime holds
+	sigs *sigledger.Ledger // the function signatures the runtime holds
 
 	warm *warmPool // warm instances and snapshots (warm.go)
 
@@ -230,14 +231,14 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 		_ = rt.Close(ctx)
 		return nil, err
 	}
-	httpDefs, err := defineHTTP(ctx, rt)
+	httpDefs, err := wasihttp.DefineHost(ctx, rt)
 	if err != nil {
 		_ = rt.Close(ctx)
-		return nil, err
+		return nil, errors.Wrap(err, "runner")
 	}
 	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(), http: httpDefs,
 		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
-		sigs: newSignatureLedger(cfg.MaxSignaturesPerTenant)}
+		sigs: sigledger.New(cfg.MaxSignaturesPerTenant)}
 	r.warm = newWarmPool(rt, r.bindings, r.compiler, cfg)
 	r.modules = newModuleTable(r.compiler, cfg.MaxCompiledBytes, func(d vocab.Digest) { r.warm.closeWarm(r.warm.dropDigest(d)) })
 	return r, nil
@@ -285,7 +286,7 @@ func (r *Runner) Inspect(ctx context.Context, digest vocab.Digest, module []byte
 func (r *Runner) inspect(ctx context.Context, digest vocab.Digest, module []byte) (catalog.ModuleInfo, error) {
 	isComponent := component.IsComponent(module)
 	if isComponent {
-		merged, err := mergeComponent(module)
+		merged, err := wasihttp.Flatten(module)
 		if err != nil {
 			return catalog.ModuleInfo{}, errors.Wrap(err, "runner: inspect")
 		}
@@ -305,7 +306,7 @@ func (r *Runner) inspect(ctx context.Context, digest vocab.Digest, module []byte
 		return catalog.ModuleInfo{}, err
 	}
 	tenant, deploying := catalog.DeployingTenant(ctx)
-	if err := r.sigs.charge(tenant, deploying, res.Info.Signatures); err != nil {
+	if err := r.sigs.Charge(tenant, deploying, res.Info.Signatures); err != nil {
 		return catalog.ModuleInfo{}, err
 	}
 	if err := r.modules.prepare(ctx, digest, res, info); err != nil {

@@ -1,84 +1,9 @@
-// The signature ledger: function signatures the runtime holds, charged
-// per tenant against Config.MaxSignaturesPerTenant.
+// The signature budget: function signatures the runtime holds, charged
+// per tenant against Config.MaxSignaturesPerTenant (runner/internal/sigledger).
 
 package runner
-
-import (
-	"hash/maphash"
-	"strconv"
-	"sync"
-
-	"github.com/cockroachdb/errors"
-
-	"github.com/latent-node/latent-node/vocab"
-)
 
 // DefaultMaxSignaturesPerTenant is Config.MaxSignaturesPerTenant's default:
 // a Go guest declares a few hundred distinct function types, a Rust or C
 // one fewer, and deploys of one toolchain share most of theirs.
 const DefaultMaxSignaturesPerTenant = 20_000
-
-// signatureLedger counts the distinct function signatures the runtime has
-// compiled. wazero keeps every one (its type ids) until the runtime closes,
-// so deploy and delete cycles of modules with fresh signatures would grow
-// the node's memory without bound. Each new signature is charged to the
-// tenant whose deploy brought it (first come; shared ones cost nobody
-// again), and a deploy over its tenant's budget is refused. The ledger
-// stores a 64-bit hash per signature; it never shrinks, like wazero's
-// table, and is bounded by the tenants' budgets plus what the catalog
-// itself re-inspects.
-type signatureLedger struct {
-	seed  maphash.Seed
-	limit int
-
-	mu        sync.Mutex
-	seen      map[uint64]struct{}
-	perTenant map[vocab.TenantID]int // "" for inspections outside a deploy
-}
-
-func newSignatureLedger(limit int) *signatureLedger {
-	return &signatureLedger{seed: maphash.MakeSeed(), limit: limit, seen: map[uint64]struct{}{},
-		perTenant: map[vocab.TenantID]int{}}
-}
-
-// charge records sigs for tenant. With enforce, a module that would bring
-// the tenant's new signatures over the limit is refused and nothing is
-// recorded; without (re-inspection at start-up, a cluster applying a
-// release admitted elsewhere) it is always recorded, as the runtime will
-// hold them.
-func (l *signatureLedger) charge(tenant vocab.TenantID, enforce bool, sigs []string) error {
-	hashes := make([]uint64, len(sigs))
-	for i, s := range sigs {
-		hashes[i] = maphash.String(l.seed, s)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fresh := 0
-	for _, h := range hashes {
-		if _, ok := l.seen[h]; !ok {
-			fresh++
-		}
-	}
-	if fresh == 0 {
-		return nil
-	}
-	if used := l.perTenant[tenant]; enforce && used+fresh > l.limit {
-		return errors.WithHint(errors.Newf("runner: the module declares %d function signatures new to this node; "+
-			"the tenant's deploys brought %d already and node.max_signatures_per_tenant is %s "+
-			"(the node keeps every signature it compiled until it restarts)",
-			fresh, used, strconv.Itoa(l.limit)),
-			"reuse the signatures of modules deployed before (rebuild with the same toolchain), or ask the operator to restart the node")
-	}
-	for _, h := range hashes {
-		l.seen[h] = struct{}{}
-	}
-	l.perTenant[tenant] += fresh
-	return nil
-}
-
-// total is the number of distinct signatures recorded.
-func (l *signatureLedger) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.seen)
-}

@@ -68,13 +68,13 @@ const (
 )
 
 var handlerTypes = []FuncType{
-	{Results: []ValType{I32}},                        // 0 [constructor]fields
-	{Params: []ValType{I32, I32, I32, I32, I32, I32}}, // 1 fields.append
-	{Params: []ValType{I32}, Results: []ValType{I32}}, // 2 [constructor]outgoing-response
-	{Params: []ValType{I32, I32}},                     // 3 (handle, return area)
-	{Params: []ValType{I32, I32, I32, I32}},           // 4
+	{Results: []ValType{I32}},                                        // 0 [constructor]fields
+	{Params: []ValType{I32, I32, I32, I32, I32, I32}},                // 1 fields.append
+	{Params: []ValType{I32}, Results: []ValType{I32}},                // 2 [constructor]outgoing-response
+	{Params: []ValType{I32, I32}},                                    // 3 (handle, return area)
+	{Params: []ValType{I32, I32, I32, I32}},                          // 4
 	{Params: []ValType{I32, I32, I32, I32, I64, I32, I32, I32, I32}}, // 5 response-outparam.set
-	{Params: []ValType{I32}},                                        // 6 resource drop
+	{Params: []ValType{I32}},                                         // 6 resource drop
 	{Params: []ValType{I32, I32, I32, I32}, Results: []ValType{I32}}, // 7 cabi_realloc
 }
 

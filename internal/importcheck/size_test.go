@@ -22,11 +22,7 @@ const (
 
 // sizeExempt are the packages (module-relative directories) allowed past
 // maxPackageLines.
-var sizeExempt = map[string]bool{"runner/internal/fuel": true,
-	// runner grew past the bound with the HTTP ABI seam (httpguest.go) and
-	// the component deploy path (component.go): they are to move into a
-	// package of their own.
-	"runner": true}
+var sizeExempt = map[string]bool{"runner/internal/fuel": true}
 
 // TestSize_packagesAndTypes fails when a package of the module has more
 // than maxPackageLines non-test lines or a type more than maxTypeMethods

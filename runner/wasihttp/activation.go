@@ -5,11 +5,13 @@ package wasihttp
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/latent-node/latent-node/runner/httpabi"
 	"github.com/latent-node/latent-node/runner/internal/canon"
 	"github.com/latent-node/latent-node/runner/internal/component"
 )
@@ -236,4 +238,31 @@ func (a *Activation) add(res uint32, rep any) uint32 {
 	h, err := a.table.Add(res, rep)
 	check(err)
 	return h
+}
+
+// Answer is the activation's answer for the caller once the handler
+// returned: its status, the headers a guest may send (httpabi's rule) and
+// its body. Without a valid response it returns the error and, as
+// malformed, what is wrong in words for the problem body: no response set,
+// an error-code set, an incomplete response, a status outside 200-599.
+func (a *Activation) Answer() (resp *httpabi.Response, malformed string, err error) {
+	r, err := a.Response()
+	switch {
+	case errors.Is(err, ErrNoResponse):
+		return nil, "the handler returned without setting a response", err
+	case errors.Is(err, ErrGuestError):
+		return nil, "the handler answered with an error: " + err.Error(), err
+	case err != nil:
+		return nil, "the handler's response is incomplete", err
+	case r.Status < 200 || r.Status > 599:
+		return nil, "the status " + strconv.Itoa(r.Status) + " is not a final status from 200 to 599",
+			errors.Newf("wasihttp: status %d", r.Status)
+	}
+	resp = &httpabi.Response{Status: r.Status, Body: r.Body, Raw: true}
+	for _, kv := range r.Header {
+		if httpabi.GuestHeaderAllowed(kv[0]) && httpabi.GuestHeaderValueValid(kv[1]) {
+			resp.Header = append(resp.Header, kv)
+		}
+	}
+	return resp, "", nil
 }

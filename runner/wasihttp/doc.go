@@ -23,13 +23,16 @@
 // Outbound HTTP is denied (HTTP-request-denied), sockets are not
 // provided, stdin is empty, the filesystem has no preopens.
 //
-// It imports runner/httpabi, runner/internal/canon and
-// runner/internal/component.
+// It imports runner/httpabi, runner/internal/canon,
+// runner/internal/component and runner/internal/coremerge.
 //
 // # Internal organization
 //
 //   - activation.go: Env, Request, Response, Limits, the errors and
-//     Activation.
+//     Activation, and Answer, the response as the caller gets it.
+//   - deploy.go: Flatten, the deploy of a component (planned, its imports
+//     checked, merged into one core module), and Host, the host
+//     functions' types its merged imports must match.
 //   - define.go: the registry of host functions and Define.
 //   - types.go: the resource types and the WIT types the interfaces share.
 //   - http.go: wasi:http/types and wasi:http/outgoing-handler.

@@ -1,6 +1,7 @@
 // Package wazcache checks the entries of wazero's on-disk compilation
-// cache (layout and checksum) and discards corrupt ones. The runner uses it
-// when it opens the cache.
+// cache (layout and checksum) and discards corrupt ones, which the runner
+// does when it opens the cache; and collects the entries of modules no
+// longer held (collect.go: Collect, the entry names it learns with Layout).
 package wazcache
 
 import (
