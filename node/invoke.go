@@ -387,6 +387,7 @@ func outcomeAnswer(out runner.Outcome) answer {
 		p.Stderr = string(out.StderrTail)
 	case runner.Trap, runner.FuelExhausted, runner.MemoryExhausted, runner.OutputExceeded:
 		p.TrapKind = out.TrapKind
+		p.Detail = out.TrapDetail()
 		p.Stderr = string(out.StderrTail)
 	case runner.MalformedResponse:
 		p.Detail = out.Malformed

@@ -89,6 +89,16 @@ type Outcome struct {
 	Err error
 }
 
+// TrapDetail is, for a canonical-ABI trap, the rule the guest broke in
+// words that may be shown to its caller ("wasihttp: output-stream.write of
+// 65553 bytes, more than check-write allowed (65536)"); "" otherwise.
+func (o Outcome) TrapDetail() string {
+	if o.Kind != Trap || o.TrapKind != TrapCanonicalABI {
+		return ""
+	}
+	return canon.TrapMessage(o.Err)
+}
+
 // Typed stops raised by the host side of an activation. They travel through
 // wazero as panics and come back wrapped in the error of the call.
 var (

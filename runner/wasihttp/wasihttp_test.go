@@ -1,15 +1,19 @@
 package wasihttp
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero"
+
+	"github.com/latent-node/latent-node/runner/internal/canon"
 )
 
 // TestProvides: every 0.2.x release of an interface the host has links
@@ -189,5 +193,80 @@ func TestFlatten_fixtures(t *testing.T) {
 	}
 	if _, err := Flatten([]byte("\x00asm\x01\x00\x00\x00")); err == nil {
 		t.Fatal("a core module flattened")
+	}
+}
+
+// countEnv is an Env that counts the fuel charged.
+type countEnv struct{ charged uint64 }
+
+func (e *countEnv) Charge(n uint64)      { e.charged += n }
+func (e *countEnv) Log([]byte)           {}
+func (e *countEnv) Random(p []byte)      {}
+func (e *countEnv) Monotonic() uint64    { return 0 }
+func (e *countEnv) Wall() time.Time      { return time.Time{} }
+func (e *countEnv) SleepUntil(uint64)    {}
+func (e *countEnv) Environ() [][2]string { return nil }
+
+// hostFunc is the implementation of module's function name.
+func hostFunc(t *testing.T, module, name string) func(a *Activation, args []any) []any {
+	t.Helper()
+	for _, f := range registry[module] {
+		if f.name == name {
+			return f.impl
+		}
+	}
+	t.Fatalf("no %s %s", module, name)
+	return nil
+}
+
+// TestOutputStream_writes: write keeps to what check-write allowed;
+// blocking-write-and-flush takes contents of any length (Rust handlers
+// pass a whole response), bounded by the output limit; both charge fuel
+// for the bytes and give the lifted copy back to the budget.
+func TestOutputStream_writes(t *testing.T) {
+	write := hostFunc(t, modStreams, "[method]output-stream.write")
+	blocking := hostFunc(t, modStreams, "[method]output-stream.blocking-write-and-flush")
+	for _, tc := range []struct {
+		name  string
+		impl  func(a *Activation, args []any) []any
+		n     int
+		limit int
+		want  error // nil: written
+	}{
+		{"write within check-write", write, maxWrite, 1 << 20, nil},
+		{"write past check-write", write, maxWrite + 1, 1 << 20, canon.ErrTrap},
+		{"blocking write of a whole response", blocking, 3*maxWrite + 17, 1 << 20, nil},
+		{"blocking write past the output limit", blocking, 1<<20 + 1, 1 << 20, ErrOutputExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &countEnv{}
+			a := NewActivation(Request{}, env, Limits{})
+			resp := &outResponse{limit: tc.limit}
+			h := a.add(resOutputStream, &outputStream{body: &outgoingBody{resp: resp}})
+			var got error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						got = r.(error)
+					}
+				}()
+				a.budget -= int64(tc.n) // as lifting the list took it
+				tc.impl(a, []any{h, bytes.Repeat([]byte{'x'}, tc.n)})
+			}()
+			if tc.want != nil {
+				if !errors.Is(got, tc.want) {
+					t.Fatalf("stopped with %v, want %v", got, tc.want)
+				}
+				return
+			}
+			if got != nil || len(resp.body) != tc.n || env.charged == 0 {
+				t.Fatalf("err %v, %d bytes kept, %d charged", got, len(resp.body), env.charged)
+			}
+			// The lifted copy is given back: a handler may write far
+			// more than the lifting budget over its life.
+			if a.budget != DefaultMaxHostBytes {
+				t.Fatalf("budget %d after the write, want %d back", a.budget, DefaultMaxHostBytes)
+			}
+		})
 	}
 }

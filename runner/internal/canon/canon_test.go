@@ -489,3 +489,38 @@ func FuzzLift(f *testing.F) {
 		}
 	})
 }
+
+// recovered wraps err as wazero does a host function's panic.
+type recovered struct{ err error }
+
+func (r recovered) Error() string {
+	return r.err.Error() + " (recovered by wazero)\nwasm stack trace:\n\tf()"
+}
+func (r recovered) Unwrap() error { return r.err }
+
+// TestTrapMessage: the rule is found through the wrappings a trap gets on
+// its way back (wazero's multi-line "recovered" wrapper, the runner's
+// own), bounded, and absent for an error that is not a trap.
+func TestTrapMessage(t *testing.T) {
+	lie := trap("handle %d is not a live handle", 7)
+	long := trap("%s", strings.Repeat("é", 300))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"direct", lie, "handle 7 is not a live handle"},
+		{"through wazero", recovered{lie}, "handle 7 is not a live handle"},
+		{"wrapped outside", errors.Wrap(recovered{lie}, "runner: call"), "handle 7 is not a live handle"},
+		{"wrapped by the host", errors.Wrapf(lie, "wasihttp: fields.append"), "wasihttp: fields.append: handle 7 is not a live handle"},
+		{"not a trap", errors.New("runner: fuel exhausted"), ""},
+		{"nil", nil, ""},
+		{"bounded", long, strings.Repeat("é", maxTrapMessage/2) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TrapMessage(tc.err); got != tc.want {
+				t.Fatalf("TrapMessage = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

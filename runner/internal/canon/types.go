@@ -5,6 +5,7 @@ package canon
 import (
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"
+	"strings"
 )
 
 // Kind is a component value type's kind.
@@ -59,6 +60,30 @@ type Case struct {
 var ErrTrap = errors.New("canon: trap")
 
 func trap(format string, args ...any) error { return errors.Wrapf(ErrTrap, format, args...) }
+
+// maxTrapMessage bounds TrapMessage.
+const maxTrapMessage = 256
+
+// TrapMessage is the rule a guest broke, from the outermost single-line
+// error in err's chain that wraps ErrTrap ("string of 9 bytes out of
+// bounds"), without the ErrTrap suffix and at most 256 bytes; "" when err
+// is not a trap. The messages are the host's words about the guest's own
+// values, so they may be shown to whoever called that guest.
+func TrapMessage(err error) string {
+	suffix := ": " + ErrTrap.Error()
+	for e := err; e != nil; e = errors.UnwrapOnce(e) {
+		m := e.Error()
+		if !strings.HasSuffix(m, suffix) || strings.Contains(m, "\n") {
+			continue
+		}
+		m = strings.TrimSuffix(m, suffix)
+		if len(m) > maxTrapMessage {
+			m = strings.ToValidUTF8(m[:maxTrapMessage], "") + "…"
+		}
+		return m
+	}
+	return ""
+}
 
 var prims = map[Kind]*Type{}
 
