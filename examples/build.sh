@@ -105,17 +105,17 @@ rust)
 	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/wordfreq-reactor.wasm" "$here/rust/wordfreq.rs"
 	"$1" --edition 2021 -O -C strip=debuginfo --cfg reactor --crate-type cdylib --target "$2" -o "$out/count-reactor.wasm" "$here/rust/count.rs"
 	echo "examples/rust: built $out/wordfreq.wasm, $out/count.wasm and their -reactor.wasm ($1 --target $2)"
-	# The wasi:http component http.wasm: http.rs for wasm32-unknown-unknown
-	# (no WASI preview 1 imports to adapt), made a component of the
-	# wasi:http proxy world by wasm-tools (jco). Without either it is skipped
-	# and the rest stands.
-	if ! "$1" --target wasm32-unknown-unknown --crate-type cdylib -o "$tmp/probe.wasm" "$tmp/probe.rs" >/dev/null 2>&1; then
-		echo "examples/rust: http.wasm skipped, $1 lacks the wasm32-unknown-unknown standard library; install it: apt-get install libstd-rust-dev-wasm32 (Debian) or rustup target add wasm32-unknown-unknown"
-	elif ! jco=$(jco_dir); then
+	# The wasi:http component http.wasm: http.rs for the same WASI preview 1
+	# target, made a component of the wasi:http proxy world by wasm-tools
+	# (jco) with jco's preview 1 reactor adapter, the shape rustc's
+	# wasm32-wasip2 target emits. Without Node.js it is skipped and the
+	# rest stands.
+	if ! jco=$(jco_dir); then
 		echo "examples/rust: http.wasm skipped, $jco"
 	else
-		"$1" --edition 2021 -O -C strip=debuginfo --target wasm32-unknown-unknown --crate-type cdylib -o "$tmp/http.core.wasm" "$here/rust/http.rs"
-		JCO_DIR=$jco node "$here/../testdata/components/embed.mjs" "$tmp/http.core.wasm" "$wit" app "$out/http.wasm"
+		"$1" --edition 2021 -O -C strip=debuginfo --target "$2" --crate-type cdylib -o "$tmp/http.core.wasm" "$here/rust/http.rs"
+		JCO_DIR=$jco node "$here/../testdata/components/embed.mjs" "$tmp/http.core.wasm" "$wit" app "$out/http.wasm" \
+			"$jco/node_modules/@bytecodealliance/jco/lib/wasi_snapshot_preview1.reactor.wasm"
 		echo "examples/rust: built $out/http.wasm, a wasi:http component"
 	fi
 	;;

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,8 +79,15 @@ func TestInvoke_wasiHTTP(t *testing.T) {
 	}
 }
 
-// deployComponent deploys artifact as demo/service, abi wasi-http, route run.
+// deployComponent deploys artifact as demo/service, abi wasi-http, route
+// run, with a small ceiling (10 million fuel, 1 MiB, 2 s).
 func (tn *testNode) deployComponent(t *testing.T, service string, artifact []byte) {
+	t.Helper()
+	tn.deployComponentWith(t, service, artifact, map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"})
+}
+
+// deployComponentWith is deployComponent with the given ceiling.
+func (tn *testNode) deployComponentWith(t *testing.T, service string, artifact []byte, ceiling map[string]any) {
 	t.Helper()
 	ctx := context.Background()
 	digest, err := tn.c.UploadArtifact(ctx, artifact)
@@ -86,7 +95,7 @@ func (tn *testNode) deployComponent(t *testing.T, service string, artifact []byt
 		t.Fatal(err)
 	}
 	rev := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http",
-		"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}
+		"ceiling": ceiling}
 	manifest := map[string]any{"tenant": "demo", "service": service, "revisions": []any{rev},
 		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
 	if _, err := tn.c.Deploy(ctx, "demo", service, manifest); err != nil {
@@ -137,7 +146,76 @@ func TestInvoke_wasiHTTPLies(t *testing.T) {
 			if want == "trap" && !strings.Contains(string(body), `"trap_kind":"canonical-abi"`) {
 				t.Fatalf("a trap of another kind: %s", body)
 			}
+			// The problem names the rule the guest broke, and nothing of
+			// the host's internals.
+			var p struct{ Detail string }
+			if err := json.Unmarshal(body, &p); err != nil {
+				t.Fatal(err)
+			}
+			if want == "trap" && (!strings.Contains(p.Detail, lieWords[lie]) || strings.Contains(p.Detail, "stack")) {
+				t.Fatalf("detail %q, want the rule (%q)", p.Detail, lieWords[lie])
+			}
+			t.Logf("detail: %s", p.Detail)
 			answers(t)
 		})
 	}
 }
+
+// lieWords is a word the detail of each lie's trap must hold.
+var lieWords = map[hostilewasm.Lie]string{
+	hostilewasm.LieStringOutOfBounds:  "out of bounds",
+	hostilewasm.LieInvalidUTF8:        "not valid UTF-8",
+	hostilewasm.LieListOutOfBounds:    "out of bounds",
+	hostilewasm.LieDanglingHandle:     "not a live handle",
+	hostilewasm.LieWrongHandleType:    "another resource type",
+	hostilewasm.LieBadDiscriminant:    "discriminant 7",
+	hostilewasm.LieReallocOutOfBounds: "realloc returned",
+	hostilewasm.LieHandleFlood:        "handle table full",
+}
+
+// TestInvoke_wasiHTTPAdapted: a component of the shape rustc's
+// wasm32-wasip2 target emits (testdata/components/adapted.wasm: the Rust
+// example http.rs for WASI preview 1 with the preview 1 adapter, four core
+// modules) flattens, links and answers: its routes, a body echoed byte for
+// byte, a status, and its std's eprintln! (through the adapter to
+// wasi:cli/stderr) on the 404.
+func TestInvoke_wasiHTTPAdapted(t *testing.T) {
+	tn := startNode(t)
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "components", "adapted.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.deployComponentWith(t, "adapted", b, map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"})
+	body := make([]byte, 256<<10)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	for _, tc := range []struct {
+		name, method, path string
+		body               []byte
+		status             int
+		want               []byte
+		header             map[string]string
+	}{
+		{"greeting", "GET", "/", nil, 200, []byte("hello from Rust: GET /\n"), map[string]string{"X-Example": "rust"}},
+		{"query", "DELETE", "/?a=1&b=2", nil, 200, []byte("hello from Rust: DELETE /?a=1&b=2\n"), nil},
+		{"echo", "POST", "/echo?q=1", body, 200, body, map[string]string{"X-Method": "POST", "X-Query": "?q=1", "X-Body-Bytes": "262144"}},
+		{"status", "GET", "/status/418", nil, 418, []byte("status 418\n"), nil},
+		{"no route", "GET", "/nope", nil, 404, []byte("no route /nope\n"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, got := tn.do(t, tc.method, "/v1/invoke/demo/adapted/run"+tc.path, tn.key, tc.body, nil)
+			if resp.StatusCode != tc.status || !bytes.Equal(got, tc.want) {
+				t.Fatalf("%d %q, want %d %q", resp.StatusCode, trim(got), tc.status, trim(tc.want))
+			}
+			for k, v := range tc.header {
+				if resp.Header.Get(k) != v {
+					t.Fatalf("%s: %q, want %q", k, resp.Header.Get(k), v)
+				}
+			}
+		})
+	}
+}
+
+// trim is at most 80 bytes of b, for messages.
+func trim(b []byte) []byte { return b[:min(len(b), 80)] }

@@ -2,9 +2,13 @@
 // wasi:http/proxy world), written against the canonical ABI directly, with
 // no crate: the imports below are the functions a wasm32-wasip2 toolchain's
 // bindings (wit-bindgen, the wasi crate) call. examples/build.sh rust
-// compiles it for wasm32-unknown-unknown and makes the component with
-// wasm-tools (jco's `component embed` and `component new`, the WIT of
-// testdata/components/wit). It answers like the JavaScript example:
+// compiles it for WASI preview 1 (wasm32-wasip1, or Debian's wasm32-wasi)
+// and makes the component with wasm-tools (jco's `component embed` and
+// `component new`, the WIT of testdata/components/wit) and the preview 1
+// adapter, as rustc's wasm32-wasip2 target does: the component holds the
+// program, the adapter that serves Rust's std (eprintln! below) over
+// wasi:cli, and wit-component's shim and fixup modules. It answers like the
+// JavaScript example:
 //   GET  /                 a greeting
 //   ANY  /echo             the request body, byte for byte, with its
 //                          Content-Type, method, query and X-Echo
@@ -315,6 +319,9 @@ pub unsafe extern "C" fn handle(request: u32, out: u32) {
         return send(out, 200, &[("content-type", b"application/json"), ("x-example", b"rust")], json.as_bytes());
     }
     let msg = format!("no route {}\n", path);
+    // std's stderr: through the adapter to wasi:cli/stderr, which the node
+    // keeps in the activation's log.
+    eprintln!("http.rs: {} {}: no route", req.method, path);
     request_drop(request);
     text(out, 404, &msg)
 }

@@ -236,3 +236,21 @@ func FuzzPlan(f *testing.F) {
 		}
 	})
 }
+
+// TestPlan_adapted: the fixture built as rustc's wasm32-wasip2 target
+// builds (a program importing WASI preview 1 and the preview 1 adapter)
+// plans four core modules, the adapter's imports among the component's.
+func TestPlan_adapted(t *testing.T) {
+	r, err := Plan(fixture(t, "adapted"), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Merge.Modules) != 4 {
+		t.Fatalf("%d core modules, want 4 (program, adapter, shim, fixup)", len(r.Merge.Modules))
+	}
+	for _, want := range []string{"wasi:cli/stderr@0.2.12", "wasi:cli/environment@0.2.12", "wasi:filesystem/preopens@0.2.12", "wasi:http/types@0.2.10"} {
+		if !slices.Contains(r.Imports, want) {
+			t.Fatalf("imports %q lack %s", r.Imports, want)
+		}
+	}
+}
