@@ -279,7 +279,7 @@ func (m *modules) prepareSnapshots(ctx context.Context, s vocab.Spec, modules []
 	}
 	var p vocab.Problems
 	for i, r := range s.Revisions {
-		if r.Instance != vocab.InstanceSnapshot || modules[i].Component || (r.Init != "" && !modules[i].exports(r.Init)) {
+		if r.Instance != vocab.InstanceSnapshot || (r.Init != "" && !modules[i].exports(r.Init)) {
 			continue
 		}
 		err := sp.PrepareSnapshot(ctx, SnapshotSpec{Tenant: s.Tenant, Artifact: r.Artifact, Init: r.Init,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -89,17 +90,75 @@ func (tn *testNode) deployComponent(t *testing.T, service string, artifact []byt
 // deployComponentWith is deployComponent with the given ceiling.
 func (tn *testNode) deployComponentWith(t *testing.T, service string, artifact []byte, ceiling map[string]any) {
 	t.Helper()
+	if err := tn.tryDeployComponent(t, service, artifact, map[string]any{"ceiling": ceiling}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryDeployComponent deploys artifact as demo/service with the revision
+// fields rev (a small ceiling unless rev has one) and returns the refusal.
+func (tn *testNode) tryDeployComponent(t *testing.T, service string, artifact []byte, rev map[string]any) error {
+	t.Helper()
 	ctx := context.Background()
 	digest, err := tn.c.UploadArtifact(ctx, artifact)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http",
-		"ceiling": ceiling}
-	manifest := map[string]any{"tenant": "demo", "service": service, "revisions": []any{rev},
+	r := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http",
+		"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}
+	for k, v := range rev {
+		r[k] = v
+	}
+	manifest := map[string]any{"tenant": "demo", "service": service, "revisions": []any{r},
 		"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
-	if _, err := tn.c.Deploy(ctx, "demo", service, manifest); err != nil {
+	_, err = tn.c.Deploy(ctx, "demo", service, manifest)
+	return err
+}
+
+// TestInvoke_wasiHTTPSnapshot: a component in snapshot mode starts every
+// activation from the state after its initialisation (counter.wasm counts
+// in its memory: 1 every time, as fresh, where a kept memory would count
+// on) on a restored instance; reuse mode is refused at deploy, and so is a
+// snapshot of a component whose initialisation keeps a resource handle
+// (keeps.wasm), which runs fresh.
+func TestInvoke_wasiHTTPSnapshot(t *testing.T) {
+	tn := startNode(t)
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "components", name+".wasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	counter, keeps := read("counter"), read("keeps")
+	for _, mode := range []string{"fresh", "snapshot"} {
+		if err := tn.tryDeployComponent(t, "counter-"+mode, counter, map[string]any{"instance": mode}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			resp, body := tn.do(t, "GET", "/v1/invoke/demo/counter-"+mode+"/run/", tn.key, nil, nil)
+			if resp.StatusCode != 200 || string(body) != "count 1\n" {
+				t.Fatalf("%s, call %d: %d %q, want count 1", mode, i, resp.StatusCode, body)
+			}
+		}
+	}
+	if got := tn.metric(t, `latent_instance_activations_total{mode="snapshot",path="restored"}`); got < 3 {
+		t.Fatalf("%v snapshot activations on a restored instance, want 3 (each but the first)", got)
+	}
+	err := tn.tryDeployComponent(t, "counter-reuse", counter, map[string]any{"instance": "reuse"})
+	if err == nil || !strings.Contains(err.Error(), `runs in instance mode "fresh" or "snapshot"`) {
+		t.Fatalf("reuse: %v", err)
+	}
+	if err := tn.tryDeployComponent(t, "keeps", keeps, nil); err != nil {
 		t.Fatal(err)
+	}
+	if resp, body := tn.do(t, "GET", "/v1/invoke/demo/keeps/run/k", tn.key, nil, nil); resp.StatusCode != 200 || string(body) != "hello /k\n" {
+		t.Fatalf("keeps, fresh: %d %q", resp.StatusCode, body)
+	}
+	err = tn.tryDeployComponent(t, "keeps-snapshot", keeps, map[string]any{"instance": "snapshot"})
+	if err == nil || !strings.Contains(err.Error(), "keeps 1 resource handles") {
+		resp, body := tn.do(t, "GET", "/v1/invoke/demo/keeps-snapshot/run/k", tn.key, nil, nil)
+		t.Fatalf("keeps, snapshot: %v; %d %s", err, resp.StatusCode, body)
 	}
 }
 
@@ -219,3 +278,24 @@ func TestInvoke_wasiHTTPAdapted(t *testing.T) {
 
 // trim is at most 80 bytes of b, for messages.
 func trim(b []byte) []byte { return b[:min(len(b), 80)] }
+
+// metric is the value of the sample line of /metrics that starts with
+// series (its name and labels); the test fails without one.
+func (tn *testNode) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, body := tn.do(t, "GET", "/metrics", tn.key, nil, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", series)
+	return 0
+}

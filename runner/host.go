@@ -51,8 +51,8 @@ type activation struct {
 	inputAt int
 	stdout  wasiio.Stdout
 	stderr  wasiio.StderrTail
-	args    wasiList
-	environ wasiList
+	args    wasiio.List
+	environ wasiio.List
 
 	// random and revision choose random_get's seed (see binding.seed).
 	random   vocab.Randomness

@@ -23,6 +23,10 @@ type httpGuest interface {
 	// enter runs the guest on mod: the module's start function when first,
 	// then the ABI's entry (for WAGI the route's function, after init).
 	enter(ctx context.Context, a *activation, mod api.Module, first bool, init, entry string) error
+	// call runs the guest on a warm instance w whose module is bound to a
+	// (snapshot: restored; reuse: initialised by an earlier activation):
+	// the ABI's entry only.
+	call(ctx context.Context, w *warmInstance, entry string) error
 	// answer reads a successful activation's answer into out.Response, or
 	// makes out a MalformedResponse saying why there is none.
 	answer(out *Outcome)
@@ -56,6 +60,10 @@ func (wagiGuest) enter(ctx context.Context, a *activation, mod api.Module, first
 	return a.start(ctx, mod, first, init, entry)
 }
 
+func (wagiGuest) call(ctx context.Context, w *warmInstance, entry string) error {
+	return w.call(ctx, entry)
+}
+
 func (wagiGuest) answer(out *Outcome) {
 	resp, err := wagi.ParseResponse(out.Stdout)
 	if err != nil {
@@ -85,6 +93,14 @@ func (g *wasiHTTPGuest) enter(ctx context.Context, a *activation, mod api.Module
 		return errors.AssertionFailedf("runner: %s not exported", wasihttp.HandlerExport)
 	}
 	return g.st.Handle(ctx, mod, fn)
+}
+
+func (g *wasiHTTPGuest) call(ctx context.Context, w *warmInstance, _ string) error {
+	fn, err := w.fn(wasihttp.HandlerExport)
+	if err != nil {
+		return err
+	}
+	return g.st.Handle(wasihttp.WithActivation(ctx, g.st), w.mod, fn)
 }
 
 func (g *wasiHTTPGuest) answer(out *Outcome) {
@@ -131,11 +147,4 @@ func (e *httpEnv) SleepUntil(ns uint64) {
 }
 
 // Environ is the two LATENT_ variables every guest gets.
-func (e *httpEnv) Environ() [][2]string {
-	l := &e.a.environ
-	out := make([][2]string, 0, l.n)
-	for _, p := range l.parts[:l.n] {
-		out = append(out, [2]string{p[0][:len(p[0])-1], p[1]})
-	}
-	return out
-}
+func (e *httpEnv) Environ() [][2]string { return e.a.environ.Pairs() }

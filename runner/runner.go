@@ -455,7 +455,7 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	}
 	a = r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	if ob.Instance != vocab.InstanceFresh {
-		return finish(r.warm.runWarm(ctx, pm, ob, a), r.httpGuestFor(ob, in, nil))
+		return r.warm.runWarm(ctx, pm, ob, a, func(b *binding) httpGuest { return r.httpGuestFor(ob, in, b) })
 	}
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
@@ -504,12 +504,12 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 	// context timer: no timer per activation.
 	a := &activation{remaining: fuelLeft, budget: budget.CPUFuel, slice: r.cfg.FuelSlice, onSlice: r.cfg.OnSlice, pause: in.OnSlice,
 		deadline: exec.Deadline(), started: start, grant: budget.MemoryBytes, tableBytes: pm.tableBytes, input: in.Body,
-		args:    wasiList{n: 1, parts: [2][2]string{{"", string(ob.Function)}}},
-		environ: wasiList{n: 2, parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
+		args:    wasiio.List{N: 1, Parts: [2][2]string{{"", string(ob.Function)}}},
+		environ: wasiio.List{N: 2, Parts: [2][2]string{{"LATENT_ACTIVATION_ID=", exec.ID()}, {"LATENT_REVISION=", string(ob.Revision)}}},
 		random:  ob.Random, revision: ob.Revision,
 	}
 	if ob.ABI == vocab.ABIWAGI {
-		a.environ.extra = in.Environ
+		a.environ.Extra = in.Environ
 	}
 	a.stdout = wasiio.Stdout{Cap: r.cfg.MaxOutputBytes}
 	a.ctx = context.WithValue(ctx, activationKey{}, a)

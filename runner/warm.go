@@ -46,6 +46,7 @@ import (
 	"github.com/latent-node/latent-node/runner/internal/fuel"
 	"github.com/latent-node/latent-node/runner/internal/image"
 	"github.com/latent-node/latent-node/runner/internal/wasiio"
+	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
 )
 
@@ -581,13 +582,23 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 	start := time.Now()
 	a := &activation{remaining: p.cfg.InitFuel, budget: p.cfg.InitFuel, slice: p.cfg.FuelSlice,
 		deadline: start.Add(p.cfg.InitTimeout), started: start, grant: grant, tableBytes: m.tableBytes,
-		args:   wasiList{n: 1, parts: [2][2]string{{"", string(s.key.init)}}},
+		args:   wasiio.List{N: 1, Parts: [2][2]string{{"", string(s.key.init)}}},
 		random: ob.Random, revision: vocab.RevisionID("init " + string(s.key.digest) + " " + string(s.key.init))}
 	a.stdout = wasiio.Stdout{Cap: p.cfg.MaxOutputBytes}
 	runCtx := context.WithValue(ctx, activationKey{}, a)
 	a.ctx = runCtx
 	b := p.bindings.bind(a)
 	defer p.bindings.release(b)
+	var st *wasihttp.Activation
+	if m.info.Component {
+		// A component's start (its core modules' start functions and
+		// initialisers) may call the host: it gets an activation of its
+		// own, with no request, whose handles must all be gone at the end.
+		st = wasihttp.NewActivation(wasihttp.Request{Method: "GET", PathWithQuery: "/", Scheme: "http", Authority: "localhost"},
+			(*httpEnv)(b), wasihttp.Limits{MaxBodyBytes: p.cfg.MaxOutputBytes})
+		defer st.Close()
+		runCtx = wasihttp.WithActivation(runCtx, st)
+	}
 	fail := func(err error) {
 		kind, code, trap := classify(a, err, time.Now(), a.mod == nil)
 		detail := kind.String()
@@ -618,6 +629,13 @@ func (p *warmPool) initialise(ctx context.Context, m *module, ob admission.Oblig
 	}
 	if a.memRefused || a.stdout.Overflow {
 		fail(nil)
+		return
+	}
+	if st != nil && st.Live() > 0 {
+		// The snapshot's memory would name handles that no later
+		// activation's table holds.
+		s.err = errors.Mark(errors.Newf("runner: the component's initialisation keeps %d resource handles, which a snapshot cannot hold",
+			st.Live()), ErrInitFailed)
 		return
 	}
 	var view []byte
@@ -697,15 +715,24 @@ func (p *warmPool) newWarm(ctx context.Context, m *module, k warmKey, s *snapsho
 
 // call calls w's exported function name.
 func (w *warmInstance) call(ctx context.Context, name string) error {
+	fn, err := w.fn(name)
+	if err != nil {
+		return err
+	}
+	_, err = fn.Call(ctx)
+	return err
+}
+
+// fn is w's exported function name, kept for the next activations.
+func (w *warmInstance) fn(name string) (api.Function, error) {
 	fn := w.fns[name]
 	if fn == nil {
 		if fn = w.mod.ExportedFunction(name); fn == nil {
-			return errors.AssertionFailedf("runner: %s not exported", name)
+			return nil, errors.AssertionFailedf("runner: %s not exported", name)
 		}
 		w.fns[name] = fn
 	}
-	_, err := fn.Call(ctx)
-	return err
+	return fn, nil
 }
 
 // setGlobals sets a snapshot instance's mutable globals to the snapshot's
@@ -736,8 +763,10 @@ func (w *warmInstance) restore() error {
 }
 
 // runWarm is RunWith for a snapshot or reuse revision, from the point where
-// the activation a is set up.
-func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation) Outcome {
+// the activation a is set up; guestFor makes the HTTP guest of an HTTP
+// revision once the instance's binding is known (nil for stdio), and the
+// outcome carries its answer.
+func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation, guestFor func(*binding) httpGuest) Outcome {
 	k := warmKey{ob.Tenant, ob.Revision}
 	var s *snapshot
 	if ob.Instance == vocab.InstanceSnapshot {
@@ -780,13 +809,23 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 				a.grant, linear, a.tableBytes)}
 	}
 	w.fuel.Set(0)
+	guest := guestFor(w.b)
 	// A new reuse instance is initialised by its first activation (which is
 	// charged for it, as a fresh one is); a snapshot instance never is.
 	var err error
-	if created && s == nil {
+	switch {
+	case created && s == nil && guest != nil:
+		err = guest.enter(a.ctx, a, w.mod, m.hasStart, string(initExport(m, ob)), string(ob.Function))
+	case created && s == nil:
 		err = a.start(a.ctx, w.mod, m.hasStart, string(initExport(m, ob)), string(ob.Function))
-	} else if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
-		err = w.call(a.ctx, string(ob.Function))
+	default:
+		if err = a.bindModule(w.mod, w.stack, w.stackLow); err == nil {
+			if guest != nil {
+				err = guest.call(a.ctx, w, string(ob.Function))
+			} else {
+				err = w.call(a.ctx, string(ob.Function))
+			}
+		}
 	}
 	// A negative fuel global is settled here, and never reaches the next
 	// activation: each starts from w.fuel.Set(0) above.
@@ -798,6 +837,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	if kind == PlatformFailure {
 		out.Quarantine = true
 	}
+	out = finish(out, guest)
 	w.b.a = nil
 	// An activation that exited (proc_exit, even with status 0) closed its
 	// module: only one that returned from its function may keep it.

@@ -14,9 +14,10 @@ import (
 	"github.com/latent-node/latent-node/vocab"
 )
 
-// BenchmarkRun_instanceModes: one activation of the state reactor, and of
-// the Go router reactor named by $LATENT_BENCH_ROUTER (a WAGI GET /hello)
-// when set, in each instance mode through Run (admission, permit, run).
+// BenchmarkRun_instanceModes: one activation of the state reactor, of the
+// Go router reactor named by $LATENT_BENCH_ROUTER (a WAGI GET /hello) when
+// set, and of the wasi:http components, in each instance mode through Run
+// (admission, permit, run).
 func BenchmarkRun_instanceModes(b *testing.B) {
 	type guest struct {
 		name, function string
@@ -33,9 +34,24 @@ func BenchmarkRun_instanceModes(b *testing.B) {
 		guests = append(guests, guest{name: "router", function: "web", wasm: wasm, abi: "wagi",
 			environ: []string{"REQUEST_METHOD=GET", "PATH_INFO=/hello", "QUERY_STRING=name=Ada", "SERVER_PROTOCOL=HTTP/1.1"}})
 	}
+	// The Rust wasi:http handler (four core modules, flattened), and the
+	// JavaScript one (examples/js/app.wasm, 12.9 MB) named by
+	// $LATENT_BENCH_JS when set: a POST / each.
+	components := []guest{{name: "rust-http", wasm: testwasm.Component(b, "adapted"), abi: "wasi-http"}}
+	if p := os.Getenv("LATENT_BENCH_JS"); p != "" {
+		wasm, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		components = append(components, guest{name: "js-http", wasm: wasm, abi: "wasi-http"})
+	}
+	guests = append(guests, components...)
 	e := newEnvWith(b, newRunner(b, Config{MaxOutputBytes: 64 << 10}))
 	for _, g := range guests {
 		for _, mode := range []string{"fresh", "snapshot", "reuse"} {
+			if g.abi == "wasi-http" && mode == "reuse" {
+				continue // components run fresh or from a snapshot
+			}
 			svc := g.name + "-" + mode
 			d := vocab.DigestOf(sha256.Sum256(g.wasm))
 			if err := e.cat.Artifacts().Put(context.Background(), "acme", d, strings.NewReader(string(g.wasm))); err != nil {

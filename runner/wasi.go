@@ -27,9 +27,6 @@ import (
 	"github.com/latent-node/latent-node/vocab"
 )
 
-// errnoFault is WASI's EFAULT: a pointer the guest passed is out of range.
-const errnoFault = 21
-
 // defineWASI instantiates wasi_snapshot_preview1 in rt: wazero's functions,
 // except args_get, args_sizes_get, environ_get and environ_sizes_get, which
 // read the activation from the call's context (with them the module
@@ -43,31 +40,31 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 	i32 := api.ValueTypeI32
 	for _, l := range []struct {
 		name      string // "args" or "environ"
-		of        func(*activation) *wasiList
+		of        func(*activation) *wasiio.List
 		getParams []string
 		sizeNames []string
 	}{
-		{"args", func(a *activation) *wasiList { return &a.args },
+		{"args", func(a *activation) *wasiio.List { return &a.args },
 			[]string{"argv", "argv_buf"}, []string{"result.argc", "result.argv_len"}},
-		{"environ", func(a *activation) *wasiList { return &a.environ },
+		{"environ", func(a *activation) *wasiio.List { return &a.environ },
 			[]string{"environ", "environ_buf"}, []string{"result.environc", "result.environv_len"}},
 	} {
 		get := func(ctx context.Context, mod api.Module, stack []uint64) {
 			a := activationFrom(ctx)
 			list := l.of(a)
-			if len(list.extra) > 0 {
+			if len(list.Extra) > 0 {
 				// A CGI environment (up to wagi.MaxEnvironBytes) is copied
 				// like stdio, charged by size; the two fixed entries stay
 				// free as they always were.
-				a.chargeHostCall(uint64(list.size()) >> ioShift)
+				a.chargeHostCall(uint64(list.Size()) >> ioShift)
 			}
-			stack[0] = uint64(list.write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+			stack[0] = uint64(list.Write(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
 		}
 		sizes := func(ctx context.Context, mod api.Module, stack []uint64) {
 			a := activationFrom(ctx)
 			list := l.of(a)
-			a.chargeHostCall(uint64(len(list.extra))) // the size sums a CGI environment's entries on every call
-			stack[0] = uint64(list.writeSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
+			a.chargeHostCall(uint64(len(list.Extra))) // the size sums a CGI environment's entries on every call
+			stack[0] = uint64(list.WriteSizes(mod.Memory(), uint32(stack[0]), uint32(stack[1])))
 		}
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(get), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 			WithParameterNames(l.getParams...).WithResultNames("errno").Export(l.name + "_get")
@@ -76,76 +73,6 @@ func defineWASI(ctx context.Context, rt wazero.Runtime) error {
 	}
 	_, err := b.Instantiate(ctx)
 	return errors.Wrap(err, "runner: define WASI")
-}
-
-// wasiList is a WASI string list (the arguments or the environment): at
-// most two entries, each the concatenation of a fixed prefix and a value, so
-// an activation states its list without building strings, then the entries
-// of extra as they are (a WAGI revision's CGI environment, "NAME=value"
-// each).
-type wasiList struct {
-	n     int
-	parts [2][2]string // prefix, value
-	extra []string
-}
-
-// size is the length of the list's NUL-terminated strings together.
-func (l *wasiList) size() uint32 {
-	var n uint32
-	for _, p := range l.parts[:l.n] {
-		n += uint32(len(p[0])+len(p[1])) + 1
-	}
-	for _, e := range l.extra {
-		n += uint32(len(e)) + 1
-	}
-	return n
-}
-
-// count is the number of strings in the list.
-func (l *wasiList) count() uint32 { return uint32(l.n + len(l.extra)) }
-
-// writeSizes is args_sizes_get / environ_sizes_get: the count at countAt,
-// the size at sizeAt.
-func (l *wasiList) writeSizes(mem api.Memory, countAt, sizeAt uint32) uint32 {
-	if mem == nil || !mem.WriteUint32Le(countAt, l.count()) || !mem.WriteUint32Le(sizeAt, l.size()) {
-		return errnoFault
-	}
-	return 0
-}
-
-// write is args_get / environ_get: the strings' addresses at offsets, the
-// NUL-terminated strings themselves from buf on. Nothing is written unless
-// both ranges are in memory.
-func (l *wasiList) write(mem api.Memory, offsets, buf uint32) uint32 {
-	if mem == nil {
-		return errnoFault
-	}
-	ptrs, ok := mem.Read(offsets, l.count()*4)
-	if !ok {
-		return errnoFault
-	}
-	bytes, ok := mem.Read(buf, l.size())
-	if !ok {
-		return errnoFault
-	}
-	at, i := 0, 0
-	put := func(s ...string) {
-		addr := buf + uint32(at)
-		ptrs[4*i], ptrs[4*i+1], ptrs[4*i+2], ptrs[4*i+3] = byte(addr), byte(addr>>8), byte(addr>>16), byte(addr>>24)
-		for _, p := range s {
-			at += copy(bytes[at:], p)
-		}
-		bytes[at] = 0
-		at++
-		i++
-	}
-	for _, p := range l.parts[:l.n] {
-		put(p[0], p[1])
-	}
-	for _, e := range l.extra {
-		put(e)
-	}
-	return 0
 }
 
 // binding is a module configuration built once and lent to one activation

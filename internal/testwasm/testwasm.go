@@ -99,3 +99,15 @@ func Names() []string {
 	slices.Sort(names)
 	return names
 }
+
+// Component returns the contents of the component fixture
+// testdata/components/<name>.wasm (a WASI 0.2 component of the wasi:http
+// proxy world), failing the test if it cannot be read.
+func Component(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(Dir(), "..", "components", name+Ext))
+	if err != nil {
+		t.Fatalf("testwasm: reading component fixture %q: %v", name, err)
+	}
+	return b
+}

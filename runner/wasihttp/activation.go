@@ -170,6 +170,9 @@ func (a *Activation) Response() (*Response, error) {
 	return resp, nil
 }
 
+// Live is how many handles the guest holds.
+func (a *Activation) Live() int { return a.table.Len() }
+
 // Close drops every handle; it is idempotent.
 func (a *Activation) Close() {
 	if a.closed {

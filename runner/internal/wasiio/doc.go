@@ -19,6 +19,8 @@
 //   - wasiio.go: Stdio (what the runner provides), Define (the five
 //     functions on a host module builder), transfer, the iovec
 //     functions' one loop, and pollOneoff.
+//   - list.go: List, the args and environ of args_get, environ_get and
+//     their _sizes_get.
 //   - writers.go: Stdout (kept up to its cap) and StderrTail (the last
 //     4 KiB), the writers of the runner's activations.
 package wasiio

@@ -1,4 +1,4 @@
-package runner
+package wasiio
 
 import (
 	"bytes"
@@ -29,17 +29,17 @@ func testMemory(t *testing.T) api.Memory {
 	return mod.Memory()
 }
 
-// TestWASIList checks the args/environ layout WASI defines (addresses at one
+// TestList checks the args/environ layout WASI defines (addresses at one
 // place, NUL-terminated strings at another) and EFAULT without a partial
 // write for every range that does not fit.
-func TestWASIList(t *testing.T) {
-	l := wasiList{n: 2, parts: [2][2]string{{"A=", "xy"}, {"LONGER=", ""}}}
+func TestList(t *testing.T) {
+	l := List{N: 2, Parts: [2][2]string{{"A=", "xy"}, {"LONGER=", ""}}}
 	const size = uint32(len("A=xy") + 1 + len("LONGER=") + 1)
-	if l.size() != size {
-		t.Fatalf("size %d, want %d", l.size(), size)
+	if l.Size() != size {
+		t.Fatalf("size %d, want %d", l.Size(), size)
 	}
 	mem := testMemory(t)
-	if got := l.writeSizes(mem, 100, 200); got != 0 {
+	if got := l.WriteSizes(mem, 100, 200); got != 0 {
 		t.Fatalf("writeSizes: errno %d", got)
 	}
 	if n, _ := mem.ReadUint32Le(100); n != 2 {
@@ -48,7 +48,7 @@ func TestWASIList(t *testing.T) {
 	if n, _ := mem.ReadUint32Le(200); n != size {
 		t.Fatalf("size %d", n)
 	}
-	if got := l.write(mem, 300, 1000); got != 0 {
+	if got := l.Write(mem, 300, 1000); got != 0 {
 		t.Fatalf("write: errno %d", got)
 	}
 	ptrs, _ := mem.Read(300, 8)
@@ -75,9 +75,9 @@ func TestWASIList(t *testing.T) {
 			mem := testMemory(t)
 			var got uint32
 			if tc.sizes {
-				got = l.writeSizes(mem, tc.offsets, tc.strings)
+				got = l.WriteSizes(mem, tc.offsets, tc.strings)
 			} else {
-				got = l.write(mem, tc.offsets, tc.strings)
+				got = l.Write(mem, tc.offsets, tc.strings)
 			}
 			if got != errnoFault {
 				t.Fatalf("errno %d, want EFAULT", got)
@@ -89,7 +89,7 @@ func TestWASIList(t *testing.T) {
 			}
 		})
 	}
-	if l.write(nil, 0, 0) != errnoFault || l.writeSizes(nil, 0, 0) != errnoFault {
+	if l.Write(nil, 0, 0) != errnoFault || l.WriteSizes(nil, 0, 0) != errnoFault {
 		t.Fatal("no memory: want EFAULT")
 	}
 }
