@@ -127,6 +127,16 @@ bench-catalog:
 	$(GO) run ./bench/catalogbench -out bench/results/catalog.json -plot bench/results/catalog.svg $(BENCH_CATALOG_FLAGS)
 	$(GO) test -run='^$$' -bench='^BenchmarkCluster_applyAtScale$$' -benchtime=100x -timeout=30m ./cluster/
 
+# The wasi:http examples (examples/js, examples/rust/http.rs) on the real
+# binary, fresh and from a snapshot, against jco serve (a fresh instance per
+# request, and one shared instance) on the same machine in the same run;
+# writes bench/results/components.json and components.svg. Needs Node.js
+# and npm, and a rustc for WASI (examples/README.md). About 3 minutes
+# after the first build; flags: BENCH_COMPONENTS_FLAGS="-rounds 5".
+.PHONY: bench-components
+bench-components:
+	$(GO) run ./bench/componentbench $(BENCH_COMPONENTS_FLAGS)
+
 .PHONY: bench-node
 bench-node:
 	$(GO) run ./bench/nodebench -out bench/results/node.json $(BENCH_NODE_FLAGS)

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/hostilewasm"
 )
 
@@ -298,4 +301,48 @@ func (tn *testNode) metric(t *testing.T, series string) float64 {
 	}
 	t.Fatalf("/metrics has no %s", series)
 	return 0
+}
+
+// BenchmarkHTTP_invokeComponent is one GET of the Rust wasi:http handler
+// (testdata/components/adapted.wasm: four core modules, flattened) over a
+// keep-alive loopback connection, fresh and from its snapshot: the
+// component's whole per-request path on the node.
+func BenchmarkHTTP_invokeComponent(b *testing.B) {
+	sn := startServed(b)
+	c, _ := client.New(sn.url, sn.admin, client.WithRetry(client.RetryPolicy{}))
+	artifact, err := os.ReadFile(filepath.Join("..", "testdata", "components", "adapted.wasm"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	digest, err := c.UploadArtifact(ctx, artifact)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"fresh", "snapshot"} {
+		rev := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http", "instance": mode,
+			"ceiling": map[string]any{"cpu_fuel": 100_000_000, "memory_bytes": "16MiB", "wall_time": "5s"}}
+		manifest := map[string]any{"tenant": "demo", "service": "rust-" + mode, "revisions": []any{rev},
+			"routes": []any{map[string]any{"name": "run", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}
+		if _, err := c.Deploy(ctx, "demo", "rust-"+mode, manifest); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode, func(b *testing.B) {
+			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest("GET", sn.url+"/v1/invoke/demo/rust-"+mode+"/run/", nil)
+				req.Header.Set("Authorization", "Bearer "+sn.admin)
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+		})
+	}
 }
