@@ -133,7 +133,7 @@ func (c Controller) Admit(req *Request) (*Permit, error) {
 			Function: req.Revision.Function, Revision: rev.ID, Release: rev.Release, Artifact: rev.Artifact,
 			CellClass: cell, QueueClass: v.queueClasses[queue].Name, QueueIndex: queue, TrustClass: rev.TrustClass,
 			Priority: req.Priority, Threading: rev.Requirements.Threading, Features: rev.Requirements.Features,
-			Random: rev.Random, ABI: rev.ABI, Instance: rev.Instance, Init: rev.Init,
+			Random: rev.Random, ABI: rev.ABI, Instance: rev.Instance, Init: rev.Init, Outbound: rev.Outbound,
 		},
 	}}
 	permit.track()

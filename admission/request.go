@@ -91,4 +91,6 @@ type Obligations struct {
 	// export (the runner keeps warm instances by them).
 	Instance vocab.InstanceMode
 	Init     vocab.FunctionName
+	// Outbound are the hosts the guest may send requests to.
+	Outbound vocab.OutboundHosts
 }

@@ -123,6 +123,7 @@ func buildService(s vocab.Spec, modules []ModuleInfo, gen vocab.Generation) (*se
 				MaxMemoryBytes: mod.MaxMemoryBytes + mod.FixedMemoryBytes + vocab.CallStackBytes},
 			Requirements: vocab.Requirements{Threading: r.Threading, Features: r.Features.Union(mod.Features)},
 			Placement:    r.Placement, Random: r.Random, ABI: r.ABI, Instance: r.Instance, Init: intern(r.Init),
+			Outbound: r.Outbound,
 		}
 		if r.Init != "" && !mod.exports(r.Init) {
 			p.Add(f+".init", "the module does not export this function")

@@ -94,6 +94,8 @@
 //     of outcomes to answers.
 //   - wagi.go: the invoke route's methods and path suffix, the CGI request
 //     of a WAGI revision and its answer.
+//   - outbound.go: a wasi-http guest's outgoing requests: their log line,
+//     metric and trace span.
 //   - cluster.go: a node in a cluster: clusterAPI, which publishes deploys
 //     and deletes through etcd and serves the peer endpoints (artifacts,
 //     replicate, applied) and the cluster's admin routes.

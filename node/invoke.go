@@ -257,6 +257,7 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	rec.CellClass, rec.QueueClass = res.Cell, job.Obligations().QueueClass
 	rec.Timing, rec.Execution, rec.Stderr = t, out.ExecutionTime, out.StderrTail
 	m.metrics.observe(rec)
+	m.recordCalls(rec, span, out.Calls)
 	a := outcomeAnswer(out)
 	if out.Kind == runner.Cancelled && ctx.Err() == nil {
 		// The caller is still here: the node cancelled the guest because

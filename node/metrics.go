@@ -46,7 +46,9 @@ type metrics struct {
 	// their vectors while new series wait.
 	refusals *prometheus.Registry
 	// access rate-limits the access log per configured tenant.
-	access      *front.LogLimiter
+	access *front.LogLimiter
+	// outbound counts wasi-http guests' outgoing requests by result.
+	outbound    *prometheus.CounterVec
 	activations *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	queueWait   *prometheus.HistogramVec
@@ -165,6 +167,9 @@ func newMetrics(n *Node) *metrics {
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "latent_http_request_duration_seconds",
 		Help:    "Time from the request's headers to the end of its answer, by route kind and status code.",
 		Buckets: buckets}, []string{"route_kind", "code"})
+	m.outbound = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_outbound_requests_total",
+		Help: "Outgoing HTTP requests of wasi-http guests, by result: answered, denied (not in allowed_outbound_hosts, or an address a guest may not reach) or failed."},
+		[]string{"result"})
 	m.logDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "latent_log_lines_dropped_total",
 		Help: "Access-log lines dropped by the per-tenant line and byte rate limits (" + front.SharedLogTenant +
 			": requests without a configured tenant; " + front.PeerLogTenant + ": cluster peers)."},
@@ -195,7 +200,7 @@ func newMetrics(n *Node) *metrics {
 	m.access = front.NewLogLimiter(clock, front.DefaultLogRates, tenants,
 		func(t string) func() { return m.logDropped.WithLabelValues(t).Inc })
 	m.all = []prometheus.Collector{m.activations, m.rejections, m.queueWait, m.execution, m.front, m.back, m.refusalsHeld, m.fuel,
-		m.memoryPeak, m.httpDuration, m.logDropped, m.overflowed, build, heapLive,
+		m.memoryPeak, m.httpDuration, m.logDropped, m.overflowed, m.outbound, build, heapLive,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&stateCollector{n: n}}
 	m.registry.MustRegister(m.all...)

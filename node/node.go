@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +58,9 @@ type Node struct {
 	clock vocab.Clock
 	cat   *catalog.Catalog
 	run   *runner.Runner
+	// own are the listening addresses WrapListener saw (guarded by ownMu).
+	ownMu sync.Mutex
+	own   []netip.AddrPort
 	pool  *cellpool.Pool
 	load  *loadsource.State
 	// loadKind says what the load source measures (loadsource.Describe):
@@ -266,7 +271,17 @@ func (n *Node) Server() *http.Server {
 // to make room, and a new connection is closed at once only when every open
 // one is serving a request. Accept errors are retried after a back-off and
 // logged at most once a second. Serve the result with Server().
-func (n *Node) WrapListener(ln net.Listener) net.Listener { return n.conns.Wrap(ln) }
+//
+// Its address joins those no guest's outgoing request may reach.
+func (n *Node) WrapListener(ln net.Listener) net.Listener {
+	if a, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && n.run != nil {
+		n.ownMu.Lock()
+		n.own = append(n.own, a)
+		n.run.SetOwnAddrs(n.own...)
+		n.ownMu.Unlock()
+	}
+	return n.conns.Wrap(ln)
+}
 
 // ConnStats returns the counters of the node's connection bound.
 func (n *Node) ConnStats() front.ConnStats { return n.conns.Stats() }

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner/wagi"
@@ -451,5 +452,42 @@ func TestTracing_remoteSampled(t *testing.T) {
 				t.Errorf("%d spans, want %d", count, tc.spans)
 			}
 		})
+	}
+}
+
+// TestTracing_outbound: a wasi-http guest's outgoing request is a child
+// span of its activation, with the method, the URL without its query and
+// the status, inside the activation's time.
+func TestTracing_outbound(t *testing.T) {
+	rcv := startReceiver(t)
+	tn := startNodeWith(t, tracingOn(rcv.srv.URL+"/v1/traces"))
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("b")) }))
+	t.Cleanup(backend.Close)
+	artifact := testwasm.Component(t, "adapted")
+	if err := tn.tryDeployComponent(t, "fetcher", artifact, map[string]any{
+		"allowed_outbound_hosts": []string{"http://" + backend.Listener.Addr().String()},
+		"ceiling":                map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + backend.Listener.Addr().String() + "/p"
+	if resp, body := tn.do(t, "GET", "/v1/invoke/demo/fetcher/run/fetch?url="+url+"?secret=1", tn.key, nil, nil); resp.StatusCode != 200 {
+		t.Fatalf("fetch: %d %s", resp.StatusCode, body)
+	}
+	if err := tn.n.tracer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans, _ := rcv.taken()
+	out, act := spans["outbound GET"], spans["activation"]
+	if out == nil || act == nil {
+		t.Fatalf("spans %v", spans)
+	}
+	if string(out.ParentSpanId) != string(act.SpanId) || out.StartTimeUnixNano < act.StartTimeUnixNano || out.EndTimeUnixNano > act.EndTimeUnixNano {
+		t.Fatalf("outbound span not inside its activation: %v / %v", out, act)
+	}
+	if got := attrOf(out, "url.full").GetStringValue(); got != url {
+		t.Fatalf("url.full %q, want %q", got, url)
+	}
+	if got := attrOf(out, "http.response.status_code").GetIntValue(); got != 200 {
+		t.Fatalf("status %d", got)
 	}
 }

@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/hostilewasm"
+	"github.com/latent-node/latent-node/internal/testutil"
 )
 
 // TestInvoke_wasiHTTP: wasi-http components of testdata/components answer
@@ -344,5 +349,78 @@ func BenchmarkHTTP_invokeComponent(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestInvoke_wasiHTTPOutbound: the Rust handler's /fetch through
+// allowed_outbound_hosts: a listed host answers; an unlisted one, a name
+// that resolves to loopback (localhost) and the node's own address, even
+// listed, are denied with HTTP-request-denied; every request is counted.
+func TestInvoke_wasiHTTPOutbound(t *testing.T) {
+	logs := &testutil.SyncBuffer{}
+	tn := startNodeLogged(t, nil, slog.New(slog.NewJSONHandler(logs, nil)))
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("hello from the backend " + r.URL.RequestURI()))
+	}))
+	t.Cleanup(backend.Close)
+	back := backend.Listener.Addr().String()
+	self := tn.srv.Listener.Addr().String()
+	tn.n.run.SetOwnAddrs(netip.MustParseAddrPort(self))
+	artifact, err := os.ReadFile(filepath.Join("..", "testdata", "components", "adapted.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, backPort, _ := net.SplitHostPort(back)
+	// Another backend, listed only by a name that resolves to loopback.
+	other := httptest.NewServer(backend.Config.Handler)
+	t.Cleanup(other.Close)
+	_, otherPort, _ := net.SplitHostPort(other.Listener.Addr().String())
+	if err := tn.tryDeployComponent(t, "fetcher", artifact, map[string]any{
+		"allowed_outbound_hosts": []string{"http://" + back, "http://localhost:" + otherPort, "http://" + self},
+		"ceiling":                map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url string
+		status    int
+		body      string
+	}{
+		{"listed", "http://" + back + "/x?y=1", 200, "status 200\nhello from the backend /x?y=1"},
+		{"not listed", "http://127.0.0.2:" + backPort + "/", 502, "HTTP-request-denied\n"},
+		{"a name for loopback", "http://localhost:" + otherPort + "/", 502, "HTTP-request-denied\n"},
+		{"the node itself", "http://" + self + "/healthz", 502, "HTTP-request-denied\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tn.do(t, "GET", "/v1/invoke/demo/fetcher/run/fetch?url="+tc.url, tn.key, nil, nil)
+			if resp.StatusCode != tc.status || string(body) != tc.body {
+				t.Fatalf("%d %q, want %d %q", resp.StatusCode, body, tc.status, tc.body)
+			}
+		})
+	}
+	if got := tn.metric(t, `latent_outbound_requests_total{result="answered"}`); got != 1 {
+		t.Fatalf("%v answered, want 1", got)
+	}
+	if got := tn.metric(t, `latent_outbound_requests_total{result="denied"}`); got != 3 {
+		t.Fatalf("%v denied, want 3", got)
+	}
+	// Each has its log line, without the query.
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"msg":"outbound"`) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 4 || !strings.Contains(lines[0], `"url":"http://`+back+`/x"`) || !strings.Contains(lines[0], `"status":200`) ||
+		!strings.Contains(lines[1], `"error":"HTTP-request-denied"`) || strings.Contains(logs.String(), "y=1") {
+		t.Fatalf("outbound log lines:\n%s", strings.Join(lines, "\n"))
+	}
+	// A revision without the list reaches nothing.
+	if err := tn.tryDeployComponent(t, "closed", artifact, map[string]any{
+		"ceiling": map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := tn.do(t, "GET", "/v1/invoke/demo/closed/run/fetch?url=http://"+back+"/", tn.key, nil, nil); resp.StatusCode != 502 ||
+		string(body) != "HTTP-request-denied\n" {
+		t.Fatalf("no list: %d %q", resp.StatusCode, body)
 	}
 }

@@ -5,12 +5,14 @@ package runner
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/cockroachdb/errors"
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/runner/internal/outbound"
 	"github.com/latent-node/latent-node/runner/wagi"
 	"github.com/latent-node/latent-node/runner/wasihttp"
 	"github.com/latent-node/latent-node/vocab"
@@ -46,10 +48,24 @@ func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding) ht
 			req = &wasihttp.Request{Method: "POST", PathWithQuery: "/", Scheme: "http", Authority: "localhost", Body: in.Body}
 		}
 		lim := wasihttp.Limits{MaxBodyBytes: r.cfg.MaxOutputBytes}
+		if len(ob.Outbound) > 0 {
+			// Within the activation's deadline and its caller's lifetime;
+			// the answer's body is bounded like the guest's own output.
+			lim.Outbound = func(req *outbound.Request) (*outbound.Response, error) {
+				ctx, cancel := context.WithDeadline(b.a.ctx, b.a.deadline)
+				defer cancel()
+				return r.outbound.Do(ctx, ob.Outbound, req, r.cfg.MaxOutputBytes)
+			}
+		}
 		return &wasiHTTPGuest{st: wasihttp.NewActivation(*req, (*httpEnv)(b), lim)}
 	}
 	return nil
 }
+
+// SetOwnAddrs names the node's listening addresses, which no guest's
+// outgoing request reaches (an unspecified address: any of this host's at
+// that port).
+func (r *Runner) SetOwnAddrs(addrs ...netip.AddrPort) { r.outbound.SetOwn(addrs) }
 
 // wagiGuest is the WAGI ABI: the request is in the CGI environment (set
 // when the activation is made), the entry is the route's function, and the

@@ -85,6 +85,8 @@ type Outcome struct {
 	// failure, never the guest's doing): the caller must release the lease
 	// with Quarantine.
 	Quarantine bool
+	// Calls are a wasi-http guest's outgoing requests, in order.
+	Calls []wasihttp.Call
 	// Err is the internal cause, for logs only; never show it to callers.
 	Err error
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/runner/internal/component"
 	"github.com/latent-node/latent-node/runner/internal/fuel"
+	"github.com/latent-node/latent-node/runner/internal/outbound"
 	"github.com/latent-node/latent-node/runner/internal/sigledger"
 	"github.com/latent-node/latent-node/runner/internal/wasiio"
 	"github.com/latent-node/latent-node/runner/wasihttp"
@@ -171,6 +172,8 @@ type Runner struct {
 	warm *warmPool // warm instances and snapshots (warm.go)
 
 	modules *moduleTable // compiled modules by digest (modules.go)
+
+	outbound *outbound.Client // wasi-http guests' outgoing requests
 }
 
 var _ catalog.ModuleInspector = (*Runner)(nil)
@@ -238,7 +241,7 @@ func New(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, rt: rt, cache: cache, wasi: rt.Module(WASIModule).ExportedFunctionDefinitions(), http: httpDefs,
 		bindings: newBindingPool(), compiler: newCompiler(rt, cfg),
-		sigs: sigledger.New(cfg.MaxSignaturesPerTenant)}
+		sigs: sigledger.New(cfg.MaxSignaturesPerTenant), outbound: outbound.New(nil)}
 	r.warm = newWarmPool(rt, r.bindings, r.compiler, cfg)
 	r.modules = newModuleTable(r.compiler, cfg.MaxCompiledBytes, func(d vocab.Digest) { r.warm.closeWarm(r.warm.dropDigest(d)) })
 	return r, nil
@@ -521,6 +524,9 @@ func (r *Runner) newActivation(ctx context.Context, exec *admission.ExecutionPer
 func finish(out Outcome, guest httpGuest) Outcome {
 	if guest == nil {
 		return out
+	}
+	if g, ok := guest.(*wasiHTTPGuest); ok {
+		out.Calls = g.st.Calls()
 	}
 	if out.Kind == Success {
 		guest.answer(&out)

@@ -55,6 +55,8 @@
 //     ValidateManifest, Spec, Problems.
 //   - release.go: RevisionPolicy, RevisionRef, Deployment, Canon and the
 //     derivation of revision and release ids.
+//   - outbound.go: OutboundHost and OutboundHosts, a wasi-http revision's
+//     allowed_outbound_hosts: their parsing and matching.
 //   - clock.go: Clock, the one time source injected into admission, the
 //     scheduler, the catalog, the load sampler and the node, and WallClock.
 //

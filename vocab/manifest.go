@@ -62,6 +62,9 @@ type ManifestRevision struct {
 	Ceiling    *ManifestCeiling   `json:"ceiling"`             // deployment ceiling, required
 	Placement  *ManifestPlacement `json:"placement,omitempty"`
 	Attributes map[string]string  `json:"attributes,omitempty"` // informational labels, never policy
+	// AllowedOutboundHosts are the hosts a wasi-http revision may send
+	// requests to, in Spin's syntax (OutboundHost); none: no request.
+	AllowedOutboundHosts []string `json:"allowed_outbound_hosts,omitempty"`
 }
 
 // ManifestCeiling is a revision's deployment ceiling; every field is required
@@ -262,6 +265,7 @@ type RevisionSpec struct {
 	Ceiling    Budget
 	Placement  Placement
 	Attributes []Attribute
+	Outbound   OutboundHosts
 }
 
 // RouteSpec is one validated route of a Spec; Function defaults to
@@ -440,6 +444,20 @@ func validateRevision(p *Problems, f string, r ManifestRevision) RevisionSpec {
 			p.AddErr(f+".init", err)
 		} else if instanceOK && rs.Instance == InstanceFresh {
 			p.Add(f+".init", `an initialisation export needs instance = "snapshot" or "reuse" (a fresh instance runs the module's own start)`)
+		}
+	}
+	if len(r.AllowedOutboundHosts) > 0 && rs.ABI != ABIWASIHTTP {
+		p.Add(f+".allowed_outbound_hosts", `only a revision with abi = "wasi-http" makes outbound requests`)
+	} else if len(r.AllowedOutboundHosts) > MaxOutboundHosts {
+		p.Add(f+".allowed_outbound_hosts", "at most %d entries", MaxOutboundHosts)
+	} else {
+		for j, e := range r.AllowedOutboundHosts {
+			h, err := ParseOutboundHost(e)
+			if err != nil {
+				p.AddErr(f+".allowed_outbound_hosts["+strconv.Itoa(j)+"]", err)
+				continue
+			}
+			rs.Outbound = append(rs.Outbound, h)
 		}
 	}
 	if len(r.Features) > int(numFeatures) {

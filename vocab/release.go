@@ -40,6 +40,9 @@ type RevisionPolicy struct {
 	// once (manifest "init"); empty: "_initialize" when the module exports
 	// it, else none.
 	Init FunctionName
+	// Outbound are the hosts its guest may send requests to (manifest
+	// "allowed_outbound_hosts"); none: every request is denied.
+	Outbound OutboundHosts
 }
 
 // RevisionRef names a revision of a deployed release.
@@ -155,6 +158,12 @@ func (s Spec) RevisionID(i int) RevisionID {
 	if r.Init != "" {
 		c.Str("init")
 		c.Str(string(r.Init))
+	}
+	// And the allowed outbound hosts, in their canonical form and order,
+	// when there are any: other hosts make another revision.
+	if len(r.Outbound) > 0 {
+		c.Str("outbound")
+		c.Strs(r.Outbound.Strings())
 	}
 	return RevisionID(revisionIDPrefix + c.Hex())
 }

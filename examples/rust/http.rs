@@ -15,6 +15,10 @@
 //   GET  /status/<code>    that status (204 and 304 without a body)
 //   GET  /big?mib=<n>      n MiB (at most 16) of a..z repeated
 //   GET  /headers          the request's headers as JSON, sorted
+//   GET  /fetch?url=<url>  an outgoing GET of url (http or https; the
+//                          revision's allowed_outbound_hosts must list
+//                          it): "status <n>" and the body it answered, or
+//                          502 and the error-code the host gave
 // and 404 otherwise; every answer has x-example: rust.
 
 use std::alloc::{alloc, realloc, Layout};
@@ -57,6 +61,44 @@ extern "C" {
     fn outparam_set(out: u32, is_err: u32, resp: u32, a: u32, b: u64, c: u32, d: u32, e: u32, f: u32);
 }
 
+#[link(wasm_import_module = "wasi:http/types@0.2.10")]
+extern "C" {
+    #[link_name = "[constructor]outgoing-request"]
+    fn outgoing_request_new(headers: u32) -> u32;
+    #[link_name = "[method]outgoing-request.set-scheme"]
+    fn outgoing_request_set_scheme(r: u32, is_some: u32, scheme: u32, other: *const u8, other_len: usize) -> u32;
+    #[link_name = "[method]outgoing-request.set-authority"]
+    fn outgoing_request_set_authority(r: u32, is_some: u32, p: *const u8, len: usize) -> u32;
+    #[link_name = "[method]outgoing-request.set-path-with-query"]
+    fn outgoing_request_set_path(r: u32, is_some: u32, p: *const u8, len: usize) -> u32;
+    #[link_name = "[method]future-incoming-response.subscribe"]
+    fn future_response_subscribe(f: u32) -> u32;
+    #[link_name = "[method]future-incoming-response.get"]
+    fn future_response_get(f: u32, ret: *mut u8);
+    #[link_name = "[resource-drop]future-incoming-response"]
+    fn future_response_drop(f: u32);
+    #[link_name = "[method]incoming-response.status"]
+    fn incoming_response_status(r: u32) -> u32;
+    #[link_name = "[method]incoming-response.consume"]
+    fn incoming_response_consume(r: u32, ret: *mut u8);
+    #[link_name = "[resource-drop]incoming-response"]
+    fn incoming_response_drop(r: u32);
+}
+
+#[link(wasm_import_module = "wasi:http/outgoing-handler@0.2.10")]
+extern "C" {
+    #[link_name = "handle"]
+    fn outgoing_handle(request: u32, has_options: u32, options: u32, ret: *mut u8);
+}
+
+#[link(wasm_import_module = "wasi:io/poll@0.2.12")]
+extern "C" {
+    #[link_name = "[method]pollable.block"]
+    fn pollable_block(p: u32);
+    #[link_name = "[resource-drop]pollable"]
+    fn pollable_drop(p: u32);
+}
+
 #[link(wasm_import_module = "wasi:io/streams@0.2.12")]
 extern "C" {
     #[link_name = "[method]input-stream.blocking-read"]
@@ -87,13 +129,13 @@ pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_size: usize, align: usiz
 }
 
 /// A return area: the canonical ABI writes results of more than one value
-/// through a pointer; 16 bytes aligned to 8 hold every result used here.
+/// through a pointer; 32 bytes aligned to 8 hold every result used here.
 #[repr(C, align(8))]
-struct Ret([u8; 16]);
+struct Ret([u8; 32]);
 
 impl Ret {
     fn new() -> Ret {
-        Ret([0; 16])
+        Ret([0; 32])
     }
     fn ptr(&mut self) -> *mut u8 {
         self.0.as_mut_ptr()
@@ -170,25 +212,89 @@ impl Request {
         if r.u8(0) != 0 {
             return Vec::new();
         }
-        let body = r.u32(4);
-        let mut r = Ret::new();
-        incoming_body_stream(body, r.ptr());
-        let mut out = Vec::new();
-        if r.u8(0) == 0 {
-            let stream = r.u32(4);
-            loop {
-                let mut r = Ret::new();
-                blocking_read(stream, 64 << 10, r.ptr());
-                if r.u8(0) != 0 {
-                    break; // closed (or failed): the end of the body
-                }
-                out.extend_from_slice(&r.bytes(4));
-            }
-            input_stream_drop(stream);
-        }
-        incoming_body_drop(body);
-        out
+        read_body(r.u32(4))
     }
+}
+
+/// read_body reads the incoming body to its end and drops it.
+unsafe fn read_body(body: u32) -> Vec<u8> {
+    let mut r = Ret::new();
+    incoming_body_stream(body, r.ptr());
+    let mut out = Vec::new();
+    if r.u8(0) == 0 {
+        let stream = r.u32(4);
+        loop {
+            let mut r = Ret::new();
+            blocking_read(stream, 64 << 10, r.ptr());
+            if r.u8(0) != 0 {
+                break; // closed (or failed): the end of the body
+            }
+            out.extend_from_slice(&r.bytes(4));
+        }
+        input_stream_drop(stream);
+    }
+    incoming_body_drop(body);
+    out
+}
+
+/// The error-code cases the node answers, by index.
+const ERROR_CODES: [(u8, &str); 7] = [(2, "destination-not-found"), (6, "connection-refused"), (8, "connection-timeout"),
+    (15, "HTTP-request-denied"), (28, "HTTP-response-body-size"), (35, "HTTP-protocol-error"), (38, "internal-error")];
+
+fn error_code(i: u8) -> String {
+    match ERROR_CODES.iter().find(|(n, _)| *n == i) {
+        Some((_, name)) => name.to_string(),
+        None => format!("error-code {}", i),
+    }
+}
+
+/// fetch answers an outgoing GET of url: "status <n>\n" and its body, or
+/// 502 with the error-code.
+unsafe fn fetch(out: u32, url: &str) {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(("http", rest)) => (0, rest),
+        Some(("https", rest)) => (1, rest),
+        _ => return text(out, 400, "want /fetch?url=http://host[:port]/path or https://...\n"),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let req = outgoing_request_new(fields_new());
+    outgoing_request_set_scheme(req, 1, scheme, std::ptr::null(), 0);
+    outgoing_request_set_authority(req, 1, authority.as_ptr(), authority.len());
+    outgoing_request_set_path(req, 1, path.as_ptr(), path.len());
+    // result<future-incoming-response, error-code>: the case at 0, the
+    // payload at 8.
+    let mut r = Ret::new();
+    outgoing_handle(req, 0, 0, r.ptr());
+    if r.u8(0) != 0 {
+        return text(out, 502, &format!("{}\n", error_code(r.u8(8))));
+    }
+    let future = r.u32(8);
+    let ready = future_response_subscribe(future);
+    pollable_block(ready);
+    pollable_drop(ready);
+    // option<result<result<incoming-response, error-code>>>: the option at
+    // 0, the outer result at 8, the inner at 16, its payload at 24.
+    let mut r = Ret::new();
+    future_response_get(future, r.ptr());
+    future_response_drop(future);
+    if r.u8(0) != 1 || r.u8(8) != 0 {
+        return text(out, 502, "no response\n");
+    }
+    if r.u8(16) != 0 {
+        return text(out, 502, &format!("{}\n", error_code(r.u8(24))));
+    }
+    let resp = r.u32(24);
+    let status = incoming_response_status(resp);
+    let mut r = Ret::new();
+    incoming_response_consume(resp, r.ptr());
+    let body = if r.u8(0) == 0 { read_body(r.u32(4)) } else { Vec::new() };
+    incoming_response_drop(resp);
+    let mut msg = format!("status {}\n", status).into_bytes();
+    msg.extend_from_slice(&body);
+    send(out, 200, &[("content-type", b"text/plain; charset=utf-8"), ("x-example", b"rust")], &msg);
 }
 
 /// send answers status with headers and body through the response-outparam.
@@ -289,6 +395,11 @@ pub unsafe extern "C" fn handle(request: u32, out: u32) {
         request_drop(request);
         let body: Vec<u8> = (0..mib << 20).map(|i| b'a' + (i % 26) as u8).collect();
         return send(out, 200, &[("content-type", b"application/octet-stream"), ("x-example", b"rust")], &body);
+    }
+    if path == "/fetch" {
+        let url = query_param(&req.query, "url").unwrap_or_default();
+        request_drop(request);
+        return fetch(out, &url);
     }
     if path == "/headers" {
         let mut all: Vec<(String, String)> =

@@ -343,3 +343,15 @@ func (s *Span) End(status int, rec *activation.Record) {
 	}
 	s.span.End(trace.WithTimestamp(s.clock.Now()))
 }
+
+// Outbound records one of the guest's outgoing requests as a child span,
+// from began for took: its method, URL without the query, the status it
+// was answered (0: none) and the error-code the guest saw ("" answered).
+func (s *Span) Outbound(method, url string, began time.Time, took time.Duration, status int, errorCode string) {
+	if s == nil {
+		return
+	}
+	c := s.child("outbound "+method, began, attribute.String("http.request.method", method), attribute.String("url.full", url),
+		attribute.Int("http.response.status_code", status), attribute.String("error.type", errorCode))
+	c.End(trace.WithTimestamp(began.Add(took)))
+}

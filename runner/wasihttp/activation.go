@@ -14,6 +14,7 @@ import (
 	"github.com/latent-node/latent-node/runner/httpabi"
 	"github.com/latent-node/latent-node/runner/internal/canon"
 	"github.com/latent-node/latent-node/runner/internal/component"
+	"github.com/latent-node/latent-node/runner/internal/outbound"
 )
 
 // Env is what the host needs from the runner's activation.
@@ -59,6 +60,10 @@ type Limits struct {
 	MaxFieldsBytes int   // names and values of one fields resource (default 64 KiB, and at most 1024 entries)
 	MaxBodyBytes   int   // the response body (required)
 	MaxHostBytes   int64 // what lifting the guest's values may allocate in all (default 16 MiB)
+	// Outbound sends an outgoing request (the runner's, within the
+	// revision's allowed hosts and the activation's deadline); nil denies
+	// every one with HTTP-request-denied.
+	Outbound func(*outbound.Request) (*outbound.Response, error)
 }
 
 // Defaults of Limits.
@@ -97,6 +102,7 @@ type Activation struct {
 	setErr   error
 	response *outResponse
 	closed   bool
+	calls    []Call // the outgoing requests, in order
 }
 
 // NewActivation is the state of an activation serving req.

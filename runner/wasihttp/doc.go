@@ -35,7 +35,9 @@
 //     functions' types its merged imports must match.
 //   - define.go: the registry of host functions and Define.
 //   - types.go: the resource types and the WIT types the interfaces share.
-//   - http.go: wasi:http/types and wasi:http/outgoing-handler.
+//   - http.go: wasi:http/types: fields, requests, responses, bodies.
+//   - outgoing.go: wasi:http/outgoing-handler, the responses it brings,
+//     and Call, the record of each outgoing request.
 //   - io.go: wasi:io.
 //   - cli.go: wasi:clocks, wasi:random, wasi:cli and wasi:filesystem.
 package wasihttp

@@ -1,6 +1,6 @@
 package wasihttp
 
-// wasi:http/types and wasi:http/outgoing-handler.
+// wasi:http/types: fields, requests, responses and bodies.
 
 import (
 	"strings"
@@ -37,6 +37,7 @@ type outgoingRequest struct {
 	path, scheme, authority canon.Case // options
 	headers                 *fields
 	bodyTaken               bool
+	body                    []byte // what the guest wrote to its body
 }
 
 type outparam struct{}
@@ -50,7 +51,8 @@ type outResponse struct {
 }
 
 type outgoingBody struct {
-	resp     *outResponse // nil: an outgoing request's body, discarded
+	resp     *outResponse     // the response's body, or nil
+	req      *outgoingRequest // an outgoing request's body, or nil
 	streamed bool
 }
 
@@ -282,7 +284,7 @@ func defineRequests() {
 			return one(fail(nil))
 		}
 		r.bodyTaken = true
-		return one(ok(a.add(resOutgoingBody, &outgoingBody{})))
+		return one(ok(a.add(resOutgoingBody, &outgoingBody{req: r})))
 	})
 	def(modTypes, "[method]outgoing-request.method", ts(or), ts(tMethod), func(a *Activation, args []any) []any {
 		return one(get[*outgoingRequest](a, args[0], resOutgoingRequest).method)
@@ -402,44 +404,10 @@ func defineResponses() {
 		})
 	drop(modTypes, "outgoing-body", resOutgoingBody, nil)
 
-	// Incoming responses and their futures exist only as types: outgoing
-	// requests are refused, so the guest never holds one.
-	ir := borrow(resIncomingResponse)
-	def(modTypes, "[method]incoming-response.status", ts(ir), ts(tU16), func(a *Activation, args []any) []any {
-		get[any](a, args[0], resIncomingResponse)
-		return one(uint64(0))
-	})
-	def(modTypes, "[method]incoming-response.headers", ts(ir), ts(own(resFields)), func(a *Activation, args []any) []any {
-		get[any](a, args[0], resIncomingResponse)
-		return nil
-	})
-	def(modTypes, "[method]incoming-response.consume", ts(ir), ts(canon.ResultOf(own(resIncomingBody), nil)), func(a *Activation, args []any) []any {
-		get[any](a, args[0], resIncomingResponse)
-		return nil
-	})
-	drop(modTypes, "incoming-response", resIncomingResponse, nil)
-	fr := borrow(resFutureIncomingResponse)
-	def(modTypes, "[method]future-incoming-response.subscribe", ts(fr), ts(own(resPollable)), func(a *Activation, args []any) []any {
-		get[any](a, args[0], resFutureIncomingResponse)
-		return nil
-	})
-	def(modTypes, "[method]future-incoming-response.get", ts(fr),
-		ts(canon.OptionOf(canon.ResultOf(canon.ResultOf(own(resIncomingResponse), tErrorCode), nil))), func(a *Activation, args []any) []any {
-			get[any](a, args[0], resFutureIncomingResponse)
-			return nil
-		})
-	drop(modTypes, "future-incoming-response", resFutureIncomingResponse, nil)
+	defineOutgoing()
 	def(modTypes, "http-error-code", ts(borrow(resError)), ts(canon.OptionOf(tErrorCode)), func(a *Activation, args []any) []any {
 		get[*ioError](a, args[0], resError)
 		return one(none)
 	})
 
-	def(modOutgoing, "handle", ts(own(resOutgoingRequest), canon.OptionOf(own(resRequestOptions))),
-		ts(canon.ResultOf(own(resFutureIncomingResponse), tErrorCode)), func(a *Activation, args []any) []any {
-			take[*outgoingRequest](a, args[0], resOutgoingRequest)
-			if o := args[1].(canon.Case); o.Index == 1 {
-				take[*[3]canon.Case](a, o.Value, resRequestOptions)
-			}
-			return one(fail(canon.Case{Index: errorCodeHTTPRequestDenied}))
-		})
 }

@@ -194,9 +194,18 @@ func (s *outputStream) write(a *Activation, b []byte) {
 		a.env.Log(b)
 		return
 	}
+	if req := s.body.req; req != nil {
+		// An outgoing request's body, sent when the guest waits for the
+		// response: bounded like the response body.
+		if len(req.body)+len(b) > a.lim.MaxBodyBytes {
+			panic(errors.Wrapf(ErrOutputExceeded, "wasihttp: an outgoing request's body exceeds %d bytes", a.lim.MaxBodyBytes))
+		}
+		req.body = append(req.body, b...)
+		return
+	}
 	r := s.body.resp
 	if r == nil {
-		return // an outgoing request's body: never sent
+		return
 	}
 	if len(r.body)+len(b) > r.limit {
 		panic(errors.Wrapf(ErrOutputExceeded, "wasihttp: the response body exceeds %d bytes", r.limit))
