@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,6 +108,68 @@ func TestWasiHTTP_components(t *testing.T) {
 		deployed(t, "alice", "acme", "outbound", nil)
 		if r := n.do(t, "GET", "/v1/invoke/acme/outbound/web", "alice", nil, nil); r.status != 403 || r.header.Get("Latent-Outcome") != "success" {
 			t.Fatalf("want the guest's 403, have %d %v %s", r.status, r.header, r.body)
+		}
+	})
+
+	t.Run("outbound allowed", func(t *testing.T) {
+		// The Rust handler's /fetch through allowed_outbound_hosts on the
+		// real binary: a listed backend answers; an unlisted address, a
+		// name for loopback and the node's own address (listed) are
+		// denied.
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte("backend " + r.URL.Path))
+		}))
+		t.Cleanup(backend.Close)
+		back := backend.Listener.Addr().String()
+		_, port, _ := net.SplitHostPort(back)
+		// Another backend, reached only by a name for loopback.
+		other := httptest.NewServer(backend.Config.Handler)
+		t.Cleanup(other.Close)
+		_, otherPort, _ := net.SplitHostPort(other.Listener.Addr().String())
+		self := strings.TrimPrefix(n.url, "http://")
+		digest, err := n.client(t, "alice").UploadArtifact(context.Background(), component(t, "adapted"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http",
+			"allowed_outbound_hosts": []string{"http://" + back, "http://localhost:*", "http://" + self},
+			"ceiling":                map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}
+		body, _ := json.Marshal(map[string]any{"tenant": "acme", "service": "fetcher", "revisions": []any{rv},
+			"routes": []any{map[string]any{"name": "web", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}})
+		if r := n.do(t, "PUT", "/v1/deployments/acme/fetcher", "alice", bytes.NewReader(body), nil); r.status != 200 {
+			t.Fatalf("deploy: %d %s", r.status, r.body)
+		}
+		for _, tc := range []struct{ url, want string }{
+			{"http://" + back + "/b", "status 200\nbackend /b"},
+			{"http://127.0.0.2:" + port + "/", "HTTP-request-denied\n"},
+			{"http://localhost:" + otherPort + "/", "HTTP-request-denied\n"},
+			{"http://" + self + "/healthz", "HTTP-request-denied\n"},
+		} {
+			r := n.do(t, "GET", "/v1/invoke/acme/fetcher/web/fetch?url="+tc.url, "alice", nil, nil)
+			if string(r.body) != tc.want {
+				t.Fatalf("%s: %d %q, want %q", tc.url, r.status, r.body, tc.want)
+			}
+		}
+	})
+
+	t.Run("snapshot", func(t *testing.T) {
+		// counter.wasm counts in its memory: from a snapshot every
+		// activation sees the count its initialisation left.
+		digest, err := n.client(t, "alice").UploadArtifact(context.Background(), component(t, "counter"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "abi": "wasi-http", "instance": "snapshot",
+			"ceiling": map[string]any{"cpu_fuel": 20_000_000, "memory_bytes": "1MiB", "wall_time": "5s"}}
+		body, _ := json.Marshal(map[string]any{"tenant": "acme", "service": "counter", "revisions": []any{rv},
+			"routes": []any{map[string]any{"name": "web", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}})
+		if r := n.do(t, "PUT", "/v1/deployments/acme/counter", "alice", bytes.NewReader(body), nil); r.status != 200 {
+			t.Fatalf("deploy: %d %s", r.status, r.body)
+		}
+		for i := range 3 {
+			if r := n.do(t, "GET", "/v1/invoke/acme/counter/web/", "alice", nil, nil); r.status != 200 || string(r.body) != "count 1\n" {
+				t.Fatalf("call %d: %d %q", i, r.status, r.body)
+			}
 		}
 	})
 
