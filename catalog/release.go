@@ -159,17 +159,15 @@ func buildService(s vocab.Spec, modules []ModuleInfo, gen vocab.Generation) (*se
 }
 
 // checkComponent reports, under field f, a revision whose guest ABI does not
-// fit its artifact: a component needs abi = "wasi-http" (and runs fresh or
-// from a snapshot of its instance; reuse and init are for core modules),
-// and abi = "wasi-http" needs a component.
+// fit its artifact: a component needs abi = "wasi-http" (and has no init
+// export: its own start initialises it), and abi = "wasi-http" needs a
+// component.
 func checkComponent(p *vocab.Problems, f string, r vocab.RevisionSpec, mod ModuleInfo) {
 	switch {
 	case mod.Component && r.ABI != vocab.ABIWASIHTTP:
 		p.Add(f+".abi", `the artifact is a WebAssembly component; declare abi = "wasi-http"`)
 	case !mod.Component && r.ABI == vocab.ABIWASIHTTP:
 		p.Add(f+".abi", `abi = "wasi-http" needs a WASI 0.2 component (of the wasi:http proxy world); the artifact is a core module`)
-	case mod.Component && r.Instance == vocab.InstanceReuse:
-		p.Add(f+".instance", `a wasi-http component runs in instance mode "fresh" or "snapshot"`)
 	case mod.Component && r.Init != "":
 		p.Add(f+".init", "a wasi-http component has no init function")
 	}

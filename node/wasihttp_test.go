@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/hostilewasm"
 	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testwasm"
 )
 
 // TestInvoke_wasiHTTP: wasi-http components of testdata/components answer
@@ -126,9 +127,9 @@ func (tn *testNode) tryDeployComponent(t *testing.T, service string, artifact []
 // TestInvoke_wasiHTTPSnapshot: a component in snapshot mode starts every
 // activation from the state after its initialisation (counter.wasm counts
 // in its memory: 1 every time, as fresh, where a kept memory would count
-// on) on a restored instance; reuse mode is refused at deploy, and so is a
-// snapshot of a component whose initialisation keeps a resource handle
-// (keeps.wasm), which runs fresh.
+// on) on a restored instance; a snapshot of a component whose
+// initialisation keeps a resource handle (keeps.wasm) is refused at
+// deploy, and it runs fresh.
 func TestInvoke_wasiHTTPSnapshot(t *testing.T) {
 	tn := startNode(t)
 	read := func(name string) []byte {
@@ -153,17 +154,13 @@ func TestInvoke_wasiHTTPSnapshot(t *testing.T) {
 	if got := tn.metric(t, `latent_instance_activations_total{mode="snapshot",path="restored"}`); got < 3 {
 		t.Fatalf("%v snapshot activations on a restored instance, want 3 (each but the first)", got)
 	}
-	err := tn.tryDeployComponent(t, "counter-reuse", counter, map[string]any{"instance": "reuse"})
-	if err == nil || !strings.Contains(err.Error(), `runs in instance mode "fresh" or "snapshot"`) {
-		t.Fatalf("reuse: %v", err)
-	}
 	if err := tn.tryDeployComponent(t, "keeps", keeps, nil); err != nil {
 		t.Fatal(err)
 	}
 	if resp, body := tn.do(t, "GET", "/v1/invoke/demo/keeps/run/k", tn.key, nil, nil); resp.StatusCode != 200 || string(body) != "hello /k\n" {
 		t.Fatalf("keeps, fresh: %d %q", resp.StatusCode, body)
 	}
-	err = tn.tryDeployComponent(t, "keeps-snapshot", keeps, map[string]any{"instance": "snapshot"})
+	err := tn.tryDeployComponent(t, "keeps-snapshot", keeps, map[string]any{"instance": "snapshot"})
 	if err == nil || !strings.Contains(err.Error(), "keeps 1 resource handles") {
 		resp, body := tn.do(t, "GET", "/v1/invoke/demo/keeps-snapshot/run/k", tn.key, nil, nil)
 		t.Fatalf("keeps, snapshot: %v; %d %s", err, resp.StatusCode, body)
@@ -422,5 +419,38 @@ func TestInvoke_wasiHTTPOutbound(t *testing.T) {
 	if resp, body := tn.do(t, "GET", "/v1/invoke/demo/closed/run/fetch?url=http://"+back+"/", tn.key, nil, nil); resp.StatusCode != 502 ||
 		string(body) != "HTTP-request-denied\n" {
 		t.Fatalf("no list: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestInvoke_wasiHTTPReuse: a reused component keeps its memory between
+// activations (counter.wasm counts on) and the handles of its standard
+// streams (the Rust handler's adapter caches its stderr stream: each 404,
+// logged with eprintln!, works on the same instance), and nothing else
+// of a request: after every activation the instance holds only those.
+func TestInvoke_wasiHTTPReuse(t *testing.T) {
+	tn := startNode(t)
+	if err := tn.tryDeployComponent(t, "counter", testwasm.Component(t, "counter"), map[string]any{"instance": "reuse"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		resp, body := tn.do(t, "GET", "/v1/invoke/demo/counter/run/", tn.key, nil, nil)
+		if want := fmt.Sprintf("count %d\n", i); resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("call %d: %d %q, want %q", i, resp.StatusCode, body, want)
+		}
+	}
+	if err := tn.tryDeployComponent(t, "rust", testwasm.Component(t, "adapted"), map[string]any{"instance": "reuse",
+		"ceiling": map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if resp, body := tn.do(t, "GET", "/v1/invoke/demo/rust/run/nope", tn.key, nil, nil); resp.StatusCode != 404 || string(body) != "no route /nope\n" {
+			t.Fatalf("call %d: %d %q", i, resp.StatusCode, body)
+		}
+		if resp, body := tn.do(t, "GET", "/v1/invoke/demo/rust/run/?i=1", tn.key, nil, nil); resp.StatusCode != 200 || string(body) != "hello from Rust: GET /?i=1\n" {
+			t.Fatalf("call %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if got := tn.metric(t, `latent_instance_activations_total{mode="reuse",path="reused"}`); got < 8 {
+		t.Fatalf("%v activations on a reused instance, want at least 8", got)
 	}
 }

@@ -37,8 +37,9 @@ type httpGuest interface {
 }
 
 // httpGuestFor is the HTTP guest of an activation with obligations ob and
-// input in, bound to b (nil for a stdio revision).
-func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding) httpGuest {
+// input in, bound to b (nil for a stdio revision); inst is the kept state
+// of the reused instance it runs on, or nil.
+func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding, inst *wasihttp.Instance) httpGuest {
 	switch ob.ABI {
 	case vocab.ABIWAGI:
 		return wagiGuest{}
@@ -56,6 +57,9 @@ func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding) ht
 				defer cancel()
 				return r.outbound.Do(ctx, ob.Outbound, req, r.cfg.MaxOutputBytes)
 			}
+		}
+		if inst != nil {
+			return &wasiHTTPGuest{st: wasihttp.NewActivationOn(inst, *req, (*httpEnv)(b), lim)}
 		}
 		return &wasiHTTPGuest{st: wasihttp.NewActivation(*req, (*httpEnv)(b), lim)}
 	}

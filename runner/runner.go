@@ -458,13 +458,13 @@ func (r *Runner) RunWith(ctx context.Context, exec *admission.ExecutionPermit, c
 	}
 	a = r.newActivation(ctx, exec, in, pm, start, budget.CPUFuel-instFuel)
 	if ob.Instance != vocab.InstanceFresh {
-		return r.warm.runWarm(ctx, pm, ob, a, func(b *binding) httpGuest { return r.httpGuestFor(ob, in, b) })
+		return r.warm.runWarm(ctx, pm, ob, a, func(b *binding, inst *wasihttp.Instance) httpGuest { return r.httpGuestFor(ob, in, b, inst) })
 	}
 	runCtx := a.ctx
 	callCtx := cell.WithMemory(runCtx, budget.MemoryBytes)
 
 	b := r.bindings.bind(a)
-	guest := r.httpGuestFor(ob, in, b)
+	guest := r.httpGuestFor(ob, in, b, nil)
 	mod, err := r.rt.InstantiateModule(callCtx, pm.compiled, b.cfg)
 	instantiated := err == nil
 	if err != nil {

@@ -127,6 +127,7 @@ type warmInstance struct {
 	reserved uint64        // mem's address space (reservation): the largest grant it can serve
 	mod      api.Module
 	b        *binding
+	http     *wasihttp.Instance  // a reused component's kept handles; nil otherwise
 	globals  []api.MutableGlobal // m.globals
 	fuel     api.MutableGlobal
 	stack    api.MutableGlobal // fuel.StackExport
@@ -764,9 +765,11 @@ func (w *warmInstance) restore() error {
 
 // runWarm is RunWith for a snapshot or reuse revision, from the point where
 // the activation a is set up; guestFor makes the HTTP guest of an HTTP
-// revision once the instance's binding is known (nil for stdio), and the
-// outcome carries its answer.
-func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation, guestFor func(*binding) httpGuest) Outcome {
+// revision once the instance's binding (and for a reused component its
+// kept handles) is known, nil for stdio, and the outcome carries its
+// answer.
+func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligations, a *activation,
+	guestFor func(*binding, *wasihttp.Instance) httpGuest) Outcome {
 	k := warmKey{ob.Tenant, ob.Revision}
 	var s *snapshot
 	if ob.Instance == vocab.InstanceSnapshot {
@@ -809,7 +812,10 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 				a.grant, linear, a.tableBytes)}
 	}
 	w.fuel.Set(0)
-	guest := guestFor(w.b)
+	if m.info.Component && s == nil && w.http == nil {
+		w.http = wasihttp.NewInstance(wasihttp.Limits{}) // a reused component keeps its handles
+	}
+	guest := guestFor(w.b, w.http)
 	// A new reuse instance is initialised by its first activation (which is
 	// charged for it, as a fresh one is); a snapshot instance never is.
 	var err error

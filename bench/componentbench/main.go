@@ -2,7 +2,7 @@
 // against the reference host, jco serve, on the same machine in the same
 // run: the JavaScript handler (examples/js, componentize-js) and the Rust
 // one (examples/rust/http.rs) in every instance mode a component has
-// (fresh, snapshot) on the node, and under jco serve with a fresh instance
+// (fresh, snapshot, reuse) on the node, and under jco serve with a fresh instance
 // per request (worker isolation) and with one shared instance. Each target
 // gets K closed-loop keep-alive clients asking GET / for a few seconds per
 // round; the targets take turns within a round, and the figures are
@@ -165,7 +165,7 @@ func run(ctx context.Context, o options) error {
 		{"js", "64MiB", "5000000000", "hello from JavaScript"},
 		{"rust", "16MiB", "1000000000", "hello from Rust"},
 	} {
-		modes := []string{"snapshot", "fresh"}
+		modes := []string{"snapshot", "reuse", "fresh"}
 		path, ok := components[c.name]
 		for _, mode := range modes {
 			targets = append(targets, &target{Name: c.name + "/node-" + mode, Server: "latent-node", Component: c.name, Mode: mode,
@@ -182,7 +182,7 @@ func run(ctx context.Context, o options) error {
 		if err := deploy(ctx, n.URL, key, c.name, path, c.memory, c.fuel, modes); err != nil {
 			return errors.Wrapf(err, "%s", n.Stderr())
 		}
-		fmt.Printf("deployed %s (%s, fresh and snapshot) in %.1f s\n", c.name, filepath.Base(path), time.Since(began).Seconds())
+		fmt.Printf("deployed %s (%s, in each instance mode) in %.1f s\n", c.name, filepath.Base(path), time.Since(began).Seconds())
 	}
 	jco, jcoErr := jcoPath()
 	for _, t := range targets {
@@ -527,9 +527,19 @@ func summary(ts []*target) map[string]any {
 	ratio("js_node_snapshot_vs_jco_shared", "js/node-snapshot", "js/jco-shared")
 	ratio("js_node_fresh_vs_jco_isolated", "js/node-fresh", "js/jco-isolated")
 	ratio("rust_node_fresh_vs_jco_isolated", "rust/node-fresh", "rust/jco-isolated")
+	ratio("js_node_reuse_vs_jco_shared", "js/node-reuse", "js/jco-shared")
+	ratio("rust_node_reuse_vs_jco_shared", "rust/node-reuse", "rust/jco-shared")
 	if t := by["js/node-snapshot"]; t != nil && t.Failed == "" {
 		s["bar_js_snapshot_500_rps"] = t.Median.RPS >= 500
 		s["bar_js_snapshot_exec_p50_3ms"] = t.Median.ExecP50Ms <= 3
+	}
+	for _, c := range []string{"js", "rust"} {
+		reuse, shared := by[c+"/node-reuse"], by[c+"/jco-shared"]
+		if reuse != nil && reuse.Failed == "" && shared != nil {
+			// jco serve's shared instance as the bar; one that cannot
+			// serve the handler twice sets none the node could miss.
+			s["bar_"+c+"_reuse_vs_jco_shared"] = shared.Failed != "" || reuse.Median.RPS >= shared.Median.RPS
+		}
 	}
 	if t := by["rust/node-fresh"]; t != nil && t.Failed == "" {
 		s["bar_rust_fresh_2000_rps"] = t.Median.RPS >= 2000

@@ -102,8 +102,30 @@ type Activation struct {
 	setErr   error
 	response *outResponse
 	closed   bool
-	calls    []Call // the outgoing requests, in order
+	calls    []Call    // the outgoing requests, in order
+	inst     *Instance // the reused instance whose table this is, or nil
 }
+
+// Instance is what a reused instance keeps between its activations: the
+// handle table, so that handles its memory holds (an adapter caches its
+// stdout and stderr streams) stay valid. At the end of each activation
+// every handle but those of the standard streams is dropped: nothing of
+// one request reaches the next.
+type Instance struct {
+	table *canon.Table
+}
+
+// NewInstance is the kept state of a new reused instance, its table
+// bounded by lim.MaxHandles (default DefaultMaxHandles).
+func NewInstance(lim Limits) *Instance {
+	if lim.MaxHandles <= 0 {
+		lim.MaxHandles = DefaultMaxHandles
+	}
+	return &Instance{table: canon.NewTable(lim.MaxHandles)}
+}
+
+// Live is how many handles the instance keeps.
+func (in *Instance) Live() int { return in.table.Len() }
 
 // NewActivation is the state of an activation serving req.
 func NewActivation(req Request, env Env, lim Limits) *Activation {
@@ -117,6 +139,13 @@ func NewActivation(req Request, env Env, lim Limits) *Activation {
 		lim.MaxHostBytes = DefaultMaxHostBytes
 	}
 	return &Activation{env: env, lim: lim, req: req, table: canon.NewTable(lim.MaxHandles), budget: lim.MaxHostBytes}
+}
+
+// NewActivationOn is NewActivation on a reused instance's kept state.
+func NewActivationOn(in *Instance, req Request, env Env, lim Limits) *Activation {
+	a := NewActivation(req, env, lim)
+	a.table, a.inst = in.table, in
+	return a
 }
 
 type activationKey struct{}
@@ -185,6 +214,18 @@ func (a *Activation) Close() {
 		return
 	}
 	a.closed = true
+	if a.inst != nil {
+		// Only the standard streams outlive the activation.
+		a.inst.table.Retain(func(_ uint32, rep any) bool {
+			switch r := rep.(type) {
+			case *outputStream:
+				return r.body == nil
+			case *inputStream:
+				return r.stdin
+			}
+			return false
+		})
+	}
 	a.table = canon.NewTable(0)
 	a.mod, a.ctx = nil, nil
 	a.reallocs = [component.MaxReallocs]api.Function{}

@@ -91,7 +91,7 @@ func defineCLI() {
 		panic(sys.NewExitError(uint32(args[0].(uint64))))
 	})
 	def(modStdin, "get-stdin", nil, ts(own(resInputStream)), func(a *Activation, _ []any) []any {
-		return one(a.add(resInputStream, &inputStream{}))
+		return one(a.add(resInputStream, &inputStream{stdin: true}))
 	})
 	for _, m := range []string{modStdout, modStderr} {
 		name := "get-stdout"

@@ -20,8 +20,9 @@ func (p *pollable) ready(a *Activation) bool { return p.until == 0 || a.env.Mono
 
 // inputStream reads data: the request body, or an empty stdin.
 type inputStream struct {
-	data []byte
-	pos  int
+	data  []byte
+	pos   int
+	stdin bool // wasi:cli/stdin's, which a reused instance keeps
 }
 
 // outputStream writes the response body (body) or stdout and stderr

@@ -93,6 +93,18 @@ func (t *Table) Unlend(h uint32) {
 // Len is the number of live handles.
 func (t *Table) Len() int { return t.live }
 
+// Retain removes every live entry keep refuses (loans included: the
+// caller knows no call is in progress).
+func (t *Table) Retain(keep func(resource uint32, rep any) bool) {
+	for i := 1; i < len(t.entries); i++ {
+		if e := &t.entries[i]; e.used && !keep(e.resource, e.rep) {
+			*e = entry{}
+			t.free = append(t.free, uint32(i))
+			t.live--
+		}
+	}
+}
+
 // Each calls f for every live entry.
 func (t *Table) Each(f func(h, resource uint32, rep any)) {
 	for i := 1; i < len(t.entries); i++ {
