@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeManifest$$' -fuzztime=$(FUZZTIME) ./vocab/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRecord$$' -fuzztime=$(FUZZTIME) ./catalog/
 	$(GO) test -run='^$$' -fuzz='^FuzzValidateName$$' -fuzztime=$(FUZZTIME) ./vocab/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseOutboundHost$$' -fuzztime=$(FUZZTIME) ./vocab/
 	$(GO) test -run='^$$' -fuzz='^FuzzRestore$$' -fuzztime=$(FUZZTIME) ./catalog/backup/
 	$(GO) test -run='^$$' -fuzz='^FuzzInstrument$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/
 	$(GO) test -run='^$$' -fuzz='^FuzzGenerated$$' -fuzztime=$(FUZZTIME) ./runner/internal/fuel/

@@ -144,3 +144,34 @@ func TestDecodeManifest_outbound(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseOutboundHost: an entry a tenant writes never panics the
+// parser, and one it accepts has a canonical form that parses to the same
+// entry and matches what the entry matches.
+func FuzzParseOutboundHost(f *testing.F) {
+	for _, s := range []string{"https://api.example.com", "https://*.example.com:443", "http://10.0.0.5:8080",
+		"http://[::1]:8080", "*://example.com:*", "https://*", "ftp://x", "https://[::1", "https://a:0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseOutboundHost(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseOutboundHost(h.String())
+		if err != nil || again != h {
+			t.Fatalf("%q → %q → %+v, %v; want %+v", s, h.String(), again, err, h)
+		}
+		for _, scheme := range []string{"http", "https"} {
+			for _, port := range []int{80, 443, 8080} {
+				host := strings.TrimPrefix(h.Host, "*.")
+				if h.Addr.IsValid() {
+					host = h.Addr.String()
+				}
+				if h.Matches(scheme, host, port) != again.Matches(scheme, host, port) {
+					t.Fatalf("%q and its canonical form disagree on %s://%s:%d", s, scheme, host, port)
+				}
+			}
+		}
+	})
+}
