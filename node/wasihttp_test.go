@@ -420,6 +420,9 @@ func TestInvoke_wasiHTTPOutbound(t *testing.T) {
 		string(body) != "HTTP-request-denied\n" {
 		t.Fatalf("no list: %d %q", resp.StatusCode, body)
 	}
+	if got := tn.metric(t, `latent_outbound_requests_total{result="denied"}`); got != 4 {
+		t.Fatalf("%v denied after the unlisted revision's request, want 4: a request denied without a list is counted too", got)
+	}
 }
 
 // TestInvoke_wasiHTTPReuse: a reused component keeps its memory between

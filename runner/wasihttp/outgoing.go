@@ -16,8 +16,8 @@ import (
 	"github.com/latent-node/latent-node/runner/internal/outbound"
 )
 
-// MaxCalls is how many outgoing requests one activation may send; the
-// next are denied.
+// MaxCalls is how many outgoing requests one activation may make (sent
+// or denied); the next are denied and not recorded.
 const MaxCalls = 16
 
 // Call is one outgoing request of an activation, for its log line, metric
@@ -71,6 +71,12 @@ func defineOutgoing() {
 				take[*[3]canon.Case](a, o.Value, resRequestOptions) // the deadline is the activation's
 			}
 			if a.lim.Outbound == nil || len(a.calls) >= MaxCalls {
+				// Denied without being sent; recorded (up to MaxCalls) like
+				// any other.
+				if len(a.calls) < MaxCalls {
+					a.calls = append(a.calls, Call{Method: methodName(r.method), URL: schemeName(r.scheme) + "://" + optString(r.authority) + optString(r.path),
+						Began: time.Now(), Err: errorCodeName(errorCodeHTTPRequestDenied)})
+				}
 				return one(fail(canon.Case{Index: errorCodeHTTPRequestDenied}))
 			}
 			return one(ok(a.add(resFutureIncomingResponse, &futureResponse{req: r})))
@@ -156,6 +162,12 @@ func (a *Activation) send(f *futureResponse) {
 	f.resp = &incomingResponse{status: resp.Status, headers: h, body: resp.Body}
 	call.Status, call.BytesIn = resp.Status, len(resp.Body)
 	a.calls = append(a.calls, call)
+}
+
+// optString is an option<string>'s string, "" for none.
+func optString(c canon.Case) string {
+	s, _ := c.Value.(string)
+	return s
 }
 
 // methodName is the method's token.
