@@ -9,14 +9,17 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/loadsource"
 	"github.com/latent-node/latent-node/node"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // startDemoNode serves the demo configuration (demo/hello deployed) in
@@ -197,5 +200,60 @@ func TestDeploy_manifestSyntaxPosition(t *testing.T) {
 			runCLI("", "deploy", "--node", "http://127.0.0.1:1", "--key", "lk_x", path).want(t, 1, nil,
 				[]string{strings.ReplaceAll(tc.want, "PATH", regexp.QuoteMeta(path))})
 		})
+	}
+}
+
+// signalWriter records what is written and closes seen once a write
+// contains want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+// TestDeployReporting: a deploy the node takes long to answer (a large
+// module compiling) says so on stderr while it waits, and once answered;
+// a quick one says nothing.
+func TestDeployReporting(t *testing.T) {
+	// The node answers the slow deploy once the CLI reported it waits.
+	w := &signalWriter{want: "compiling and preparing demo/slow", seen: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/slow") {
+			select {
+			case <-w.seen:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		_, _ = rw.Write([]byte(`{"tenant":"demo","service":"svc","release":"rel1-x","generation":1,"revisions":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, "k", client.WithRetry(client.RetryPolicy{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := deployReporting(c, vocab.Manifest{Tenant: "demo", Service: "slow"}, w, time.Millisecond)
+	if err != nil || d.Release != "rel1-x" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if out := w.buf.String(); !strings.Contains(out, "deploy: answered after") {
+		t.Fatalf("stderr %q", out)
+	}
+	quick := &signalWriter{seen: make(chan struct{})}
+	if _, err := deployReporting(c, vocab.Manifest{Tenant: "demo", Service: "svc"}, quick, time.Hour); err != nil || quick.buf.Len() != 0 {
+		t.Fatalf("a quick deploy: %v, stderr %q", err, quick.buf.String())
 	}
 }

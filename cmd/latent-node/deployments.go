@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/client"
+	"github.com/latent-node/latent-node/vocab"
 )
 
 // keyEnv is the environment variable the client commands read the API key
@@ -289,4 +290,40 @@ func serviceCommand(name string, args []string, stderr io.Writer) (c *client.Cli
 		return nil, "", "", 2, false
 	}
 	return c, tenant, service, 0, true
+}
+
+// deployProgressEvery is how often deploy says it is still waiting.
+const deployProgressEvery = 3 * time.Second
+
+// deployReporting is c.Deploy of m, saying on stderr every interval that
+// the node is still compiling and preparing the release: a large module
+// (a JavaScript engine compiles for 10 s and more on two cores) then does
+// not look hung. The request runs on a goroutine this function waits for.
+func deployReporting(c *client.Client, m vocab.Manifest, stderr io.Writer, every time.Duration) (*client.Deployment, error) {
+	type result struct {
+		d   *client.Deployment
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := c.Deploy(context.Background(), string(m.Tenant), string(m.Service), m)
+		done <- result{d, err}
+	}()
+	start := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	waited := false
+	for {
+		select {
+		case r := <-done:
+			if waited {
+				fmt.Fprintf(stderr, "deploy: answered after %.0f s\n", time.Since(start).Seconds())
+			}
+			return r.d, r.err
+		case <-tick.C:
+			waited = true
+			fmt.Fprintf(stderr, "deploy: the node is compiling and preparing %s/%s (%d revisions), %.0f s so far\n",
+				m.Tenant, m.Service, len(m.Revisions), time.Since(start).Seconds())
+		}
+	}
 }

@@ -409,7 +409,7 @@ func deploy(args []string, stdout, stderr io.Writer) int {
 		printError(stderr, err) // an upload refused for its key says so
 		return 1
 	}
-	d, err := c.Deploy(context.Background(), string(m.Tenant), string(m.Service), m)
+	d, err := deployReporting(c, m, stderr, deployProgressEvery)
 	if err != nil {
 		printError(stderr, err)
 		return 1
