@@ -49,13 +49,15 @@ func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding, in
 			req = &wasihttp.Request{Method: "POST", PathWithQuery: "/", Scheme: "http", Authority: "localhost", Body: in.Body}
 		}
 		lim := wasihttp.Limits{MaxBodyBytes: r.cfg.MaxOutputBytes}
-		if len(ob.Outbound) > 0 {
+		if hosts := ob.Outbound; len(hosts) > 0 {
 			// Within the activation's deadline and its caller's lifetime;
 			// the answer's body is bounded like the guest's own output.
+			// (The closure takes the list, not ob: capturing ob would move
+			// it to the heap on every activation, stdio ones too.)
 			lim.Outbound = func(req *outbound.Request) (*outbound.Response, error) {
 				ctx, cancel := context.WithDeadline(b.a.ctx, b.a.deadline)
 				defer cancel()
-				return r.outbound.Do(ctx, ob.Outbound, req, r.cfg.MaxOutputBytes)
+				return r.outbound.Do(ctx, hosts, req, r.cfg.MaxOutputBytes)
 			}
 		}
 		if inst != nil {
