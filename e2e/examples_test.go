@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -135,10 +136,7 @@ func TestExamples(t *testing.T) {
 					t.Fatalf("build.sh did not write the manifest's module: %v", err)
 				}
 			}
-			out, err := exec.Command(binary(t), "deploy", "--node", n.url, "--key", key, release).CombinedOutput()
-			if err != nil || !strings.HasPrefix(string(out), "release ") {
-				t.Fatalf("deploy %s: %v\n%s", release, err, out)
-			}
+			deployCLI(t, n.url, key, release)
 			if ex.randomFuel != "" {
 				deployDeterministic(t, n, key, release, ex)
 			}
@@ -205,4 +203,18 @@ func buildExample(sh, lang, dir string) error {
 		return errors.Wrapf(err, "examples/build.sh %s: %s", lang, out)
 	}
 	return nil
+}
+
+// deployCLI runs the binary's deploy of manifest into the node at url and
+// returns its stdout (the release and revisions); its stderr (progress
+// while the node compiles) is shown only when the deploy fails.
+func deployCLI(t *testing.T, url, key, manifest string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(binary(t), "deploy", "--node", url, "--key", key, manifest)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || !strings.HasPrefix(stdout.String(), "release ") {
+		t.Fatalf("deploy %s: %v\n%s%s", manifest, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -165,10 +164,7 @@ func deployDeterministic(t *testing.T, n *node, key, release string, ex example)
 	if err := os.WriteFile(copyPath, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(binary(t), "deploy", "--node", n.url, "--key", key, copyPath).CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "release ") {
-		t.Fatalf("deploy %s: %v\n%s", copyPath, err, out)
-	}
+	deployCLI(t, n.url, key, copyPath)
 }
 
 // execMillis is the exec entry of an answer's Server-Timing.

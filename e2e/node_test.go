@@ -379,10 +379,7 @@ targets = [{ revision = "v2", weight = 1 }]
 	}
 
 	n1 := &node{proc: serve(t, cfg, nil), keys: k}
-	out, err := exec.Command(binary(t), "deploy", "--node", n1.url, "--key", k["alice"], release).CombinedOutput()
-	if err != nil {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
+	out := deployCLI(t, n1.url, k["alice"], release)
 	m := regexp.MustCompile(`(?m)^release (\S+) generation (\d+)\n  v1 (\S+)\n  v2 (\S+)$`).FindStringSubmatch(strings.TrimSpace(string(out)))
 	if m == nil {
 		t.Fatalf("deploy printed %q", out)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -164,10 +163,7 @@ func TestWAGI_publicModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := exec.Command(binary(t), "deploy", "--node", n.url, "--key", key, filepath.Join(dir, "manifest.toml")).CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "release ") {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
+	deployCLI(t, n.url, key, filepath.Join(dir, "manifest.toml"))
 	env := func(lines ...string) []string { return lines }
 	for _, c := range []wagiCase{
 		{name: "GET with a suffix, a query and a header", method: "GET", path: "web/some/where?x=1&y=two",

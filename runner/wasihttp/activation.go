@@ -59,7 +59,7 @@ type Limits struct {
 	MaxHandles     int   // live handles (default 4096)
 	MaxFieldsBytes int   // names and values of one fields resource (default 64 KiB, and at most 1024 entries)
 	MaxBodyBytes   int   // the response body (required)
-	MaxHostBytes   int64 // what lifting the guest's values may allocate in all (default 16 MiB)
+	MaxHostBytes   int64 // what lifting the guest's values and the bodies the host keeps may take in all, beyond MaxBodyBytes (default 16 MiB)
 	// Outbound sends an outgoing request (the runner's, within the
 	// revision's allowed hosts and the activation's deadline); nil denies
 	// every one with HTTP-request-denied.
@@ -103,6 +103,7 @@ type Activation struct {
 	response *outResponse
 	closed   bool
 	calls    []Call    // the outgoing requests, in order
+	futures  int       // outgoing requests handed a future (at most MaxCalls)
 	inst     *Instance // the reused instance whose table this is, or nil
 }
 
@@ -138,7 +139,10 @@ func NewActivation(req Request, env Env, lim Limits) *Activation {
 	if lim.MaxHostBytes <= 0 {
 		lim.MaxHostBytes = DefaultMaxHostBytes
 	}
-	return &Activation{env: env, lim: lim, req: req, table: canon.NewTable(lim.MaxHandles), budget: lim.MaxHostBytes}
+	// The budget covers what lifting allocates and every body the host
+	// keeps (the response's, outgoing requests', outbound responses'): the
+	// lifting allowance plus room for one whole response.
+	return &Activation{env: env, lim: lim, req: req, table: canon.NewTable(lim.MaxHandles), budget: lim.MaxHostBytes + int64(lim.MaxBodyBytes)}
 }
 
 // NewActivationOn is NewActivation on a reused instance's kept state.

@@ -34,11 +34,15 @@ type outputStream struct {
 // maxWrite is what check-write allows at a time.
 const maxWrite = 64 << 10
 
-// refund gives back to the lifting budget the bytes of a lifted list the
-// host no longer holds (write copies them into the body or the log): the
-// budget bounds what the host keeps of the guest's values, not what
-// passes through.
-func (a *Activation) refund(b []byte) { a.budget += int64(len(b)) }
+// refund gives back to the budget the bytes of a lifted list written to
+// the log (which keeps only its tail): the budget bounds what the host
+// keeps of the guest's values, not what passes through. Bytes written to
+// a body stay counted: the host keeps them.
+func (a *Activation) refund(s *outputStream, b []byte) {
+	if s.body == nil {
+		a.budget += int64(len(b))
+	}
+}
 
 // chargeBytes charges the host's work on n bytes.
 func (a *Activation) chargeBytes(n int) { a.env.Charge(uint64(n) >> 6) }
@@ -136,18 +140,19 @@ func defineIO() {
 			trap("output-stream.write of %d bytes, more than check-write allowed (%d)", len(b), maxWrite)
 		}
 		s.write(a, b)
-		a.refund(b)
+		a.refund(s, b)
 		return one(ok(nil))
 	})
 	// blocking-write-and-flush is specified as a loop of check-write and
 	// write on contents of "up to 4096 bytes"; wasmtime and jco trap on
 	// more. The node takes any length, as the loop would: handlers that
 	// hand it a whole response work here. The list was lifted within the
-	// activation's budget, and the output limit bounds what is kept.
+	// activation's budget, which what a body keeps stays counted in.
 	def(modStreams, "[method]output-stream.blocking-write-and-flush", ts(os, tBytes), ts(tWriteResult), func(a *Activation, args []any) []any {
 		b := args[1].([]byte)
-		get[*outputStream](a, args[0], resOutputStream).write(a, b)
-		a.refund(b)
+		s := get[*outputStream](a, args[0], resOutputStream)
+		s.write(a, b)
+		a.refund(s, b)
 		return one(ok(nil))
 	})
 	flush := func(a *Activation, args []any) []any {

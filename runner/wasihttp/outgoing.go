@@ -70,7 +70,7 @@ func defineOutgoing() {
 			if o := args[1].(canon.Case); o.Index == 1 {
 				take[*[3]canon.Case](a, o.Value, resRequestOptions) // the deadline is the activation's
 			}
-			if a.lim.Outbound == nil || len(a.calls) >= MaxCalls {
+			if a.lim.Outbound == nil || a.futures >= MaxCalls {
 				// Denied without being sent; recorded (up to MaxCalls) like
 				// any other.
 				if len(a.calls) < MaxCalls {
@@ -79,6 +79,7 @@ func defineOutgoing() {
 				}
 				return one(fail(canon.Case{Index: errorCodeHTTPRequestDenied}))
 			}
+			a.futures++
 			return one(ok(a.add(resFutureIncomingResponse, &futureResponse{req: r})))
 		})
 
@@ -151,6 +152,14 @@ func (a *Activation) send(f *futureResponse) {
 		return
 	}
 	a.chargeBytes(len(resp.Body))
+	if int64(len(resp.Body)) > a.budget {
+		// Every body the host keeps comes out of the activation's budget.
+		f.code = canon.Case{Index: errorCodeResponseBodySize, Value: none}
+		call.Err = errorCodeName(errorCodeResponseBodySize)
+		a.calls = append(a.calls, call)
+		return
+	}
+	a.budget -= int64(len(resp.Body))
 	h := &fields{immutable: true}
 	for _, kv := range resp.Header {
 		if forbidden[kv[0]] || !httpabi.ValidToken(kv[0]) || !validValue([]byte(kv[1])) || h.bytes+len(kv[0])+len(kv[1]) > a.lim.MaxFieldsBytes || len(h.entries) >= maxFieldsEntries {

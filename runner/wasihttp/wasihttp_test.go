@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/latent-node/latent-node/runner/internal/canon"
+	"github.com/latent-node/latent-node/runner/internal/outbound"
 )
 
 // TestProvides: every 0.2.x release of an interface the host has links
@@ -222,7 +223,8 @@ func hostFunc(t *testing.T, module, name string) func(a *Activation, args []any)
 // TestOutputStream_writes: write keeps to what check-write allowed;
 // blocking-write-and-flush takes contents of any length (Rust handlers
 // pass a whole response), bounded by the output limit; both charge fuel
-// for the bytes and give the lifted copy back to the budget.
+// for the bytes; what a body keeps stays counted in the budget, what the
+// log takes is given back.
 func TestOutputStream_writes(t *testing.T) {
 	write := hostFunc(t, modStreams, "[method]output-stream.write")
 	blocking := hostFunc(t, modStreams, "[method]output-stream.blocking-write-and-flush")
@@ -237,12 +239,18 @@ func TestOutputStream_writes(t *testing.T) {
 		{"write past check-write", write, maxWrite + 1, 1 << 20, canon.ErrTrap},
 		{"blocking write of a whole response", blocking, 3*maxWrite + 17, 1 << 20, nil},
 		{"blocking write past the output limit", blocking, 1<<20 + 1, 1 << 20, ErrOutputExceeded},
+		{"blocking write to the log", blocking, 3*maxWrite + 17, -1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := &countEnv{}
 			a := NewActivation(Request{}, env, Limits{})
 			resp := &outResponse{limit: tc.limit}
-			h := a.add(resOutputStream, &outputStream{body: &outgoingBody{resp: resp}})
+			stream := &outputStream{body: &outgoingBody{resp: resp}}
+			if tc.limit < 0 {
+				stream = &outputStream{} // stdout or stderr
+			}
+			h := a.add(resOutputStream, stream)
+			start := a.budget
 			var got error
 			func() {
 				defer func() {
@@ -259,14 +267,46 @@ func TestOutputStream_writes(t *testing.T) {
 				}
 				return
 			}
+			if tc.limit < 0 {
+				// The log keeps a tail: its bytes go back to the budget.
+				if got != nil || a.budget != start {
+					t.Fatalf("err %v, budget %d after a log write, want %d back", got, a.budget, start)
+				}
+				return
+			}
 			if got != nil || len(resp.body) != tc.n || env.charged == 0 {
 				t.Fatalf("err %v, %d bytes kept, %d charged", got, len(resp.body), env.charged)
 			}
-			// The lifted copy is given back: a handler may write far
-			// more than the lifting budget over its life.
-			if a.budget != DefaultMaxHostBytes {
-				t.Fatalf("budget %d after the write, want %d back", a.budget, DefaultMaxHostBytes)
+			// What a body keeps stays counted: many bodies cannot hold
+			// more than the budget.
+			if a.budget != start-int64(tc.n) {
+				t.Fatalf("budget %d after the write, want %d", a.budget, start-int64(tc.n))
 			}
 		})
+	}
+}
+
+// TestHandle_maxCalls: an activation gets at most MaxCalls futures, even
+// when it asks for them all before waiting for any; the next requests are
+// denied, and what is recorded stays bounded.
+func TestHandle_maxCalls(t *testing.T) {
+	handle := hostFunc(t, modOutgoing, "handle")
+	sent := 0
+	a := NewActivation(Request{}, &countEnv{}, Limits{MaxBodyBytes: 1 << 10, Outbound: func(*outbound.Request) (*outbound.Response, error) {
+		sent++
+		return &outbound.Response{Status: 200}, nil
+	}})
+	var got []*futureResponse
+	for range 3 * MaxCalls {
+		h := a.add(resOutgoingRequest, &outgoingRequest{headers: &fields{}})
+		if res := handle(a, []any{h, none})[0].(canon.Case); res.Index == 0 {
+			got = append(got, get[*futureResponse](a, res.Value, resFutureIncomingResponse))
+		}
+	}
+	for _, f := range got { // waited for only now
+		a.send(f)
+	}
+	if futures := len(got); futures != MaxCalls || sent != MaxCalls || len(a.Calls()) > 2*MaxCalls {
+		t.Fatalf("%d futures, %d sent, %d recorded; want %d, %d, at most %d", futures, sent, len(a.Calls()), MaxCalls, MaxCalls, 2*MaxCalls)
 	}
 }

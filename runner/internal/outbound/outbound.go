@@ -118,7 +118,15 @@ func (c *Client) WithLookup(lookup func(ctx context.Context, host string) ([]net
 	return c
 }
 
-type listKey struct{}
+// dialKey carries a request's list and deadline to the dialer: net/http
+// dials with the request context's values but without its deadline, so
+// the deadline travels as a value too and bounds the lookup and connect.
+type dialKey struct{}
+
+type dialLimits struct {
+	hosts    vocab.OutboundHosts
+	deadline time.Time // zero: none
+}
 
 // Do sends r if hosts allow it, within ctx (the activation's deadline),
 // and reads at most maxBody bytes of the answer's body.
@@ -137,7 +145,9 @@ func (c *Client) Do(ctx context.Context, hosts vocab.OutboundHosts, r *Request, 
 	if !strings.HasPrefix(path, "/") {
 		return nil, errors.Wrapf(ErrDenied, "path %q does not start with /", path)
 	}
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, listKey{}, hosts), r.Method,
+	lim := dialLimits{hosts: hosts}
+	lim.deadline, _ = ctx.Deadline()
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, dialKey{}, lim), r.Method,
 		r.Scheme+"://"+r.Authority+path, bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, errors.Wrapf(ErrDenied, "%v", err)
@@ -196,7 +206,13 @@ func splitAuthority(scheme, authority string) (string, int, error) {
 // dial connects to the first address of the request's host that the list
 // lets the guest reach; it is the only way the client connects.
 func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	hosts, _ := ctx.Value(listKey{}).(vocab.OutboundHosts)
+	lim, _ := ctx.Value(dialKey{}).(dialLimits)
+	hosts := lim.hosts
+	if !lim.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, lim.deadline)
+		defer cancel()
+	}
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, errors.Wrapf(ErrDenied, "%v", err)
@@ -209,7 +225,7 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return nil, errors.Wrapf(ErrDNS, "%s: %v", host, err)
 	}
 	var last error = errors.Wrapf(ErrDenied, "%s resolves only to addresses a guest may not reach", host)
-	d := net.Dialer{}
+	d := net.Dialer{Timeout: 10 * time.Second} // and the deadline, through ctx
 	for _, ip := range ips {
 		ip = ip.Unmap()
 		if !c.reachable(hosts, ip, port) {
@@ -228,6 +244,9 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 // port: never the node itself; a non-public address only when listed
 // literally.
 func (c *Client) reachable(hosts vocab.OutboundHosts, ip netip.Addr, port int) bool {
+	if ip.IsUnspecified() {
+		return false // a connect to 0.0.0.0 or :: reaches this host's loopback
+	}
 	for _, own := range *c.own.Load() {
 		if int(own.Port()) != port {
 			continue

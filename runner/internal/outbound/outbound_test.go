@@ -77,6 +77,8 @@ func TestDo(t *testing.T) {
 		{"the node's own port, listed", New([]netip.AddrPort{netip.MustParseAddrPort(authority)}), listed, authority, "/", 1 << 10, ErrDenied},
 		{"the node on every address", New([]netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port))}), listed, authority, "/", 1 << 10, ErrDenied},
 		{"a body past the bound", c, listed, authority, "/big", 1 << 10, ErrTooLarge},
+		{"0.0.0.0, listed (it is this host's loopback)", c, hostsOf(t, "http://0.0.0.0:*", "http://[::]:*"), "0.0.0.0:" + strconv.Itoa(port), "/", 1 << 10, ErrDenied},
+		{"::ffff:0.0.0.0, listed", c, hostsOf(t, "http://0.0.0.0:*"), "[::ffff:0.0.0.0]:" + strconv.Itoa(port), "/", 1 << 10, ErrDenied},
 		{"a scheme not allowed", c, listed, authority, "/", 1 << 10, ErrDenied},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +118,24 @@ func TestDo(t *testing.T) {
 	defer cancel()
 	if _, err := c.Do(dctx, listed, &Request{Method: "GET", Scheme: "http", Authority: authority, PathWithQuery: "/stall"}, 1<<10); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("stall: %v, want ErrTimeout", err)
+	}
+}
+
+// TestDo_dialDeadline: net/http dials without the request's deadline;
+// the client gives its lookup and connect the activation's deadline
+// anyway, so neither outlives the activation.
+func TestDo_dialDeadline(t *testing.T) {
+	var sawDeadline bool
+	c := New(nil).WithLookup(func(ctx context.Context, host string) ([]netip.Addr, error) {
+		_, sawDeadline = ctx.Deadline()
+		<-ctx.Done() // a resolver that never answers
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
+	defer cancel()
+	_, err := c.Do(ctx, hostsOf(t, "http://slow.test"), &Request{Method: "GET", Scheme: "http", Authority: "slow.test"}, 1<<10)
+	if err == nil || !sawDeadline {
+		t.Fatalf("err %v, the lookup saw a deadline: %v", err, sawDeadline)
 	}
 }
 
