@@ -37,6 +37,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/bench/internal/nodeproc"
+	"github.com/latent-node/latent-node/bench/internal/stats"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 )
@@ -382,7 +383,7 @@ func pct(ds []time.Duration, p float64) float64 {
 	return ms(s[min(len(s)-1, int(p*float64(len(s))))])
 }
 
-func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+var ms = stats.Ms // the benchmarks' shared one
 
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")

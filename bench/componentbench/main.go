@@ -41,6 +41,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/bench/internal/nodeproc"
+	"github.com/latent-node/latent-node/bench/internal/stats"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
@@ -464,29 +465,8 @@ func load(ctx context.Context, hc *http.Client, t *target, clients int, warmup, 
 	slices.Sort(lat)
 	slices.Sort(execs)
 	r.RPS = float64(len(lat)) / d.Seconds()
-	r.P50Ms, r.P99Ms, r.ExecP50Ms = ms(percentile(lat, 0.5)), ms(percentile(lat, 0.99)), ms(percentile(execs, 0.5))
+	r.P50Ms, r.P99Ms, r.ExecP50Ms = stats.Ms(stats.Percentile(lat, 0.5)), stats.Ms(stats.Percentile(lat, 0.99)), stats.Ms(stats.Percentile(execs, 0.5))
 	return r
-}
-
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func medianRound(rs []round) round {
@@ -495,7 +475,7 @@ func medianRound(rs []round) round {
 		for i, r := range rs {
 			xs[i] = f(r)
 		}
-		return median(xs)
+		return stats.Median(xs)
 	}
 	return round{RPS: col(func(r round) float64 { return r.RPS }), P50Ms: col(func(r round) float64 { return r.P50Ms }),
 		P99Ms: col(func(r round) float64 { return r.P99Ms }), ExecP50Ms: col(func(r round) float64 { return r.ExecP50Ms }),

@@ -9,13 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/errors"
+
+	"github.com/latent-node/latent-node/bench/internal/stats"
 )
 
 // newTransportClient returns a keep-alive client with room for conns idle
@@ -295,31 +296,12 @@ func runGroups(ctx context.Context, warmup, duration time.Duration, groups []gro
 	return out, cpu
 }
 
-// percentile returns the p-quantile (0..1) of sorted durations by the
-// nearest-rank method.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(sorted)) + 0.999999)
-	i = min(max(i, 1), len(sorted))
-	return sorted[i-1]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
-
-// median of xs (not modified).
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
+// The sample arithmetic is the benchmarks' shared one.
+var (
+	percentile = stats.Percentile
+	ms         = stats.Ms
+	median     = stats.Median
+)
 
 // invokeOnce sends one request and returns the Server-Timing exec duration.
 func invokeOnce(ctx context.Context, tg target) (exec time.Duration, err error) {

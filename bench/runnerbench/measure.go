@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/latent-node/latent-node/bench/internal/stats"
 )
 
 // op is one activation; it fails on a wrong outcome.
@@ -108,17 +110,8 @@ func (s *series) finish() {
 	s.samples = nil
 }
 
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
+// median is the benchmarks' shared one.
+var median = stats.Median
 
 // throughput is activations per second from Workers goroutines under
 // GOMAXPROCS, one figure per round.
