@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -330,21 +329,7 @@ func BenchmarkHTTP_invokeComponent(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run(mode, func(b *testing.B) {
-			hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-			b.ReportAllocs()
-			for b.Loop() {
-				req, _ := http.NewRequest("GET", sn.url+"/v1/invoke/demo/rust-"+mode+"/run/", nil)
-				req.Header.Set("Authorization", "Bearer "+sn.admin)
-				resp, err := hc.Do(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				if resp.StatusCode != 200 {
-					b.Fatalf("status %d", resp.StatusCode)
-				}
-			}
+			invokeLoop(b, "GET", sn.url+"/v1/invoke/demo/rust-"+mode+"/run/", sn.admin, nil, 200)
 		})
 	}
 }
