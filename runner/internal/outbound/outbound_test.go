@@ -125,15 +125,24 @@ func TestDo(t *testing.T) {
 // the client gives its lookup and connect the activation's deadline
 // anyway, so neither outlives the activation.
 func TestDo_dialDeadline(t *testing.T) {
-	var sawDeadline bool
+	// net/http's dial runs on its own goroutine, which may still be
+	// unwinding when Do returns: the lookup reports through a channel.
+	deadline := make(chan bool, 1)
 	c := New(nil).WithLookup(func(ctx context.Context, host string) ([]netip.Addr, error) {
-		_, sawDeadline = ctx.Deadline()
+		_, ok := ctx.Deadline()
+		deadline <- ok
 		<-ctx.Done() // a resolver that never answers
 		return nil, ctx.Err()
 	})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(50*time.Millisecond))
 	defer cancel()
 	_, err := c.Do(ctx, hostsOf(t, "http://slow.test"), &Request{Method: "GET", Scheme: "http", Authority: "slow.test"}, 1<<10)
+	var sawDeadline bool
+	select {
+	case sawDeadline = <-deadline:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lookup was never called")
+	}
 	if err == nil || !sawDeadline {
 		t.Fatalf("err %v, the lookup saw a deadline: %v", err, sawDeadline)
 	}
