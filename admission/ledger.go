@@ -264,6 +264,19 @@ func (p *LocalQuotaProvider) MaxPayloadBytes() uint64 {
 	return p.view.Load().policy.Limits.MaxPayloadBytes
 }
 
+// TenantMaxPayloadBytes is tenant t's payload ceiling under the current
+// policy: its own, within the node's (the node's for a tenant it does
+// not know, which admission refuses anyway). It bounds a body the node
+// streams to the guest instead of reading it before admission.
+func (p *LocalQuotaProvider) TenantMaxPayloadBytes(t vocab.TenantID) (limit uint64, tenantScope bool) {
+	v := p.view.Load()
+	node := v.policy.Limits.MaxPayloadBytes
+	if ts, ok := v.tenants[t]; ok && ts.limits.MaxPayloadBytes < node {
+		return ts.limits.MaxPayloadBytes, true
+	}
+	return node, false
+}
+
 // LeakedPermits counts permits reclaimed by the garbage-collection safety net
 // (dropped without Release or StartExecution). Each is a bug in the owner.
 func (p *LocalQuotaProvider) LeakedPermits() uint64 { return p.leaked.Load() }

@@ -327,6 +327,7 @@ type params struct {
 	BatchMaxQueued int
 	MaxWait        string // scheduler.max_wait
 	BetaLive       int    // tenants.beta max_live_activations
+	MaxPayload     string // node.limits and tenants.beta max_payload_bytes ("": 64KiB)
 	Hashes         map[string]string
 }
 
@@ -339,7 +340,8 @@ func defaults(t *testing.T) params {
 // queue classes, tiny and small cells, and an untrusted and a partner trust
 // class.
 func harnessConfig(p params) nodeconf.Config {
-	wide := nodeconf.Limits{MaxLiveActivations: 256, MaxQueued: 256, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: "16GiB"}
+	wide := nodeconf.Limits{MaxLiveActivations: 256, MaxQueued: 256, MaxReservedFuel: 1_000_000_000_000, MaxReservedMemory: "16GiB",
+		MaxPayloadBytes: p.MaxPayload}
 	partner := nodeconf.Limits{MaxLiveActivations: 16, MaxQueued: 16, MaxReservedFuel: 100_000_000_000, MaxReservedMemory: "1GiB"}
 	tinySmall := []string{"tiny", "small"}
 	user := func(subject, tenant string, roles ...string) nodeconf.Principal {
@@ -347,7 +349,8 @@ func harnessConfig(p params) nodeconf.Config {
 	}
 	acme := nodeconf.Limits{MaxLiveActivations: 200, MaxQueued: 200, MaxReservedFuel: 1_000_000_000_000,
 		MaxReservedMemory: "16GiB", MaxPayloadBytes: "32KiB", MaxPriority: 6}
-	beta := nodeconf.Limits{MaxLiveActivations: p.BetaLive, MaxQueued: 8, MaxReservedFuel: 100_000_000_000, MaxReservedMemory: "1GiB"}
+	beta := nodeconf.Limits{MaxLiveActivations: p.BetaLive, MaxQueued: 8, MaxReservedFuel: 100_000_000_000, MaxReservedMemory: "1GiB",
+		MaxPayloadBytes: p.MaxPayload}
 	return nodeconf.Config{
 		DataDir:       p.DataDir,
 		ShutdownGrace: p.Grace,

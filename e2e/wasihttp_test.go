@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -230,4 +232,80 @@ func TestWasiHTTP_components(t *testing.T) {
 			t.Fatalf("hello after beta's loop: %d %s", r.status, r.body)
 		}
 	})
+}
+
+// patterned is a reader of n bytes of a fixed pattern: a body neither side
+// of the test holds.
+type patterned struct{ n, off int64 }
+
+func (p *patterned) Read(b []byte) (int, error) {
+	if p.off >= p.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(b)), p.n-p.off)
+	for i := range k {
+		b[i] = byte((p.off + i) * 31 >> 3)
+	}
+	p.off += k
+	return int(k), nil
+}
+
+// TestWasiHTTP_streamed: on the real binary with max_payload_bytes at 64
+// MiB, a 64 MiB upload (declared, then chunked) is echoed byte for byte by
+// the Rust handler's /stream in a memory ceiling of 8 MiB, its activation
+// headers in trailers, while the node's resident memory grows by less than
+// 8 MiB: neither the body nor the answer is held.
+func TestWasiHTTP_streamed(t *testing.T) {
+	const payload = 64 << 20
+	n, _ := startNode(t, func(p *params) { p.MaxPayload = "64MiB" }, calm)
+	ceiling := map[string]any{"cpu_fuel": 2_000_000_000, "memory_bytes": "8MiB", "wall_time": "10s"}
+	if r := n.deployComponent(t, "bob", "beta", "stream", component(t, "adapted"), "wasi-http", ceiling); r.status != 200 {
+		t.Fatalf("deploy: %d %s", r.status, r.body)
+	}
+	echo := func(t *testing.T, size int64, chunked bool) {
+		t.Helper()
+		var body io.Reader = &patterned{n: size}
+		if chunked {
+			body = io.MultiReader(body) // a length net/http cannot see
+		}
+		req, _ := http.NewRequest("POST", n.url+"/v1/invoke/beta/stream/web/stream", body)
+		if !chunked {
+			req.ContentLength = size
+		}
+		req.Header.Set("Authorization", "Bearer "+n.keys["bob"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		got, want := sha256.New(), sha256.New()
+		m, err := io.Copy(got, resp.Body)
+		_, _ = io.Copy(want, &patterned{n: size})
+		if err != nil || resp.StatusCode != 200 || m != size || !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+			t.Fatalf("%d: %d bytes of %d, err %v", resp.StatusCode, m, size, err)
+		}
+		if resp.Trailer.Get("Latent-Outcome") != "success" {
+			t.Fatalf("trailers %v", resp.Trailer)
+		}
+	}
+	echo(t, 4<<20, false) // warm: the compiled module, the cell, the connection
+	rss := &rssSampler{pid: n.cmd.Process.Pid}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rss.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for _, chunked := range []bool{false, true} {
+		rss.resetWindow()
+		before, _, _ := procStatus(n.cmd.Process.Pid)
+		start := time.Now()
+		echo(t, payload, chunked)
+		took := time.Since(start)
+		peak := rss.windowMax()
+		grew := int64(peak) - int64(before)
+		t.Logf("64 MiB echoed (chunked %v) in %v; node RSS %.1f MiB before, peak %.1f MiB (+%.1f MiB)", chunked,
+			took.Round(time.Millisecond), float64(before)/(1<<20), float64(peak)/(1<<20), float64(grew)/(1<<20))
+		if grew >= 8<<20 {
+			t.Fatalf("the node's RSS grew by %.1f MiB while streaming, want less than 8 MiB", float64(grew)/(1<<20))
+		}
+	}
 }

@@ -96,6 +96,8 @@
 //     of a WAGI revision and its answer.
 //   - outbound.go: a wasi-http guest's outgoing requests: their log line,
 //     metric and trace span.
+//   - stream.go: which wasi-http bodies stream (front.BodySource,
+//     front.ResponseSink) and the answers to a streamed body's failure.
 //   - cluster.go: a node in a cluster: clusterAPI, which publishes deploys
 //     and deletes through etcd and serves the peer endpoints (artifacts,
 //     replicate, applied) and the cluster's admin routes.

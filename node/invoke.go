@@ -18,6 +18,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
+	"github.com/latent-node/latent-node/node/front"
 	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
@@ -60,6 +61,9 @@ type answer struct {
 	refused    bool // a refusal before execution (paced per principal)
 	// cgi is a WAGI guest's answer (status and body are its own).
 	cgi *wagi.Response
+	// sink, when set, sent the answer's status, headers and body as a
+	// wasi-http guest wrote them: only the trailers remain.
+	sink *front.ResponseSink
 }
 
 func problemAnswer(p api.Problem, retryAfter time.Duration) answer {
@@ -98,7 +102,7 @@ func (m *activations) refuseEarly(w http.ResponseWriter, r *http.Request, p *aut
 // handle serves an invocation: it checks the target, the headers and the
 // body, runs invoke, and writes the answer with the activation's headers.
 func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Principal) {
-	arrived := m.clock.Now() // the headers are read; the body is read below
+	arrived := m.clock.Now() // the headers are read; invoke reads the body
 	// The front parsed the target from the path (front.RouteInvocations) and
 	// chose the id (the caller's, or a fresh one when there is none or it
 	// is invalid) and put it on the answer.
@@ -123,13 +127,8 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 		m.refuseEarly(w, r, p, span, rec, badRequest(refusal.ReasonInvalidIdentifier, refusal.DimTarget, ""))
 		return
 	}
-	body, prob := readBounded(w, r, int64(m.prov.MaxPayloadBytes()), refusal.DimPayloadBytes)
-	if prob != nil {
-		m.refuseEarly(w, r, p, span, rec, *prob)
-		return
-	}
-	a := m.invoke(ctx, r, rec, p, target, h, body, arrived)
-	if a.problem == nil {
+	a := m.invoke(ctx, w, r, rec, p, target, h, arrived)
+	if a.problem == nil && a.sink == nil {
 		a = holdAnswer(rec, a)
 	}
 	if a.problem != nil {
@@ -139,6 +138,10 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 	// refusal pacer's hold and before the answer's bytes go out.
 	span.Inject(w.Header())
 	span.End(a.status, rec)
+	if a.sink != nil {
+		m.finishStream(w, rec, a)
+		return
+	}
 	if rec.Executed {
 		rec.WriteHeaders(w.Header(), a.stderrTail)
 	}
@@ -168,9 +171,11 @@ func (m *activations) handle(w http.ResponseWriter, r *http.Request, p *auth.Pri
 //
 // rec is the request's record: invoke fills in what the activation
 // resolved to and, once a guest ran, what it did. r is the HTTP request
-// (its method, path suffix and, for a WAGI revision, CGI environment).
-func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activation.Record, p *auth.Principal, target vocab.Target,
-	h api.InvokeHeaders, body []byte, arrived time.Time) answer {
+// (its method, path suffix and, for a WAGI revision, CGI environment);
+// w its answer's writer, which a wasi-http guest's streamed response
+// writes to while it runs.
+func (m *activations) invoke(ctx context.Context, w http.ResponseWriter, r *http.Request, rec *activation.Record, p *auth.Principal,
+	target vocab.Target, h api.InvokeHeaders, arrived time.Time) answer {
 	id := h.ActivationID // handle filled it in
 	routingKey := h.RoutingKey
 	if routingKey == "" {
@@ -186,11 +191,42 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 		return m.refuse(target.Tenant, resolveRefusal(err))
 	}
 	rec.Revision = rev.Revision
+	// The body is read once the target resolved (a request refused
+	// before is not read), and before admission, unless the guest
+	// streams it (streamsBody).
+	var body []byte
+	var src *front.BodySource
+	tenantScope, payload := false, uint64(0)
+	if streamsBody(r, rev.ABI) {
+		limit, ts := m.prov.TenantMaxPayloadBytes(target.Tenant)
+		if r.ContentLength > int64(min(limit, 1<<62)) {
+			a := streamedProblem(&http.MaxBytesError{Limit: int64(limit)}, ts)
+			a.refused = true
+			return a
+		}
+		src, tenantScope, payload = front.NewBodySource(w, r, limit), ts, uint64(max(r.ContentLength, 0))
+	} else if r != nil {
+		var prob *api.Problem
+		if body, prob = readBounded(w, r, int64(m.prov.MaxPayloadBytes()), refusal.DimPayloadBytes); prob != nil {
+			return answer{status: prob.Status, problem: prob, refused: true}
+		}
+		payload = uint64(len(body))
+	}
 	// Admission looks the revision's policy up in the same pin; the input
 	// needs only its ABI, which the resolution carries.
 	input, refused := invocationInput(r, target, rec.PathRest, rev.ABI, body)
 	if refused != nil {
 		return *refused
+	}
+	var sink *front.ResponseSink
+	if input.http != nil && w != nil {
+		// A wasi-http guest's response larger than the node holds is sent
+		// as the guest writes it.
+		sink = front.NewResponseSink(w, m.tracer.SpanOf(ctx).Inject)
+		input.http.Sink = sink
+		if src != nil {
+			input.http.Stream = src
+		}
 	}
 	// A WAGI revision's environment, a wasi-http revision's request, is held
 	// until the guest ran: its bytes count against the ingress pool like the
@@ -201,7 +237,7 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 		}
 	}
 	req := &admission.Request{ActivationID: id, Principal: p.AdmissionPrincipal(), Revision: rev, Budget: h.Budget,
-		Deadline: h.Deadline, PayloadBytes: uint64(len(body)), Priority: h.Priority, Attributes: h.Metadata}
+		Deadline: h.Deadline, PayloadBytes: payload, Priority: h.Priority, Attributes: h.Metadata}
 	ctrl := m.prov.WithPolicySource(pin)
 	span := m.tracer.SpanOf(ctx) // nil when tracing is off
 	span.Admitting()
@@ -270,7 +306,32 @@ func (m *activations) invoke(ctx context.Context, r *http.Request, rec *activati
 	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
 		a.stderrTail = activation.StderrHeader(out.StderrTail)
 	}
+	switch {
+	case sink != nil && sink.Started():
+		a.sink = sink // the answer went out as the guest wrote it
+		if src != nil && src.Err() != nil {
+			// The body failed under an answer already started: it must not
+			// look whole (finishStream cuts it off).
+			a.problem = streamedProblem(src.Err(), tenantScope).problem
+		}
+	case src != nil && src.Err() != nil:
+		// The caller's body failed under the guest (over the limit,
+		// truncated, too slow): answered as a body the node read itself.
+		a = streamedProblem(src.Err(), tenantScope)
+	}
 	return a
+}
+
+// finishStream ends the answer a whose status, headers and body went out
+// as the guest wrote them: the activation headers follow as trailers; an
+// activation that failed once its answer had started has its answer cut
+// off, so the caller cannot take a truncated body for a whole one.
+func (m *activations) finishStream(w http.ResponseWriter, rec *activation.Record, a answer) {
+	a.sink.Finish(m.cfg.Node.WriteTimeout)
+	if a.problem != nil || rec.Outcome != runner.Success {
+		panic(http.ErrAbortHandler)
+	}
+	rec.WriteHeaders(w.Header(), a.stderrTail)
 }
 
 var principalNotAuthorized = &admission.Rejection{Code: refusal.CodePermissionDenied, Reason: refusal.ReasonPrincipalNotAuthorized,

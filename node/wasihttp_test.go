@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ import (
 	"github.com/latent-node/latent-node/internal/hostilewasm"
 	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
+	"github.com/latent-node/latent-node/node/config"
 )
 
 // TestInvoke_wasiHTTP: wasi-http components of testdata/components answer
@@ -172,7 +175,7 @@ func TestInvoke_wasiHTTPSnapshot(t *testing.T) {
 // the stream flood; the truthful one answers, and after every lie the
 // node answers the next request.
 func TestInvoke_wasiHTTPLies(t *testing.T) {
-	tn := startNode(t)
+	tn := startNodeWith(t, func(c *config.Config) { c.Node.MaxStreamedBytes = 2 * uint64(c.Node.MaxOutputBytes) })
 	template, err := os.ReadFile(filepath.Join("..", "testdata", "components", "hello.wasm"))
 	if err != nil {
 		t.Fatal(err)
@@ -198,11 +201,17 @@ func TestInvoke_wasiHTTPLies(t *testing.T) {
 			}
 			service := fmt.Sprintf("lie%d", i)
 			tn.deployComponent(t, service, c)
-			want := "trap"
+			want, on := "trap", tn
 			if lie == hostilewasm.LieStreamFlood {
 				want = "output-exceeded"
+				streamFlood(t, tn, "/v1/invoke/demo/"+service+"/run/x")
+				// With streaming off, the flood ends at max_output_bytes
+				// before anything went out: a 502 that says so.
+				off := startNodeWith(t, func(c *config.Config) { c.Node.MaxStreamedBytes = 0 })
+				off.deployComponent(t, service, c)
+				on = off
 			}
-			resp, body := tn.do(t, "GET", "/v1/invoke/demo/"+service+"/run/x", tn.key, nil, nil)
+			resp, body := on.do(t, "GET", "/v1/invoke/demo/"+service+"/run/x", on.key, nil, nil)
 			if got := resp.Header.Get("Latent-Outcome"); got != want || resp.StatusCode != 502 {
 				t.Fatalf("want 502 %s, have %d %s: %s", want, resp.StatusCode, got, body)
 			}
@@ -221,6 +230,32 @@ func TestInvoke_wasiHTTPLies(t *testing.T) {
 			t.Logf("detail: %s", p.Detail)
 			answers(t)
 		})
+	}
+}
+
+// streamFlood: a guest that writes its response body without end has it
+// streamed past max_output_bytes, up to max_streamed_bytes (twice
+// max_output_bytes in this test's node), then the answer is cut off: the caller sees a body
+// that fails, never one that looks whole, and no activation trailers.
+func streamFlood(t *testing.T, tn *testNode, path string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", tn.srv.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+tn.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 || err == nil || resp.Trailer.Get("Latent-Outcome") != "" {
+		t.Fatalf("streamed flood: %d %s, %d bytes, read error %v, trailers %v", resp.StatusCode, resp.Header, n, err, resp.Trailer)
+	}
+	if limit := int64(tn.n.cfg.Node.MaxStreamedBytes); n > limit || n < limit-(64<<10) {
+		t.Fatalf("the flood sent %d bytes; want up to max_streamed_bytes, %d", n, limit)
+	}
+	_, metrics := tn.do(t, "GET", "/metrics", tn.key, nil, nil)
+	if !regexp.MustCompile(`(?m)^latent_activations_total\{[^}]*outcome="output-exceeded"[^}]*\} 1$`).Match(metrics) {
+		t.Fatal("/metrics counts no output-exceeded activation")
 	}
 }
 
@@ -441,4 +476,112 @@ func TestInvoke_wasiHTTPReuse(t *testing.T) {
 	if got := tn.metric(t, `latent_instance_activations_total{mode="reuse",path="reused"}`); got < 8 {
 		t.Fatalf("%v activations on a reused instance, want at least 8", got)
 	}
+}
+
+// patterned is a reader of n bytes of a fixed pattern, for bodies the
+// test does not hold.
+type patterned struct{ n, off int64 }
+
+func (p *patterned) Read(b []byte) (int, error) {
+	if p.off >= p.n {
+		return 0, io.EOF
+	}
+	k := min(int64(len(b)), p.n-p.off)
+	for i := range k {
+		b[i] = byte((p.off + i) * 31 >> 3)
+	}
+	p.off += k
+	return int(k), nil
+}
+
+// TestInvoke_wasiHTTPStreamed: the Rust handler's /stream copies the
+// request body to its response as it arrives, in a memory of 8 MiB, for
+// bodies larger than both: with a declared length and chunked, the answer
+// is the body byte for byte, its headers the guest's, the activation's in
+// trailers. A body over the tenant's limit is refused before the guest
+// runs when declared, and cuts the answer off when it is not; a short
+// body is read before admission as for every ABI.
+func TestInvoke_wasiHTTPStreamed(t *testing.T) {
+	const payload = 24 << 20
+	tn := startNodeWith(t, func(c *config.Config) {
+		c.Node.Limits.MaxPayloadBytes = payload + 1<<20
+		demo := c.Tenants["demo"]
+		demo.Limits.MaxPayloadBytes = payload
+		c.Tenants["demo"] = demo
+	})
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "components", "adapted.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.deployComponentWith(t, "adapted", b, map[string]any{"cpu_fuel": 2_000_000_000, "memory_bytes": "8MiB", "wall_time": "10s"})
+	post := func(t *testing.T, n int64, chunked bool) (*http.Response, []byte, error) {
+		t.Helper()
+		var body io.Reader = &patterned{n: n}
+		if chunked {
+			body = io.MultiReader(body) // no length net/http can see
+		}
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/v1/invoke/demo/adapted/run/stream", body)
+		if !chunked {
+			req.ContentLength = n
+		}
+		req.Header.Set("Authorization", "Bearer "+tn.key)
+		req.Header.Set("Content-Type", "application/x-test")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		got, err := io.ReadAll(resp.Body)
+		return resp, got, err
+	}
+	want := make([]byte, payload)
+	_, _ = io.ReadFull(&patterned{n: payload}, want)
+	for _, chunked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
+			resp, got, err := post(t, payload, chunked)
+			if err != nil || resp.StatusCode != 200 || !bytes.Equal(got, want) {
+				t.Fatalf("%d, %d bytes of %d, equal %v, err %v", resp.StatusCode, len(got), payload, bytes.Equal(got, want), err)
+			}
+			if resp.Header.Get("Content-Type") != "application/x-test" || resp.Header.Get("X-Example") != "rust" || resp.ContentLength != -1 {
+				t.Fatalf("headers %v, length %d", resp.Header, resp.ContentLength)
+			}
+			if resp.Trailer.Get("Latent-Outcome") != "success" || resp.Trailer.Get("Latent-Fuel-Used") == "" ||
+				!strings.Contains(resp.Trailer.Get("Server-Timing"), "exec") || resp.Header.Get("Latent-Activation-Id") == "" {
+				t.Fatalf("trailers %v", resp.Trailer)
+			}
+		})
+	}
+	t.Run("declared over the limit", func(t *testing.T) {
+		resp, got, _ := post(t, payload+1, false)
+		if resp.StatusCode != 413 || resp.Header.Get("Latent-Outcome") != "" || !strings.Contains(string(got), `"scope":"tenant"`) {
+			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, trim(got))
+		}
+	})
+	t.Run("chunked over the limit", func(t *testing.T) {
+		resp, got, err := post(t, payload+1, true)
+		if err == nil || resp.StatusCode != 200 || len(got) > payload || resp.Trailer.Get("Latent-Outcome") != "" {
+			t.Fatalf("%d, %d bytes, err %v, trailers %v: want an answer cut off", resp.StatusCode, len(got), err, resp.Trailer)
+		}
+	})
+	t.Run("short chunked body over the limit", func(t *testing.T) {
+		// Smaller than max_output_bytes: nothing went out yet, so the
+		// node answers the body's refusal.
+		small := startNodeWith(t, func(c *config.Config) {
+			demo := c.Tenants["demo"]
+			demo.Limits.MaxPayloadBytes = 100 << 10
+			c.Tenants["demo"] = demo
+		})
+		small.deployComponentWith(t, "adapted", b, map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"})
+		req, _ := http.NewRequest("POST", small.srv.URL+"/v1/invoke/demo/adapted/run/stream", io.MultiReader(&patterned{n: 200 << 10}))
+		req.Header.Set("Authorization", "Bearer "+small.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(got), `"scope":"tenant"`) || resp.Header.Get("Latent-Outcome") != "success" {
+			t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, trim(got))
+		}
+	})
 }

@@ -179,14 +179,12 @@
 // state; its exported methods delegate to them.
 //
 //   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors; Run's
-//     fresh instance mode.
+//     fresh instance mode. The ledger of the function signatures the
+//     runtime holds, charged per tenant, is runner/internal/sigledger.
 //   - modules.go: moduleTable, the compiled modules by digest and their
 //     references (Acquire, ReleaseModule, Prepared), the compiled-bytes
 //     bound; acquire.go: AcquireModule, another reference for the catalog
 //     without the bytes.
-//   - signatures.go: the default of MaxSignaturesPerTenant; the ledger
-//     of the function signatures the runtime holds, charged per tenant,
-//     is runner/internal/sigledger.
 //   - compile.go: compiler, the bounded compile worker, and compile
 //     failures (disk cache entries are checked, and corrupt ones
 //     discarded, by runner/internal/wazcache);

@@ -48,7 +48,7 @@ func (r *Runner) httpGuestFor(ob admission.Obligations, in Input, b *binding, in
 		if req == nil {
 			req = &wasihttp.Request{Method: "POST", PathWithQuery: "/", Scheme: "http", Authority: "localhost", Body: in.Body}
 		}
-		lim := wasihttp.Limits{MaxBodyBytes: r.cfg.MaxOutputBytes}
+		lim := wasihttp.Limits{MaxBodyBytes: r.cfg.MaxOutputBytes, MaxStreamBytes: r.cfg.MaxStreamedBytes}
 		if hosts := ob.Outbound; len(hosts) > 0 {
 			// Within the activation's deadline and its caller's lifetime;
 			// the answer's body is bounded like the guest's own output.
@@ -167,6 +167,8 @@ func (e *httpEnv) SleepUntil(ns uint64) {
 		panic(err)
 	}
 }
+
+func (e *httpEnv) Deadline() time.Time { return e.a.deadline }
 
 // Environ is the two LATENT_ variables every guest gets.
 func (e *httpEnv) Environ() [][2]string { return e.a.environ.Pairs() }

@@ -37,6 +37,10 @@ const (
 	DefaultMaxSnapshotBytesPerTenant = 256 << 20
 	DefaultReuseMaxActivations       = 1000
 	DefaultWarmIdleTimeout           = time.Minute
+	// DefaultMaxSignaturesPerTenant: a Go guest declares a few hundred
+	// distinct function types, a Rust or C one fewer, and deploys of one
+	// toolchain share most of theirs (the ledger: internal/sigledger).
+	DefaultMaxSignaturesPerTenant = 20_000
 )
 
 // Limits are the deploy limits a module must stay within (the
@@ -62,6 +66,9 @@ type Config struct {
 	CacheDir string
 	// MaxOutputBytes caps a guest's stdout (default 1 MiB).
 	MaxOutputBytes int
+	// MaxStreamedBytes caps a wasi-http response streamed to its Sink
+	// (wasihttp.Limits.MaxStreamBytes: 0 its default, negative none).
+	MaxStreamedBytes int64
 	// FuelSlice is how much fuel the guest gets between two slow-path checks
 	// of its context (default 1<<20).
 	FuelSlice uint64

@@ -12,6 +12,9 @@
 //   GET  /                 a greeting
 //   ANY  /echo             the request body, byte for byte, with its
 //                          Content-Type, method, query and X-Echo
+//   ANY  /stream           the request body, byte for byte, sent as it
+//                          arrives (64 KiB at a time: a body of any size
+//                          in a small memory)
 //   GET  /status/<code>    that status (204 and 304 without a body)
 //   GET  /big?mib=<n>      n MiB (at most 16) of a..z repeated
 //   GET  /headers          the request's headers as JSON, sorted
@@ -326,6 +329,54 @@ unsafe fn send(out: u32, status: u32, headers: &[(&str, &[u8])], body: &[u8]) {
     outgoing_body_finish(obody, 0, 0, r.ptr());
 }
 
+/// stream answers 200 at once and copies the request body to the
+/// response as it arrives, never holding more than one read of it.
+unsafe fn stream(request: u32, out: u32, req: &Request) {
+    let ctype = req.header("content-type").unwrap_or(b"application/octet-stream").to_vec();
+    let fields = fields_new();
+    for (k, v) in [("content-type", ctype.as_slice()), ("x-example", b"rust")] {
+        let mut r = Ret::new();
+        fields_append(fields, k.as_ptr(), k.len(), v.as_ptr(), v.len(), r.ptr());
+    }
+    let resp = response_new(fields);
+    let mut r = Ret::new();
+    response_body(resp, r.ptr());
+    let obody = r.u32(4);
+    outparam_set(out, 0, resp, 0, 0, 0, 0, 0, 0);
+    let mut r = Ret::new();
+    outgoing_body_write(obody, r.ptr());
+    let ostream = r.u32(4);
+    let mut r = Ret::new();
+    request_consume(request, r.ptr());
+    if r.u8(0) == 0 {
+        let ibody = r.u32(4);
+        let mut r = Ret::new();
+        incoming_body_stream(ibody, r.ptr());
+        if r.u8(0) == 0 {
+            let istream = r.u32(4);
+            loop {
+                let mut r = Ret::new();
+                blocking_read(istream, 64 << 10, r.ptr());
+                if r.u8(0) != 0 {
+                    break; // closed (or failed): the end of the body
+                }
+                let chunk = r.bytes(4);
+                let mut w = Ret::new();
+                blocking_write_and_flush(ostream, chunk.as_ptr(), chunk.len(), w.ptr());
+                if w.u8(0) != 0 {
+                    break; // the caller is gone
+                }
+            }
+            input_stream_drop(istream);
+        }
+        incoming_body_drop(ibody);
+    }
+    request_drop(request);
+    output_stream_drop(ostream);
+    let mut r = Ret::new();
+    outgoing_body_finish(obody, 0, 0, r.ptr());
+}
+
 unsafe fn text(out: u32, status: u32, body: &str) {
     send(out, status, &[("content-type", b"text/plain; charset=utf-8"), ("x-example", b"rust")], body.as_bytes());
 }
@@ -380,6 +431,9 @@ pub unsafe extern "C" fn handle(request: u32, out: u32) {
         }
         send(out, 200, &headers, &body);
         return request_drop(request);
+    }
+    if path == "/stream" {
+        return stream(request, out, &req);
     }
     if let Some(code) = path.strip_prefix("/status/") {
         request_drop(request);

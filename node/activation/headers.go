@@ -6,6 +6,7 @@ package activation
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,6 +14,10 @@ import (
 // values.
 var headerKeys = [...]string{"Latent-Revision", "Latent-Outcome", "Latent-Fuel-Used", "Latent-Memory-Peak-Bytes",
 	"Latent-Queue-Wait-Ms", "Latent-Execution-Ms", "Server-Timing", "Latent-Cell-Class", "Latent-Stderr-Tail"}
+
+// TrailerNames is the Trailer header of an answer whose body streamed
+// before its activation ended: the activation headers follow the body.
+var TrailerNames = strings.Join(headerKeys[:], ", ")
 
 // WriteHeaders sets the headers of the executed activation r on h, with
 // stderrTail (StderrHeader's form) when not empty. Canonical keys are

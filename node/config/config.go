@@ -42,8 +42,11 @@ const (
 	DefaultRegion         = "local"
 	DefaultZone           = "local"
 	DefaultMaxOutputBytes = runner.DefaultMaxOutputBytes // 1 MiB
-	DefaultShutdownGrace  = 10 * time.Second
-	DefaultWriteTimeout   = 30 * time.Second
+	// DefaultMaxStreamedBytes bounds a wasi-http response streamed past
+	// max_output_bytes.
+	DefaultMaxStreamedBytes = 256 << 20
+	DefaultShutdownGrace    = 10 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
 
 	DefaultCPUThreshold      = 0.95
 	DefaultMemoryThreshold   = 0.90
@@ -182,6 +185,11 @@ type Node struct {
 	Architecture, Region, Zone string
 	// MaxOutputBytes caps a guest's stdout: 1 byte to 1 GiB, default 1 MiB.
 	MaxOutputBytes int
+	// MaxStreamedBytes caps the body of a wasi-http guest's response that
+	// outgrows MaxOutputBytes and is sent as the guest writes it (the node
+	// holds at most MaxOutputBytes of it): 0 (no streaming: such a
+	// response is output-exceeded) to 1 TiB, default 256 MiB.
+	MaxStreamedBytes uint64
 	// ShutdownGrace is how long running activations may finish after a
 	// shutdown signal before they are cancelled (≥ 0, default 10s).
 	ShutdownGrace time.Duration
@@ -540,7 +548,11 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 // dataDir keeps the cache in memory), the output cap, the deploy limits,
 // the compile bounds and the bounds of warm instances. The fuel slice is the runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
-	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, Limits: c.DeployLimits, FuelSlice: GuestFuelSlice,
+	streamed := int64(c.Node.MaxStreamedBytes)
+	if streamed == 0 {
+		streamed = -1 // off
+	}
+	cfg := runner.Config{MaxOutputBytes: c.Node.MaxOutputBytes, MaxStreamedBytes: streamed, Limits: c.DeployLimits, FuelSlice: GuestFuelSlice,
 		CompileConcurrency: c.Node.CompileConcurrency, MaxCompiledBytes: c.Node.MaxCompiledBytes,
 		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant, MaxSnapshotBytesPerTenant: c.Node.MaxSnapshotBytesPerTenant,
 		ReuseMaxActivations: c.Node.ReuseMaxActivations, WarmIdleTimeout: c.Node.WarmIdleTimeout,

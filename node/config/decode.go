@@ -90,7 +90,8 @@ var schema = map[reflect.Type][]key{
 		{"Cluster", "cluster", 0}},
 	reflect.TypeFor[Node](): {{"Listen", "listen", 0}, {"DataDir", "data_dir", 0},
 		{"Architecture", "architecture", 0}, {"Region", "region", 0}, {"Zone", "zone", 0},
-		{"MaxOutputBytes", "max_output_bytes", asSize}, {"ShutdownGrace", "shutdown_grace", 0},
+		{"MaxOutputBytes", "max_output_bytes", asSize},
+		{"MaxStreamedBytes", "max_streamed_bytes", asSize}, {"ShutdownGrace", "shutdown_grace", 0},
 		{"MaxConnections", "max_connections", 0}, {"MaxConnectionsPerAddress", "max_connections_per_address", 0},
 		{"CompileConcurrency", "compile_concurrency", 0}, {"MaxRunningGuests", "max_running_guests", 0},
 		{"MaxSignaturesPerTenant", "max_signatures_per_tenant", 0},
@@ -220,7 +221,7 @@ func (d *decoder) config(doc map[string]any) *Config {
 	c := &Config{
 		Node: Node{
 			Listen: DefaultListen, Architecture: HostArchitecture(), Region: DefaultRegion, Zone: DefaultZone,
-			MaxOutputBytes: DefaultMaxOutputBytes, ShutdownGrace: DefaultShutdownGrace, WriteTimeout: DefaultWriteTimeout,
+			MaxOutputBytes: DefaultMaxOutputBytes, MaxStreamedBytes: DefaultMaxStreamedBytes, ShutdownGrace: DefaultShutdownGrace, WriteTimeout: DefaultWriteTimeout,
 			MaxConnections: DefaultMaxConnections, MaxConnectionsPerAddress: DefaultMaxConnectionsPerAddress,
 			CompileConcurrency: DefaultCompileConcurrency, MaxCompiledBytes: DefaultMaxCompiledBytes,
 			MaxSignaturesPerTenant: DefaultMaxSignaturesPerTenant, MaxMetricSeriesPerTenant: DefaultMaxMetricSeriesPerTenant,

@@ -60,6 +60,9 @@ var errUnknownKind = errors.New(`unknown principal kind (want "user" or "service
 // maxOutputBytes bounds node.max_output_bytes (the runner buffers stdout).
 const maxOutputBytes = 1 << 30
 
+// maxStreamedBytes bounds node.max_streamed_bytes.
+const maxStreamedBytes = 1 << 40
+
 // Validate checks every range and cross-field rule of c, including the
 // admission policy's own (Policy.Validate), the scheduler's
 // (scheduler.Config.Validate) and the cell pool's (cellpool.Config.Validate), and returns a *Error listing every problem,
@@ -284,6 +287,9 @@ func (c *Config) checkNode(v *checker) {
 	}
 	if n.MaxOutputBytes < 1 || n.MaxOutputBytes > maxOutputBytes {
 		v.add("node.max_output_bytes", "must be from 1 byte to 1GiB")
+	}
+	if n.MaxStreamedBytes > maxStreamedBytes {
+		v.add("node.max_streamed_bytes", "must be from 0 (no streaming) to 1TiB")
 	}
 	if n.ShutdownGrace < 0 {
 		v.add("node.shutdown_grace", "must not be negative")

@@ -53,4 +53,7 @@
 //     and ActivationID (an invocation's id, chosen before its handler).
 //   - writers.go: AccessWriter (an answer's status, and its refusal in the
 //     request's record) and DeadlineWriter (node.write_timeout).
+//   - stream.go: BodySource (a request body a wasi-http guest reads as it
+//     arrives, full duplex) and ResponseSink (an answer sent as the guest
+//     writes it, the activation headers as trailers).
 package front

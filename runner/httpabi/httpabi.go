@@ -22,6 +22,10 @@ type Response struct {
 	// Raw says that Header is the whole answer (a wasi-http guest's): the
 	// node adds no Content-Type the guest did not set.
 	Raw bool
+	// Streamed says that the status, headers and body already went to
+	// the caller as the guest wrote them (a wasi-http guest's response
+	// larger than the node holds): Body is empty.
+	Streamed bool
 }
 
 // hopByHop are the response headers of a connection rather than of the

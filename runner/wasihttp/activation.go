@@ -31,8 +31,11 @@ type Env interface {
 	// Wall is the wall clock.
 	Wall() time.Time
 	// SleepUntil blocks until Monotonic() reaches ns, or the activation
-	// must stop (it panics with the runner's stop then).
+	// must stop (it panics with the runner's stop then); SleepUntil(0)
+	// only checks for the stop.
 	SleepUntil(ns uint64)
+	// Deadline is the activation's wall-time deadline.
+	Deadline() time.Time
 	// Environ is wasi:cli/environment's get-environment.
 	Environ() [][2]string
 }
@@ -45,6 +48,13 @@ type Request struct {
 	Authority     string // the Host
 	Header        [][2]string
 	Body          []byte
+	// Stream, when set, is the body as it arrives (Body is then unused):
+	// the guest's reads of its incoming body read it.
+	Stream Source
+	// Sink, when set, takes a response whose body outgrows StreamAfter
+	// (see Sink); without one a response is held whole, and one larger
+	// than MaxBodyBytes is output-exceeded.
+	Sink Sink
 }
 
 // Response is the response a guest set.
@@ -52,6 +62,9 @@ type Response struct {
 	Status int
 	Header [][2]string
 	Body   []byte
+	// Streamed: the status, headers and body went out through the Sink
+	// as the guest wrote them (Body is empty).
+	Streamed bool
 }
 
 // Limits bound one activation's host state.
@@ -60,6 +73,10 @@ type Limits struct {
 	MaxFieldsBytes int   // names and values of one fields resource (default 64 KiB, and at most 1024 entries)
 	MaxBodyBytes   int   // the response body (required)
 	MaxHostBytes   int64 // what lifting the guest's values and the bodies the host keeps may take in all, beyond MaxBodyBytes (default 16 MiB)
+	// MaxStreamBytes bounds a response body sent through Request.Sink
+	// (default 256 MiB); at most MaxBodyBytes, negative included, turns
+	// streaming off (every response is held).
+	MaxStreamBytes int64
 	// Outbound sends an outgoing request (the runner's, within the
 	// revision's allowed hosts and the activation's deadline); nil denies
 	// every one with HTTP-request-denied.
@@ -71,6 +88,7 @@ const (
 	DefaultMaxHandles     = 4096
 	DefaultMaxFieldsBytes = 64 << 10
 	DefaultMaxHostBytes   = 16 << 20
+	DefaultMaxStreamBytes = 256 << 20
 	maxFieldsEntries      = 1024
 )
 
@@ -98,13 +116,17 @@ type Activation struct {
 	mod      api.Module
 	reallocs [component.MaxReallocs]api.Function
 
-	set      bool
-	setErr   error
-	response *outResponse
-	closed   bool
-	calls    []Call    // the outgoing requests, in order
-	futures  int       // outgoing requests handed a future (at most MaxCalls)
-	inst     *Instance // the reused instance whose table this is, or nil
+	set       bool
+	setErr    error
+	response  *outResponse
+	closed    bool
+	environ   []any                                        // get-environment's answer, once made
+	opts      [component.MaxReallocs + 1][3]*canon.Options // by realloc (the last: none) and encoding
+	sourceErr error                                        // the streamed request body's failure
+	sinkErr   error                                        // the Sink's failure
+	calls     []Call                                       // the outgoing requests, in order
+	futures   int                                          // outgoing requests handed a future (at most MaxCalls)
+	inst      *Instance                                    // the reused instance whose table this is, or nil
 }
 
 // Instance is what a reused instance keeps between its activations: the
@@ -138,6 +160,9 @@ func NewActivation(req Request, env Env, lim Limits) *Activation {
 	}
 	if lim.MaxHostBytes <= 0 {
 		lim.MaxHostBytes = DefaultMaxHostBytes
+	}
+	if lim.MaxStreamBytes == 0 {
+		lim.MaxStreamBytes = DefaultMaxStreamBytes
 	}
 	// The budget covers what lifting allocates and every body the host
 	// keeps (the response's, outgoing requests', outbound responses'): the
@@ -202,7 +227,7 @@ func (a *Activation) Response() (*Response, error) {
 		return nil, a.setErr
 	}
 	r := a.response
-	resp := &Response{Status: r.status, Body: r.body}
+	resp := &Response{Status: r.status, Body: r.body, Streamed: r.started}
 	for _, f := range r.headers.entries {
 		resp.Header = append(resp.Header, [2]string{f.name, string(f.value)})
 	}
@@ -231,14 +256,22 @@ func (a *Activation) Close() {
 		})
 	}
 	a.table = canon.NewTable(0)
-	a.mod, a.ctx = nil, nil
+	a.mod, a.ctx, a.environ, a.opts = nil, nil, nil, [component.MaxReallocs + 1][3]*canon.Options{}
 	a.reallocs = [component.MaxReallocs]api.Function{}
 }
 
 // options are the canonical options of a host call: the caller's memory,
 // its realloc k (-1: none) and the string encoding.
 func (a *Activation) options(ctx context.Context, mod api.Module, k int, enc canon.Encoding) *canon.Options {
+	slot := &a.opts[min(uint(k), component.MaxReallocs)][enc%3]
+	if o := *slot; o != nil && a.mod == mod {
+		// One activation calls into one module on one context: made once.
+		return o
+	}
 	o := &canon.Options{Memory: mod.Memory(), Encoding: enc, Budget: &a.budget}
+	if a.mod == mod {
+		defer func() { *slot = o }()
+	}
 	if k >= 0 {
 		o.Realloc = func(oldPtr, oldSize, align, newSize uint32) (uint32, error) {
 			// One activation calls into one (merged) module: the export
@@ -312,7 +345,7 @@ func (a *Activation) Answer() (resp *httpabi.Response, malformed string, err err
 		return nil, "the status " + strconv.Itoa(r.Status) + " is not a final status from 200 to 599",
 			errors.Newf("wasihttp: status %d", r.Status)
 	}
-	resp = &httpabi.Response{Status: r.Status, Body: r.Body, Raw: true}
+	resp = &httpabi.Response{Status: r.Status, Body: r.Body, Raw: true, Streamed: r.Streamed}
 	for _, kv := range r.Header {
 		if httpabi.GuestHeaderAllowed(kv[0]) && httpabi.GuestHeaderValueValid(kv[1]) {
 			resp.Header = append(resp.Header, kv)

@@ -72,11 +72,15 @@ func defineClocks() {
 
 func defineCLI() {
 	def(modEnv, "get-environment", nil, ts(canon.ListOf(canon.TupleOf(tString, tString))), func(a *Activation, _ []any) []any {
-		out := []any{}
-		for _, kv := range a.env.Environ() {
-			out = append(out, []any{kv[0], kv[1]})
+		// Made once an activation: a guest may ask on every allocation
+		// (Rust's std through the preview 1 adapter does).
+		if a.environ == nil {
+			a.environ = []any{}
+			for _, kv := range a.env.Environ() {
+				a.environ = append(a.environ, []any{kv[0], kv[1]})
+			}
 		}
-		return one(out)
+		return one(a.environ)
 	})
 	def(modEnv, "get-arguments", nil, ts(canon.ListOf(tString)), func(*Activation, []any) []any { return one([]any{}) })
 	def(modEnv, "initial-cwd", nil, ts(tOptString), func(*Activation, []any) []any { return one(none) })

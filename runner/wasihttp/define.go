@@ -25,6 +25,9 @@ type fn struct {
 	name            string
 	params, results []*canon.Type
 	impl            func(a *Activation, args []any) []any
+	// view: the list<u8> arguments are views of the guest's memory
+	// (canon.Options.ViewBytes), which impl must copy what it keeps of.
+	view bool
 }
 
 // registry is every host function, by module.
@@ -32,6 +35,11 @@ var registry = map[string][]fn{}
 
 func def(module, name string, params, results []*canon.Type, impl func(a *Activation, args []any) []any) {
 	registry[module] = append(registry[module], fn{module: module, name: name, params: params, results: results, impl: impl})
+}
+
+// defView is def of a function whose byte lists are views (fn.view).
+func defView(module, name string, params, results []*canon.Type, impl func(a *Activation, args []any) []any) {
+	registry[module] = append(registry[module], fn{module: module, name: name, params: params, results: results, impl: impl, view: true})
 }
 
 // drop declares the [resource-drop] of resource res of module.
@@ -149,6 +157,7 @@ func (f *fn) goFunc(k int, enc canon.Encoding) api.GoModuleFunction {
 		a := From(ctx)
 		a.env.Charge(1)
 		o := a.options(ctx, mod, k, enc)
+		o.ViewBytes = f.view
 		args, err := canon.LiftArgs(o, f.params, stack)
 		check(err)
 		res := f.impl(a, args)

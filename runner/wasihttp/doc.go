@@ -39,5 +39,8 @@
 //   - outgoing.go: wasi:http/outgoing-handler, the responses it brings,
 //     and Call, the record of each outgoing request.
 //   - io.go: wasi:io.
+//   - stream.go: streamed bodies: a request body read from the node's
+//     Source as the guest reads it, a response sent to its Sink once it
+//     outgrows StreamAfter; the views of written lists (defView).
 //   - cli.go: wasi:clocks, wasi:random, wasi:cli and wasi:filesystem.
 package wasihttp

@@ -29,6 +29,7 @@ type incomingRequest struct {
 
 type incomingBody struct {
 	data     []byte
+	src      *source // a body that arrives as the guest reads it, or nil
 	streamed bool
 }
 
@@ -46,8 +47,10 @@ type outResponse struct {
 	status    int
 	headers   *fields
 	bodyTaken bool
-	body      []byte
+	body      []byte // held until the handler returned, or until it streams
 	limit     int
+	started   bool  // the status and headers went out through the Sink
+	sent      int64 // the body bytes the Sink took
 }
 
 type outgoingBody struct {
@@ -241,7 +244,11 @@ func defineRequests() {
 			return one(fail(nil))
 		}
 		r.consumed = true
-		return one(ok(a.add(resIncomingBody, &incomingBody{data: a.req.Body})))
+		body := &incomingBody{data: a.req.Body}
+		if a.req.Stream != nil {
+			body.src = &source{src: a.req.Stream}
+		}
+		return one(ok(a.add(resIncomingBody, body)))
 	})
 	drop(modTypes, "incoming-request", resIncomingRequest, nil)
 
@@ -252,7 +259,7 @@ func defineRequests() {
 			return one(fail(nil))
 		}
 		body.streamed = true
-		return one(ok(a.add(resInputStream, &inputStream{data: body.data})))
+		return one(ok(a.add(resInputStream, &inputStream{data: body.data, src: body.src})))
 	})
 	def(modTypes, "[static]incoming-body.finish", ts(own(resIncomingBody)), ts(own(resFutureTrailers)), func(a *Activation, args []any) []any {
 		take[*incomingBody](a, args[0], resIncomingBody)

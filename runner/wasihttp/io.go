@@ -1,10 +1,13 @@
 package wasihttp
 
-// wasi:io: errors, pollables and streams. Every stream is over bytes the
-// host holds, so every stream is always ready; only a clock's pollable
-// blocks.
+// wasi:io: errors, pollables and streams. Every stream is ready: one over
+// bytes the host holds at once, a streamed request body (or response) when
+// it is read (or written), which blocks until its bytes arrive (or left);
+// only a clock's pollable waits.
 
 import (
+	"io"
+
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/runner/internal/canon"
@@ -22,7 +25,23 @@ func (p *pollable) ready(a *Activation) bool { return p.until == 0 || a.env.Mono
 type inputStream struct {
 	data  []byte
 	pos   int
-	stdin bool // wasi:cli/stdin's, which a reused instance keeps
+	src   *source // a streamed request body (data is then unused), or nil
+	stdin bool    // wasi:cli/stdin's, which a reused instance keeps
+}
+
+// next is at most n of the stream's next bytes (valid until the next
+// call), io.EOF at its end, or a streamed body's error.
+func (s *inputStream) next(a *Activation, n int) ([]byte, error) {
+	if s.src != nil {
+		return s.src.read(a, n)
+	}
+	if s.pos >= len(s.data) {
+		return nil, io.EOF
+	}
+	n = min(n, len(s.data)-s.pos)
+	b := s.data[s.pos : s.pos+n]
+	s.pos += n
+	return b, nil
 }
 
 // outputStream writes the response body (body) or stdout and stderr
@@ -34,13 +53,17 @@ type outputStream struct {
 // maxWrite is what check-write allows at a time.
 const maxWrite = 64 << 10
 
-// refund gives back to the budget the bytes of a lifted list written to
-// the log (which keeps only its tail): the budget bounds what the host
-// keeps of the guest's values, not what passes through. Bytes written to
-// a body stay counted: the host keeps them.
-func (a *Activation) refund(s *outputStream, b []byte) {
-	if s.body == nil {
-		a.budget += int64(len(b))
+// keep charges the budget for the bytes of a written list (a view of the
+// guest's memory, not a copy: see defView) that the host keeps, a body it
+// holds: the budget bounds what the host keeps of the guest's values, not
+// what passes through (the log keeps only its tail, a streamed response
+// sends them on).
+func (a *Activation) keep(kept bool, b []byte) {
+	if kept {
+		a.budget -= int64(len(b))
+		if a.budget < 0 {
+			trap("the guest's values exceed the host buffer bound")
+		}
 	}
 }
 
@@ -100,23 +123,19 @@ func defineIO() {
 	is := borrow(resInputStream)
 	read := func(a *Activation, args []any) []any {
 		s := get[*inputStream](a, args[0], resInputStream)
-		if s.pos >= len(s.data) {
-			return one(fail(streamClosed))
+		b, err := s.next(a, int(min(args[1].(uint64), maxWrite)))
+		if err == nil && s.src == nil {
+			a.chargeBytes(len(b))
 		}
-		n := int(min(args[1].(uint64), uint64(len(s.data)-s.pos), maxWrite))
-		a.chargeBytes(n)
-		b := s.data[s.pos : s.pos+n]
-		s.pos += n
-		return one(ok(b))
+		return a.streamResult(b, err)
 	}
 	skip := func(a *Activation, args []any) []any {
 		s := get[*inputStream](a, args[0], resInputStream)
-		if s.pos >= len(s.data) {
-			return one(fail(streamClosed))
+		b, err := s.next(a, int(min(args[1].(uint64), 1<<31)))
+		if err != nil {
+			return a.streamResult(nil, err)
 		}
-		n := int(min(args[1].(uint64), uint64(len(s.data)-s.pos)))
-		s.pos += n
-		return one(ok(uint64(n)))
+		return one(ok(uint64(len(b))))
 	}
 	def(modStreams, "[method]input-stream.read", ts(is, tU64), ts(tReadResult), read)
 	def(modStreams, "[method]input-stream.blocking-read", ts(is, tU64), ts(tReadResult), read)
@@ -133,30 +152,34 @@ func defineIO() {
 		get[*outputStream](a, args[0], resOutputStream)
 		return one(ok(uint64(maxWrite)))
 	})
-	def(modStreams, "[method]output-stream.write", ts(os, tBytes), ts(tWriteResult), func(a *Activation, args []any) []any {
+	defView(modStreams, "[method]output-stream.write", ts(os, tBytes), ts(tWriteResult), func(a *Activation, args []any) []any {
 		s := get[*outputStream](a, args[0], resOutputStream)
 		b := args[1].([]byte)
 		if len(b) > maxWrite {
 			trap("output-stream.write of %d bytes, more than check-write allowed (%d)", len(b), maxWrite)
 		}
-		s.write(a, b)
-		a.refund(s, b)
-		return one(ok(nil))
+		kept, err := s.write(a, b)
+		return a.writeResult(b, kept, err)
 	})
 	// blocking-write-and-flush is specified as a loop of check-write and
 	// write on contents of "up to 4096 bytes"; wasmtime and jco trap on
 	// more. The node takes any length, as the loop would: handlers that
-	// hand it a whole response work here. The list was lifted within the
-	// activation's budget, which what a body keeps stays counted in.
-	def(modStreams, "[method]output-stream.blocking-write-and-flush", ts(os, tBytes), ts(tWriteResult), func(a *Activation, args []any) []any {
+	// hand it a whole response work here. The list is a view of the
+	// guest's memory: what a body keeps of it is charged to the budget.
+	defView(modStreams, "[method]output-stream.blocking-write-and-flush", ts(os, tBytes), ts(tWriteResult), func(a *Activation, args []any) []any {
 		b := args[1].([]byte)
 		s := get[*outputStream](a, args[0], resOutputStream)
-		s.write(a, b)
-		a.refund(s, b)
-		return one(ok(nil))
+		kept, err := s.write(a, b)
+		if err == nil {
+			err = s.flush(a)
+		}
+		return a.writeResult(b, kept, err)
 	})
 	flush := func(a *Activation, args []any) []any {
-		get[*outputStream](a, args[0], resOutputStream)
+		s := get[*outputStream](a, args[0], resOutputStream)
+		if err := s.flush(a); err != nil {
+			return one(fail(a.streamFailed(err)))
+		}
 		return one(ok(nil))
 	}
 	def(modStreams, "[method]output-stream.flush", ts(os), ts(tWriteResult), flush)
@@ -171,34 +194,48 @@ func defineIO() {
 		if n > maxWrite {
 			trap("output-stream.write-zeroes of %d bytes, more than check-write allowed (%d)", n, maxWrite)
 		}
-		s.write(a, make([]byte, n))
-		return one(ok(nil))
+		b := make([]byte, n)
+		kept, err := s.write(a, b)
+		return a.writeResult(b, kept, err)
 	}
 	def(modStreams, "[method]output-stream.write-zeroes", ts(os, tU64), ts(tWriteResult), zeroes)
 	def(modStreams, "[method]output-stream.blocking-write-zeroes-and-flush", ts(os, tU64), ts(tWriteResult), zeroes)
 	splice := func(a *Activation, args []any) []any {
 		s := get[*outputStream](a, args[0], resOutputStream)
 		in := get[*inputStream](a, args[1], resInputStream)
-		if in.pos >= len(in.data) {
-			return one(fail(streamClosed))
+		b, err := in.next(a, int(min(args[2].(uint64), maxWrite)))
+		if err != nil {
+			return a.streamResult(nil, err)
 		}
-		n := int(min(args[2].(uint64), uint64(len(in.data)-in.pos), maxWrite))
-		s.write(a, in.data[in.pos:in.pos+n])
-		in.pos += n
-		return one(ok(uint64(n)))
+		if _, err := s.write(a, b); err != nil {
+			return one(fail(a.streamFailed(err)))
+		}
+		return one(ok(uint64(len(b))))
 	}
 	def(modStreams, "[method]output-stream.splice", ts(os, is, tU64), ts(tSkipResult), splice)
 	def(modStreams, "[method]output-stream.blocking-splice", ts(os, is, tU64), ts(tSkipResult), splice)
 	drop(modStreams, "output-stream", resOutputStream, nil)
 }
 
+// writeResult is a write's result for the guest, the bytes b charged to
+// the budget if kept.
+func (a *Activation) writeResult(b []byte, kept bool, err error) []any {
+	a.keep(kept, b)
+	if err != nil {
+		return one(fail(a.streamFailed(err)))
+	}
+	return one(ok(nil))
+}
+
 // write moves b to the stream's sink: the response body, bounded by the
-// output limit, or the activation's log.
-func (s *outputStream) write(a *Activation, b []byte) {
+// output limit (or streamed past it), an outgoing request's body, or the
+// activation's log. It returns whether the host keeps b, or the error of
+// a streamed response's failed write.
+func (s *outputStream) write(a *Activation, b []byte) (kept bool, err error) {
 	a.chargeBytes(len(b))
 	if s.body == nil {
 		a.env.Log(b)
-		return
+		return false, nil
 	}
 	if req := s.body.req; req != nil {
 		// An outgoing request's body, sent when the guest waits for the
@@ -207,14 +244,18 @@ func (s *outputStream) write(a *Activation, b []byte) {
 			panic(errors.Wrapf(ErrOutputExceeded, "wasihttp: an outgoing request's body exceeds %d bytes", a.lim.MaxBodyBytes))
 		}
 		req.body = append(req.body, b...)
-		return
+		return true, nil
 	}
-	r := s.body.resp
-	if r == nil {
-		return
+	if r := s.body.resp; r != nil {
+		return a.writeResponse(r, b)
 	}
-	if len(r.body)+len(b) > r.limit {
-		panic(errors.Wrapf(ErrOutputExceeded, "wasihttp: the response body exceeds %d bytes", r.limit))
+	return false, nil
+}
+
+// flush sends a streamed response's writes on.
+func (s *outputStream) flush(a *Activation) error {
+	if s.body == nil || s.body.resp == nil {
+		return nil
 	}
-	r.body = append(r.body, b...)
+	return a.flushResponse(s.body.resp)
 }

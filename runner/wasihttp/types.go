@@ -126,3 +126,7 @@ var (
 	headerImmutable = canon.Case{Index: 2}
 	streamClosed    = canon.Case{Index: 1}
 )
+
+// lastOperationFailed is stream-error.last-operation-failed of the error
+// handle h.
+func lastOperationFailed(h uint32) canon.Case { return canon.Case{Index: 0, Value: h} }

@@ -42,6 +42,11 @@ type Options struct {
 	// Budget, when set, is how many host bytes lifting may still allocate;
 	// past zero lifting traps.
 	Budget *int64
+	// ViewBytes lifts a list<u8> as a view of the guest's memory instead
+	// of a copy, neither allocated nor charged: for a host function that
+	// is done with its bytes before the guest runs again (a stream's
+	// write, which copies what it keeps).
+	ViewBytes bool
 }
 
 func (o *Options) charge(n int64) error {
@@ -251,6 +256,9 @@ func loadList(o *Options, elem *Type, ptr, n uint32) (any, error) {
 		return nil, err
 	}
 	if elem.Kind == U8 {
+		if o.ViewBytes {
+			return b[:len(b):len(b)], nil
+		}
 		if err := o.charge(int64(n)); err != nil {
 			return nil, err
 		}

@@ -390,6 +390,23 @@ func TestLoad_budget(t *testing.T) {
 	if v, err := Load(&Options{Memory: m}, typ, 16); err != nil || len(v.([]byte)) != 30000 {
 		t.Fatalf("Load without a budget = %v, want 30000 bytes", err)
 	}
+	// A view is neither copied nor charged: it reads what the memory
+	// holds, and cannot be appended to in place.
+	budget = 1000
+	view := &Options{Memory: m, Budget: &budget, ViewBytes: true}
+	v, err := Load(view, typ, 16)
+	if err != nil || budget != 1000 {
+		t.Fatalf("Load of a view = %v, budget %d; want no charge", err, budget)
+	}
+	b := v.([]byte)
+	m.b[64] = 'z'
+	if len(b) != 30000 || cap(b) != 30000 || b[0] != 'z' {
+		t.Fatalf("view of %d bytes (cap %d) reads %q, want the memory's", len(b), cap(b), b[0])
+	}
+	le.PutUint32(m.b[20:], 1<<20) // out of bounds stays a trap
+	if _, err := Load(view, typ, 16); !errors.Is(err, ErrTrap) {
+		t.Fatalf("Load of a view out of bounds = %v, want a trap", err)
+	}
 }
 
 // TestStore_badRealloc: a realloc that returns a pointer out of bounds or
