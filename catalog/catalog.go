@@ -49,6 +49,11 @@ type Config struct {
 	Dir string
 	// Inspector examines modules at deploy and at Open. Required.
 	Inspector ModuleInspector
+	// OnInspect, if set, is called when the catalog hands a module to the
+	// Inspector (Done false) and when the Inspector answered (Done true),
+	// so that the node can say what a multi-second compile is doing. It is
+	// not called for a module the Inspector held already (AcquireModule).
+	OnInspect func(InspectEvent)
 	// MaxServices bounds the number of deployed services of the whole node
 	// (default 4096). Keep it at least the number of tenants times
 	// MaxServicesPerTenant: otherwise, once the tenants together deploy
@@ -154,6 +159,7 @@ func Open(ctx context.Context, opts Config) (*Catalog, error) {
 	}
 	c := &Catalog{opts: opts, store: &diskStore{root: opts.Dir}}
 	c.mods = newModules(opts.Inspector, c.store, opts.MaxArtifactBytes)
+	c.mods.onInspect, c.mods.clock = opts.OnInspect, opts.Clock
 	c.arts = newArtifacts(&c.mu.Mutex, &c.mu.index, c.store, opts)
 	if err := c.store.init(); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -167,10 +168,40 @@ func WithDeployingTenant(ctx context.Context, t vocab.TenantID) context.Context 
 // state that changes; the catalog holds one (Catalog.mods).
 type modules struct {
 	inspector ModuleInspector
-	releaser  ModuleReleaser // nil: the inspector hands out no references
-	acquirer  ModuleAcquirer // nil: every deploy reads and inspects its modules
-	read      artifactStore  // the artifacts' bytes (tests replace it)
-	maxBytes  int64          // Config.MaxArtifactBytes
+	releaser  ModuleReleaser     // nil: the inspector hands out no references
+	acquirer  ModuleAcquirer     // nil: every deploy reads and inspects its modules
+	read      artifactStore      // the artifacts' bytes (tests replace it)
+	maxBytes  int64              // Config.MaxArtifactBytes
+	onInspect func(InspectEvent) // Config.OnInspect
+	clock     vocab.Clock        // Config.Clock, timing onInspect's events
+}
+
+// InspectEvent is one call of Config.OnInspect: the module of digest, of
+// bytes bytes, deployed (or loaded at Open) by the service; when Done,
+// how long the Inspector took (compile slot wait included) and its error.
+type InspectEvent struct {
+	Tenant  vocab.TenantID
+	Service vocab.ServiceName
+	Digest  vocab.Digest
+	Bytes   int
+	Done    bool
+	Took    time.Duration
+	Err     error
+}
+
+// inspect is m.inspector.Inspect of the module data of service s, told
+// to onInspect.
+func (m *modules) inspect(ctx context.Context, s vocab.Spec, digest vocab.Digest, data []byte) (ModuleInfo, error) {
+	if m.onInspect == nil {
+		return m.inspector.Inspect(ctx, digest, data)
+	}
+	ev := InspectEvent{Tenant: s.Tenant, Service: s.Service, Digest: digest, Bytes: len(data)}
+	m.onInspect(ev)
+	start := m.clock.Now()
+	info, err := m.inspector.Inspect(ctx, digest, data)
+	ev.Done, ev.Took, ev.Err = true, m.clock.Now().Sub(start), err
+	m.onInspect(ev)
+	return info, err
 }
 
 // newModules is the modules of inspector, reading artifacts from read.
@@ -229,7 +260,7 @@ func (m *modules) inspectAll(ctx context.Context, s vocab.Spec, owns func(vocab.
 		case err != nil:
 			return nil, refs, err
 		}
-		info, err := m.inspector.Inspect(ctx, r.Artifact, data)
+		info, err := m.inspect(ctx, s, r.Artifact, data)
 		if err != nil {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, refs, errors.Wrap(ctxErr, "catalog: inspect")

@@ -143,6 +143,8 @@ func checkIngressRefused(t *testing.T, r reply, scope, dimension string) {
 // invocation is served.
 func TestIngress_controlServedWhileDataFull(t *testing.T) {
 	n := startIngressNode(t, "[ingress.data]\nslots = 2\nper_tenant = 2\nper_principal = 2\n")
+	// The target exists: a body is read only once its target resolved.
+	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	var held []*heldRequest
 	for range 2 {
 		held = append(held, n.holdDeclared(t, "alice", "acme/echo/run", 100))

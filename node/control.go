@@ -6,9 +6,11 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/cockroachdb/errors"
 
@@ -250,4 +252,23 @@ func (d *deployments) holdModules(w http.ResponseWriter, m vocab.Manifest) bool 
 		}
 	}
 	return api.Hold(w, n)
+}
+
+// logInspect is the catalog's Config.OnInspect: preparing a module of
+// 1 MiB or more (a JavaScript engine compiles for 10 s and more on two
+// cores), or for 1 s or more, is logged at Info when it starts and ends,
+// so a deploy or a restart that compiles does not look hung.
+func (n *Node) logInspect(ev catalog.InspectEvent) {
+	level, msg := slog.LevelDebug, "preparing a module (instrument and compile)"
+	if ev.Bytes >= 1<<20 || ev.Took >= time.Second {
+		level = slog.LevelInfo
+	}
+	attrs := []any{"tenant", string(ev.Tenant), "service", string(ev.Service), "digest", string(ev.Digest), "bytes", ev.Bytes}
+	if ev.Done {
+		msg, attrs = "prepared a module", append(attrs, "took_ms", ev.Took.Milliseconds())
+		if ev.Err != nil {
+			attrs = append(attrs, "err", ev.Err.Error())
+		}
+	}
+	n.log.Log(context.Background(), level, msg, attrs...)
 }

@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	co := cfg.CatalogConfig()
-	co.Inspector = n.run
+	co.Inspector, co.OnInspect = n.run, n.logInspect
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err
 	}
