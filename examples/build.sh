@@ -4,8 +4,8 @@
 # found on this machine, and each again as a reactor (a module exporting
 # _initialize and an entry function instead of _start, for the instance
 # modes snapshot and reuse) into OUTDIR/<name>-reactor.wasm. LANG js builds
-# the wasi:http handler examples/js/app.js into OUTDIR/app.wasm, a WASI 0.2
-# component, with componentize-js, which it installs from npm into $JCO_DIR
+# the wasi:http handlers examples/js/app.js and hello.js into OUTDIR/app.wasm
+# and hello.wasm, WASI 0.2 components, with componentize-js, which it installs from npm into $JCO_DIR
 # (default: $XDG_CACHE_HOME/latent-node/jco) the first time.
 # Exit status: 0 built; 3 the toolchain is missing (the message on stdout
 # says what to install); anything else a failed build.
@@ -150,7 +150,8 @@ js)
 	cp "$here/js/componentize.mjs" "$jco/componentize.mjs"
 	# The world: wasi:http/proxy@0.2.10, the WIT of the component fixtures.
 	(cd "$jco" && node componentize.mjs "$here/js/app.js" "$wit" app "$out/app.wasm")
-	echo "examples/js: built $out/app.wasm (componentize-js 0.23.0)"
+	(cd "$jco" && node componentize.mjs "$here/js/hello.js" "$wit" app "$out/hello.wasm")
+	echo "examples/js: built $out/app.wasm and $out/hello.wasm (componentize-js 0.23.0)"
 	;;
 *)
 	echo "build.sh: unknown example language $lang (want go, rust, c or js)" >&2

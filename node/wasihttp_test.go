@@ -461,6 +461,18 @@ func TestInvoke_wasiHTTPReuse(t *testing.T) {
 			t.Fatalf("call %d: %d %q, want %q", i, resp.StatusCode, body, want)
 		}
 	}
+	// postreturn.wasm traps on a call whose previous call's post-return
+	// did not run (componentize-js's bindings do): the host calls it after
+	// every handle, so a reused instance answers every time.
+	if err := tn.tryDeployComponent(t, "postreturn", testwasm.Component(t, "postreturn"), map[string]any{"instance": "reuse"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		resp, body := tn.do(t, "GET", "/v1/invoke/demo/postreturn/run/", tn.key, nil, nil)
+		if want := fmt.Sprintf("count %d\n", i); resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("post-return, call %d: %d %q, want %q", i, resp.StatusCode, body, want)
+		}
+	}
 	if err := tn.tryDeployComponent(t, "rust", testwasm.Component(t, "adapted"), map[string]any{"instance": "reuse",
 		"ceiling": map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"}}); err != nil {
 		t.Fatal(err)

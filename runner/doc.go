@@ -179,8 +179,7 @@
 // state; its exported methods delegate to them.
 //
 //   - runner.go: Runner (New, Inspect, Run), Config, Cell, errors; Run's
-//     fresh instance mode. The ledger of the function signatures the
-//     runtime holds, charged per tenant, is runner/internal/sigledger.
+//     fresh instance mode (the signature ledger: internal/sigledger).
 //   - modules.go: moduleTable, the compiled modules by digest and their
 //     references (Acquire, ReleaseModule, Prepared), the compiled-bytes
 //     bound; acquire.go: AcquireModule, another reference for the catalog

@@ -114,7 +114,7 @@ func (g *wasiHTTPGuest) enter(ctx context.Context, a *activation, mod api.Module
 	if fn == nil {
 		return errors.AssertionFailedf("runner: %s not exported", wasihttp.HandlerExport)
 	}
-	return g.st.Handle(ctx, mod, fn)
+	return g.st.Handle(ctx, mod, fn, mod.ExportedFunction(wasihttp.HandlerPostReturn))
 }
 
 func (g *wasiHTTPGuest) call(ctx context.Context, w *warmInstance, _ string) error {
@@ -122,7 +122,12 @@ func (g *wasiHTTPGuest) call(ctx context.Context, w *warmInstance, _ string) err
 	if err != nil {
 		return err
 	}
-	return g.st.Handle(wasihttp.WithActivation(ctx, g.st), w.mod, fn)
+	post, ok := w.fns[wasihttp.HandlerPostReturn] // kept nil when the component has none
+	if !ok {
+		post = w.mod.ExportedFunction(wasihttp.HandlerPostReturn)
+		w.fns[wasihttp.HandlerPostReturn] = post
+	}
+	return g.st.Handle(wasihttp.WithActivation(ctx, g.st), w.mod, fn, post)
 }
 
 func (g *wasiHTTPGuest) answer(out *Outcome) {

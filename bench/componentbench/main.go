@@ -1,7 +1,8 @@
 // Command componentbench measures the wasi:http examples on the real binary
 // against the reference host, jco serve, on the same machine in the same
-// run: the JavaScript handler (examples/js, componentize-js) and the Rust
-// one (examples/rust/http.rs) in every instance mode a component has
+// run: the JavaScript hello handler (examples/js/hello.js, componentize-js),
+// the JavaScript example app (app.js) and the Rust handler
+// (examples/rust/http.rs) in every instance mode a component has
 // (fresh, snapshot, reuse) on the node, and under jco serve with a fresh instance
 // per request (worker isolation) and with one shared instance. Each target
 // gets K closed-loop keep-alive clients asking GET / for a few seconds per
@@ -123,12 +124,19 @@ func run(ctx context.Context, o options) error {
 	defer func() { _ = os.RemoveAll(built) }()
 	components := map[string]string{} // component name → its built file; absent: failed[name] says why
 	failed := map[string]string{}
-	for _, c := range []struct{ name, lang, file string }{{"js", "js", "app.wasm"}, {"rust", "rust", "http.wasm"}} {
-		dir := filepath.Join(built, c.lang)
+	langErr := map[string]error{} // each language's examples are built once
+	for _, lang := range []string{"js", "rust"} {
+		dir := filepath.Join(built, lang)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return errors.Wrap(err, "componentbench: build dir")
 		}
-		err := testwasm.BuildExamples(ctx, c.lang, dir)
+		langErr[lang] = testwasm.BuildExamples(ctx, lang, dir)
+	}
+	// js is the hello handler (hello.js, the incoming-handler export);
+	// js-app the example app (app.js, a fetch event listener).
+	for _, c := range []struct{ name, lang, file string }{{"js", "js", "hello.wasm"}, {"js-app", "js", "app.wasm"}, {"rust", "rust", "http.wasm"}} {
+		dir := filepath.Join(built, c.lang)
+		err := langErr[c.lang]
 		if _, serr := os.Stat(filepath.Join(dir, c.file)); err == nil && serr != nil {
 			err = errors.Newf("examples/build.sh %s built no %s (is Node.js with npm installed?)", c.lang, c.file)
 		}
@@ -164,6 +172,7 @@ func run(ctx context.Context, o options) error {
 	var targets []*target
 	for _, c := range []struct{ name, memory, fuel, want string }{
 		{"js", "64MiB", "5000000000", "hello from JavaScript"},
+		{"js-app", "64MiB", "5000000000", "hello from JavaScript"},
 		{"rust", "16MiB", "1000000000", "hello from Rust"},
 	} {
 		modes := []string{"snapshot", "reuse", "fresh"}
@@ -236,7 +245,8 @@ func run(ctx context.Context, o options) error {
 		Targets: targets, Summary: summary(targets),
 		Notes: map[string]string{
 			"load":     "closed-loop keep-alive clients on the same machine, GET / of each target; the targets take turns within a round",
-			"node":     "the real binary (latent-node serve) with a fixed calm host load (LATENT_NODE_LOAD_SOURCE), the JS handler under a 64 MiB ceiling, the Rust one under 16 MiB; exec is Server-Timing",
+			"node":     "the real binary (latent-node serve) with a fixed calm host load (LATENT_NODE_LOAD_SOURCE), the JS handlers under a 64 MiB ceiling, the Rust one under 16 MiB; exec is Server-Timing",
+			"js":       "js is examples/js/hello.js, a handler of the wasi:http incoming-handler export; js-app is examples/js/app.js, a fetch event listener, which StarlingMonkey dispatches once per instance: its reuse and jco serve's shared instance fail on the second request",
 			"jco":      "jco serve (Node.js, V8) on the same component: isolated = --isolate-requests worker (a fresh instance per request, 4 workers); shared = one instance for every request",
 			"failures": "a target that could not be built or started, or stopped answering, is recorded with the reason and not measured",
 		}}
@@ -513,7 +523,7 @@ func summary(ts []*target) map[string]any {
 		s["bar_js_snapshot_500_rps"] = t.Median.RPS >= 500
 		s["bar_js_snapshot_exec_p50_3ms"] = t.Median.ExecP50Ms <= 3
 	}
-	for _, c := range []string{"js", "rust"} {
+	for _, c := range []string{"js", "js-app", "rust"} {
 		reuse, shared := by[c+"/node-reuse"], by[c+"/jco-shared"]
 		if reuse != nil && reuse.Failed == "" && shared != nil {
 			// jco serve's shared instance as the bar; one that cannot

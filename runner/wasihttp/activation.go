@@ -196,8 +196,11 @@ func From(ctx context.Context) *Activation {
 // Handle calls the guest's lifted handle export fn, core type
 // (i32 i32) -> (), with a new own<incoming-request> and
 // own<response-outparam>, and returns fn's error as is.
-func (a *Activation) Handle(ctx context.Context, mod api.Module, fn api.Function) error {
+func (a *Activation) Handle(ctx context.Context, mod api.Module, fn, post api.Function) error {
 	a.ctx, a.mod = ctx, mod
+	if !coreType(fn, 2) || (post != nil && !coreType(post, 0)) {
+		return errors.Wrap(canon.ErrTrap, "wasihttp: the handler's core type is not (i32 i32) -> (), or its post-return's not () -> ()")
+	}
 	req, err := a.table.Add(resIncomingRequest, &incomingRequest{headers: a.requestFields()})
 	if err != nil {
 		return err
@@ -206,8 +209,25 @@ func (a *Activation) Handle(ctx context.Context, mod api.Module, fn api.Function
 	if err != nil {
 		return err
 	}
-	_, err = fn.Call(ctx, uint64(req), uint64(out))
+	if _, err = fn.Call(ctx, uint64(req), uint64(out)); err != nil || post == nil {
+		return err
+	}
+	_, err = post.Call(ctx)
 	return err
+}
+
+// coreType reports whether fn takes params i32s and returns nothing.
+func coreType(fn api.Function, params int) bool {
+	d := fn.Definition()
+	if len(d.ResultTypes()) != 0 || len(d.ParamTypes()) != params {
+		return false
+	}
+	for _, t := range d.ParamTypes() {
+		if t != api.ValueTypeI32 {
+			return false
+		}
+	}
+	return true
 }
 
 func (a *Activation) requestFields() *fields {

@@ -21,6 +21,12 @@ import (
 // wasi:http/incoming-handler handle function, core type (i32 i32) -> ().
 const HandlerExport = "latent:export/wasi:http/incoming-handler@0.2#handle"
 
+// HandlerPostReturn is the merged module's export of the handler's
+// post-return function, core type () -> (), when the component declares
+// one: the host calls it after every handle (componentize-js's bindings
+// reset their call state in it, and refuse the next call without it).
+const HandlerPostReturn = "latent:post-return/wasi:http/incoming-handler@0.2#handle"
+
 // ComponentLimits are the deploy limits of a component's own structure
 // (its core modules are then held to the runner's limits once merged):
 // documented in docs/guest-abi.md, "wasi-http ABI".
