@@ -1,6 +1,7 @@
-//go:build !unix
+//go:build !unix && !windows
 
-// The flock of LockDir where the system has none: no lock.
+// The flock of LockDir where the system has none (neither Unix nor
+// Windows): no lock.
 
 package catalog
 

@@ -199,7 +199,7 @@ func startSlowReaders(t *testing.T, addr string, n int) *slowReaders {
 	t.Helper()
 	d := net.Dialer{Timeout: 2 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)},
 		Control: func(_, _ string, c syscall.RawConn) error {
-			return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024) })
+			return c.Control(func(fd uintptr) { setRcvBuf(fd, 1024) })
 		}}
 	batch := strings.Repeat("GET /x HTTP/1.1\r\nHost: x\r\n\r\n", 1000)
 	s := &slowReaders{written: make([]atomic.Int64, n), closed: make(chan int, n)}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -38,15 +37,6 @@ func procCPU(pid int) time.Duration {
 		return 0
 	}
 	return time.Duration(u+st) * time.Second / clockTicks
-}
-
-// selfCPU returns this process's user+system CPU time.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cpuUse is the CPU time the node (or the baseline server) and the

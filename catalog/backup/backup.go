@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 
 	"github.com/cockroachdb/errors"
 
@@ -339,9 +338,7 @@ type fileID struct {
 
 func idOf(fi os.FileInfo) fileID {
 	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.dev, id.ino = uint64(st.Dev), uint64(st.Ino) //nolint:unconvert // Dev is uint32 on some platforms
-	}
+	id.dev, id.ino = devIno(fi)
 	return id
 }
 

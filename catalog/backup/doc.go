@@ -44,7 +44,9 @@
 // # Internal organization
 //
 //   - backup.go: Write, Options, Stats, the sentinels, and the consistent
-//     read of a data directory (readSnapshot) it copies.
+//     read of a data directory (readSnapshot) it copies; fileid_unix.go,
+//     fileid_other.go: a record file's device and inode, where the system
+//     has them.
 //   - manifest.go: the manifest's entries, encoding and strict decoding,
 //     its signature, and the entry names the layout allows (entryKind).
 //   - stream.go: the tar and directory forms (sinks and sources), and the

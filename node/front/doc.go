@@ -27,10 +27,14 @@
 // # Internal organization
 //
 //   - conns.go: ConnLimits, ConnLimiter (Wrap, ConnState, Stats) and
-//     RateLog, the rate-limited logger of the server's own errors.
+//     RateLog, the rate-limited logger of the server's own errors;
+//     conns_unix.go, conns_other.go: DefaultMaxConns from RLIMIT_NOFILE,
+//     or a fixed bound where there is none (Windows).
 //   - yield.go: Yield, the front yield (a pipe the guests write to and a
 //     sentinel goroutine that reads it, see Yield's comment), and
-//     YieldInterval.
+//     YieldInterval; yield_unix.go, yield_other.go: its Run, through the
+//     runtime's poller, or with blocking reads where pipes cannot be
+//     polled (Windows).
 //   - tls.go: ServerTLS, the listener's certificate and client CAs
 //     ([node.tls]); Load prepares a reload, Store applies it.
 //   - ingress.go: the ingress pools (IngressPool: Reserve before the body

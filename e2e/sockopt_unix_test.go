@@ -1,0 +1,10 @@
+//go:build unix
+
+package e2e
+
+import "syscall"
+
+// setRcvBuf sets socket fd's receive buffer to n bytes (best effort).
+func setRcvBuf(fd uintptr, n int) {
+	_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+}
