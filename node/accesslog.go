@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-node/latent-node/node/activation"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/history"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/vocab"
 )
@@ -23,6 +24,7 @@ type accessLog struct {
 	clock   vocab.Clock
 	log     *slog.Logger
 	metrics *metrics
+	hist    *history.History // the status page's plots: invocations only
 }
 
 // logged writes one INFO line per request (rate-limited per tenant),
@@ -68,6 +70,9 @@ func (l *accessLog) finish(aw *front.AccessWriter, r *http.Request, rec *activat
 	} else {
 		args = append(args, slog.String("method", front.LogSafe(r.Method, front.MaxLogFieldBytes)), slog.String("route_kind", kind),
 			slog.String("tenant", string(rec.Tenant)), slog.Int("status", status))
+	}
+	if invoke {
+		l.hist.Observe(history.Obs{Tenant: rec.Tenant, Took: took, Queue: rec.Timing.QueueWait(), Fuel: rec.FuelUsed, Outcome: rec.OutcomeName(), Reason: rec.ReasonName()})
 	}
 	switch {
 	case rec.Executed:

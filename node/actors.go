@@ -40,6 +40,7 @@ func (n *Node) Actors() []Actor {
 			return n.rejections.Run(ctx, n.log, RejectionLogInterval)
 		}},
 		{Name: "warm-sweep", Run: n.run.SweepWarm},
+		{Name: "history", Run: n.views.RunHistory},
 	}
 	if n.cluster != nil {
 		as = append(as, Actor{Name: "cluster", Run: n.cluster.Run})

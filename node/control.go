@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -265,10 +266,7 @@ func (n *Node) logInspect(ev catalog.InspectEvent) {
 	}
 	attrs := []any{"tenant", string(ev.Tenant), "service", string(ev.Service), "digest", string(ev.Digest), "bytes", ev.Bytes}
 	if ev.Done {
-		msg, attrs = "prepared a module", append(attrs, "took_ms", ev.Took.Milliseconds())
-		if ev.Err != nil {
-			attrs = append(attrs, "err", ev.Err.Error())
-		}
+		msg, attrs = "prepared a module", append(attrs, "took_ms", ev.Took.Milliseconds(), "err", fmt.Sprint(ev.Err))
 	}
 	n.log.Log(context.Background(), level, msg, attrs...)
 }

@@ -55,8 +55,10 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/admin/admission", n.governed(ctl, none, auth.Admin, false, n.views.HandleAdminAdmission))
 	mux.HandleFunc("POST /v1/admin/reload", n.governed(ctl, none, auth.Admin, false, reloadHandler(n.Reload, n.log)))
 	hosts := front.UIHosts(n.cfg)
-	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleUI)))
+	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.views.HandleUI)) // the page and its assets hold no data
+	mux.HandleFunc("GET /ui/assets/{name}", front.UIHostOnly(hosts, n.views.HandleAsset))
 	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleUIData)))
+	mux.HandleFunc("GET /ui/history", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleHistory)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
 	mux.HandleFunc("GET /v1/cluster/status", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleClusterStatus))
 	mux.HandleFunc("GET /v1/cluster/artifacts/{digest}", n.clusterAPI.peerOnly(n.clusterAPI.handlePeerArtifact))
@@ -72,11 +74,11 @@ func (n *Node) Handler() http.Handler {
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
 	for _, path := range []string{"/v1/artifacts/{digest}",
-		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/v1/admin/reload", "/ui", "/ui/data", "/healthz", "/readyz", "/metrics"} {
+		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/v1/admin/reload", "/ui", "/ui/assets/{name}", "/ui/data", "/ui/history", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)
-	access := &accessLog{clock: n.clock, log: n.log, metrics: n.metrics}
+	access := &accessLog{clock: n.clock, log: n.log, metrics: n.metrics, hist: n.views.History()}
 	return access.logged(n.recovered(front.CleanPaths(front.RouteInvocations(invoke, mux), http.HandlerFunc(handleNotFound))))
 }
 

@@ -66,8 +66,8 @@ func TestNode_snapshotImages(t *testing.T) {
 	for _, tbl := range ui.Tables {
 		if tbl.Name == "tenants" {
 			for _, row := range tbl.Rows {
-				if row[0] == "demo" && row[len(row)-1] != "65536" {
-					t.Errorf("status page tenant row %v: want 65536 snapshot bytes last", row)
+				if row[0] == "demo" && row[len(row)-1] != "64 KiB" {
+					t.Errorf("status page tenant row %v: want 64 KiB snapshot bytes last", row)
 				}
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/history"
 	"github.com/latent-node/latent-node/node/status"
 	"github.com/latent-node/latent-node/node/tracing"
 	"github.com/latent-node/latent-node/runner"
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		classes: cfg.SortedCellClasses(), cluster: n.clusterAPI}
 	n.views = status.New(status.Config{Admission: n.prov, Data: n.dataPool, Control: n.controlPool, Runner: n.run,
 		Cells: n.pool, Scheduler: n.sched, Catalog: n.cat, Load: n.load, LoadKind: n.loadKind, Clock: n.clock, Log: n.log,
-		Refusals: n.metrics.refusals})
+		Refusals: n.metrics.refusals, History: history.New(history.Config{Clock: n.clock})})
 	if n.tracer, err = tracing.New(ctx, cfg.Tracing, n.clock); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,10 +17,14 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/history"
 	"github.com/latent-node/latent-node/node/status"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/vocab"
@@ -27,9 +33,21 @@ import (
 // evilTenant is a tenant name that is markup if the page fails to escape it.
 const evilTenant = `<img_src=x_onerror=alert(1)>&"'`
 
+// TestUI_access: the page and its assets are served without credentials
+// (they hold no data); the data routes need the admin role.
 func TestUI_access(t *testing.T) {
 	sn := startServed(t)
-	for _, path := range []string{"/ui", "/ui/data"} {
+	for _, path := range []string{"/ui", "/ui/assets/app.js", "/ui/assets/app.css"} {
+		a := sn.do(t, "GET", path, "", nil, nil)
+		if a.status != http.StatusOK || a.header.Get("X-Content-Type-Options") != "nosniff" || a.header.Get("Content-Security-Policy") == "" {
+			t.Fatalf("%s without a key: %d %v", path, a.status, a.header)
+		}
+		wantProblem(t, sn.do(t, "POST", path, sn.admin, nil, nil), http.StatusMethodNotAllowed, refusal.ReasonMethodNotAllowed.String())
+	}
+	if a := sn.do(t, "GET", "/ui/assets/other.js", "", nil, nil); a.status != http.StatusNotFound {
+		t.Fatalf("unknown asset: %d", a.status)
+	}
+	for _, path := range []string{"/ui/data", "/ui/history"} {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
 			wantProblem(t, sn.do(t, "GET", path, "", nil, nil), http.StatusUnauthorized, "unauthenticated")
 			wantProblem(t, sn.do(t, "GET", path, sn.inv, nil, nil), http.StatusForbidden, refusal.ReasonRoleNotAuthorized.String())
@@ -43,53 +61,42 @@ func TestUI_access(t *testing.T) {
 	wantProblem(t, sn.do(t, "GET", "/ui/", sn.admin, nil, nil), http.StatusNotFound, refusal.ReasonUnknownPath.String())
 }
 
-var nonceRE = regexp.MustCompile(`<(script|style) nonce="([^"]+)">`)
-
+// TestUI_page: the page is static, loads only this origin's script and
+// style under a policy without inline code or other origins, and names no
+// tenant; the data escapes tenant names and shows sizes in human units.
 func TestUI_page(t *testing.T) {
 	tn := startNodeWith(t, func(c *config.Config) {
 		c.Tenants[evilTenant] = c.Tenants["demo"]
 	})
-	resp, body := tn.do(t, "GET", "/ui", tn.key, nil, nil)
+	resp, body := tn.do(t, "GET", "/ui", "", nil, nil)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("%d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	page := string(body)
 	csp := resp.Header.Get("Content-Security-Policy")
-	nonces := nonceRE.FindAllStringSubmatch(page, -1)
-	if len(nonces) != 2 {
-		t.Fatalf("want a style and a script with a nonce, have %q", nonces)
-	}
-	for _, m := range nonces {
-		if !strings.Contains(csp, "'nonce-"+m[2]+"'") {
-			t.Fatalf("%s nonce %q not in CSP %q", m[1], m[2], csp)
-		}
-	}
-	for _, want := range []string{"default-src 'self'", "script-src 'nonce-", "style-src 'nonce-", "frame-ancestors 'none'"} {
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("CSP %q lacks %q", csp, want)
 		}
 	}
-	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
-		t.Errorf("CSP %q allows unsafe sources", csp)
+	if strings.Contains(csp, "unsafe-") || strings.Contains(csp, "nonce-") || strings.Contains(csp, "http") {
+		t.Errorf("CSP %q allows inline code or another origin", csp)
 	}
-	// A second answer has a fresh nonce.
-	resp2, body2 := tn.do(t, "GET", "/ui", tn.key, nil, nil)
-	if n2 := nonceRE.FindStringSubmatch(string(body2)); n2 == nil || n2[2] == nonces[0][2] ||
-		resp2.Header.Get("Content-Security-Policy") == csp {
-		t.Fatal("the nonce is reused across answers")
+	if strings.Contains(page, "<script>") || strings.Contains(page, "<style") || strings.Contains(page, " style=") ||
+		strings.Contains(page, "http://") || strings.Contains(page, "https://") || strings.Contains(page, "demo") {
+		t.Fatalf("the page has inline code, another origin or data:\n%s", page)
 	}
-
-	// The tenant name is text, never markup: escaped in the HTML, and
-	// escaped by the JSON encoder in the data.
-	if strings.Contains(page, "<img") || !strings.Contains(page, "&lt;img_src=x_onerror=alert(1)&gt;&amp;&#34;&#39;") {
-		t.Fatalf("tenant name not escaped:\n%s", page)
-	}
-	for _, want := range []string{`<table id="cells">`, `<table id="queues">`, `<table id="tenants">`,
-		`<table id="pressure">`, `<table id="refusals">`, "<td>demo</td>"} {
+	for _, want := range []string{`<script src="/ui/assets/app.js" defer>`, `href="/ui/assets/app.css"`, `id="signin"`, `type="password"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	_, js := tn.do(t, "GET", "/ui/assets/app.js", "", nil, nil)
+	if !strings.Contains(string(js), "sessionStorage") || strings.Contains(string(js), "innerHTML") || strings.Contains(string(js), "localStorage") ||
+		strings.Contains(string(js), "document.cookie") || regexp.MustCompile(`https?://(?:[^w]|w[^w]|ww[^w])`).MatchString(string(js)) {
+		t.Fatal("the script must keep the key in sessionStorage only, write no markup and reach no other origin")
+	}
+
 	resp, body = tn.do(t, "GET", "/ui/data", tn.key, nil, nil)
 	if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "<img") {
 		t.Fatalf("data: %d %s", resp.StatusCode, body)
@@ -106,6 +113,56 @@ func TestUI_page(t *testing.T) {
 	demo := rows[slices.IndexFunc(rows, func(r []string) bool { return r[0] == "demo" })]
 	if demo[7] == "0" {
 		t.Fatalf("the demo tenant's services are not counted: %q", demo)
+	}
+	for _, r := range tableRows(d.Tables, "ingress") {
+		if !strings.HasSuffix(r[4], "iB") && !strings.HasSuffix(r[4], " B") {
+			t.Fatalf("ingress max bytes %q not in human units", r[4])
+		}
+	}
+}
+
+// TestBytes: sizes as the page shows them.
+func TestBytes(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0 B", 1023: "1023 B", 1024: "1 KiB", 1536: "1.5 KiB", 1 << 30: "1 GiB",
+		12<<20 + 512<<10: "12.5 MiB", 300 << 20: "300 MiB", 1<<40 + 1<<39: "1.5 TiB"} {
+		if have := status.Bytes(n); have != want {
+			t.Errorf("Bytes(%d) = %q, want %q", n, have, want)
+		}
+	}
+}
+
+// TestUI_history: invocations and refusals of two tenants show up in the
+// next point of /ui/history, which ?since= leaves out once read.
+func TestUI_history(t *testing.T) {
+	sn := startServed(t)
+	for range 3 {
+		sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, strings.NewReader("ada"), nil)
+	}
+	sn.do(t, "POST", "/v1/invoke/demo/hello/greet", "lk_nobody", strings.NewReader("x"), nil)
+	sn.n.views.History().Close(sn.n.views.Gauges())
+	var h struct {
+		IntervalMs int64
+		Points     []history.Point
+	}
+	if err := json.Unmarshal(sn.do(t, "GET", "/ui/history", sn.admin, nil, nil).body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Points) != 1 {
+		t.Fatalf("%d points", len(h.Points))
+	}
+	p := h.Points[0]
+	if p.Node.Answers == 0 || p.Reasons["unauthenticated"] == 0 || p.Outcomes["success"] == 0 || p.MemoryLimit == 0 {
+		t.Fatalf("point %+v", p)
+	}
+	names := map[string]bool{}
+	for _, tr := range p.Tenants {
+		names[tr.Name] = true
+	}
+	if !names["demo"] || !names[history.Anonymous] {
+		t.Fatalf("tenants %+v: want demo and the unauthenticated requests", p.Tenants)
+	}
+	if err := json.Unmarshal(sn.do(t, "GET", "/ui/history?since="+strconv.FormatInt(p.T, 10), sn.admin, nil, nil).body, &h); err != nil || len(h.Points) != 0 {
+		t.Fatalf("since the last point: %d points (%v)", len(h.Points), err)
 	}
 }
 
@@ -157,107 +214,133 @@ func browserPath() string {
 	return ""
 }
 
-// TestUI_browser loads the page in headless Chromium with the admin key as
-// an extra header, waits until its script refreshed the tables from
-// /ui/data, and compares what the page shows with /v1/admin/admission. The
-// page must write nothing to the console: a script blocked by the CSP, an
-// exception or a failed request would.
+// TestUI_browser drives the page in headless Chromium: it asks for a key,
+// refuses a wrong one and one without the admin role with a message,
+// accepts the admin key, then shows the tables as /v1/admin/admission has
+// them and, after traffic from two tenants and refusals, a plot with
+// points for each series, the refusal reasons and human units; signing
+// out forgets the key. The console stays empty, no request leaves the
+// node's origin, and a screenshot is written (to $LATENT_UI_SCREENSHOT
+// when set, for the docs).
 func TestUI_browser(t *testing.T) {
 	exe := browserPath()
 	if exe == "" {
 		t.Skip("no chromium, chromium-browser or google-chrome on PATH")
 	}
-	sn := startServed(t)
+	betaKey, betaHash, _ := auth.Generate()
+	sn := startServedWith(t, func(c *config.Config) {
+		beta := c.Tenants["demo"]
+		beta.Subjects = append(slices.Clone(beta.Subjects), "beta-app")
+		c.Tenants["beta"] = beta
+		c.Principals = append(c.Principals, config.Principal{Subject: "beta-app", Kind: admission.KindUser, Tenant: "beta",
+			Roles: config.RoleInvoke, APIKeys: []string{betaHash}})
+	})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1800))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
 
-	// The console is read by a goroutine the test waits for.
+	// The console and every request the page makes are read by listeners
+	// the browser calls; the test reads what they collected.
 	var (
 		mu       sync.Mutex
-		messages []chromedp.ConsoleMessage
+		messages []string
+		foreign  []string
 		seen     = make(chan struct{}, 64)
-		wg       sync.WaitGroup
 	)
-	console := chromedp.Console(ctx)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for m, err := range console {
-			if err != nil {
-				return
+	if err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			var parts []string
+			for _, a := range e.Args {
+				parts = append(parts, string(a.Value))
 			}
-			mu.Lock()
-			messages = append(messages, m)
-			mu.Unlock()
+			messages = append(messages, string(e.Type)+": "+strings.Join(parts, " "))
 			select {
 			case seen <- struct{}{}:
 			default:
 			}
+		case *runtime.EventExceptionThrown:
+			messages = append(messages, "exception: "+e.ExceptionDetails.Text)
+		case *network.EventRequestWillBeSent:
+			if !strings.HasPrefix(e.Request.URL, sn.url+"/") {
+				foreign = append(foreign, e.Request.URL)
+			}
 		}
-	}()
-	defer wg.Wait() // after cancel, which runs first
-	defer cancel()
-
-	deadline, stop := context.WithTimeout(ctx, 15*time.Second)
-	defer stop()
-	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(deadline, network.SetExtraHTTPHeaders,
-		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + sn.admin}}); err != nil {
+	deadline, stop := context.WithTimeout(ctx, 40*time.Second)
+	defer stop()
+	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(deadline, chromedp.Navigate(sn.url+"/ui")); err != nil {
 		t.Fatal(err)
 	}
-
-	// What the page shows after its script refreshed it at least `after`
-	// times.
-	shown := func(after int) (int, map[string][][]string) {
+	poll := func(what, expr string) {
 		t.Helper()
-		n, err := chromedp.Run(deadline, chromedp.Poll[int](fmt.Sprintf(
-			`Number(document.getElementById("status").dataset.refreshes) > %d && Number(document.getElementById("status").dataset.refreshes)`, after),
-			chromedp.WithPollingInterval(20*time.Millisecond)))
-		if err != nil {
+		if _, err := chromedp.Run(deadline, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
 			mu.Lock()
 			defer mu.Unlock()
-			t.Fatalf("the page did not refresh: %v (console %v)", err, messages)
+			t.Fatalf("%s: %v (console %q)", what, err, messages)
 		}
+	}
+	text := func(expr string) string {
+		t.Helper()
+		s, err := chromedp.Run(deadline, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	signIn := func(key string) {
+		t.Helper()
+		k, _ := json.Marshal(key)
+		if _, err := chromedp.Run(deadline, chromedp.Evaluate[bool](`(() => { document.getElementById("key").value = `+string(k)+
+			`; document.getElementById("signin").requestSubmit(); return true; })()`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	poll("the page asks for a key", `!document.getElementById("signin").hidden && document.getElementById("dashboard").hidden`)
+	signIn("lk_not-a-key")
+	poll("a wrong key is refused", `document.getElementById("signin-error").textContent.includes("refused")`)
+	signIn(sn.inv) // a valid key without the admin role
+	poll("a key without the admin role is refused", `document.getElementById("signin-error").textContent.includes("role")`)
+	if got := text(`String(sessionStorage.length)`); got != "0" {
+		t.Fatalf("a refused key was kept: %s items", got)
+	}
+	signIn(sn.admin)
+	poll("the admin key is accepted", `Number(document.getElementById("status").dataset.refreshes) > 0 && !document.getElementById("dashboard").hidden`)
+	if text(`sessionStorage.getItem("latent-node.admin-key")`) != sn.admin || text(`document.cookie`) != "" || text(`location.href`) != sn.url+"/ui" {
+		t.Fatal("the key must be in sessionStorage only, not in a cookie or the URL")
+	}
+
+	// The tables agree with /v1/admin/admission (the page's own poll holds
+	// a control-pool request while it is read, so a mismatch is read
+	// again after the next refresh).
+	var diff string
+	for attempt := 0; attempt < 3; attempt++ {
+		n := text(`document.getElementById("status").dataset.refreshes`)
+		poll("a refresh", `Number(document.getElementById("status").dataset.refreshes) > `+n)
 		tables, err := chromedp.Run(deadline, chromedp.Evaluate[map[string][][]string](`Object.fromEntries(
-			Array.from(document.querySelectorAll("table")).map(t => [t.id,
+			Array.from(document.querySelectorAll("#tables table")).map(t => [t.id,
 				Array.from(t.tBodies[0].rows).map(r => Array.from(r.cells).map(c => c.textContent))]))`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n, tables
-	}
-	admin := func() status.AdminAdmission {
 		var a status.AdminAdmission
 		if err := json.Unmarshal(sn.do(t, "GET", "/v1/admin/admission", sn.admin, nil, nil).body, &a); err != nil {
 			t.Fatal(err)
 		}
-		return a
-	}
-
-	// The page's own poll holds a control-pool request while it is read, as
-	// the test's GET does while it is answered; they agree unless both run
-	// at once, so a mismatch is read again after the next refresh.
-	var diff string
-	refreshes := 0
-	for attempt := 0; attempt < 3; attempt++ {
-		var tables map[string][][]string
-		refreshes, tables = shown(refreshes)
-		a := admin()
 		if diff = compareUI(tables, a); diff == "" {
-			t.Logf("after %d refreshes the page shows cells %q, tenants %q, ingress %q, pressure %q",
-				refreshes, tables["cells"], tables["tenants"], tables["ingress"], tables["pressure"])
-			// Negative control: the comparison sees a changed number.
-			a.Tenants[0].Usage.Queued++
+			a.Tenants[0].Usage.Queued++ // negative control: a changed number is seen
 			if compareUI(tables, a) == "" {
 				t.Fatal("compareUI missed a changed queued count")
 			}
@@ -268,20 +351,79 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("the page disagrees with /v1/admin/admission: %s", diff)
 	}
 
-	mu.Lock()
-	got := slices.Clone(messages)
-	mu.Unlock()
-	if len(got) != 0 {
-		t.Fatalf("console messages: %v", got)
+	// Traffic from two tenants and refusals, in two points of history.
+	for range 2 {
+		for range 5 {
+			sn.do(t, "POST", "/v1/invoke/demo/hello/greet", sn.admin, strings.NewReader("ada"), nil)
+			sn.do(t, "POST", "/v1/invoke/beta/hello/greet", betaKey, strings.NewReader("bo"), nil) // beta has no such service
+			sn.do(t, "POST", "/v1/invoke/demo/hello/greet", "lk_nobody", strings.NewReader("x"), nil)
+		}
+		sn.n.views.History().Close(sn.n.views.Gauges())
 	}
-	// Negative control: the console reader sees what the page writes.
+	plots := text(`document.getElementById("status").dataset.plots`)
+	poll("the plots are redrawn with the new points", `Number(document.getElementById("status").dataset.plots) > `+plots+
+		` && Number(document.getElementById("plot-tenants").dataset.points) >= 2`)
+	figs, err := chromedp.Run(deadline, chromedp.Evaluate[map[string]string](`Object.fromEntries(
+		Array.from(document.querySelectorAll("#plots figure")).map(f => [f.id, f.dataset.points + "|" + f.getAttribute("aria-label")]))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) < 8 {
+		t.Fatalf("%d plots", len(figs))
+	}
+	for id, v := range figs {
+		if n, _ := strconv.Atoi(strings.SplitN(v, "|", 2)[0]); n < 2 {
+			t.Errorf("plot %s: %q, want at least 2 points", id, v)
+		}
+	}
+	for id, want := range map[string][]string{
+		"plot-refusals": {"unauthenticated", refusal.ReasonServiceNotFound.String()},
+		"plot-tenants":  {"demo", "beta", "(unauthenticated)"},
+		"plot-memory":   {"iB"},
+		"plot-latency":  {"s"},
+		"plot-outcomes": {"success", "/s"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(figs[id], w) {
+				t.Errorf("plot %s says %q, want %q in it", id, figs[id], w)
+			}
+		}
+	}
+	if h := text(`document.getElementById("headline").textContent`); !strings.Contains(h, " of 2 GiB") || !strings.Contains(h, "/s") || !strings.Contains(h, " ms") {
+		t.Errorf("headline %q not in human units", h)
+	}
+	shot := os.Getenv("LATENT_UI_SCREENSHOT")
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "ui.png")
+	}
+	png, err := chromedp.Run(deadline, chromedp.FullScreenshot(100))
+	if err != nil || len(png) == 0 {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Signing out forgets the key and asks again.
+	if _, err := chromedp.Run(deadline, chromedp.Evaluate[bool](`(() => { document.getElementById("signout").click(); return true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	poll("signed out", `!document.getElementById("signin").hidden && sessionStorage.length === 0`)
+
+	mu.Lock()
+	got, out := slices.Clone(messages), slices.Clone(foreign)
+	mu.Unlock()
+	if len(got) != 0 || len(out) != 0 {
+		t.Fatalf("console messages %q, requests to other origins %q", got, out)
+	}
+	// Negative control: the console listener sees what the page writes.
 	if _, err := chromedp.Run(deadline, chromedp.Evaluate[chromedp.Void](`console.error("probe")`)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-seen:
 	case <-deadline.Done():
-		t.Fatal("the console reader missed console.error")
+		t.Fatal("the console listener missed console.error")
 	}
 }
 
@@ -316,8 +458,8 @@ func compareUI(tables map[string][][]string, a status.AdminAdmission) string {
 	for _, p := range []string{front.PoolData, front.PoolControl} {
 		add("ingress", p, 1, strconv.Itoa(a.Ingress[p].Slots))
 		add("ingress", p, 2, strconv.Itoa(a.Ingress[p].MaxSlots))
-		add("ingress", p, 3, u(a.Ingress[p].Bytes))
-		add("ingress", p, 4, u(a.Ingress[p].MaxBytes))
+		add("ingress", p, 3, status.Bytes(a.Ingress[p].Bytes))
+		add("ingress", p, 4, status.Bytes(a.Ingress[p].MaxBytes))
 	}
 	if len(a.Tenants) == 0 || len(a.CellClasses) == 0 || len(a.QueueClasses) == 0 {
 		return "the admission snapshot is empty"

@@ -34,14 +34,15 @@ var Allowed = map[string][]string{
 // rest of the node but its configuration, its wire vocabulary and the
 // activation record, tracing
 // only the results it records, an activation's record only the
-// vocabularies, and the status views only what they read and the front's
-// pools.
+// vocabularies, the status views only what they read and the front's
+// pools, and the history only the vocabularies.
 var Narrow = map[string][]string{
 	"node/front":      {"node/config", "node/api", "node/activation", "refusal", "vocab"},
 	"node/activation": {"vocab", "refusal"},
 	"node/tracing":    {"node/config", "node/activation", "admission", "scheduler", "runner", "refusal", "vocab"},
-	"node/status": {"node/api", "node/auth", "node/front", "admission", "catalog", "cellpool", "loadsource", "runner",
+	"node/status": {"node/api", "node/auth", "node/front", "node/history", "admission", "catalog", "cellpool", "loadsource", "runner",
 		"scheduler", "refusal", "vocab"},
+	"node/history": {"vocab"},
 }
 
 // mayImportNode lists the top-level packages that may import node or cmd.

@@ -80,6 +80,22 @@ func (r *Record) Answer(ref refusal.Refusal) { r.Answered, r.Refusal = true, ref
 // before any guest ran.
 func (r *Record) Refused() bool { return r.Answered && !r.Executed }
 
+// OutcomeName is the executed activation's outcome, "" when no guest ran.
+func (r *Record) OutcomeName() string {
+	if !r.Executed {
+		return ""
+	}
+	return r.Outcome.String()
+}
+
+// ReasonName is the refusal's reason, "" when the request was not refused.
+func (r *Record) ReasonName() string {
+	if !r.Refused() {
+		return ""
+	}
+	return r.Refusal.Reason.String()
+}
+
 // Reservation is a request's hold on the node's memory for requests in
 // flight (the front's ingress ticket). Grow adds n bytes, or says which
 // limit they do not fit.

@@ -1,40 +1,66 @@
 package status
 
-// The status page's template, the nonce of each answer and the
-// Content-Security-Policy that allows nothing else.
-//
-// The page has no external assets: inline CSS and script carry the
-// answer's nonce. Every value goes through html/template (server side) or
-// textContent (script side), so tenant names, which operators choose, are
-// never markup.
+// The status page: a static document, its script and its style, embedded
+// in the binary and served without credentials (they hold no data), under
+// a Content-Security-Policy that allows only this origin's script, style
+// and requests. The script asks for an admin API key once, keeps it in
+// the tab's sessionStorage and sends it as an Authorization header on its
+// own requests for the data (GET /ui/data, /ui/history), which stay
+// admin-only. Every value is written with textContent or as SVG text, so
+// tenant names, which operators choose, are never markup.
 
 import (
-	"crypto/rand"
 	_ "embed"
-	"encoding/base64"
-	"html/template"
+	"net/http"
 )
 
-// csp is the page's policy: its own origin for the data it fetches, the
-// inline style and script of this answer only, nothing else.
-func csp(nonce string) string {
-	return "default-src 'self'; script-src 'nonce-" + nonce + "'; style-src 'nonce-" + nonce + "'; " +
-		"img-src 'none'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+// csp allows this origin's script, style and requests, nothing inline and
+// no other origin: every asset is embedded.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+var (
+	//go:embed page.html
+	pageHTML []byte
+	//go:embed app.js
+	appJS []byte
+	//go:embed app.css
+	appCSS []byte
+)
+
+// assets are the page's files under /ui/assets/.
+var assets = map[string]struct {
+	body []byte
+	typ  string
+}{
+	"app.js":  {appJS, "text/javascript; charset=utf-8"},
+	"app.css": {appCSS, "text/css; charset=utf-8"},
 }
 
-// newNonce returns a fresh nonce for one answer.
-func newNonce() string {
-	var raw [18]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
-	return base64.RawURLEncoding.EncodeToString(raw[:])
+// staticHeaders sets what every answer of the page and its assets carries.
+func staticHeaders(h http.Header, typ string) {
+	h.Set("Content-Type", typ)
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 }
 
-// page is the status page. The script replaces each table body with the
-// rows of /ui/data, through textContent only.
-var page = template.Must(template.New("ui").Parse(pageHTML))
+// HandleUI answers the status page (GET /ui), without credentials.
+func (v *Views) HandleUI(w http.ResponseWriter, _ *http.Request) {
+	staticHeaders(w.Header(), "text/html; charset=utf-8")
+	_, _ = w.Write(pageHTML)
+}
 
-// pageHTML is the page's template: an html/template with the answer's
-// nonce and the tables.
-//
-//go:embed page.html
-var pageHTML string
+// HandleAsset answers the page's script and style (GET
+// /ui/assets/{name}), without credentials; any other name is 404.
+func (v *Views) HandleAsset(w http.ResponseWriter, r *http.Request) {
+	a, ok := assets[r.PathValue("name")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	staticHeaders(w.Header(), a.typ)
+	_, _ = w.Write(a.body)
+}

@@ -1,16 +1,15 @@
 package status
 
-// The views: GET /ui and GET /ui/data (the status page and its data), GET
+// The views: the status page's data (GET /ui/data, /ui/history), GET
 // /v1/admission and GET /v1/admin/admission. They need the admin role from
 // an Authorization header, like every other admin route, except the
 // tenant's admission view: the key is never taken from the URL, where it
-// would end up in logs and history. A browser reaches the page through
-// something that adds the header (a local proxy, a browser extension);
-// curl reads it as it is.
+// would end up in logs and history. The page itself (page.go) asks for the
+// key and sends the header on its own requests.
 
 import (
-	"bytes"
 	"cmp"
+	"context"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -26,6 +25,7 @@ import (
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/front"
+	"github.com/latent-node/latent-node/node/history"
 	"github.com/latent-node/latent-node/refusal"
 	"github.com/latent-node/latent-node/runner"
 	"github.com/latent-node/latent-node/scheduler"
@@ -47,6 +47,8 @@ type Config struct {
 	LoadKind      string // the load source's name ([load] source)
 	Clock         vocab.Clock
 	Log           *slog.Logger
+	// History is the recent past the page plots (the access log feeds it).
+	History *history.History
 	// Refusals gathers the refusal counter alone (the page polls every two
 	// seconds per open tab; gathering the node's whole registry would copy
 	// every per-route series).
@@ -130,12 +132,12 @@ func (v *Views) Snapshot() Data {
 		id := vocab.TenantID(t.Name)
 		tenants.Rows = append(tenants.Rows, []string{t.Name, u(t.Usage.LiveActivations), u(t.Usage.Queued),
 			u(t.Limits.MaxLiveActivations), u(t.Limits.MaxQueued), i(data.Tenants[id]), i(ctl.Tenants[id]),
-			i(v.c.Catalog.ServiceCount(id)), u(adm.Instances.Tenants[t.Name])})
+			i(v.c.Catalog.ServiceCount(id)), Bytes(adm.Instances.Tenants[t.Name])})
 	}
 	in := adm.Instances
 	warm := Table{Name: "instances", Title: "Warm instances",
 		Head: []string{"snapshot bytes", "snapshots", "idle", "restored", "recreated", "reused", "created", "recycled"},
-		Rows: [][]string{{u(in.SnapshotBytes), u(in.Snapshots), i(in.Idle), u(in.Restored), u(in.Recreated), u(in.Reused),
+		Rows: [][]string{{Bytes(in.SnapshotBytes), u(in.Snapshots), i(in.Idle), u(in.Restored), u(in.Recreated), u(in.Reused),
 			u(in.Created), u(in.Recycled)}}}
 	nd := adm.Node
 	node := Table{Name: "node", Title: "Node", Head: []string{"scope", "live", "queued", "max live", "max queued"},
@@ -146,7 +148,7 @@ func (v *Views) Snapshot() Data {
 		Head: []string{"pool", "requests", "max requests", "bytes", "max bytes"}}
 	for _, name := range []string{front.PoolData, front.PoolControl} {
 		p := adm.Ingress[name]
-		ingress.Rows = append(ingress.Rows, []string{name, i(p.Slots), i(p.MaxSlots), u(p.Bytes), u(p.MaxBytes)})
+		ingress.Rows = append(ingress.Rows, []string{name, i(p.Slots), i(p.MaxSlots), Bytes(p.Bytes), Bytes(p.MaxBytes)})
 	}
 
 	ls := v.c.Load.Snapshot(v.c.Clock.Now())
@@ -204,26 +206,41 @@ func (v *Views) HandleUIData(w http.ResponseWriter, _ *http.Request, _ *auth.Pri
 	api.WriteJSON(w, http.StatusOK, v.Snapshot())
 }
 
-// HandleUI answers the status page (GET /ui).
-func (v *Views) HandleUI(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
-	nonce := newNonce()
-	var body bytes.Buffer
-	if err := page.Execute(&body, struct {
-		Nonce  string
-		Tables []Table
-	}{nonce, v.Snapshot().Tables}); err != nil {
-		v.c.Log.Error("status page: rendering", "err", err)
-		api.WriteProblem(w, api.Refusal(refusal.Internal), 0)
-		return
+// HandleHistory answers the page's plots (GET /ui/history[?since=T]):
+// the points kept, oldest first, or only those after T (Unix ms).
+func (v *Views) HandleHistory(w http.ResponseWriter, r *http.Request, _ *auth.Principal) {
+	points := v.c.History.Points()
+	if since, err := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64); err == nil {
+		i, _ := slices.BinarySearchFunc(points, since+1, func(p history.Point, t int64) int { return cmp.Compare(p.T, t) })
+		points = points[i:]
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Content-Security-Policy", csp(nonce))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body.Bytes())
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	api.WriteJSON(w, http.StatusOK, struct {
+		IntervalMs int64           `json:"interval_ms"`
+		Points     []history.Point `json:"points"`
+	}{v.c.History.Interval().Milliseconds(), points})
+}
+
+// RunHistory closes a point of the history every interval, with the
+// gauges read now, until ctx ends (an actor of the node).
+func (v *Views) RunHistory(ctx context.Context) error {
+	return v.c.History.Run(ctx, v.Gauges)
+}
+
+// History is the views' history, which the access log feeds.
+func (v *Views) History() *history.History { return v.c.History }
+
+// Gauges reads what a point of the history shows of the node now.
+func (v *Views) Gauges() history.Gauges {
+	s := v.c.Admission.Snapshot()
+	in := v.c.Runner.WarmStats()
+	pools := front.PoolsUsage(v.c.Data, v.c.Control, "", false)
+	ls := v.c.Load.Snapshot(v.c.Clock.Now())
+	return history.Gauges{MemoryAdmitted: s.Node.Usage.ReservedMemory, MemoryLimit: s.Node.Limits.MaxReservedMemory,
+		Live: s.Node.Usage.LiveActivations, Queued: s.Node.Usage.Queued, WarmIdle: in.Idle,
+		DataSlots: pools[front.PoolData].Slots, DataBytes: pools[front.PoolData].Bytes, ControlSlots: pools[front.PoolControl].Slots,
+		PressureCPU: ls.Last.CPU, PressureMemory: ls.Last.Memory}
 }
 
 // HandleAdmission is GET /v1/admission: the caller's tenant's admission
@@ -244,4 +261,23 @@ func (v *Views) HandleAdmission(w http.ResponseWriter, _ *http.Request, p *auth.
 // HandleAdminAdmission is GET /v1/admin/admission: the node's.
 func (v *Views) HandleAdminAdmission(w http.ResponseWriter, _ *http.Request, _ *auth.Principal) {
 	api.WriteJSON(w, http.StatusOK, v.adminAdmission())
+}
+
+// Bytes is n in IEC units as the page shows it: "0 B", "512 B", "1 KiB",
+// "12.5 MiB", "1 GiB" (one decimal below 100 of a unit, none above).
+func Bytes(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	f, i := float64(n)/1024, 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	prec := 1
+	if f >= 100 || f == float64(int64(f)) {
+		prec = 0
+	}
+	return strconv.FormatFloat(f, 'f', prec, 64) + " " + units[i:i+1] + "iB"
 }
