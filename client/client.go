@@ -531,6 +531,18 @@ func (c *Client) Admission(ctx context.Context) (json.RawMessage, error) {
 	return body, err
 }
 
+// History returns the node's recent history (GET /ui/history, admin) as
+// raw JSON: {"interval_ms", "points"}, the points after since (Unix ms)
+// when since > 0.
+func (c *Client) History(ctx context.Context, since int64) (json.RawMessage, error) {
+	path := "/ui/history"
+	if since > 0 {
+		path += "?since=" + strconv.FormatInt(since, 10)
+	}
+	_, body, err := c.do(ctx, http.MethodGet, path, "", nil, nil)
+	return body, err
+}
+
 // maxResponseBytes bounds what the client reads from the node.
 const maxResponseBytes = 64 << 20
 

@@ -89,6 +89,8 @@ func runMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return del(rest, stdout, stderr)
 	case "nodes":
 		return nodes(rest, stdout, stderr)
+	case "top":
+		return top(rest, stdout, stderr)
 	case "invoke":
 		return invoke(rest, stdin, stdout, stderr)
 	case "gc":
