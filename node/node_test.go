@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -414,19 +415,24 @@ func TestInvoke_refusalsPaced(t *testing.T) {
 		name, path string
 		headers    map[string]string
 		status     int
+		method     string // POST when empty
+		body       []byte
 	}{
-		{"unknown route", "/v1/invoke/demo/hello/nope", nil, 404},
-		{"malformed header", "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Priority": "high"}, 400},
-		{"invalid name", "/v1/invoke/demo/hello/a%20b", nil, 400},
+		{"unknown route", "/v1/invoke/demo/hello/nope", nil, 404, "", nil},
+		{"malformed header", "/v1/invoke/demo/hello/greet", map[string]string{"Latent-Priority": "high"}, 400, "", nil},
+		{"invalid name", "/v1/invoke/demo/hello/a%20b", nil, 400, "", nil},
+		{"path suffix on a stdio route", "/v1/invoke/demo/hello/greet/more", nil, 404, "", nil},
+		{"GET of a stdio route", "/v1/invoke/demo/hello/greet", nil, 405, "GET", nil},
+		{"body over the payload limit", "/v1/invoke/demo/hello/greet", nil, 413, "", make([]byte, 2<<20)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			testRefusalsPaced(t, tc.path, tc.headers, tc.status)
+			testRefusalsPaced(t, cmp.Or(tc.method, "POST"), tc.path, tc.headers, tc.body, tc.status)
 		})
 	}
 }
 
-func testRefusalsPaced(t *testing.T, path string, headers map[string]string, status int) {
+func testRefusalsPaced(t *testing.T, method, path string, headers map[string]string, body []byte, status int) {
 	tn := startNode(t)
 	tn.n.pacer = front.NewRefusalPacer(2, 5) // 500ms apart after a burst of 5
 	held := func() float64 {
@@ -450,8 +456,8 @@ func testRefusalsPaced(t *testing.T, path string, headers map[string]string, sta
 		t.Fatalf("executed activations held: %v", h)
 	}
 	for range 7 {
-		if resp, body := tn.do(t, "POST", path, tn.key, nil, headers); resp.StatusCode != status {
-			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		if resp, got := tn.do(t, method, path, tn.key, body, headers); resp.StatusCode != status {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, got)
 		}
 	}
 	// The first five came within the burst; the sixth and seventh came

@@ -55,11 +55,9 @@ func invocationInput(r *http.Request, target vocab.Target, rest string, abi voca
 	if abi != vocab.ABIWAGI {
 		switch {
 		case hasSuffix(r):
-			p := api.Refusal(unknownPath)
-			return nil, &answer{status: p.Status, problem: &p}
+			return nil, refusedEarly(api.Refusal(unknownPath))
 		case r.Method != http.MethodPost:
-			p := api.Refusal(methodNotAllowed)
-			return nil, &answer{status: p.Status, problem: &p}
+			return nil, refusedEarly(api.Refusal(methodNotAllowed))
 		}
 		return &invocation{body: body}, nil
 	}
@@ -68,14 +66,15 @@ func invocationInput(r *http.Request, target vocab.Target, rest string, abi voca
 	env, err := cgi.Environ()
 	switch {
 	case errors.Is(err, wagi.ErrEnvironTooLarge):
-		p := badRequest(refusal.ReasonEnvironmentTooLarge, refusal.DimHeaders, "")
-		return nil, &answer{status: p.Status, problem: &p}
+		return nil, refusedEarly(badRequest(refusal.ReasonEnvironmentTooLarge, refusal.DimHeaders, ""))
 	case err != nil:
-		p := badRequest(refusal.ReasonInvalidPath, refusal.DimPath, "the path decodes to a NUL byte")
-		return nil, &answer{status: p.Status, problem: &p}
+		return nil, refusedEarly(badRequest(refusal.ReasonInvalidPath, refusal.DimPath, "the path decodes to a NUL byte"))
 	}
 	return &invocation{body: body, environ: env}, nil
 }
+
+// refusedEarly is p as a refusal before execution (the pacer holds it).
+func refusedEarly(p api.Problem) *answer { return new(problemAnswer(p, 0)) }
 
 // componentRequest is the wasi-http request of r, an invoke request with
 // the path suffix rest (unescaped): the method, the suffix (re-escaped,
