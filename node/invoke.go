@@ -225,7 +225,7 @@ func (m *activations) invoke(ctx context.Context, w http.ResponseWriter, r *http
 		sink = front.NewResponseSink(w, m.tracer.SpanOf(ctx).Inject)
 		input.http.Sink = sink
 		if src != nil {
-			input.http.Stream = src
+			input.http.Stream, sink.Body = src, src
 		}
 	}
 	// A WAGI revision's environment, a wasi-http revision's request, is held
@@ -306,6 +306,7 @@ func (m *activations) invoke(ctx context.Context, w http.ResponseWriter, r *http
 	if h.WantStderr && out.Kind == runner.Success && len(out.StderrTail) > 0 {
 		a.stderrTail = activation.StderrHeader(out.StderrTail)
 	}
+	sink.CloseIfUnread()
 	switch {
 	case sink != nil && sink.Started():
 		a.sink = sink // the answer went out as the guest wrote it

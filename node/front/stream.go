@@ -20,6 +20,7 @@ type BodySource struct {
 	rc  *http.ResponseController
 	src io.Reader
 	err error
+	eof bool
 }
 
 // NewBodySource is r's body as a BodySource of at most limit bytes, with
@@ -37,8 +38,12 @@ func (b *BodySource) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF && b.err == nil { //nolint:errorlint // io.EOF is returned as is by readers
 		b.err = err
 	}
+	b.eof = b.eof || err == io.EOF //nolint:errorlint // as above
 	return n, err
 }
+
+// unread reports whether the body may still hold bytes nobody read.
+func (b *BodySource) unread() bool { return b != nil && !b.eof && b.err == nil }
 
 // Err is the first error a read failed with (not the body's end), or nil.
 func (b *BodySource) Err() error { return b.err }
@@ -54,6 +59,21 @@ type ResponseSink struct {
 	rc      *http.ResponseController
 	inject  func(http.Header)
 	started bool
+	// Body, when set, is the request body the guest streams: an answer
+	// that starts (or ends) while some of it is unread closes the
+	// connection after it. net/http would otherwise drain the rest once
+	// the handler returned and, in full duplex, start reading the
+	// connection for the next request while its own read of it is still
+	// pending ("invalid concurrent Body.Read call").
+	Body *BodySource
+}
+
+// CloseIfUnread makes the answer close the connection when its request
+// body was not read to its end (s may be nil: no wasi-http answer).
+func (s *ResponseSink) CloseIfUnread() {
+	if s != nil && !s.started && s.Body.unread() {
+		s.w.Header().Set("Connection", "close")
+	}
 }
 
 // NewResponseSink is a ResponseSink writing to w.
@@ -71,6 +91,9 @@ func (s *ResponseSink) Start(status int, header [][2]string, deadline time.Time)
 		h.Add(kv[0], kv[1])
 	}
 	h.Set("Trailer", activation.TrailerNames)
+	if s.Body.unread() {
+		h.Set("Connection", "close")
+	}
 	s.inject(h)
 	s.started = true
 	s.w.WriteHeader(status)
