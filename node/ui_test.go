@@ -364,7 +364,8 @@ func TestUI_browser(t *testing.T) {
 	poll("the plots are redrawn with the new points", `Number(document.getElementById("status").dataset.plots) > `+plots+
 		` && Number(document.getElementById("plot-tenants").dataset.points) >= 2`)
 	figs, err := chromedp.Run(deadline, chromedp.Evaluate[map[string]string](`Object.fromEntries(
-		Array.from(document.querySelectorAll("#plots figure")).map(f => [f.id, f.dataset.points + "|" + f.getAttribute("aria-label")]))`))
+		Array.from(document.querySelectorAll("#plots figure")).map(f => [f.id, f.dataset.points + "|" +
+			f.querySelectorAll("path.series").length + " lines, " + f.querySelectorAll("circle.point").length + " dots|" + f.getAttribute("aria-label")]))`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,8 +373,8 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("%d plots", len(figs))
 	}
 	for id, v := range figs {
-		if n, _ := strconv.Atoi(strings.SplitN(v, "|", 2)[0]); n < 2 {
-			t.Errorf("plot %s: %q, want at least 2 points", id, v)
+		if n, _ := strconv.Atoi(strings.SplitN(v, "|", 2)[0]); n < 2 || strings.Contains(v, "|0 lines, 0 dots") {
+			t.Errorf("plot %s: %q, want at least 2 points drawn", id, v)
 		}
 	}
 	for id, want := range map[string][]string{

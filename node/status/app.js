@@ -314,6 +314,9 @@
       });
       if (d) { plot.appendChild(svg("path", {"class": "series", d: d, stroke: colour, "stroke-dasharray": dash})); }
       var last = s.values[s.values.length - 1];
+      if (last !== undefined) { // the latest point as a dot: visible while it is the only one
+        plot.appendChild(svg("circle", {"class": "point", cx: x(s.values.length - 1).toFixed(1), cy: y(last).toFixed(1), r: 2.5, fill: colour}));
+      }
       var li = document.createElement("li");
       var sw = document.createElement("span");
       sw.className = "swatch" + (dash ? (dash === DASHES[1] ? " dash1" : " dash2") : "");
