@@ -189,6 +189,14 @@ type InspectEvent struct {
 	Err     error
 }
 
+// ErrText is the event's error as text, "" when there is none.
+func (e InspectEvent) ErrText() string {
+	if e.Err == nil {
+		return ""
+	}
+	return e.Err.Error()
+}
+
 // inspect is m.inspector.Inspect of the module data of service s, told
 // to onInspect.
 func (m *modules) inspect(ctx context.Context, s vocab.Spec, digest vocab.Digest, data []byte) (ModuleInfo, error) {

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -266,7 +265,7 @@ func (n *Node) logInspect(ev catalog.InspectEvent) {
 	}
 	attrs := []any{"tenant", string(ev.Tenant), "service", string(ev.Service), "digest", string(ev.Digest), "bytes", ev.Bytes}
 	if ev.Done {
-		msg, attrs = "prepared a module", append(attrs, "took_ms", ev.Took.Milliseconds(), "err", fmt.Sprint(ev.Err))
+		msg, attrs = "prepared a module", append(attrs, "took_ms", ev.Took.Milliseconds(), "err", ev.ErrText())
 	}
 	n.log.Log(context.Background(), level, msg, attrs...)
 }
