@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -18,8 +22,9 @@ import (
 // Chromium as an operator would: it asks for a key, refuses a wrong one
 // with a message, accepts root's admin key, and after traffic from two
 // tenants and refusals its plots, fed by the node's own 5 s history
-// points, show both tenants and the refusal reasons. The console stays
-// empty and no request leaves the node's origin.
+// points, show both tenants and the refusal reasons; when a reload revokes
+// the key, the page says so and asks again. The console stays empty and
+// no request leaves the node's origin.
 func TestStatusPage_browser(t *testing.T) {
 	exe := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
@@ -31,7 +36,11 @@ func TestStatusPage_browser(t *testing.T) {
 	if exe == "" {
 		t.Skip("no chromium, chromium-browser or google-chrome on PATH")
 	}
-	n, _ := startNode(t, nil, nil)
+	keys, hashes := principalKeys(t)
+	p := defaults(t)
+	p.Hashes = maps.Clone(hashes)
+	cfgPath := writeConfig(t, p)
+	n := &node{proc: serve(t, cfgPath, nil), keys: keys}
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
 
@@ -54,6 +63,8 @@ func TestStatusPage_browser(t *testing.T) {
 			console = append(console, string(e.Type))
 		case *runtime.EventExceptionThrown:
 			console = append(console, "exception: "+e.ExceptionDetails.Text)
+		case *cdplog.EventEntryAdded: // the browser's log: failed requests among them
+			console = append(console, "log: "+e.Entry.Text)
 		case *network.EventRequestWillBeSent:
 			if !strings.HasPrefix(e.Request.URL, n.url+"/") {
 				foreign = append(foreign, e.Request.URL)
@@ -65,6 +76,9 @@ func TestStatusPage_browser(t *testing.T) {
 	deadline, stop := context.WithTimeout(ctx, 60*time.Second)
 	defer stop()
 	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(deadline, cdplog.Enable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(deadline, chromedp.Navigate(n.url+"/ui")); err != nil {
@@ -105,6 +119,20 @@ func TestStatusPage_browser(t *testing.T) {
 			Array.from(document.querySelectorAll("#plots figure")).every(g => Number(g.dataset.points) >= 1 &&
 				g.querySelectorAll("path.series, circle.point").length > 0);
 	})()`)
+
+	// Revoked while signed in: a reload gives root another key; the
+	// page's next refresh is refused, and it says so and asks again.
+	_, newHash := keygen(t)
+	p.Hashes["root"] = newHash
+	if err := os.WriteFile(cfgPath, []byte(configTOML(p)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil); r.status != 200 {
+		t.Fatalf("reload: %d %s", r.status, r.body)
+	}
+	poll("a revoked key signs the page out with a message", `!document.getElementById("signin").hidden &&
+		document.getElementById("signin-error").textContent.includes("refused") && sessionStorage.length === 0`)
+
 	mu.Lock()
 	defer mu.Unlock()
 	if len(console) != 0 || len(foreign) != 0 {

@@ -57,6 +57,7 @@ func (n *Node) Handler() http.Handler {
 	hosts := front.UIHosts(n.cfg)
 	mux.HandleFunc("GET /ui", front.UIHostOnly(hosts, n.views.HandleUI)) // the page and its assets hold no data
 	mux.HandleFunc("GET /ui/assets/{name}", front.UIHostOnly(hosts, n.views.HandleAsset))
+	mux.HandleFunc("GET /ui/session", front.UIHostOnly(hosts, front.UISession(n.governed(ctl, none, auth.Admin, false, n.views.HandleSession))))
 	mux.HandleFunc("GET /ui/data", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleUIData)))
 	mux.HandleFunc("GET /ui/history", front.UIHostOnly(hosts, n.governed(ctl, none, auth.Admin, false, n.views.HandleHistory)))
 	mux.HandleFunc("GET /v1/cluster/nodes", n.governed(ctl, none, auth.Admin, false, n.clusterAPI.handleNodes))
@@ -74,7 +75,7 @@ func (n *Node) Handler() http.Handler {
 	// A known path with another method is 405, anything else 404, both as
 	// problems (the mux's own answers are plain text).
 	for _, path := range []string{"/v1/artifacts/{digest}",
-		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/v1/admin/reload", "/ui", "/ui/assets/{name}", "/ui/data", "/ui/history", "/healthz", "/readyz", "/metrics"} {
+		"/v1/deployments/{tenant}/{service}", "/v1/deployments/{tenant}", "/v1/admission", "/v1/admin/admission", "/v1/admin/reload", "/ui", "/ui/assets/{name}", "/ui/session", "/ui/data", "/ui/history", "/healthz", "/readyz", "/metrics"} {
 		mux.HandleFunc(path, handleMethodNotAllowed)
 	}
 	mux.HandleFunc("/", handleNotFound)

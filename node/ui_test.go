@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -46,6 +48,17 @@ func TestUI_access(t *testing.T) {
 	}
 	if a := sn.do(t, "GET", "/ui/assets/other.js", "", nil, nil); a.status != http.StatusNotFound {
 		t.Fatalf("unknown asset: %d", a.status)
+	}
+	// The sign-in check answers 200 whatever the key, saying why not.
+	for _, c := range []struct{ key, want string }{{"", `{"admin":false,"problem":{`}, {sn.inv, `"reason":"role-not-authorized"`},
+		{"lk_nobody", `"reason":"unauthenticated"`}, {sn.admin, `{"admin":true}`}} {
+		a := sn.do(t, "GET", "/ui/session", c.key, nil, nil)
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), c.want) || a.header.Get("WWW-Authenticate") != "" {
+			t.Fatalf("session with %q: %d %v %s, want %s", c.key, a.status, a.header, a.body, c.want)
+		}
+		if c.key != sn.admin && !json.Valid(a.body) {
+			t.Fatalf("session answer is not JSON: %s", a.body)
+		}
 	}
 	for _, path := range []string{"/ui/data", "/ui/history"} {
 		t.Run(strings.TrimPrefix(path, "/"), func(t *testing.T) {
@@ -267,6 +280,8 @@ func TestUI_browser(t *testing.T) {
 			}
 		case *runtime.EventExceptionThrown:
 			messages = append(messages, "exception: "+e.ExceptionDetails.Text)
+		case *cdplog.EventEntryAdded: // the browser's log: failed requests among them
+			messages = append(messages, "log: "+e.Entry.Text)
 		case *network.EventRequestWillBeSent:
 			if !strings.HasPrefix(e.Request.URL, sn.url+"/") {
 				foreign = append(foreign, e.Request.URL)
@@ -278,6 +293,9 @@ func TestUI_browser(t *testing.T) {
 	deadline, stop := context.WithTimeout(ctx, 40*time.Second)
 	defer stop()
 	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(deadline, cdplog.Enable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(deadline, chromedp.Navigate(sn.url+"/ui")); err != nil {

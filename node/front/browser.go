@@ -4,6 +4,7 @@
 package front
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"slices"
@@ -112,4 +113,61 @@ func UIHostOnly(names []string, h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// UISession serves the status page's sign-in check (GET /ui/session): h
+// is the admin-only route answering {"admin": true}; a refusal of the key
+// (401, 403) is answered 200 {"admin": false, "problem": …} instead, so
+// that a page trying a wrong key logs no failed request in the browser's
+// console. It tells nothing a 401 would not.
+func UISession(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		rec := &sessionRecorder{ResponseWriter: w}
+		h(rec, r)
+		if !rec.refused {
+			return
+		}
+		w.Header().Del("WWW-Authenticate")
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"admin":false,"problem":`))
+		_, _ = w.Write(bytes.TrimSpace(rec.body.Bytes()))
+		_, _ = w.Write([]byte("}\n"))
+	}
+}
+
+// sessionRecorder holds back a 401 or 403 answer's body; any other answer
+// passes through.
+type sessionRecorder struct {
+	http.ResponseWriter
+	refused, wrote bool
+	body           bytes.Buffer
+}
+
+func (s *sessionRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *sessionRecorder) WriteHeader(status int) {
+	if s.wrote {
+		return
+	}
+	s.wrote = true
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		s.refused = true
+		return
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *sessionRecorder) Write(p []byte) (int, error) {
+	if !s.wrote {
+		s.WriteHeader(http.StatusOK)
+	}
+	if s.refused {
+		if s.body.Len()+len(p) > 4096 {
+			return 0, http.ErrContentLength
+		}
+		return s.body.Write(p)
+	}
+	return s.ResponseWriter.Write(p)
 }

@@ -34,6 +34,18 @@
       });
   }
 
+  // session asks the node whether the key is an admin's: always 200, so
+  // that a refused key logs no failed request in the console; the data
+  // routes are asked only after it said yes.
+  function session() {
+    return api("/ui/session").then(function (s) {
+      if (!s.admin) {
+        var p = s.problem || {};
+        throw new AuthError((p.title || "refused") + (p.detail ? ": " + p.detail : ""));
+      }
+    });
+  }
+
   function showSignIn(message) {
     stop();
     key = null;
@@ -87,7 +99,7 @@
     if (!k) { return; }
     key = k;
     signinError.textContent = "";
-    api("/ui/data").then(function (d) {
+    session().then(function () { return api("/ui/data"); }).then(function (d) {
       sessionStorage.setItem(KEY, k);
       keyInput.value = "";
       fillTables(d);
@@ -138,7 +150,7 @@
 
   // --- tables ---
   function refreshTables() {
-    return api("/ui/data").then(fillTables);
+    return session().then(function () { return api("/ui/data"); }).then(fillTables);
   }
   function fillTables(d) {
     var box = $("tables");
@@ -170,7 +182,7 @@
   // --- history ---
   function refreshHistory() {
     var since = points.length ? "?since=" + points[points.length - 1].t : "";
-    return api("/ui/history" + since).then(function (h) {
+    return session().then(function () { return api("/ui/history" + since); }).then(function (h) {
       points = points.concat(h.points || []).slice(-MAX_POINTS);
       draw(h.interval_ms || HISTORY_MS);
     });
@@ -350,7 +362,7 @@
   var saved = sessionStorage.getItem(KEY);
   if (saved) {
     key = saved;
-    api("/ui/data").then(function (d) { fillTables(d); start(); }).catch(function (e) {
+    session().then(function () { return api("/ui/data"); }).then(function (d) { fillTables(d); start(); }).catch(function (e) {
       sessionStorage.removeItem(KEY);
       showSignIn(e instanceof AuthError ? "The saved key was refused (" + e.message + "). Sign in again." : "The node did not answer: " + e.message);
     });
