@@ -287,6 +287,7 @@ func serveConfig(cfg *config.Config, demoKey string, reload func() (*config.Conf
 		addr := ln.Addr().String()
 		fmt.Fprintf(stdout, "demo api key: %s\n", demoKey)
 		fmt.Fprintf(stdout, "try: curl -s -H 'Authorization: Bearer %s' --data 'ada' http://%s/v1/invoke/demo/hello/greet\n", demoKey, addr)
+		fmt.Fprintf(stdout, "status page: http://%s/ui (sign in with the key)\n", addr)
 	}
 	if reload != nil {
 		n.SetReloadSource(node.ReloadSource{Load: reload, TLS: serverTLS})
