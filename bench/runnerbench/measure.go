@@ -39,6 +39,11 @@ type series struct {
 	RoundsP90Ns []float64 `json:"rounds_p90_ns,omitempty"`
 	MedianP50Ns float64   `json:"median_p50_ns,omitempty"`
 	MedianP90Ns float64   `json:"median_p90_ns,omitempty"`
+	// Minor page faults of the whole process per activation (getrusage):
+	// a warm path that touches fresh pages pays for each (about 11 µs on
+	// a VM whose faults are slow).
+	RoundsMinorFaults []float64 `json:"rounds_minor_faults_per_op,omitempty"`
+	MinorFaultsPerOp  float64   `json:"minor_faults_per_op"`
 
 	activationFunc op
 	samples        []time.Duration // one round's activations, reused
@@ -67,7 +72,7 @@ func (s *series) round() error {
 		s.samples = make([]time.Duration, s.Iters)
 	}
 	samples := s.samples[:s.Iters]
-	cpu0, t0 := cpuTime(), time.Now()
+	flt0, cpu0, t0 := minorFaults(), cpuTime(), time.Now()
 	last := t0
 	for i := range samples {
 		if err := s.activationFunc(); err != nil {
@@ -76,13 +81,14 @@ func (s *series) round() error {
 		now := time.Now()
 		samples[i], last = now.Sub(last), now
 	}
-	elapsed, cpu := last.Sub(t0), cpuTime()-cpu0
+	elapsed, cpu, faults := last.Sub(t0), cpuTime()-cpu0, minorFaults()-flt0
 	runtime.ReadMemStats(&after)
 	n := float64(s.Iters)
 	s.RoundsNsPerOp = append(s.RoundsNsPerOp, float64(elapsed.Nanoseconds())/n)
 	if cpu > 0 {
 		s.RoundsCPUNsPerOp = append(s.RoundsCPUNsPerOp, float64(cpu.Nanoseconds())/n)
 	}
+	s.RoundsMinorFaults = append(s.RoundsMinorFaults, float64(faults)/n)
 	s.RoundsBytes = append(s.RoundsBytes, float64(after.TotalAlloc-before.TotalAlloc)/n)
 	s.RoundsAllocs = append(s.RoundsAllocs, float64(after.Mallocs-before.Mallocs)/n)
 	slices.Sort(samples)
@@ -107,6 +113,7 @@ func (s *series) finish() {
 	s.AllocsPerOp = median(s.RoundsAllocs)
 	s.MedianP50Ns = median(s.RoundsP50Ns)
 	s.MedianP90Ns = median(s.RoundsP90Ns)
+	s.MinorFaultsPerOp = median(s.RoundsMinorFaults)
 	s.samples = nil
 }
 
