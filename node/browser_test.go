@@ -11,7 +11,7 @@ import (
 // refused before authentication; under an address it is served.
 func TestUI_hostRefused(t *testing.T) {
 	sn := startServed(t)
-	for _, path := range []string{"/ui", "/ui/assets/app.js", "/ui/data", "/ui/history"} {
+	for _, path := range []string{"/ui", "/ui/assets/app.js", "/ui/session", "/ui/data", "/ui/history"} {
 		req, _ := http.NewRequest("GET", sn.url+path, nil)
 		req.Host = "attacker.example"
 		req.Header.Set("Authorization", "Bearer "+sn.admin)
