@@ -20,6 +20,7 @@ import (
 	"github.com/latent-node/latent-node/catalog"
 	"github.com/latent-node/latent-node/client"
 	"github.com/latent-node/latent-node/internal/testutil"
+	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/node/api"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
@@ -392,11 +393,35 @@ func invokeLoop(b *testing.B, method, url, key string, body []byte, status int) 
 // answer read in place), so its allocations are the server's alone:
 // net/http's server, the node and wazero. net/http's client accounts for
 // the difference between the two benchmarks.
+//
+// Its sub-benchmarks are the demo guest on a fresh instance per request
+// (fresh) and a reactor fixture on a reused warm instance (reuse): what
+// the node adds per request on each path.
 func BenchmarkHTTP_invokeServer(b *testing.B) {
-	invoke := rawInvoker(b, startServed(b))
-	b.ReportAllocs()
-	for b.Loop() {
-		invoke()
+	sn := startServed(b)
+	c0, err := client.New(sn.url, sn.admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	digest, err := c0.UploadArtifact(ctx, testwasm.Bytes(b, "state"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c0.Deploy(ctx, "demo", "warm", map[string]any{"tenant": "demo", "service": "warm",
+		"revisions": []any{map[string]any{"name": "v1", "artifact": digest, "trust_class": "untrusted", "instance": "reuse",
+			"ceiling": map[string]any{"cpu_fuel": 10_000_000, "memory_bytes": "1MiB", "wall_time": "2s"}}},
+		"routes": []any{map[string]any{"name": "run", "function": "handle", "targets": []any{map[string]any{"revision": "v1", "weight": 1}}}}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, path string }{{"fresh", "/v1/invoke/demo/hello/greet"}, {"reuse", "/v1/invoke/demo/warm/run"}} {
+		b.Run(c.name, func(b *testing.B) {
+			invoke := rawInvokerOf(b, sn, c.path)
+			b.ReportAllocs()
+			for b.Loop() {
+				invoke()
+			}
+		})
 	}
 }
 
@@ -404,12 +429,17 @@ func BenchmarkHTTP_invokeServer(b *testing.B) {
 // keep-alive connection without allocating on the client's side: the
 // request written as prepared bytes, the answer read in place.
 func rawInvoker(t testing.TB, sn *servedNode) func() {
+	return rawInvokerOf(t, sn, "/v1/invoke/demo/hello/greet")
+}
+
+// rawInvokerOf is rawInvoker of the invocation path.
+func rawInvokerOf(t testing.TB, sn *servedNode, path string) func() {
 	conn, err := net.Dial("tcp", sn.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	req := []byte("POST /v1/invoke/demo/hello/greet HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " +
+	req := []byte("POST " + path + " HTTP/1.1\r\nHost: node\r\nAuthorization: Bearer " +
 		sn.admin + "\r\nContent-Length: 5\r\n\r\nworld")
 	br := bufio.NewReaderSize(conn, 16<<10)
 	return func() {
