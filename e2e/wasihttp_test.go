@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/refusal"
 )
@@ -234,22 +235,6 @@ func TestWasiHTTP_components(t *testing.T) {
 	})
 }
 
-// patterned is a reader of n bytes of a fixed pattern: a body neither side
-// of the test holds.
-type patterned struct{ n, off int64 }
-
-func (p *patterned) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	k := min(int64(len(b)), p.n-p.off)
-	for i := range k {
-		b[i] = byte((p.off + i) * 31 >> 3)
-	}
-	p.off += k
-	return int(k), nil
-}
-
 // TestWasiHTTP_streamed: on the real binary with max_payload_bytes at 64
 // MiB, a 64 MiB upload (declared, then chunked) is echoed byte for byte by
 // the Rust handler's /stream in a memory ceiling of 8 MiB, its activation
@@ -264,7 +249,7 @@ func TestWasiHTTP_streamed(t *testing.T) {
 	}
 	echo := func(t *testing.T, size int64, chunked bool) {
 		t.Helper()
-		var body io.Reader = &patterned{n: size}
+		var body io.Reader = testutil.Pattern(size)
 		if chunked {
 			body = io.MultiReader(body) // a length net/http cannot see
 		}
@@ -280,7 +265,7 @@ func TestWasiHTTP_streamed(t *testing.T) {
 		defer func() { _ = resp.Body.Close() }()
 		got, want := sha256.New(), sha256.New()
 		m, err := io.Copy(got, resp.Body)
-		_, _ = io.Copy(want, &patterned{n: size})
+		_, _ = io.Copy(want, testutil.Pattern(size))
 		if err != nil || resp.StatusCode != 200 || m != size || !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
 			t.Fatalf("%d: %d bytes of %d, err %v", resp.StatusCode, m, size, err)
 		}

@@ -490,22 +490,6 @@ func TestInvoke_wasiHTTPReuse(t *testing.T) {
 	}
 }
 
-// patterned is a reader of n bytes of a fixed pattern, for bodies the
-// test does not hold.
-type patterned struct{ n, off int64 }
-
-func (p *patterned) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	k := min(int64(len(b)), p.n-p.off)
-	for i := range k {
-		b[i] = byte((p.off + i) * 31 >> 3)
-	}
-	p.off += k
-	return int(k), nil
-}
-
 // TestInvoke_wasiHTTPStreamed: the Rust handler's /stream copies the
 // request body to its response as it arrives, in a memory of 8 MiB, for
 // bodies larger than both: with a declared length and chunked, the answer
@@ -528,7 +512,7 @@ func TestInvoke_wasiHTTPStreamed(t *testing.T) {
 	tn.deployComponentWith(t, "adapted", b, map[string]any{"cpu_fuel": 2_000_000_000, "memory_bytes": "8MiB", "wall_time": "10s"})
 	post := func(t *testing.T, n int64, chunked bool) (*http.Response, []byte, error) {
 		t.Helper()
-		var body io.Reader = &patterned{n: n}
+		var body io.Reader = testutil.Pattern(n)
 		if chunked {
 			body = io.MultiReader(body) // no length net/http can see
 		}
@@ -547,7 +531,7 @@ func TestInvoke_wasiHTTPStreamed(t *testing.T) {
 		return resp, got, err
 	}
 	want := make([]byte, payload)
-	_, _ = io.ReadFull(&patterned{n: payload}, want)
+	_, _ = io.ReadFull(testutil.Pattern(payload), want)
 	for _, chunked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("chunked=%v", chunked), func(t *testing.T) {
 			resp, got, err := post(t, payload, chunked)
@@ -584,7 +568,7 @@ func TestInvoke_wasiHTTPStreamed(t *testing.T) {
 			c.Tenants["demo"] = demo
 		})
 		small.deployComponentWith(t, "adapted", b, map[string]any{"cpu_fuel": 200_000_000, "memory_bytes": "8MiB", "wall_time": "5s"})
-		req, _ := http.NewRequest("POST", small.srv.URL+"/v1/invoke/demo/adapted/run/stream", io.MultiReader(&patterned{n: 200 << 10}))
+		req, _ := http.NewRequest("POST", small.srv.URL+"/v1/invoke/demo/adapted/run/stream", io.MultiReader(testutil.Pattern(200<<10)))
 		req.Header.Set("Authorization", "Bearer "+small.key)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

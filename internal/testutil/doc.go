@@ -1,5 +1,6 @@
 // Package testutil holds the fakes and drivers that tests of several
-// packages share: a manual clock, a concurrent hammer and, on Linux, the
+// packages share: a manual clock, a concurrent hammer, a patterned body
+// reader (Pattern) and, on Linux, the
 // protection of a mapping (Protection, from /proc/self/maps). It imports no
 // package of this module, so any package's own tests may use it. Fakes that
 // need a package's types live in subpackages named after it: catalogtest (a
