@@ -1,21 +1,13 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"maps"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
-	"github.com/chromedp/chromedp"
+	"github.com/latent-node/latent-node/internal/testutil/browsertest"
 )
 
 // TestStatusPage_browser opens the real binary's status page in headless
@@ -26,16 +18,6 @@ import (
 // the key, the page says so and asks again. The console stays empty and
 // no request leaves the node's origin.
 func TestStatusPage_browser(t *testing.T) {
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		t.Skip("no chromium, chromium-browser or google-chrome on PATH")
-	}
 	keys, hashes := principalKeys(t)
 	p := defaults(t)
 	p.Hashes = maps.Clone(hashes)
@@ -44,65 +26,12 @@ func TestStatusPage_browser(t *testing.T) {
 	n.deploy(t, "alice", "acme", "echo", rev{guest: "echo"})
 	n.deploy(t, "bob", "beta", "echo", rev{guest: "echo"})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	var (
-		mu      sync.Mutex
-		console []string
-		foreign []string
-	)
-	if err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			console = append(console, string(e.Type))
-		case *runtime.EventExceptionThrown:
-			console = append(console, "exception: "+e.ExceptionDetails.Text)
-		case *cdplog.EventEntryAdded: // the browser's log: failed requests among them
-			console = append(console, "log: "+e.Entry.Text)
-		case *network.EventRequestWillBeSent:
-			if !strings.HasPrefix(e.Request.URL, n.url+"/") {
-				foreign = append(foreign, e.Request.URL)
-			}
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deadline, stop := context.WithTimeout(ctx, 60*time.Second)
-	defer stop()
-	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(deadline, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(deadline, chromedp.Navigate(n.url+"/ui")); err != nil {
-		t.Fatal(err)
-	}
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(deadline, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	signIn := func(key string) {
-		t.Helper()
-		k, _ := json.Marshal(key)
-		if _, err := chromedp.Run(deadline, chromedp.Evaluate[bool](`(() => { document.getElementById("key").value = `+string(k)+
-			`; document.getElementById("signin").requestSubmit(); return true; })()`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll("the page asks for a key", `!document.getElementById("signin").hidden`)
-	signIn("lk_wrong")
-	poll("a wrong key is refused", `document.getElementById("signin-error").textContent.includes("refused")`)
-	signIn(n.keys["root"])
-	poll("root's key is accepted", `Number(document.getElementById("status").dataset.refreshes) > 0`)
+	page := browsertest.Open(t, n.url, n.url+"/ui", 1280, 1024, 60*time.Second)
+	page.Poll(t, "the page asks for a key", `!document.getElementById("signin").hidden`)
+	page.SignIn(t, "lk_wrong")
+	page.Poll(t, "a wrong key is refused", `document.getElementById("signin-error").textContent.includes("refused")`)
+	page.SignIn(t, n.keys["root"])
+	page.Poll(t, "root's key is accepted", `Number(document.getElementById("status").dataset.refreshes) > 0`)
 
 	for range 10 {
 		n.invoke(t, "alice", "acme/echo/run", "a", nil)
@@ -110,7 +39,7 @@ func TestStatusPage_browser(t *testing.T) {
 		n.do(t, "POST", "/v1/invoke/acme/echo/run", "", strings.NewReader("x"), nil) // unauthenticated
 	}
 	// The node closes a point every 5 s and the page fetches every 5 s.
-	poll("the plots show the traffic", `(() => {
+	page.Poll(t, "the plots show the traffic", `(() => {
 		const f = id => document.getElementById(id);
 		return f("plot-tenants") && f("plot-tenants").getAttribute("aria-label").includes("acme") &&
 			f("plot-tenants").getAttribute("aria-label").includes("beta") &&
@@ -130,12 +59,10 @@ func TestStatusPage_browser(t *testing.T) {
 	if r := n.do(t, "POST", "/v1/admin/reload", "root", nil, nil); r.status != 200 {
 		t.Fatalf("reload: %d %s", r.status, r.body)
 	}
-	poll("a revoked key signs the page out with a message", `!document.getElementById("signin").hidden &&
+	page.Poll(t, "a revoked key signs the page out with a message", `!document.getElementById("signin").hidden &&
 		document.getElementById("signin-error").textContent.includes("refused") && sessionStorage.length === 0`)
 
-	mu.Lock()
-	defer mu.Unlock()
-	if len(console) != 0 || len(foreign) != 0 {
+	if console, foreign := page.Messages(), page.Foreign(); len(console) != 0 || len(foreign) != 0 {
 		t.Fatalf("console %q, requests to other origins %q", console, foreign)
 	}
 }

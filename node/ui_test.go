@@ -1,28 +1,22 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/cdp"
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/latent-node/latent-node/admission"
+	"github.com/latent-node/latent-node/internal/testutil/browsertest"
 	"github.com/latent-node/latent-node/node/auth"
 	"github.com/latent-node/latent-node/node/config"
 	"github.com/latent-node/latent-node/node/front"
@@ -217,16 +211,6 @@ func tableRows(ts []status.Table, id string) [][]string {
 	return nil
 }
 
-// browserPath finds a Chromium or Chrome binary, "" when there is none.
-func browserPath() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
 // TestUI_browser drives the page in headless Chromium: it asks for a key,
 // refuses a wrong one and one without the admin role with a message,
 // accepts the admin key, then shows the tables as /v1/admin/admission has
@@ -236,10 +220,6 @@ func browserPath() string {
 // node's origin, and a screenshot is written (to $LATENT_UI_SCREENSHOT
 // when set, for the docs).
 func TestUI_browser(t *testing.T) {
-	exe := browserPath()
-	if exe == "" {
-		t.Skip("no chromium, chromium-browser or google-chrome on PATH")
-	}
 	betaKey, betaHash, _ := auth.Generate()
 	sn := startServedWith(t, func(c *config.Config) {
 		beta := c.Tenants["demo"]
@@ -249,82 +229,11 @@ func TestUI_browser(t *testing.T) {
 			Roles: config.RoleInvoke, APIKeys: []string{betaHash}})
 	})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1800))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-
-	// The console and every request the page makes are read by listeners
-	// the browser calls; the test reads what they collected.
-	var (
-		mu       sync.Mutex
-		messages []string
-		foreign  []string
-		seen     = make(chan struct{}, 64)
-	)
-	if err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			var parts []string
-			for _, a := range e.Args {
-				parts = append(parts, string(a.Value))
-			}
-			messages = append(messages, string(e.Type)+": "+strings.Join(parts, " "))
-			select {
-			case seen <- struct{}{}:
-			default:
-			}
-		case *runtime.EventExceptionThrown:
-			messages = append(messages, "exception: "+e.ExceptionDetails.Text)
-		case *cdplog.EventEntryAdded: // the browser's log: failed requests among them
-			messages = append(messages, "log: "+e.Entry.Text)
-		case *network.EventRequestWillBeSent:
-			if !strings.HasPrefix(e.Request.URL, sn.url+"/") {
-				foreign = append(foreign, e.Request.URL)
-			}
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	deadline, stop := context.WithTimeout(ctx, 40*time.Second)
-	defer stop()
-	if _, err := chromedp.Call(deadline, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(deadline, cdplog.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(deadline, chromedp.Navigate(sn.url+"/ui")); err != nil {
-		t.Fatal(err)
-	}
-	poll := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(deadline, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("%s: %v (console %q)", what, err, messages)
-		}
-	}
-	text := func(expr string) string {
-		t.Helper()
-		s, err := chromedp.Run(deadline, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	signIn := func(key string) {
-		t.Helper()
-		k, _ := json.Marshal(key)
-		if _, err := chromedp.Run(deadline, chromedp.Evaluate[bool](`(() => { document.getElementById("key").value = `+string(k)+
-			`; document.getElementById("signin").requestSubmit(); return true; })()`)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	page := browsertest.Open(t, sn.url, sn.url+"/ui", 1280, 1800, 40*time.Second)
+	deadline := page.Ctx
+	poll := func(what, expr string) { t.Helper(); page.Poll(t, what, expr) }
+	text := func(expr string) string { t.Helper(); return browsertest.Eval[string](t, page, expr) }
+	signIn := func(key string) { t.Helper(); page.SignIn(t, key) }
 
 	poll("the page asks for a key", `!document.getElementById("signin").hidden && document.getElementById("dashboard").hidden`)
 	signIn("lk_not-a-key")
@@ -429,10 +338,7 @@ func TestUI_browser(t *testing.T) {
 	}
 	poll("signed out", `!document.getElementById("signin").hidden && sessionStorage.length === 0`)
 
-	mu.Lock()
-	got, out := slices.Clone(messages), slices.Clone(foreign)
-	mu.Unlock()
-	if len(got) != 0 || len(out) != 0 {
+	if got, out := page.Messages(), page.Foreign(); len(got) != 0 || len(out) != 0 {
 		t.Fatalf("console messages %q, requests to other origins %q", got, out)
 	}
 	// Negative control: the console listener sees what the page writes.
@@ -440,7 +346,7 @@ func TestUI_browser(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-seen:
+	case <-page.Seen():
 	case <-deadline.Done():
 		t.Fatal("the console listener missed console.error")
 	}

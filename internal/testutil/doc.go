@@ -7,5 +7,6 @@
 // module inspector) and admissiontest (a valid admission policy); nodeconf
 // renders a node's TOML configuration for tests and benchmarks that start
 // the real binary; tartest builds and reads tar streams (crafted ones too)
-// for the backup and restore tests.
+// for the backup and restore tests; browsertest drives the status page in
+// headless Chromium.
 package testutil
