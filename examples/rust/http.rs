@@ -300,8 +300,9 @@ unsafe fn fetch(out: u32, url: &str) {
     send(out, 200, &[("content-type", b"text/plain; charset=utf-8"), ("x-example", b"rust")], &msg);
 }
 
-/// send answers status with headers and body through the response-outparam.
-unsafe fn send(out: u32, status: u32, headers: &[(&str, &[u8])], body: &[u8]) {
+/// start sets the response (status, headers) through the response-outparam
+/// and returns its outgoing body and that body's output stream.
+unsafe fn start(out: u32, status: u32, headers: &[(&str, &[u8])]) -> (u32, u32) {
     let fields = fields_new();
     for (k, v) in headers {
         let mut r = Ret::new();
@@ -315,7 +316,19 @@ unsafe fn send(out: u32, status: u32, headers: &[(&str, &[u8])], body: &[u8]) {
     outparam_set(out, 0, resp, 0, 0, 0, 0, 0, 0);
     let mut r = Ret::new();
     outgoing_body_write(obody, r.ptr());
-    let stream = r.u32(4);
+    (obody, r.u32(4))
+}
+
+/// finish drops the output stream and finishes the outgoing body.
+unsafe fn finish(obody: u32, ostream: u32) {
+    output_stream_drop(ostream);
+    let mut r = Ret::new();
+    outgoing_body_finish(obody, 0, 0, r.ptr());
+}
+
+/// send answers status with headers and body through the response-outparam.
+unsafe fn send(out: u32, status: u32, headers: &[(&str, &[u8])], body: &[u8]) {
+    let (obody, stream) = start(out, status, headers);
     // blocking-write-and-flush takes at most 4096 bytes a call.
     for chunk in body.chunks(4096) {
         let mut r = Ret::new();
@@ -324,28 +337,14 @@ unsafe fn send(out: u32, status: u32, headers: &[(&str, &[u8])], body: &[u8]) {
             break;
         }
     }
-    output_stream_drop(stream);
-    let mut r = Ret::new();
-    outgoing_body_finish(obody, 0, 0, r.ptr());
+    finish(obody, stream);
 }
 
 /// stream answers 200 at once and copies the request body to the
 /// response as it arrives, never holding more than one read of it.
 unsafe fn stream(request: u32, out: u32, req: &Request) {
     let ctype = req.header("content-type").unwrap_or(b"application/octet-stream").to_vec();
-    let fields = fields_new();
-    for (k, v) in [("content-type", ctype.as_slice()), ("x-example", b"rust")] {
-        let mut r = Ret::new();
-        fields_append(fields, k.as_ptr(), k.len(), v.as_ptr(), v.len(), r.ptr());
-    }
-    let resp = response_new(fields);
-    let mut r = Ret::new();
-    response_body(resp, r.ptr());
-    let obody = r.u32(4);
-    outparam_set(out, 0, resp, 0, 0, 0, 0, 0, 0);
-    let mut r = Ret::new();
-    outgoing_body_write(obody, r.ptr());
-    let ostream = r.u32(4);
+    let (obody, ostream) = start(out, 200, &[("content-type", ctype.as_slice()), ("x-example", b"rust")]);
     let mut r = Ret::new();
     request_consume(request, r.ptr());
     if r.u8(0) == 0 {
@@ -372,9 +371,7 @@ unsafe fn stream(request: u32, out: u32, req: &Request) {
         incoming_body_drop(ibody);
     }
     request_drop(request);
-    output_stream_drop(ostream);
-    let mut r = Ret::new();
-    outgoing_body_finish(obody, 0, 0, r.ptr());
+    finish(obody, ostream);
 }
 
 unsafe fn text(out: u32, status: u32, body: &str) {
