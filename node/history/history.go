@@ -181,7 +181,7 @@ func (h *History) Observe(o Obs) {
 		h.outc[o.Outcome]++
 		h.queue.add(o.Queue)
 	default:
-		h.outc["answered"]++ // a request that ran no guest (the API's own routes)
+		h.outc["answered"]++ // an invocation answered without a guest run or a refusal (an internal error)
 	}
 }
 
