@@ -306,6 +306,9 @@ func TestPermit_ownership(t *testing.T) {
 	if s := h.prov.Snapshot(); s.Node.Usage.LiveActivations != 1 {
 		t.Fatalf("the stale permit touched the new reservation: %+v", s.Node.Usage)
 	}
+	if n, s := h.prov.NodeSnapshot(), h.prov.Snapshot(); n != s.Node {
+		t.Fatalf("NodeSnapshot %+v, Snapshot's node %+v", n, s.Node)
+	}
 	exec, err := second.StartExecution()
 	if err != nil {
 		t.Fatal(err)

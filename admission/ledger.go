@@ -407,6 +407,15 @@ func usage(c counters) Usage {
 	return Usage{LiveActivations: c.live, Queued: c.queued, ReservedFuel: c.fuel, ReservedMemory: c.memory}
 }
 
+// NodeSnapshot is the node scope's limits and usage alone: Snapshot's
+// Node, read without walking every tenant under the ledger's lock.
+func (p *LocalQuotaProvider) NodeSnapshot() ScopeSnapshot {
+	v := p.view.Load()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ScopeSnapshot{Name: "node", Limits: v.policy.Limits.Limits, Usage: usage(p.mu.node)}
+}
+
 // Snapshot returns every scope's limits and usage (queued reservations included).
 func (p *LocalQuotaProvider) Snapshot() QuotaSnapshot {
 	v := p.view.Load()

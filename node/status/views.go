@@ -233,12 +233,12 @@ func (v *Views) History() *history.History { return v.c.History }
 
 // Gauges reads what a point of the history shows of the node now.
 func (v *Views) Gauges() history.Gauges {
-	s := v.c.Admission.Snapshot()
+	nd := v.c.Admission.NodeSnapshot() // every 5 s: not every tenant under admission's lock
 	in := v.c.Runner.WarmStats()
 	pools := front.PoolsUsage(v.c.Data, v.c.Control, "", false)
 	ls := v.c.Load.Snapshot(v.c.Clock.Now())
-	return history.Gauges{MemoryAdmitted: s.Node.Usage.ReservedMemory, MemoryLimit: s.Node.Limits.MaxReservedMemory,
-		Live: s.Node.Usage.LiveActivations, Queued: s.Node.Usage.Queued, WarmIdle: in.Idle,
+	return history.Gauges{MemoryAdmitted: nd.Usage.ReservedMemory, MemoryLimit: nd.Limits.MaxReservedMemory,
+		Live: nd.Usage.LiveActivations, Queued: nd.Usage.Queued, WarmIdle: in.Idle,
 		DataSlots: pools[front.PoolData].Slots, DataBytes: pools[front.PoolData].Bytes, ControlSlots: pools[front.PoolControl].Slots,
 		PressureCPU: ls.Last.CPU, PressureMemory: ls.Last.Memory}
 }
