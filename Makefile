@@ -12,20 +12,42 @@ all: build
 build:
 	$(GO) build -o bin/latent-node ./cmd/latent-node
 
-# The README's test command: race detector, -short (long tests live in stress/).
-# The cluster tests (the cluster package, every test of which is named
-# TestCluster…, and e2e's TestCluster… tests, built only without -race) run
-# embedded etcd without the race detector: a -race build of etcd's server
-# takes minutes on two cores. The runner's TestRun_goGuest… tests (built
-# only without -race too) compile the 3.5 MB Go guest with wazero, 20-30 s
-# under the race detector. One go test runs the three packages, side by side.
-# The race step lists only packages with tests: go test builds the others
-# too, and two of them (cmd/cluster-demo, internal/testutil/etcdtest) would
-# compile etcd's server under -race for nothing (make check type-checks
-# every package, with or without tests).
+# The README's test command, two chains run side by side (make -j2), so
+# that a cold first run keeps both cores busy:
+#  - test-race: every package's tests under the race detector in short
+#    mode, but those of test-binary and internal/importcheck (a static
+#    check that make check runs);
+#  - test-binary: builds one latent-node binary without the race detector
+#    (as users run it), then the e2e tests against it (LATENT_NODE_E2E_BINARY)
+#    together with the cluster tests (embedded etcd) and the fuel
+#    rewriter's (one goroutine's byte transformation, 3x slower under the
+#    race detector for nothing to watch), and the runner's TestRun_goGuest
+#    tests (built only without -race: they compile the 3.5 MB Go guest with
+#    wazero, 20-30 s under the race detector). The e2e test code only
+#    drives the binary over HTTP, so the race detector has nothing of the
+#    node's to watch there.
+# TESTGOFLAGS compile and link without DWARF, children (the e2e binary, the
+# wasip1 guests) included: a fifth less CPU on a cold cache, and no
+# debugger reads these builds. The race chain lists only packages with
+# tests: go test builds the others too, and two of them (cmd/cluster-demo,
+# internal/testutil/etcdtest) would compile etcd's server under -race for
+# nothing (make check type-checks every package, with or without tests).
+TESTGOFLAGS := -gcflags=all=-dwarf=false -ldflags=-w
+E2EBIN      := $(CURDIR)/bin/latent-node-e2e
+
 test:
-	$(GO) test -race -short -vet=off -timeout 9m $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v '/cluster$$')
-	$(GO) test -short -vet=off -timeout 3m -run '^TestCluster|^TestRun_goGuest' ./cluster/ ./e2e/ ./runner/
+	@$(MAKE) --no-print-directory -j2 test-race test-binary
+
+.PHONY: test-race test-binary
+test-race test-binary: export GOFLAGS += $(TESTGOFLAGS)
+
+test-race:
+	$(GO) test -race -short -vet=off -timeout 9m $$($(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '/cluster$$' -e '/e2e$$' -e '/fuel$$' -e '/importcheck$$')
+
+test-binary:
+	$(GO) build -o $(E2EBIN) ./cmd/latent-node
+	LATENT_NODE_E2E_BINARY=$(E2EBIN) $(GO) test -short -vet=off -timeout 6m ./cluster/ ./e2e/ ./runner/internal/fuel/
+	$(GO) test -short -vet=off -timeout 3m -run '^TestRun_goGuest' ./runner/
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -42,11 +42,24 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binary builds ./cmd/latent-node once per test process.
+// binaryEnv names a latent-node binary built beforehand (make test builds
+// one without the race detector and runs these tests against it); unset,
+// the tests build their own.
+const binaryEnv = "LATENT_NODE_E2E_BINARY"
+
+// binary returns the latent-node binary under test: the one binaryEnv
+// names, or else ./cmd/latent-node built once per test process.
 func binary(t *testing.T) string {
 	t.Helper()
 	building.Do(func() {
 		consultSources("..")
+		if p := os.Getenv(binaryEnv); p != "" {
+			binPath = p
+			if _, err := os.Stat(p); err != nil {
+				buildErr = errors.Wrapf(err, "%s names no binary", binaryEnv)
+			}
+			return
+		}
 		buildDir, buildErr = os.MkdirTemp("", "latent-node-e2e-")
 		if buildErr != nil {
 			return
