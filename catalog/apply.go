@@ -66,6 +66,7 @@ func (c *Catalog) Apply(ctx context.Context, gen vocab.Generation, changes []Cha
 		return err
 	}
 	c.mods.release(replaced)
+	c.notifyUnused()
 	return nil
 }
 
@@ -100,6 +101,7 @@ func (c *Catalog) Replace(ctx context.Context, gen vocab.Generation, manifests [
 		return err
 	}
 	c.mods.release(replaced)
+	c.notifyUnused()
 	return nil
 }
 

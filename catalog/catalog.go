@@ -54,6 +54,12 @@ type Config struct {
 	// so that the node can say what a multi-second compile is doing. It is
 	// not called for a module the Inspector held already (AcquireModule).
 	OnInspect func(InspectEvent)
+	// OnSnapshotsUnused, if set, is called after a deploy, delete, Apply
+	// or Replace with the snapshots (MemoryBytes zero, as SnapshotsInUse
+	// gives them) that no deployed revision needs any more, so that the
+	// runner drops them: the catalog counts each snapshot's revisions as
+	// they come and go, so this costs the change, not the catalog.
+	OnSnapshotsUnused func([]SnapshotSpec)
 	// MaxServices bounds the number of deployed services of the whole node
 	// (default 4096). Keep it at least the number of tenants times
 	// MaxServicesPerTenant: otherwise, once the tenants together deploy
@@ -426,6 +432,7 @@ func (c *Catalog) Deploy(ctx context.Context, m vocab.Manifest) (vocab.Deploymen
 		return vocab.Deployment{}, err
 	}
 	c.mods.release(replaced)
+	c.notifyUnused()
 	return dep, nil
 }
 
@@ -599,7 +606,19 @@ func (c *Catalog) Delete(ctx context.Context, tenant vocab.TenantID, name vocab.
 		return 0, err
 	}
 	c.mods.release(deleted)
+	c.notifyUnused()
 	return gen, nil
+}
+
+// notifyUnused tells Config.OnSnapshotsUnused of the snapshots the
+// changes published so far left without a revision.
+func (c *Catalog) notifyUnused() {
+	c.mu.Lock()
+	unused := c.mu.index.takeUnused()
+	c.mu.Unlock()
+	if len(unused) > 0 && c.opts.OnSnapshotsUnused != nil {
+		c.opts.OnSnapshotsUnused(unused)
+	}
 }
 
 func (c *Catalog) delete(ctx context.Context, tenant vocab.TenantID, name vocab.ServiceName) (vocab.Generation, []vocab.Digest, error) {

@@ -163,7 +163,9 @@
 //   - pin.go: Pin, Resolve, Policy, the routing hash.
 //   - index.go: the copy-on-write index of services and the writer's
 //     index type with the per-tenant counters (SnapshotsInUse,
-//     ServiceCount), the catalog's additive hash.
+//     ServiceCount, and the snapshots whose count reached zero, which
+//     Config.OnSnapshotsUnused is told of after each change), the
+//     catalog's additive hash.
 //   - catalog.go: Catalog (Open, Deploy, Delete, Manifest, Pin), Config.
 //   - apply.go: Check, Apply and Replace (a history ordered elsewhere:
 //     the cluster), Pin.Hash, Pin.AllServices.

@@ -148,23 +148,27 @@ func snapshotKey(p vocab.RevisionPolicy) SnapshotSpec {
 	return SnapshotSpec{Tenant: p.Tenant, Artifact: p.Artifact, Init: p.Init, Random: p.Random}
 }
 
-// count adds (delta 1) or removes (delta -1) svc's uses.
-func (u *tenantUse) count(svc *service, delta int) {
+// count adds (delta 1) or removes (delta -1) svc's uses; a snapshot no
+// longer needed is appended to zeroed.
+func (u *tenantUse) count(svc *service, delta int, zeroed *[]SnapshotSpec) {
 	u.services += delta
 	for _, d := range svc.artifacts() {
 		bump(u.artifacts, d, delta)
 	}
 	for _, p := range svc.policies {
-		if p.Instance == vocab.InstanceSnapshot {
-			bump(u.snapshots, snapshotKey(p), delta)
+		if p.Instance == vocab.InstanceSnapshot && bump(u.snapshots, snapshotKey(p), delta) {
+			*zeroed = append(*zeroed, snapshotKey(p))
 		}
 	}
 }
 
-func bump[K comparable](m map[K]int, k K, delta int) {
+// bump adds delta to m[k] and reports whether that took k out of m.
+func bump[K comparable](m map[K]int, k K, delta int) bool {
 	if m[k] += delta; m[k] <= 0 {
 		delete(m, k)
+		return true
 	}
+	return false
 }
 
 // index is the writer's index: the services in a mutable B-tree and the
@@ -174,6 +178,9 @@ type index struct {
 	tree *btree.BTreeG[entry]          // the services; published as clones
 	use  map[vocab.TenantID]*tenantUse // what each tenant's services in tree use
 	sum  indexSum                      // of tree
+	// zeroed are the snapshots whose count reached zero since the last
+	// takeUnused (some may be counted again since).
+	zeroed []SnapshotSpec
 }
 
 // reset empties the index and its counters.
@@ -181,6 +188,7 @@ func (x *index) reset() {
 	x.tree = newIndex()
 	x.use = map[vocab.TenantID]*tenantUse{}
 	x.sum = indexSum{}
+	x.zeroed = nil
 }
 
 // put makes svc the service under its key and returns the one it replaced.
@@ -200,7 +208,7 @@ func (x *index) put(svc *service) (*service, bool) {
 		u = &tenantUse{name: tenant, artifacts: map[vocab.Digest]int{}, snapshots: map[SnapshotSpec]int{}}
 		x.use[tenant] = u
 	}
-	u.count(svc, 1)
+	u.count(svc, 1, &x.zeroed)
 	x.sum.add(svc)
 	return prev.svc, replaced
 }
@@ -216,7 +224,7 @@ func (x *index) remove(k serviceKey) (*service, bool) {
 
 func (x *index) uncount(svc *service) {
 	u := x.use[svc.tenant]
-	u.count(svc, -1)
+	u.count(svc, -1, &x.zeroed)
 	if u.services == 0 {
 		delete(x.use, svc.tenant)
 	}
@@ -241,6 +249,21 @@ func (x *index) services(t vocab.TenantID) int {
 		return u.services
 	}
 	return 0
+}
+
+// takeUnused returns the snapshots that reached zero since the last call
+// and still are: what no service needs any more.
+func (x *index) takeUnused() []SnapshotSpec {
+	var unused []SnapshotSpec
+	seen := map[SnapshotSpec]bool{}
+	for _, sp := range x.zeroed {
+		if u := x.use[sp.Tenant]; !seen[sp] && (u == nil || u.snapshots[sp] == 0) {
+			seen[sp] = true
+			unused = append(unused, sp)
+		}
+	}
+	x.zeroed = nil
+	return unused
 }
 
 // snapshotsInUse returns the snapshots the tenant's services need, sorted.

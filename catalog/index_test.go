@@ -259,7 +259,7 @@ func checkCounters(t *testing.T, label string, c *Catalog) {
 			u = &tenantUse{name: svc.tenant, artifacts: map[vocab.Digest]int{}, snapshots: map[SnapshotSpec]int{}}
 			want[svc.tenant] = u
 		}
-		u.count(svc, 1)
+		u.count(svc, 1, new([]SnapshotSpec))
 		return true
 	})
 	c.mu.Lock()
@@ -473,6 +473,105 @@ func TestOpen_failureReleasesReferences(t *testing.T) {
 		}
 		if held := f.held(); len(held) != 0 || f.overReleased != 0 {
 			t.Fatalf("%T: references left %v, over-released %d", insp, held, f.overReleased)
+		}
+	}
+}
+
+// TestSnapshotsUnused: after every deploy, delete, Apply and Replace of a
+// random sequence, Config.OnSnapshotsUnused names exactly the snapshots
+// SnapshotsInUse had before and has no more (the oracle), across tenants;
+// a change that moves a snapshot from one service to another names
+// nothing.
+func TestSnapshotsUnused(t *testing.T) {
+	var told []SnapshotSpec
+	fx := newFixtureWith(t, func(o *Config) {
+		o.OnSnapshotsUnused = func(specs []SnapshotSpec) { told = append(told, specs...) }
+	})
+	ctx := context.Background()
+	tenants := []vocab.TenantID{"acme", "beta"}
+	arts := map[vocab.TenantID][]vocab.Digest{}
+	for _, tn := range tenants {
+		for i := range 3 {
+			arts[tn] = append(arts[tn], fx.moduleFor(tn, string(tn)+"-"+strconv.Itoa(i)))
+		}
+	}
+	inUse := func() map[SnapshotSpec]bool {
+		all := map[SnapshotSpec]bool{}
+		for _, tn := range tenants {
+			for _, sp := range fx.cat.SnapshotsInUse(tn) {
+				all[sp] = true
+			}
+		}
+		return all
+	}
+	manifest := func(r *rand.Rand, tn vocab.TenantID, svc string) vocab.Manifest {
+		m := oneRevision(tn, vocab.ServiceName(svc), arts[tn][r.IntN(3)])
+		if r.IntN(4) > 0 {
+			m.Revisions[0].Instance = "snapshot"
+		}
+		return m
+	}
+	r := rand.New(rand.NewPCG(7, 36))
+	for step := range 400 {
+		before := inUse()
+		told = nil
+		tn := tenants[r.IntN(2)]
+		svc := "s" + strconv.Itoa(r.IntN(5))
+		var what string
+		switch op := r.IntN(10); {
+		case op < 5:
+			what = "deploy " + svc
+			if _, err := fx.cat.Deploy(ctx, manifest(r, tn, svc)); err != nil {
+				t.Fatal(err)
+			}
+		case op < 7:
+			what = "delete " + svc
+			if _, err := fx.cat.Delete(ctx, tn, vocab.ServiceName(svc)); err != nil && !errors.Is(err, ErrServiceNotFound) {
+				t.Fatal(err)
+			}
+		case op < 9:
+			// Two changes at once: a snapshot may move from one service to
+			// the other, and then nothing is named.
+			what = "apply " + svc + " and t"
+			a := manifest(r, tn, svc)
+			changes := []Change{{Tenant: tn, Service: a.Service, Manifest: &a}, {Tenant: tn, Service: "t"}}
+			if r.IntN(2) == 0 {
+				b := manifest(r, tn, "t")
+				changes[1].Manifest = &b
+			}
+			if err := fx.cat.Apply(ctx, fx.cat.Pin().Generation()+1, changes); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			what = "replace with two services"
+			a, b := manifest(r, "acme", "s0"), manifest(r, "beta", "s1")
+			if err := fx.cat.Replace(ctx, fx.cat.Pin().Generation()+1, []vocab.Manifest{a, b}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := inUse()
+		want := map[SnapshotSpec]bool{}
+		for sp := range before {
+			if !after[sp] {
+				want[sp] = true
+			}
+		}
+		have := map[SnapshotSpec]bool{}
+		for _, sp := range told {
+			if have[sp] {
+				t.Fatalf("step %d (%s): %+v named twice", step, what, sp)
+			}
+			have[sp] = true
+		}
+		for sp := range have {
+			if !want[sp] {
+				t.Fatalf("step %d (%s): named %+v, which is still in use or was never", step, what, sp)
+			}
+		}
+		for sp := range want {
+			if !have[sp] {
+				t.Fatalf("step %d (%s): %+v lost its last revision and was not named", step, what, sp)
+			}
 		}
 	}
 }

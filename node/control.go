@@ -53,7 +53,6 @@ func (d *deployments) appliedFromCluster(t vocab.TenantID, s vocab.ServiceName) 
 		keep = dep.Revisions
 	}
 	d.metrics.keepRevisions(t, s, keep)
-	d.retainSnapshots(t)
 }
 
 // handleArtifact stores an artifact for the caller's own tenant.
@@ -170,7 +169,6 @@ func (d *deployments) handleDeploy(w http.ResponseWriter, r *http.Request, p *au
 	case err == nil:
 		d.log.Info("deployed", "tenant", string(t), "service", string(s), "release", string(dep.Release), "generation", uint64(dep.Generation))
 		d.metrics.keepRevisions(t, s, dep.Revisions)
-		d.retainSnapshots(t)
 		api.WriteJSON(w, http.StatusOK, dep)
 	case errors.As(err, &ve):
 		// Module refusals are field problems too: they name the deploy limit
@@ -221,21 +219,8 @@ func (d *deployments) handleDelete(w http.ResponseWriter, r *http.Request, p *au
 		writeAnswer(w, internalAnswer(d.log, err))
 	default:
 		d.metrics.keepRevisions(t, s, nil)
-		d.retainSnapshots(t)
 		api.WriteJSON(w, http.StatusOK, map[string]uint64{"generation": uint64(gen)})
 	}
-}
-
-// retainSnapshots lets the runner drop tenant t's snapshots that no
-// snapshot revision of t deployed now uses: called after each deploy or
-// delete of one of t's services (locally or applied from the cluster). The
-// catalog counts the snapshots each tenant's services need as they come
-// and go, so this reads a counter, not the tenant's services.
-func (d *deployments) retainSnapshots(t vocab.TenantID) {
-	if d.run == nil || d.cat == nil {
-		return
-	}
-	d.run.RetainSnapshots(t, d.cat.SnapshotsInUse(t))
 }
 
 // holdModules charges the bytes of the modules m names (those its tenant

@@ -83,8 +83,8 @@
 //   - control.go: deployments, the deployment control API (artifact
 //     upload, deploy, get, delete), the answers to catalog errors and the
 //     hook that keeps metrics and snapshots in step with changes applied
-//     from the cluster, and dropping a tenant's snapshots with the last
-//     revision that uses them (retainSnapshots).
+//     from the cluster (the catalog itself tells the runner which
+//     snapshots lost their last revision: Config.OnSnapshotsUnused).
 //   - list.go: the paginated list of a tenant's deployments.
 //   - health.go: probes, /healthz (its own bound) and /readyz.
 //   - wire.go: the JSON form of catalog values in answers (the API's

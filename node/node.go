@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		return nil, err
 	}
 	co := cfg.CatalogConfig()
-	co.Inspector, co.OnInspect = n.run, n.logInspect
+	co.Inspector, co.OnInspect, co.OnSnapshotsUnused = n.run, n.logInspect, n.run.DropSnapshots
 	if n.cat, err = catalog.Open(ctx, co); err != nil {
 		return nil, err
 	}

@@ -146,7 +146,8 @@
 // place, off the Go heap, where wazero's own allocator (kept elsewhere)
 // copies it at every memory.grow. An instance taken for a larger grant
 // than it reserved is replaced.
-// RetainSnapshots drops the snapshots no deployed revision uses; Close
+// DropSnapshots drops the snapshots the catalog says no deployed
+// revision uses any more; Close
 // closes the idle instances and the images.
 //
 // # Outcomes
@@ -202,7 +203,7 @@
 //     to it.
 //   - warm.go: the snapshot and reuse instance modes: warmPool, which
 //     holds the snapshots and the idle warm instances and makes, runs and
-//     closes them; PrepareSnapshot, RetainSnapshots, WarmStats.
+//     closes them; PrepareSnapshot, DropSnapshots, WarmStats.
 //   - warmidle.go: idleSet, the idle warm instances by revision and in one
 //     list by idle time, and their revisions by module, so that an
 //     activation's take and put, expiry, eviction and a module's release
@@ -228,8 +229,8 @@
 // held together, and none is held while waiting for a compile slot (an
 // Inspect holds its slot while it takes the ledger's lock and then the
 // table's). The module table closes a module's warm instances, when its
-// last reference goes, after releasing its lock; RetainSnapshots resolves
-// the modules it keeps before it takes the pool's; a snapshot's
+// last reference goes, after releasing its lock; DropSnapshots resolves
+// the modules it drops before it takes the pool's; a snapshot's
 // initialisation waits for a slot with the pool's lock released.
 //
 // # Usage

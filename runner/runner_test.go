@@ -55,7 +55,7 @@ func newEnv(t testing.TB) *env { return newEnvWith(t, sharedRunner(t)) }
 
 func newEnvWith(t testing.TB, r *Runner) *env {
 	e := &env{t: t, r: r, load: loadsource.NewState(time.Hour)}
-	cat, err := catalog.Open(context.Background(), catalog.Config{Dir: t.TempDir(), Inspector: e.r})
+	cat, err := catalog.Open(context.Background(), catalog.Config{Dir: t.TempDir(), Inspector: e.r, OnSnapshotsUnused: e.r.DropSnapshots})
 	if err != nil {
 		t.Fatal(err)
 	}

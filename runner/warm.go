@@ -211,50 +211,49 @@ func (r *Runner) SnapshotBytesByTenant() map[vocab.TenantID]uint64 {
 	return maps.Clone(p.snapBytes)
 }
 
-// RetainSnapshots drops the snapshots of tenant that none of keep (the
-// tenant's snapshot revisions deployed now) would use, with their idle
-// instances; instances running on a dropped snapshot are closed when they
-// finish. The node calls it after each deploy or delete of one of the
-// tenant's services, so a snapshot goes with the last revision using it.
-func (r *Runner) RetainSnapshots(tenant vocab.TenantID, keep []catalog.SnapshotSpec) {
-	used := map[snapKey]bool{}
-	for _, spec := range keep {
-		if m := r.modules.acquire(spec.Artifact); m != nil {
-			used[snapKey{tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random}] = true
+// DropSnapshots drops the snapshots of specs, which no deployed revision
+// uses any more (the catalog names them: catalog.Config.OnSnapshotsUnused),
+// with their idle instances; instances running on one are closed when
+// they finish. It costs the snapshots named and the idle keys of their
+// modules, never the tenant's other snapshots or instances. A snapshot dropped while a deploy needed it again is made
+// again on its first activation.
+func (r *Runner) DropSnapshots(specs []catalog.SnapshotSpec) {
+	keys := make(map[snapKey]bool, len(specs))
+	for _, spec := range specs {
+		if m := r.modules.acquire(spec.Artifact); m != nil { // else its release dropped them (dropDigest)
+			keys[snapKey{spec.Tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random}] = true
 			r.modules.unref(m)
 		}
 	}
-	r.warm.retain(tenant, used)
+	r.warm.closeWarm(r.warm.drop(keys))
 }
 
-// retain drops the snapshots of tenant that are not used, with their idle
-// instances.
-func (p *warmPool) retain(tenant vocab.TenantID, used map[snapKey]bool) {
+// drop drops the snapshots of keys that are made (one being made belongs
+// to a deploy that has not published yet) and returns their idle
+// instances, to close.
+func (p *warmPool) drop(keys map[snapKey]bool) []*warmInstance {
 	p.mu.Lock()
-	dropped := map[*snapshot]bool{}
-	for k, s := range p.snaps[tenant] {
-		if used[k] {
+	defer p.mu.Unlock()
+	var closing []*warmInstance
+	for k := range keys {
+		s := p.snaps[k.tenant][k]
+		if s == nil {
 			continue
 		}
 		select {
 		case <-s.ready:
 		default:
-			continue // being made by a deploy that has not published yet
+			continue
 		}
 		p.dropSnapshotLocked(s)
-		dropped[s] = true
-	}
-	var closing []*warmInstance
-	if len(dropped) > 0 { // one pass over the idle instances, not one per snapshot
-		for wk, list := range p.idle.byKey {
-			if wk.tenant == tenant && dropped[list[0].snap] {
+		for wk := range p.idle.keys[k.digest] { // the module's keys; dropKey deletes from the map: allowed
+			if list := p.idle.byKey[wk]; list[0].snap == s {
 				closing = append(closing, p.idle.dropKey(wk)...)
 			}
 		}
 	}
 	p.stats.Recycled += uint64(len(closing))
-	p.mu.Unlock()
-	p.closeWarm(closing)
+	return closing
 }
 
 // current reports whether s is still the pool's snapshot for its key.

@@ -183,3 +183,39 @@ func BenchmarkWarmStats(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarmPool_dropSnapshot is a deploy that leaves one snapshot
+// unused while the tenant has n snapshot revisions, each snapshot with an
+// idle instance: the pool drops that snapshot and its instance. What it
+// costs must not grow with n (the catalog names the one snapshot; nothing
+// lists the tenant's others).
+func BenchmarkWarmPool_dropSnapshot(b *testing.B) {
+	for _, n := range []int{16, 1_000, 100_000} {
+		b.Run("snapshots="+strconv.Itoa(n), func(b *testing.B) {
+			p := newWarmPool(nil, nil, nil, Config{})
+			now := time.Unix(0, 0)
+			key := func(i int) snapKey {
+				return snapKey{tenant: "acme", digest: vocab.Digest("sha256:" + strconv.Itoa(i))}
+			}
+			add := func(i int) {
+				s := &snapshot{key: key(i), ready: make(chan struct{})}
+				close(s.ready)
+				p.mu.Lock()
+				p.addSnapshotLocked(s)
+				p.mu.Unlock()
+				now = now.Add(time.Microsecond)
+				w := &warmInstance{key: warmKey{"acme", vocab.RevisionID("r" + strconv.Itoa(i))}, m: &module{digest: s.key.digest}, snap: s}
+				p.put(w, now, n+1, time.Hour)
+			}
+			for i := range n {
+				add(i)
+			}
+			for b.Loop() {
+				if closing := p.drop(map[snapKey]bool{key(0): true}); len(closing) != 1 {
+					b.Fatalf("closed %d instances, want the snapshot's one", len(closing))
+				}
+				add(0)
+			}
+		})
+	}
+}

@@ -345,6 +345,44 @@ func TestWarm_releasedModuleClosesIdle(t *testing.T) {
 	}
 }
 
+// TestWarm_deleteDropsSnapshot: deleting the last snapshot revision of a
+// module that another service still uses (fresh, so the module stays)
+// drops the snapshot and its idle instance through the catalog's
+// OnSnapshotsUnused; another snapshot stays, and deploying the revision
+// again makes a new snapshot that answers.
+func TestWarm_deleteDropsSnapshot(t *testing.T) {
+	e := newEnvWith(t, newRunner(t, Config{MaxOutputBytes: 64 << 10}))
+	state, trivial := testwasm.Bytes(t, "state"), testwasm.Bytes(t, "trivial")
+	e.deployReactor("state-snapshot", state, "snapshot", "handle")
+	e.deployReactor("state-fresh", state, "", "handle")
+	e.deployReactor("trivial-snapshot", trivial, "snapshot", "")
+	for _, svc := range []string{"state-snapshot", "trivial-snapshot"} {
+		if out := e.run(svc, "x", admission.BudgetRequest{}); out.Kind != Success {
+			t.Fatalf("%s: %s %v", svc, out.Kind, out.Err)
+		}
+	}
+	both := e.r.WarmStats()
+	if both.Idle != 2 {
+		t.Fatalf("%+v: want an idle instance of each snapshot", both)
+	}
+	if _, err := e.cat.Delete(context.Background(), "acme", "state-snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.r.WarmStats(); s.Idle != 1 || s.Recycled != both.Recycled+1 || s.SnapshotBytes == 0 || s.SnapshotBytes >= both.SnapshotBytes {
+		t.Fatalf("after the delete %+v (before %+v): want the state snapshot and its instance dropped, trivial's kept", s, both)
+	}
+	if !e.r.Prepared(vocab.DigestOf(sha256.Sum256(state))) {
+		t.Fatal("the module went too: the fresh revision still uses it")
+	}
+	e.deployReactor("state-snapshot", state, "snapshot", "handle")
+	if out := e.run("state-snapshot", "x", admission.BudgetRequest{}); out.Kind != Success {
+		t.Fatalf("redeployed: %s %v", out.Kind, out.Err)
+	}
+	if s := e.r.WarmStats(); s.SnapshotBytes != both.SnapshotBytes {
+		t.Fatalf("redeployed: %+v, want the snapshot bytes of before (%d)", s, both.SnapshotBytes)
+	}
+}
+
 func sumBytes(m map[vocab.TenantID]uint64) (n uint64) {
 	for _, b := range m {
 		n += b
