@@ -122,6 +122,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err er
 		}
 	}()
 	rc := cfg.RunnerConfig(cfg.Node.DataDir)
+	if rc.MaxWarmInstances < cfg.Node.MaxWarmInstances {
+		n.log.Warn("node.max_warm_instances lowered: warm instances keep to half of vm.max_map_count", "configured", cfg.Node.MaxWarmInstances,
+			"applied", rc.MaxWarmInstances, "vm.max_map_count", config.HostMaxMapCount())
+	}
 	rc.OnCacheDiscard = func(err error) {
 		n.log.Warn("discarded a corrupt compile-cache entry and compiled the module again", "err", err.Error())
 	}

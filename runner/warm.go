@@ -21,9 +21,11 @@
 //     stayed idle for Config.WarmIdleTimeout (SweepWarm closes idle
 //     instances of either mode on that timeout).
 //
-// The pool holds at most Config.MaxWarmInstances idle instances (the
-// longest idle goes first) and closes the instances of a module when its
-// last reference goes.
+// Config.MaxWarmInstances bounds the instances idle and running together:
+// an activation that ends with the pool at the bound gives up the longest
+// idle instance, or its own when the running ones fill the bound (an
+// activation past it thus runs on an instance not kept); the instances of
+// a module go with its last reference.
 
 package runner
 
@@ -34,6 +36,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/errors"
@@ -159,7 +162,8 @@ type warmPool struct {
 
 	mu        sync.Mutex
 	idle      idleSet
-	snaps     map[vocab.TenantID]map[snapKey]*snapshot // by tenant: retain reads one tenant's
+	running   atomic.Int64                             // instances running an activation
+	snaps     map[vocab.TenantID]map[snapKey]*snapshot // by tenant
 	snapsOf   map[vocab.Digest]map[snapKey]*snapshot   // the same by module: dropDigest reads one module's
 	snapBytes map[vocab.TenantID]uint64
 	snapTotal uint64 // the sum of snapBytes
@@ -212,11 +216,9 @@ func (r *Runner) SnapshotBytesByTenant() map[vocab.TenantID]uint64 {
 }
 
 // DropSnapshots drops the snapshots of specs, which no deployed revision
-// uses any more (the catalog names them: catalog.Config.OnSnapshotsUnused),
-// with their idle instances; instances running on one are closed when
-// they finish. It costs the snapshots named and the idle keys of their
-// modules, never the tenant's other snapshots or instances. A snapshot dropped while a deploy needed it again is made
-// again on its first activation.
+// uses any more (catalog.Config.OnSnapshotsUnused), with their idle
+// instances (running ones close when they finish), at the cost of those
+// alone; one a new deploy needs again is made again when first used.
 func (r *Runner) DropSnapshots(specs []catalog.SnapshotSpec) {
 	keys := make(map[snapKey]bool, len(specs))
 	for _, spec := range specs {
@@ -228,21 +230,15 @@ func (r *Runner) DropSnapshots(specs []catalog.SnapshotSpec) {
 	r.warm.closeWarm(r.warm.drop(keys))
 }
 
-// drop drops the snapshots of keys that are made (one being made belongs
-// to a deploy that has not published yet) and returns their idle
-// instances, to close.
+// drop drops the made snapshots of keys (one being made is a deploy's
+// that has not published yet) and returns their idle instances to close.
 func (p *warmPool) drop(keys map[snapKey]bool) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var closing []*warmInstance
 	for k := range keys {
 		s := p.snaps[k.tenant][k]
-		if s == nil {
-			continue
-		}
-		select {
-		case <-s.ready:
-		default:
+		if s == nil || !made(s) {
 			continue
 		}
 		p.dropSnapshotLocked(s)
@@ -254,6 +250,16 @@ func (p *warmPool) drop(keys map[snapKey]bool) []*warmInstance {
 	}
 	p.stats.Recycled += uint64(len(closing))
 	return closing
+}
+
+// made reports whether s's initialisation ended.
+func made(s *snapshot) bool {
+	select {
+	case <-s.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // current reports whether s is still the pool's snapshot for its key.
@@ -297,14 +303,13 @@ func (p *warmPool) take(k warmKey, snapshot bool, grant uint64) (w, small *warmI
 }
 
 // put returns w to the pool and gives back the instances to close: those
-// idle longer than idle, and the longest idle ones while the pool holds
-// more than max.
+// idle longer than idle, the longest idle while idle and running pass max.
 func (p *warmPool) put(w *warmInstance, now time.Time, max int, idle time.Duration) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.idle.add(w, now)
 	closing := p.idle.expire(now, idle)
-	for p.idle.n > max {
+	for p.idle.n > 0 && p.idle.n+int(p.running.Load()) > max {
 		closing = append(closing, p.idle.dropOldest())
 	}
 	p.stats.Recycled += uint64(len(closing))
@@ -398,12 +403,7 @@ func (p *warmPool) dropSnapshotLocked(s *snapshot) {
 // uncharge gives a ready snapshot's bytes back to its tenant.
 // REQUIRES: p.mu held.
 func (p *warmPool) uncharge(s *snapshot) {
-	select {
-	case <-s.ready:
-	default:
-		return // its creator charges nothing until it is ready
-	}
-	if s.err != nil {
+	if !made(s) || s.err != nil { // its creator charges nothing until it is made
 		return
 	}
 	p.snapTotal -= s.size
@@ -471,10 +471,8 @@ func (p *warmPool) close() {
 	}
 	for _, ts := range p.snaps {
 		for _, s := range ts {
-			select {
-			case <-s.ready:
+			if made(s) { // else its maker publishes it, or closes it on failure
 				p.dropSnapshotLocked(s)
-			default: // being made: its maker publishes it, or closes it on failure
 			}
 		}
 	}
@@ -810,6 +808,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 			Err: errors.Newf("runner: the grant (%d bytes) is below the instance's memory (%d bytes) plus the tables (%d bytes)",
 				a.grant, linear, a.tableBytes)}
 	}
+	p.running.Add(1)
 	w.fuel.Set(0)
 	if m.info.Component && s == nil && w.http == nil {
 		w.http = wasihttp.NewInstance(wasihttp.Limits{}) // a reused component keeps its handles
@@ -844,6 +843,7 @@ func (p *warmPool) runWarm(ctx context.Context, m *module, ob admission.Obligati
 	}
 	out = finish(out, guest)
 	w.b.a = nil
+	p.running.Add(-1)
 	// An activation that exited (proc_exit, even with status 0) closed its
 	// module: only one that returned from its function may keep it.
 	if p.keep(w, kind, err, a.grant) {

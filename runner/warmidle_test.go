@@ -184,3 +184,31 @@ func describe(ws []*warmInstance) []string {
 	}
 	return out
 }
+
+// TestWarmPool_boundCountsRunning: the pool's bound counts the instances
+// running as well as the idle ones; an instance put back while the
+// running ones fill the bound is given back to close, and once they end
+// the idle ones may fill it again.
+func TestWarmPool_boundCountsRunning(t *testing.T) {
+	p := newWarmPool(nil, nil, nil, Config{})
+	now := time.Unix(0, 0)
+	put := func(rev string, max int) int {
+		now = now.Add(time.Millisecond)
+		return len(p.put(&warmInstance{key: warmKey{"acme", vocab.RevisionID(rev)}, m: &module{digest: "sha256:d"}}, now, max, time.Hour))
+	}
+	p.running.Add(1) // one activation runs
+	if closed := put("a", 2); closed != 0 || p.idle.n != 1 {
+		t.Fatalf("first put: %d closed, %d idle; want it kept (1 idle + 1 running = the bound)", closed, p.idle.n)
+	}
+	if closed := put("b", 2); closed != 1 || p.idle.n != 1 {
+		t.Fatalf("second put: %d closed, %d idle; want the longest idle closed", closed, p.idle.n)
+	}
+	p.running.Add(1)
+	if closed := put("c", 2); closed != 2 || p.idle.n != 0 {
+		t.Fatalf("with two running: %d closed, %d idle; want the idle one and the one put back closed", closed, p.idle.n)
+	}
+	p.running.Add(-2)
+	if closed := put("d", 2) + put("e", 2); closed != 0 || p.idle.n != 2 {
+		t.Fatalf("none running: %d closed, %d idle; want both kept", closed, p.idle.n)
+	}
+}

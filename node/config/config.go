@@ -546,7 +546,9 @@ func (c *Config) CellPoolConfig() cellpool.Config {
 // RunnerConfig returns the runner configuration: the compile cache in
 // dataDir/compile-cache (normally dataDir is c.Node.DataDir; an empty
 // dataDir keeps the cache in memory), the output cap, the deploy limits,
-// the compile bounds and the bounds of warm instances. The fuel slice is the runner's default.
+// the compile bounds and the bounds of warm instances (max_warm_instances
+// as WarmInstanceBound applies it on this host). The fuel slice is the
+// runner's default.
 func (c *Config) RunnerConfig(dataDir string) runner.Config {
 	streamed := int64(c.Node.MaxStreamedBytes)
 	if streamed == 0 {
@@ -557,6 +559,7 @@ func (c *Config) RunnerConfig(dataDir string) runner.Config {
 		MaxSignaturesPerTenant: c.Node.MaxSignaturesPerTenant, MaxSnapshotBytesPerTenant: c.Node.MaxSnapshotBytesPerTenant,
 		ReuseMaxActivations: c.Node.ReuseMaxActivations, WarmIdleTimeout: c.Node.WarmIdleTimeout,
 		MaxWarmInstances: c.Node.MaxWarmInstances}
+	cfg.MaxWarmInstances, _ = WarmInstanceBound(c.Node.MaxWarmInstances, c.Sizing(1).Cells, HostMaxMapCount())
 	if dataDir != "" {
 		cfg.CacheDir = filepath.Join(dataDir, CompileCacheDir)
 	}

@@ -77,6 +77,9 @@
 //     deploy limits, the catalog's bounds and the ingress pools.
 //   - tls.go: [node.tls] (NodeTLS, LoadClientCAs) and the check of the
 //     principals' client_certificate_subjects.
+//   - mapcount.go, mapcount_linux.go, mapcount_other.go: the warm
+//     instances' share of vm.max_map_count (WarmInstanceBound,
+//     HostMaxMapCount; nothing to read off Linux).
 //   - demo.go, demo.toml: the embedded `serve --demo` configuration.
 //
 // # Usage

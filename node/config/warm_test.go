@@ -78,3 +78,38 @@ func TestParse_warmInstances(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmInstanceBound: warm instances, idle and running, with one per
+// cell past the bound, keep to half of vm.max_map_count.
+func TestWarmInstanceBound(t *testing.T) {
+	for _, tc := range []struct {
+		configured, cells, maxMapCount, want int
+		lowered                              bool
+	}{
+		{16, 5, 65_530, 16, false},           // the defaults on Linux's default
+		{100_000, 5, 65_530, 10_916, true},   // 65,530 / 2 / 3 - 5
+		{10_916, 5, 65_530, 10_916, false},   // exactly what fits
+		{100_000, 64, 262_144, 43_626, true}, // a raised vm.max_map_count
+		{100_000, 5, 0, 100_000, false},      // unknown (not Linux): no bound
+		{100_000, 50_000, 65_530, 1, true},   // cells alone past the share: one kept
+		{100_000, 5, 2_000_000_000, 100_000, false},
+	} {
+		have, lowered := WarmInstanceBound(tc.configured, tc.cells, tc.maxMapCount)
+		if have != tc.want || lowered != tc.lowered {
+			t.Errorf("WarmInstanceBound(%d, %d, %d) = %d, %v; want %d, %v", tc.configured, tc.cells, tc.maxMapCount, have, lowered, tc.want, tc.lowered)
+		}
+		if tc.maxMapCount > 0 && tc.lowered && (have+tc.cells)*MappingsPerWarmInstance > tc.maxMapCount/2 && have > 1 {
+			t.Errorf("%+v: %d instances and %d cells map more than half of %d", tc, have, tc.cells, tc.maxMapCount)
+		}
+	}
+	if HostMaxMapCount() == 0 {
+		return
+	}
+	cfg, err := Parse([]byte(doc(map[string]string{"node": base[0].text + "max_warm_instances = 100000\n"}, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := cfg.RunnerConfig(""); rc.MaxWarmInstances*MappingsPerWarmInstance > HostMaxMapCount()/2 {
+		t.Fatalf("the runner keeps %d warm instances on a host whose vm.max_map_count is %d", rc.MaxWarmInstances, HostMaxMapCount())
+	}
+}
