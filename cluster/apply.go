@@ -4,10 +4,12 @@ package cluster
 // their changes to the local catalog.
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
 	"github.com/cockroachdb/errors"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,31 +59,58 @@ func (c *Cluster) noteFailure(err error) {
 	c.noteApplied(err)
 }
 
-// relist reads every service record and the head at one revision, fetches
-// the artifacts the catalog lacks and replaces the catalog at the head's
-// revision. It returns the listing's revision, where the watch starts.
+// defaultListPage is Config.ListPage's default.
+const defaultListPage = 10_000
+
+func (c *Cluster) listPage() int { return cmp.Or(max(c.cfg.ListPage, 0), defaultListPage) }
+
+// relist reads every service record and the head at one revision, in
+// pages of Config.ListPage records (etcd answers a page at a time and each page
+// is decoded and dropped before the next is read), fetches the artifacts
+// the catalog lacks and replaces the catalog at the head's revision. It
+// returns the listing's revision, where the watch starts.
 func (c *Cluster) relist(ctx context.Context) (int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, opTimeout)
-	resp, err := c.cli.Txn(lctx).Then(clientv3.OpGet(c.k.services(), clientv3.WithPrefix()), clientv3.OpGet(c.k.head())).Commit()
+	prefix := c.k.services()
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	resp, err := c.cli.Txn(lctx).Then(clientv3.OpGet(prefix, clientv3.WithRange(end), clientv3.WithLimit(int64(c.listPage()))), clientv3.OpGet(c.k.head())).Commit()
 	cancel()
 	if err != nil {
 		return 0, errors.Mark(errors.Wrap(err, "cluster: list"), ErrUnavailable)
 	}
+	rev := resp.Header.Revision
 	var headRev int64
 	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
 		headRev = kvs[0].ModRevision
 	}
 	var manifests []vocab.Manifest
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		t, s, ok := c.k.serviceOf(string(kv.Key))
-		if !ok {
-			continue
+	page := resp.Responses[0].GetResponseRange()
+	for {
+		for _, kv := range page.Kvs {
+			t, s, ok := c.k.serviceOf(string(kv.Key))
+			if !ok {
+				continue
+			}
+			rec, err := decodeRecord(kv.Value)
+			if err != nil || rec.Manifest.Tenant != t || rec.Manifest.Service != s {
+				return 0, errors.Newf("cluster: the record of %s/%s does not decode to its service", t, s)
+			}
+			manifests = append(manifests, rec.Manifest)
 		}
-		rec, err := decodeRecord(kv.Value)
-		if err != nil || rec.Manifest.Tenant != t || rec.Manifest.Service != s {
-			return 0, errors.Newf("cluster: the record of %s/%s does not decode to its service", t, s)
+		if !page.More || len(page.Kvs) == 0 {
+			break
 		}
-		manifests = append(manifests, rec.Manifest)
+		from := string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
+		// The same revision as the first page: the listing is one state
+		// of etcd (a compaction past it fails the read, and the loop lists
+		// again).
+		pctx, cancel := context.WithTimeout(ctx, opTimeout)
+		next, err := c.cli.Get(pctx, from, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithLimit(int64(c.listPage())))
+		cancel()
+		if err != nil {
+			return 0, errors.Mark(errors.Wrap(err, "cluster: list"), ErrUnavailable)
+		}
+		page = (*etcdserverpb.RangeResponse)(next)
 	}
 	pin := c.cat.Pin()
 	switch gen := vocab.Generation(headRev); {
@@ -110,7 +139,7 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 	c.mu.synced = true
 	c.mu.Unlock()
 	c.noteApplied(nil)
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // watch applies the changes to the services from rev on, one revision at a

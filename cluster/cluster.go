@@ -101,6 +101,11 @@ type Config struct {
 	// etcd with the services they touched (a listing: every service before
 	// and after it), from the apply loop.
 	OnApply func(tenant vocab.TenantID, service vocab.ServiceName)
+	// ListPage is how many service records one read of a listing asks
+	// etcd for (default 10,000): a listing of any size holds one page of
+	// etcd's answer at a time. etcd counts the rest of the range on every
+	// read, so pages much smaller than that make a large listing slower.
+	ListPage int
 	// Catalog is the node's catalog, the one the cluster keeps current and
 	// deploys through (required).
 	Catalog *catalog.Catalog

@@ -55,7 +55,7 @@ func startMemberWith(t *testing.T, endpoints []string, id, dir, prefix string) *
 
 // startMemberOpts is startMemberWith on a catalog with opts (its Dir and
 // Inspector are the member's).
-func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, opts catalog.Config) *member {
+func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, opts catalog.Config, tune ...func(*Config)) *member {
 	t.Helper()
 	opts.Dir, opts.Inspector = dir, catalogtest.Inspector{}
 	cat, err := catalog.Open(context.Background(), opts)
@@ -105,8 +105,12 @@ func startMemberOpts(t testing.TB, endpoints []string, id, dir, prefix string, o
 		w.WriteHeader(http.StatusNoContent)
 	})
 	m.srv = httptest.NewServer(mux)
-	m.c, err = New(Config{Endpoints: endpoints, Prefix: prefix, NodeID: id, AdvertiseURL: m.srv.URL,
-		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second, Catalog: cat})
+	cfg := Config{Endpoints: endpoints, Prefix: prefix, NodeID: id, AdvertiseURL: m.srv.URL,
+		Version: "test", LeaseTTL: 2 * time.Second, Replication: 2, MaxStaleness: 10 * time.Second, OthersWait: 5 * time.Second, Catalog: cat}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	m.c, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,8 @@
 //
 // # Apply on every node
 //
-// Run lists the services at one revision, fetches missing artifacts from
+// Run lists the services at one revision (in pages of Config.ListPage
+// records, each read at the first page's revision), fetches missing artifacts from
 // holders (verifying their digests and trying the next holder after a bad
 // one), replaces the catalog at the head's revision, then watches from the
 // listing revision and applies each change at its revision. A compacted
