@@ -2,9 +2,9 @@ package config
 
 // The warm instances' share of the kernel's memory mappings.
 
-// MappingsPerWarmInstance is what one snapshot instance maps: its
-// memory's reservation, the image's pages under it and the tail past the
-// image (a reuse instance maps fewer).
+// MappingsPerWarmInstance is how many memory mappings one snapshot
+// instance was measured to hold (its memory's reservation, with the image
+// mapped over its start); a reuse instance holds fewer.
 const MappingsPerWarmInstance = 3
 
 // WarmInstanceBound returns node.max_warm_instances as the node applies
