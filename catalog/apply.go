@@ -236,11 +236,9 @@ func (c *Catalog) publishAt(ctx context.Context, gen vocab.Generation, whole boo
 	} else {
 		writes := make([]bulkWrite, 0, len(built))
 		for k, svc := range built {
-			data, err := serviceRecordBytes(svc, prepared[k].manifest, prepared[k].modules)
-			if err != nil {
-				return nil, err
-			}
-			writes = append(writes, bulkWrite{rel: ServiceRecordPath(k.tenant, k.service), data: data})
+			writes = append(writes, bulkWrite{rel: ServiceRecordPath(k.tenant, k.service), data: func() ([]byte, error) {
+				return serviceRecordBytes(svc, prepared[k].manifest, prepared[k].modules)
+			}})
 		}
 		if err := c.store.writeBulk(writes); err != nil {
 			return nil, err

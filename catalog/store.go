@@ -215,10 +215,12 @@ func (s diskStore) writeAtomic(rel string, data []byte) error {
 // Open removes it, listings skip it).
 const spareName = tmpPrefix + "spare"
 
-// bulkWrite is one file of writeBulk.
+// bulkWrite is one file of writeBulk: its path and what makes its bytes,
+// called when the file is written (a listing of 100,000 records never
+// holds all their bytes at once).
 type bulkWrite struct {
 	rel  string
-	data []byte
+	data func() ([]byte, error)
 }
 
 // writeBulk replaces many files at once, for a full listing of the
@@ -248,7 +250,10 @@ func (s diskStore) writeBulk(writes []bulkWrite) error {
 		}
 		done = append(done, staged{tmp: f.Name(), name: name})
 		tmp := s.wrapped(f, w.rel)
-		_, err = tmp.Write(w.data)
+		var data []byte
+		if data, err = w.data(); err == nil {
+			_, err = tmp.Write(data)
+		}
 		if err == nil && !syncfsAvailable {
 			err = tmp.Sync()
 		}
