@@ -80,6 +80,7 @@ func (c *Catalog) Replace(ctx context.Context, gen vocab.Generation, manifests [
 		changes[i] = Change{Tenant: manifests[i].Tenant, Service: manifests[i].Service, Manifest: &manifests[i]}
 	}
 	prepared, refs, err := c.prepareAll(ctx, changes)
+	changes, manifests = nil, nil // prepared holds copies: a caller that keeps none lets a large listing go
 	if err != nil {
 		return err
 	}

@@ -123,7 +123,17 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 	}
+	type serviceKey struct {
+		t vocab.TenantID
+		s vocab.ServiceName
+	}
+	listed := make([]serviceKey, len(manifests))
+	for i, m := range manifests {
+		listed[i] = serviceKey{m.Tenant, m.Service}
+	}
 	before := c.cat.Pin()
+	// manifests is not read after this call, and Replace drops its own
+	// hold once they are prepared: a large listing is not kept twice.
 	if err := c.cat.Replace(ctx, vocab.Generation(headRev), manifests); err != nil {
 		return 0, errors.Wrap(err, "cluster: replace the catalog")
 	}
@@ -131,8 +141,8 @@ func (c *Cluster) relist(ctx context.Context) (int64, error) {
 		for _, svc := range before.AllServices() {
 			c.cfg.OnApply(svc.Tenant, svc.Service)
 		}
-		for _, m := range manifests {
-			c.cfg.OnApply(m.Tenant, m.Service)
+		for _, k := range listed {
+			c.cfg.OnApply(k.t, k.s)
 		}
 	}
 	c.mu.Lock()
