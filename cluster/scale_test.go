@@ -5,16 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/latent-node/latent-node/catalog"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testutil/catalogtest"
 	"github.com/latent-node/latent-node/internal/testutil/etcdtest"
 	"github.com/latent-node/latent-node/vocab"
@@ -36,52 +35,19 @@ var applyAt100 float64
 func BenchmarkCluster_applyAtScale(b *testing.B) {
 	for _, n := range []int{100, 100_000} {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
-			endpoint := etcdtest.Start(b, 1).ClientURLs()[0]
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = cli.Close() }()
-			ctx := context.Background()
-			dir := b.TempDir()
-			cat, err := catalog.Open(ctx, catalog.Config{Dir: dir, Inspector: catalogtest.Inspector{}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			module := []byte("\x00asm\x01\x00\x00\x00")
-			d := vocab.DigestOf(sha256.Sum256(module))
-			if err := cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(module)); err != nil {
-				b.Fatal(err)
-			}
-			k := keys{prefix: "/test"}
-			put := func(i int, weight int64) clientv3.Op {
-				m := manifest("acme", "svc-"+strconv.Itoa(i), d, weight)
-				value, err := json.Marshal(record{Manifest: m})
-				if err != nil {
-					b.Fatal(err)
-				}
-				return clientv3.OpPut(k.service(m.Tenant, m.Service), string(value))
-			}
-			for from := 0; from < n; from += 64 {
-				var ops []clientv3.Op
-				for i := from; i < min(n, from+64); i++ {
-					ops = append(ops, put(i, 1))
-				}
-				ops = append(ops, clientv3.OpPut(k.head(), "{}"))
-				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
+			ls := listServices(b, n, func(int) int64 { return 1 })
+			ctx, cli, k, put := context.Background(), ls.cli, ls.k, ls.put
 			runtime.GC()
-			before, resetPeak := residentBytes() // the process's, etcd's server included
+			resetPeak := testutil.ResetPeakRSS()
+			before, _, _ := testutil.ProcStatus("self") // the process's, etcd's server included
 			start := time.Now()
-			m := startMemberOpts(b, []string{endpoint}, "a", dir, "/test",
+			m := startMemberOpts(b, []string{ls.endpoint}, "a", ls.dir, "/test",
 				catalog.Config{MaxServices: n + 1, MaxServicesPerTenant: n + 1})
 			waitFor(b, "the listing replaced", 5*time.Minute, func() bool { return m.cat.Pin().Len() == n })
 			replace := time.Since(start)
 			extra := -1.0 // unknown: the kernel's peak could not be reset
-			if resetPeak {
-				extra = float64(peakResidentBytes()-before) / (1 << 20)
+			if _, peak, ok := testutil.ProcStatus("self"); resetPeak && ok {
+				extra = float64(peak-before) / (1 << 20)
 			}
 			change := func(i int) {
 				resp, err := cli.Txn(ctx).Then(put(i%n, int64(2+i%2)), clientv3.OpPut(k.head(), "{}")).Commit()
@@ -117,70 +83,71 @@ func BenchmarkCluster_applyAtScale(b *testing.B) {
 	}
 }
 
-// residentBytes returns the process's resident memory and resets its
-// peak (VmHWM) to it, reporting whether the kernel let it (Linux only).
-func residentBytes() (uint64, bool) {
-	f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
-	if err == nil {
-		_, err = f.Write([]byte("5"))
-		_ = f.Close()
-	}
-	return statusBytes("VmRSS:"), err == nil
+// listedServices is etcd holding n service records of tenant acme
+// (svc-0, svc-1, …), each one revision of the same module, and the data
+// directory of a catalog that owns the module: what a node listing them
+// starts from.
+type listedServices struct {
+	endpoint, dir string
+	cli           *clientv3.Client
+	k             keys
+	// put is the record of svc-i with its route's weight.
+	put func(i int, weight int64) clientv3.Op
 }
 
-// peakResidentBytes is the process's peak resident memory since the last
-// reset (VmHWM).
-func peakResidentBytes() uint64 { return statusBytes("VmHWM:") }
-
-func statusBytes(field string) uint64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
+// listServices writes the n records, 64 to a transaction with the head,
+// svc-i's route weighing weight(i).
+func listServices(tb testing.TB, n int, weight func(i int) int64) *listedServices {
+	tb.Helper()
+	ls := &listedServices{endpoint: etcdtest.Start(tb, 1).ClientURLs()[0], dir: tb.TempDir(), k: keys{prefix: "/test"}}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ls.endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cli.Close() })
+	ls.cli = cli
+	ctx := context.Background()
+	cat, err := catalog.Open(ctx, catalog.Config{Dir: ls.dir, Inspector: catalogtest.Inspector{}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	module := []byte("\x00asm\x01\x00\x00\x00")
+	d := vocab.DigestOf(sha256.Sum256(module))
+	if err := cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(module)); err != nil {
+		tb.Fatal(err)
+	}
+	ls.put = func(i int, weight int64) clientv3.Op {
+		m := manifest("acme", "svc-"+strconv.Itoa(i), d, weight)
+		value, err := json.Marshal(record{Manifest: m})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return clientv3.OpPut(ls.k.service(m.Tenant, m.Service), string(value))
+	}
+	for from := 0; from < n; from += 64 {
+		var ops []clientv3.Op
+		for i := from; i < min(n, from+64); i++ {
+			ops = append(ops, ls.put(i, weight(i)))
+		}
+		ops = append(ops, clientv3.OpPut(ls.k.head(), "{}"))
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			tb.Fatal(err)
 		}
 	}
-	return 0
+	return ls
 }
 
 // TestCluster_relistPages: a node starting on an empty catalog lists the
 // services in pages (two records a read here) and gets every one, each
 // with its own record, at the head's revision.
 func TestCluster_relistPages(t *testing.T) {
-	endpoint := etcdtest.Start(t, 1).ClientURLs()[0]
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cli.Close() }()
-	ctx := context.Background()
-	dir := t.TempDir()
-	cat, err := catalog.Open(ctx, catalog.Config{Dir: dir, Inspector: catalogtest.Inspector{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	module := []byte("\x00asm\x01\x00\x00\x00")
-	d := vocab.DigestOf(sha256.Sum256(module))
-	if err := cat.Artifacts().Put(ctx, "acme", d, bytes.NewReader(module)); err != nil {
-		t.Fatal(err)
-	}
-	k := keys{prefix: "/test"}
 	const n = 9
-	for i := range n {
-		m := manifest("acme", "svc-"+strconv.Itoa(i), d, int64(1+i%3))
-		value, err := json.Marshal(record{Manifest: m})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cli.Txn(ctx).Then(clientv3.OpPut(k.service(m.Tenant, m.Service), string(value)), clientv3.OpPut(k.head(), "{}")).Commit(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	head, err := cli.Get(ctx, k.head())
+	ls := listServices(t, n, func(i int) int64 { return int64(1 + i%3) })
+	head, err := ls.cli.Get(context.Background(), ls.k.head())
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startMemberOpts(t, []string{endpoint}, "a", dir, "/test", catalog.Config{}, func(c *Config) { c.ListPage = 2 })
+	m := startMemberOpts(t, []string{ls.endpoint}, "a", ls.dir, "/test", catalog.Config{}, func(c *Config) { c.ListPage = 2 })
 	waitFor(t, "the listing replaced", 30*time.Second, func() bool { return m.cat.Pin().Len() == n })
 	pin := m.cat.Pin()
 	if pin.Generation() != vocab.Generation(head.Kvs[0].ModRevision) {

@@ -26,6 +26,7 @@ import (
 	"github.com/cockroachdb/errors"
 
 	"github.com/latent-node/latent-node/internal/hostilewasm"
+	"github.com/latent-node/latent-node/internal/testutil"
 	"github.com/latent-node/latent-node/internal/testutil/nodeconf"
 	"github.com/latent-node/latent-node/internal/testwasm"
 	"github.com/latent-node/latent-node/refusal"
@@ -591,7 +592,7 @@ func (s *rssSampler) Run(ctx context.Context) error {
 }
 
 func (s *rssSampler) sample() {
-	rss, hwm, ok := procStatus(s.pid)
+	rss, hwm, ok := testutil.ProcStatus(strconv.Itoa(s.pid))
 	if !ok {
 		return
 	}
@@ -614,29 +615,6 @@ func (s *rssSampler) hwm() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastHWM
-}
-
-// procStatus reads VmRSS and VmHWM (bytes) of pid.
-func procStatus(pid int) (rss, hwm uint64, ok bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0, false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		for _, f := range []struct {
-			prefix string
-			dst    *uint64
-		}{{"VmRSS:", &rss}, {"VmHWM:", &hwm}} {
-			if v, found := strings.CutPrefix(line, f.prefix); found {
-				fields := strings.Fields(v)
-				if len(fields) >= 1 {
-					kb, _ := strconv.ParseUint(fields[0], 10, 64)
-					*f.dst = kb << 10
-				}
-			}
-		}
-	}
-	return rss, hwm, true
 }
 
 // metrics scrapes /metrics with the admin key and returns the samples by

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,7 +282,7 @@ func TestWasiHTTP_streamed(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	for _, chunked := range []bool{false, true} {
 		rss.resetWindow()
-		before, _, _ := procStatus(n.cmd.Process.Pid)
+		before, _, _ := testutil.ProcStatus(strconv.Itoa(n.cmd.Process.Pid))
 		start := time.Now()
 		echo(t, payload, chunked)
 		took := time.Since(start)

@@ -220,10 +220,10 @@ func (r *Runner) SnapshotBytesByTenant() map[vocab.TenantID]uint64 {
 // instances (running ones close when they finish), at the cost of those
 // alone; one a new deploy needs again is made again when first used.
 func (r *Runner) DropSnapshots(specs []catalog.SnapshotSpec) {
-	keys := make(map[snapKey]bool, len(specs))
+	keys := make([]snapKey, 0, len(specs))
 	for _, spec := range specs {
 		if m := r.modules.acquire(spec.Artifact); m != nil { // else its release dropped them (dropDigest)
-			keys[snapKey{spec.Tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random}] = true
+			keys = append(keys, snapKey{spec.Tenant, spec.Artifact, initExport(m, admission.Obligations{Init: spec.Init}), spec.Random})
 			r.modules.unref(m)
 		}
 	}
@@ -232,11 +232,11 @@ func (r *Runner) DropSnapshots(specs []catalog.SnapshotSpec) {
 
 // drop drops the made snapshots of keys (one being made is a deploy's
 // that has not published yet) and returns their idle instances to close.
-func (p *warmPool) drop(keys map[snapKey]bool) []*warmInstance {
+func (p *warmPool) drop(keys []snapKey) []*warmInstance {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var closing []*warmInstance
-	for k := range keys {
+	for _, k := range keys {
 		s := p.snaps[k.tenant][k]
 		if s == nil || !made(s) {
 			continue

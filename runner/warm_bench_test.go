@@ -211,7 +211,7 @@ func BenchmarkWarmPool_dropSnapshot(b *testing.B) {
 				add(i)
 			}
 			for b.Loop() {
-				if closing := p.drop(map[snapKey]bool{key(0): true}); len(closing) != 1 {
+				if closing := p.drop([]snapKey{key(0)}); len(closing) != 1 {
 					b.Fatalf("closed %d instances, want the snapshot's one", len(closing))
 				}
 				add(0)

@@ -1,7 +1,8 @@
 // Package testutil holds the fakes and drivers that tests of several
 // packages share: a manual clock, a concurrent hammer, a patterned body
 // reader (Pattern) and, on Linux, the
-// protection of a mapping (Protection, from /proc/self/maps). It imports no
+// protection of a mapping (Protection, from /proc/self/maps) and a
+// process's resident memory and its peak (ProcStatus, ResetPeakRSS). It imports no
 // package of this module, so any package's own tests may use it. Fakes that
 // need a package's types live in subpackages named after it: catalogtest (a
 // module inspector) and admissiontest (a valid admission policy); nodeconf
